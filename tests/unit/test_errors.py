@@ -1,0 +1,162 @@
+"""Error-body parsing and mapping, with bodies in the shapes the vLLM reference documents."""
+
+from __future__ import annotations
+
+import json
+import logging
+import traceback
+from typing import Any
+
+import httpx
+import pytest
+from pytest_httpx import HTTPXMock
+
+import vllm_tasks as vt
+from vllm_tasks.errors import error_from_response, parse_error_body
+
+from .conftest import BASE
+
+VALIDATION = {
+    "error": {
+        "message": "1 validation error:\n  {'type': 'greater_than_equal', 'loc': ('body', 'top_n'), "
+        "'msg': 'Input should be greater than or equal to 0', 'input': -1}",
+        "type": "Bad Request",
+        "param": "body.top_n",
+        "code": 400,
+    }
+}
+CONTEXT = {
+    "error": {
+        "message": "This model's maximum context length is 256 tokens. However, your prompt contains 300 "
+        "input tokens, which exceeds the limit. (parameter=input_tokens, value=300)",
+        "type": "BadRequestError",
+        "param": "input_tokens",
+        "code": 400,
+    }
+}
+MATRYOSHKA = {
+    "error": {
+        "message": "Model 'minilm' does not support Matryoshka embeddings; dimensions must be unset "
+        "(received dimensions=128).",
+        "type": "BadRequestError",
+        "param": None,
+        "code": 400,
+    }
+}
+FLAT = {"object": "error", "message": "old style", "type": "BadRequestError", "param": "input", "code": 400}
+
+
+def response(status: int, body: Any, path: str = "/v1/embeddings", headers: dict[str, str] | None = None) -> httpx.Response:
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return httpx.Response(status, content=content, headers=headers, request=httpx.Request("POST", BASE + path))
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "message", "param"),
+    [
+        (400, VALIDATION, VALIDATION["error"]["message"], "body.top_n"),
+        (400, FLAT, "old style", "input"),
+        (401, {"error": "Unauthorized"}, "Unauthorized", None),
+        (404, {"detail": "Not Found"}, "Not Found", None),
+        (422, {"detail": [{"loc": ["body", "file"], "msg": "field required"}]}, None, None),
+        (503, b"", "Service Unavailable", None),
+        (502, b"<html>Bad Gateway</html>", "<html>Bad Gateway</html>", None),
+        (400, {"error": {"message": "bad (parameter=top_n, value=-1)", "param": None}}, None, "top_n"),
+    ],
+)
+def test_parse_every_body_shape(status: int, body: Any, message: str | None, param: str | None) -> None:
+    parsed_message, parsed_param, _ = parse_error_body(response(status, body))
+    if message is not None:
+        assert parsed_message == message
+    assert parsed_message
+    assert parsed_param == param
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "path", "cls"),
+    [
+        (400, VALIDATION, "/rerank", vt.BadRequestError),
+        (400, CONTEXT, "/v1/embeddings", vt.ContextLengthExceeded),
+        (400, MATRYOSHKA, "/v1/embeddings", vt.MatryoshkaNotSupported),
+        (401, {"error": "Unauthorized"}, "/v1/embeddings", vt.AuthenticationError),
+        (403, {"detail": "Forbidden"}, "/v1/embeddings", vt.PermissionDeniedError),
+        (404, {"detail": "Not Found"}, "/v1/embeddings", vt.EndpointNotServed),
+        (404, {"error": {"message": "The model `x` does not exist.", "code": 404}}, "/v1/embeddings", vt.ModelNotFoundError),
+        (409, {"detail": "conflict"}, "/score", vt.ConflictError),
+        (413, b"", "/v1/audio/transcriptions", vt.RequestTooLargeError),
+        (422, {"error": {"message": "fetch failed"}}, "/v1/chat/completions", vt.UnprocessableEntityError),
+        (429, {"error": {"message": "slow down"}}, "/score", vt.RateLimitError),
+        (500, {"error": {"message": "boom"}}, "/score", vt.InternalServerError),
+        (502, b"", "/score", vt.InternalServerError),
+        (503, b"", "/score", vt.ServiceUnavailableError),
+        (501, {"error": {"message": "The model does not support Embeddings API", "code": 501}}, "/v1/embeddings", vt.EndpointNotServed),
+        (400, {"error": {"message": "Maximum file size exceeded (parameter=audio_filesize_mb, value=30)"}}, "/v1/audio/transcriptions", vt.AudioTooLarge),
+    ],
+)
+def test_status_and_message_map_to_the_right_class(status: int, body: Any, path: str, cls: type) -> None:
+    error = error_from_response(response(status, body, path))
+    assert type(error) is cls
+    assert isinstance(error, vt.APIStatusError)
+    assert isinstance(error, vt.VLLMTasksError)
+    assert error.status_code == status
+
+
+def test_context_length_details() -> None:
+    error = error_from_response(response(400, CONTEXT))
+    assert isinstance(error, vt.ContextLengthExceeded)
+    assert (error.max_model_len, error.prompt_tokens, error.param) == (256, 300, "input_tokens")
+
+
+def test_matryoshka_error_names_the_operator_fix() -> None:
+    error = error_from_response(response(400, MATRYOSHKA))
+    assert '"is_matryoshka": true' in str(error)
+    assert "matryoshka_dimensions" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "message", "task", "reason", "hint"),
+    [
+        ("/v1/embeddings", 404, "Not Found", "embed", "not_mounted", "--runner pooling"),
+        ("/v1/embeddings", 501, "The model does not support Embeddings API", "embed", "inactive", "pooler-config"),
+        ("/rerank", 404, "Not Found", "rerank", "not_mounted", "cross-encoder"),
+        ("/v1/audio/transcriptions", 404, "Not Found", "transcription", "not_mounted", "whisper"),
+        ("/v1/chat/completions", 404, "Not Found", "chat", "not_mounted", "NGramPerReqLogitsProcessor"),
+    ],
+)
+def test_endpoint_not_served_says_which_task_and_how_to_fix(
+    path: str, status: int, message: str, task: str, reason: str, hint: str
+) -> None:
+    body = {"detail": message} if status == 404 else {"error": {"message": message, "code": status}}
+    error = error_from_response(response(status, body, path))
+    assert isinstance(error, vt.EndpointNotServed)
+    assert (error.task, error.reason) == (task, reason)
+    assert f"`{task}`" in str(error)
+    assert hint in str(error)
+
+
+def test_request_id_and_body_are_kept() -> None:
+    error = error_from_response(response(400, VALIDATION, headers={"x-request-id": "req-42"}))
+    assert error.request_id == "req-42"
+    assert error.body == VALIDATION
+
+
+def test_credentials_in_url_are_redacted() -> None:
+    error = error_from_response(response(500, b""), url="http://user:pw@host:8000/score")
+    assert error.url == "http://host:8000/score"
+    assert "pw" not in str(error)
+
+
+def test_api_key_never_appears_in_errors_reprs_logs_or_chains(
+    make_client: Any, httpx_mock: HTTPXMock, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = "sk-very-secret-key-123"
+    httpx_mock.add_response(url=f"{BASE}/version", status_code=503, is_reusable=True)
+    httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=401, json={"error": "Unauthorized"})
+    httpx_mock.add_response(url=f"{BASE}/openapi.json", status_code=404, json={"detail": "Not Found"})
+    client = make_client(api_key=secret, max_retries=1)
+    caplog.set_level(logging.DEBUG, logger="vllm_tasks")
+    with pytest.raises(vt.AuthenticationError) as info:
+        client.server_info()
+    rendered = "".join(traceback.format_exception(info.value))
+    for text in (rendered, repr(info.value), str(info.value), repr(client), caplog.text, repr(vars(info.value))):
+        assert secret not in text

@@ -1,0 +1,120 @@
+"""Retry rules of the transport, exercised through the public clients (sync and async)."""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from typing import Any
+
+import httpx
+import pytest
+from pytest_httpx import HTTPXMock
+
+import vllm_tasks as vt
+from vllm_tasks.retries import Backoff, retry_after_seconds
+
+from .conftest import BASE
+
+VERSION = f"{BASE}/version"
+
+
+@pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503, 504])
+def test_retryable_statuses_on_a_raising_request(status: int, make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]) -> None:
+    httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"})
+    httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}})
+    httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=status)
+    httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=status)
+    httpx_mock.add_response(url=f"{BASE}/v1/models", json={"data": [{"id": "m"}]})
+    client = make_client(max_retries=2)
+    assert client.server_info().default_model == "m"
+    assert len(no_sleep) == 2
+    assert all(0 < s <= 8 for s in no_sleep)
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 413, 422, 501])
+def test_other_statuses_are_not_retried(status: int, make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]) -> None:
+    httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"})
+    httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}})
+    httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=status, json={"error": {"message": "no"}})
+    client = make_client(max_retries=3)
+    with pytest.raises(vt.APIStatusError) as info:
+        client.server_info()
+    assert info.value.status_code == status
+    assert no_sleep == []
+    assert len([r for r in httpx_mock.get_requests() if r.url.path == "/v1/models"]) == 1
+
+
+def test_retries_give_up_after_max_retries(make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]) -> None:
+    httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"})
+    httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}})
+    httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=503, is_reusable=True)
+    client = make_client(max_retries=3)
+    with pytest.raises(vt.ServiceUnavailableError):
+        client.server_info()
+    assert len([r for r in httpx_mock.get_requests() if r.url.path == "/v1/models"]) == 4
+    assert len(no_sleep) == 3
+
+
+def test_max_retries_zero_disables_retries(make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]) -> None:
+    httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"})
+    httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}})
+    httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=503)
+    client = make_client(max_retries=0)
+    with pytest.raises(vt.ServiceUnavailableError):
+        client.server_info()
+    assert no_sleep == []
+
+
+def test_connection_errors_are_retried_then_raised(make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]) -> None:
+    httpx_mock.add_exception(httpx.ConnectError("Connection refused"), is_reusable=True)
+    client = make_client(max_retries=2)
+    with pytest.raises(vt.APIConnectionError) as info:
+        client.server_info()
+    assert not isinstance(info.value, vt.APITimeoutError)
+    assert "Connection refused" in str(info.value)
+    assert len(no_sleep) >= 2
+
+
+def test_timeouts_raise_api_timeout_error(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_exception(httpx.ReadTimeout("slow"), is_reusable=True)
+    client = make_client(max_retries=0)
+    with pytest.raises(vt.APITimeoutError):
+        client.server_info()
+
+
+@pytest.mark.parametrize("header", [{"retry-after": "7"}, {"retry-after-ms": "7000"}])
+def test_retry_after_is_honoured(header: dict[str, str], make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]) -> None:
+    httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"})
+    httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}})
+    httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=429, headers=header)
+    httpx_mock.add_response(url=f"{BASE}/v1/models", json={"data": [{"id": "m"}]})
+    client = make_client(max_retries=1)
+    client.server_info()
+    assert no_sleep == [7.0]
+
+
+def test_retry_after_http_date() -> None:
+    now = time.time()
+    date = email.utils.formatdate(now + 30, usegmt=True)
+    seconds = retry_after_seconds(httpx.Headers({"retry-after": date}), now=now)
+    assert seconds is not None and 28 <= seconds <= 31
+
+
+def test_retry_after_over_the_cap_falls_back_to_backoff() -> None:
+    error = vt.RateLimitError("slow", status_code=429, headers=httpx.Headers({"retry-after": "3600"}))
+    delay = Backoff(initial=0.5, maximum=8, retry_after_cap=60).delay(1, error)
+    assert 0.375 <= delay <= 0.5
+
+
+def test_backoff_is_exponential_and_capped() -> None:
+    backoff = Backoff(initial=0.5, maximum=8)
+    delays = [backoff.delay(attempt, None) for attempt in range(1, 9)]
+    assert 0.375 <= delays[0] <= 0.5
+    assert 0.75 <= delays[1] <= 1.0
+    assert all(d <= 8 for d in delays)
+    assert delays[-1] >= 6
+
+
+@pytest.mark.parametrize("value", ["soon", "", "Wed, 99 Foo 2026"])
+def test_bad_retry_after_is_ignored(value: str) -> None:
+    assert retry_after_seconds(httpx.Headers({"retry-after": value})) is None

@@ -1,0 +1,76 @@
+"""vllm_tasks: a typed client for vLLM's embedding, scoring, speech-to-text and OCR endpoints.
+
+Example:
+    >>> import vllm_tasks as vt
+    >>> with vt.Client("http://localhost:8000") as client:
+    ...     print(client.server_info().version)
+"""
+
+from ._async_client import AsyncClient
+from ._sync_client import Client
+from .errors import (
+    APIConnectionError,
+    APIError,
+    APIStatusError,
+    APITimeoutError,
+    AudioTooLarge,
+    AuthenticationError,
+    BadRequestError,
+    ConflictError,
+    ContextLengthExceeded,
+    EndpointNotServed,
+    InternalServerError,
+    InvalidInputError,
+    MatryoshkaNotSupported,
+    ModelNotFoundError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitError,
+    RequestTooLargeError,
+    ServerNotReady,
+    ServiceUnavailableError,
+    StreamError,
+    UnprocessableEntityError,
+    UnsupportedByServer,
+    VLLMTasksError,
+)
+from .types import Advisory, ModelCard, ProbeReport, ServerInfo, TaskProbe, TaskStatus
+from .version import __version__
+from .versions import ServerVersion
+
+__all__ = [
+    "APIConnectionError",
+    "APIError",
+    "APIStatusError",
+    "APITimeoutError",
+    "Advisory",
+    "AsyncClient",
+    "AudioTooLarge",
+    "AuthenticationError",
+    "BadRequestError",
+    "Client",
+    "ConflictError",
+    "ContextLengthExceeded",
+    "EndpointNotServed",
+    "InternalServerError",
+    "InvalidInputError",
+    "MatryoshkaNotSupported",
+    "ModelCard",
+    "ModelNotFoundError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "ProbeReport",
+    "RateLimitError",
+    "RequestTooLargeError",
+    "ServerInfo",
+    "ServerNotReady",
+    "ServerVersion",
+    "ServiceUnavailableError",
+    "StreamError",
+    "TaskProbe",
+    "TaskStatus",
+    "UnprocessableEntityError",
+    "UnsupportedByServer",
+    "VLLMTasksError",
+    "__version__",
+]

@@ -1,0 +1,183 @@
+"""The asynchronous client. ``_sync_client.py`` is generated from this file by ``scripts/unasync.py``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, TypeVar, cast
+
+import httpx
+
+from . import defaults, discovery
+from .config import ClientConfig, TimeoutArg
+from .errors import InvalidInputError, VLLMTasksError
+from .steps import GetServerInfo, Operation, Parallel, Request, Sleep, Step
+from .transport import AsyncTransport, async_sleep
+from .types.server import ProbeReport, ServerInfo
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """Asynchronous client for a vLLM server's embedding, scoring, audio and OCR endpoints.
+
+    Args:
+        base_url: the server's root URL. Default: env ``VLLM_TASKS_BASE_URL``, else
+            ``http://localhost:8000``. A trailing ``/v1`` is removed (vLLM serves /score at the root).
+        api_key: sent as ``Authorization: Bearer``. Default: env ``VLLM_API_KEY``.
+        model: the served model name to use when a call names none. Default: the server's first.
+        timeout: seconds (or an ``httpx.Timeout``) per request; ``None`` waits forever.
+        max_retries: retries for connection errors, timeouts, 408/409/429/5xx; 0 disables them.
+        headers: extra headers sent with every request.
+        http_client: your own ``httpx.AsyncClient`` (proxies, mTLS, event hooks); you close it.
+
+    Raises:
+        InvalidInputError: for an invalid argument, at construction.
+
+    Example:
+        >>> async with vllm_tasks.AsyncClient("http://localhost:8000") as client:
+        ...     info = await client.server_info()
+    """
+
+    def __init__(
+        self,
+        base_url: str | httpx.URL | None = None,
+        *,
+        api_key: str | None = None,
+        model: str | None = None,
+        timeout: TimeoutArg = defaults.TIMEOUT,
+        max_retries: int = defaults.MAX_RETRIES,
+        headers: Mapping[str, str] | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self._config = ClientConfig.create(
+            base_url, api_key=api_key, model=model, timeout=timeout, max_retries=max_retries, headers=headers
+        )
+        if http_client is not None and not isinstance(http_client, httpx.AsyncClient):
+            raise InvalidInputError(
+                "http_client",
+                type(http_client).__name__,
+                "must be an httpx.AsyncClient",
+                "Pass an httpx.AsyncClient here (an httpx.Client belongs to vllm_tasks.Client).",
+            )
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.AsyncClient()
+        self._transport = AsyncTransport(self._http, self._config)
+        self._server_info: ServerInfo | None = None
+        self._server_info_lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        key = "set" if self._config.api_key else "none"
+        name = type(self).__name__
+        return f"{name}(base_url={self._config.base_url!r}, model={self._config.model!r}, api_key={key})"
+
+    @property
+    def base_url(self) -> str:
+        """The server's root URL."""
+        return self._config.base_url
+
+    @property
+    def model(self) -> str | None:
+        """The model name given at construction (``None``: the server's default)."""
+        return self._config.model
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the HTTP connection pool, unless it was passed in as ``http_client``."""
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def server_info(self, *, refresh: bool = False) -> ServerInfo:
+        """What the server is: version, served models (``root``, ``max_model_len``), mounted routes.
+
+        Read from ``GET /version``, ``GET /v1/models`` and ``GET /openapi.json`` once per client and
+        cached; ``refresh=True`` reads them again.
+
+        Returns:
+            ServerInfo: ``version`` is ``None`` when the server hides it, ``routes`` is ``None`` when
+            its docs are disabled.
+
+        Raises:
+            APIConnectionError: the server cannot be reached.
+            AuthenticationError: ``/v1/models`` needs an API key.
+
+        Example:
+            >>> (await client.server_info()).version
+            '0.32.0'
+        """
+        if self._server_info is None or refresh:
+            async with self._server_info_lock:
+                if self._server_info is None or refresh:
+                    self._server_info = await self._run(discovery.discover(self._config.base_url))
+        return self._server_info
+
+    async def wait_until_ready(
+        self, timeout: float = 600.0, *, interval: float = defaults.HEALTH_POLL_INTERVAL
+    ) -> None:
+        """Wait until ``GET /health`` answers 200 (the model is loaded).
+
+        Refused connections and 503 while the server loads are tolerated until ``timeout`` seconds.
+
+        Raises:
+            ServerNotReady: when time runs out; ``last_cause`` says what was seen last.
+
+        Example:
+            >>> await client.wait_until_ready(timeout=120)
+        """
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise InvalidInputError("timeout", timeout, "must be a positive number of seconds", "")
+        await self._run(discovery.wait_until_ready(self._config.base_url, float(timeout), interval))
+
+    async def probe(self) -> ProbeReport:
+        """Check which tasks the server serves, and which known pitfalls apply to it.
+
+        Every task route (embed, embed_v2, score, rerank, classify, pooling, transcription,
+        translation, chat) gets its cheapest request; each is reported as served, not served (404),
+        inactive (501) or unauthorized (401).
+
+        Raises:
+            APIConnectionError: the server cannot be reached.
+
+        Example:
+            >>> report = await client.probe()
+            >>> report.served_tasks
+            ['embed', 'embed_v2', 'score', 'rerank', 'pooling']
+        """
+        return await self._run(discovery.probe(self._config.base_url))
+
+    async def _run(self, operation: Operation[T]) -> T:
+        """Drive an operation: perform each step it yields, send back the result or the error."""
+        outcome: Any = None
+        error: VLLMTasksError | None = None
+        while True:
+            try:
+                step = operation.throw(error) if error is not None else operation.send(outcome)
+            except StopIteration as stop:
+                return cast(T, stop.value)
+            outcome, error = None, None
+            try:
+                outcome = await self._perform(step)
+            except VLLMTasksError as raised:
+                error = raised
+
+    async def _perform(self, step: Step) -> Any:
+        if isinstance(step, Request):
+            return await self._transport.send(step)
+        if isinstance(step, Parallel):
+            return await self._transport.send_all(step.requests, step.concurrency, step.on_response)
+        if isinstance(step, Sleep):
+            return await async_sleep(step.seconds)
+        if isinstance(step, GetServerInfo):
+            return await self.server_info(refresh=step.refresh)
+        raise TypeError(f"unknown step {step!r}")

@@ -1,0 +1,131 @@
+"""Validation of client constructor arguments, shared by ``Client`` and ``AsyncClient``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpx
+
+from . import defaults
+from .errors import InvalidInputError
+from .version import __version__
+
+TimeoutArg = float | httpx.Timeout | None
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Validated settings of a client. ``repr`` never shows the API key."""
+
+    base_url: str
+    api_key: str | None
+    model: str | None
+    timeout: httpx.Timeout
+    max_retries: int
+    headers: dict[str, str]
+
+    def __repr__(self) -> str:
+        key = "set" if self.api_key else "none"
+        return f"ClientConfig(base_url={self.base_url!r}, model={self.model!r}, api_key={key})"
+
+    @classmethod
+    def create(
+        cls,
+        base_url: str | httpx.URL | None,
+        *,
+        api_key: str | None,
+        model: str | None,
+        timeout: TimeoutArg,
+        max_retries: int,
+        headers: Mapping[str, str] | None,
+    ) -> ClientConfig:
+        """Validate constructor arguments (falling back to the environment) into a config.
+
+        Raises:
+            InvalidInputError: naming the argument, the value and the fix.
+        """
+        url = _base_url(base_url)
+        key = _api_key(api_key)
+        if model is not None and (not isinstance(model, str) or not model.strip()):
+            raise InvalidInputError(
+                "model", model, "must be a non-empty string", "Pass a served model name or None."
+            )
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise InvalidInputError(
+                "max_retries", max_retries, "must be an integer >= 0", "Use 0 to disable retries."
+            )
+        all_headers = {"User-Agent": f"vllm-tasks/{__version__}"}
+        for name, value in (headers or {}).items():
+            if not isinstance(name, str) or not isinstance(value, str):
+                raise InvalidInputError(
+                    f"headers[{name!r}]", type(value).__name__, "header names and values must be str", ""
+                )
+            all_headers[name] = value
+        if key is not None:
+            all_headers["Authorization"] = f"Bearer {key}"
+        return cls(
+            base_url=url,
+            api_key=key,
+            model=model,
+            timeout=_timeout(timeout),
+            max_retries=max_retries,
+            headers=all_headers,
+        )
+
+
+def _base_url(value: str | httpx.URL | None) -> str:
+    if value is None:
+        value = os.environ.get(defaults.BASE_URL_ENV) or defaults.BASE_URL
+    if not isinstance(value, str | httpx.URL):
+        raise InvalidInputError(
+            "base_url", value, "must be a string", "Pass a URL such as 'http://localhost:8000'."
+        )
+    text = str(value).strip().rstrip("/")
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidInputError(
+            "base_url",
+            text,
+            "is not an http(s) URL with a host",
+            "Pass the server's root URL, e.g. 'http://localhost:8000'.",
+        )
+    # vLLM serves /score, /rerank, /health at the root: a URL copied from an OpenAI setup ends in /v1.
+    if text.endswith("/v1"):
+        text = text[: -len("/v1")]
+    return text
+
+
+def _api_key(value: str | None) -> str | None:
+    if value is None:
+        value = os.environ.get(defaults.API_KEY_ENV) or None
+        if value is None:
+            return None
+    if not isinstance(value, str):
+        # The value itself is never echoed: it may be a secret of the wrong type.
+        raise InvalidInputError(
+            "api_key", f"<{type(value).__name__}>", "must be a string", "Pass the key as a str, or None."
+        )
+    key = value.strip()
+    if not key or any(ch in key for ch in "\r\n"):
+        raise InvalidInputError(
+            "api_key", "<redacted>", "must be a non-empty single-line string", "Check how the key was read."
+        )
+    return key
+
+
+def _timeout(value: TimeoutArg) -> httpx.Timeout:
+    if isinstance(value, httpx.Timeout):
+        return value
+    if value is None:
+        return httpx.Timeout(None)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise InvalidInputError(
+            "timeout",
+            value,
+            "must be a positive number of seconds, an httpx.Timeout, or None for no timeout",
+            "For example timeout=120.",
+        )
+    return httpx.Timeout(float(value), connect=min(float(value), defaults.TIMEOUT.connect or 10.0))

@@ -1,0 +1,419 @@
+"""The exception tree of vllm_tasks and the mapping from a server's error response to it.
+
+Every exception raised by the SDK derives from :class:`VLLMTasksError`::
+
+    VLLMTasksError
+    ├── InvalidInputError (also ValueError)   bad argument, caught before any request
+    ├── UnsupportedByServer                   feature needs a newer vLLM or a server flag
+    ├── ServerNotReady                        wait_until_ready() ran out of time
+    └── APIError
+        ├── APIConnectionError
+        │   └── APITimeoutError
+        ├── StreamError                       an error frame inside a 200 event stream
+        └── APIStatusError                    the server answered >= 400
+            ├── BadRequestError (400)
+            │   ├── ContextLengthExceeded
+            │   ├── MatryoshkaNotSupported
+            │   └── AudioTooLarge
+            ├── AuthenticationError (401)
+            ├── PermissionDeniedError (403)
+            ├── NotFoundError (404)
+            │   └── ModelNotFoundError
+            ├── EndpointNotServed (404 route not mounted / 501 task inactive)
+            ├── ConflictError (409)
+            ├── RequestTooLargeError (413)
+            ├── UnprocessableEntityError (422)
+            ├── RateLimitError (429)
+            └── InternalServerError (>= 500)
+                └── ServiceUnavailableError (503)
+
+No exception stores request headers, so the API key can never surface in a message, a repr, a log
+line or an exception chain.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from .tasks import TASK_ROUTES, TaskName, TaskRoute, task_for_path
+
+
+class VLLMTasksError(Exception):
+    """Base class of every exception raised by vllm_tasks."""
+
+
+class InvalidInputError(VLLMTasksError, ValueError):
+    """An argument is invalid; raised before any request is sent.
+
+    Attributes:
+        field: the argument's name (dotted for nested values, e.g. ``input[3]``).
+        value: the offending value (shortened in the message).
+        fix: what to do instead.
+    """
+
+    def __init__(self, field: str, value: object, problem: str, fix: str) -> None:
+        self.field = field
+        self.value = value
+        self.fix = fix
+        super().__init__(f"{field}={_short(value)}: {problem}. {fix}")
+
+
+class UnsupportedByServer(VLLMTasksError):
+    """The request uses a feature the connected server's vLLM version (or configuration) lacks.
+
+    Attributes:
+        feature: the feature's name in the gate table (``vllm_tasks.gates.FEATURES``).
+        server_version: the server's version string, or ``None`` when unknown.
+        required_version: the first vLLM version with the feature, or ``None``.
+        server_flag: the server flag that enables it, when one is needed.
+    """
+
+    def __init__(
+        self,
+        feature: str,
+        *,
+        server_version: str | None,
+        required_version: str | None,
+        server_flag: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        self.feature = feature
+        self.server_version = server_version
+        self.required_version = required_version
+        self.server_flag = server_flag
+        needs = []
+        if required_version:
+            needs.append(f"vLLM >= {required_version}")
+        if server_flag:
+            needs.append(f"the server flag `{server_flag}`")
+        message = f"{feature} is not supported by this server (vLLM {server_version or 'unknown'})"
+        if needs:
+            message += f"; it needs {' and '.join(needs)}"
+        if detail:
+            message += f". {detail}"
+        super().__init__(message)
+
+
+class ServerNotReady(VLLMTasksError):
+    """The server did not answer ``/health`` with 200 in time.
+
+    Attributes:
+        last_cause: the last thing seen (an exception or a status description).
+    """
+
+    def __init__(self, message: str, last_cause: str | None) -> None:
+        self.last_cause = last_cause
+        super().__init__(f"{message}; last seen: {last_cause}" if last_cause else message)
+
+
+class APIError(VLLMTasksError):
+    """A request to the server failed. ``method`` and ``url`` describe it (credentials removed)."""
+
+    def __init__(self, message: str, *, method: str | None = None, url: str | None = None) -> None:
+        self.message = message
+        self.method = method
+        self.url = _redact_url(url) if url else None
+        super().__init__(message)
+
+
+class APIConnectionError(APIError):
+    """The server could not be reached (refused, reset, DNS, TLS)."""
+
+
+class APITimeoutError(APIConnectionError):
+    """The request timed out."""
+
+
+class StreamError(APIError):
+    """The server reported an error inside an event stream that had already started with 200."""
+
+    def __init__(self, message: str, *, body: object = None, code: int | None = None) -> None:
+        self.body = body
+        self.code = code
+        super().__init__(message)
+
+
+class APIStatusError(APIError):
+    """The server answered with an HTTP error status.
+
+    Attributes:
+        status_code: the HTTP status.
+        message: the server's message, parsed from any of vLLM's error body shapes.
+        param: the offending parameter when the server names one (else ``None``).
+        request_id: the ``X-Request-Id`` response header, when present.
+        body: the parsed JSON body (or the raw text, or ``None`` for an empty body).
+        headers: the response headers.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int,
+        param: str | None = None,
+        request_id: str | None = None,
+        body: object = None,
+        headers: httpx.Headers | None = None,
+        method: str | None = None,
+        url: str | None = None,
+    ) -> None:
+        self.status_code = status_code
+        self.param = param
+        self.request_id = request_id
+        self.body = body
+        self.headers = headers if headers is not None else httpx.Headers()
+        super().__init__(message, method=method, url=url)
+
+    def __str__(self) -> str:
+        where = f" ({self.method} {self.url})" if self.method and self.url else ""
+        return f"{self.status_code}{where}: {self.message}"
+
+
+class BadRequestError(APIStatusError):
+    """400: the server refused the request's content."""
+
+
+class ContextLengthExceeded(BadRequestError):
+    """An input is longer than the model's context.
+
+    Attributes:
+        max_model_len: the model's maximum, when the message states it.
+        prompt_tokens: the input's token count, when the message states it.
+        input_index: the position of the offending input in the caller's list, when known.
+    """
+
+    max_model_len: int | None = None
+    prompt_tokens: int | None = None
+    input_index: int | None = None
+
+
+class MatryoshkaNotSupported(BadRequestError):
+    """``dimensions`` / ``output_dimension`` is not allowed for this model or value."""
+
+
+class AudioTooLarge(BadRequestError):
+    """The audio upload is over the server's ``VLLM_MAX_AUDIO_CLIP_FILESIZE_MB``."""
+
+
+class AuthenticationError(APIStatusError):
+    """401: missing or wrong API key."""
+
+
+class PermissionDeniedError(APIStatusError):
+    """403."""
+
+
+class NotFoundError(APIStatusError):
+    """404."""
+
+
+class ModelNotFoundError(NotFoundError):
+    """404: the ``model`` named in the request is not served."""
+
+
+class EndpointNotServed(APIStatusError):
+    """The server's model does not serve this task.
+
+    A 404 ``{"detail": "Not Found"}`` means the route is not mounted (the model lacks the task); a 501
+    "does not support ... API" means it is mounted but the model's active pooling task is another one.
+
+    Attributes:
+        task: the task asked for (``embed``, ``rerank``, ``transcription``, ...), when known.
+        reason: ``"not_mounted"`` or ``"inactive"``.
+    """
+
+    task: str | None = None
+    reason: str = "not_mounted"
+
+
+class ConflictError(APIStatusError):
+    """409."""
+
+
+class RequestTooLargeError(APIStatusError):
+    """413."""
+
+
+class UnprocessableEntityError(APIStatusError):
+    """422 (e.g. a remote media URL the server could not fetch)."""
+
+
+class RateLimitError(APIStatusError):
+    """429."""
+
+
+class InternalServerError(APIStatusError):
+    """500 and other 5xx."""
+
+
+class ServiceUnavailableError(InternalServerError):
+    """503: the engine is overloaded, still loading, or hit a retryable failure."""
+
+
+_BY_STATUS: dict[int, type[APIStatusError]] = {
+    400: BadRequestError,
+    401: AuthenticationError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    409: ConflictError,
+    413: RequestTooLargeError,
+    422: UnprocessableEntityError,
+    429: RateLimitError,
+    503: ServiceUnavailableError,
+}
+
+_CONTEXT_RE = re.compile(
+    r"maximum context length is (?P<max>\d+) tokens.*?contains (?:at least )?(?P<n>\d+)", re.DOTALL
+)
+_PARAM_SUFFIX_RE = re.compile(r"\(parameter=(?P<param>[^,]+), value=.*\)\s*$", re.DOTALL)
+_MATRYOSHKA_MARKERS = (
+    "does not support matryoshka",
+    "only supports matryoshka dimensions",
+    "only supports dimensions in range",
+    "dimensions must be less than or equal",
+)
+MATRYOSHKA_FIX = (
+    "The operator can serve the model as Matryoshka with `--hf-overrides '{\"is_matryoshka\": true}'` "
+    "or `--hf-overrides '{\"matryoshka_dimensions\": [...]}'`; otherwise leave `dimensions` unset."
+)
+
+
+def parse_error_body(response: httpx.Response) -> tuple[str, str | None, object]:
+    """Extract ``(message, param, body)`` from any error body shape vLLM has used.
+
+    Handles the nested body (``{"error": {"message", "type", "param", "code"}}``, vLLM >= 0.10.1), the
+    flat body of older servers (``{"object": "error", "message", ...}``), ``{"error": "Unauthorized"}``,
+    FastAPI's ``{"detail": ...}`` (a string or a list of validation errors), plain text and empty bodies.
+    """
+    text = response.text
+    try:
+        body: object = json.loads(text) if text.strip() else None
+    except ValueError:
+        body = text
+    message: str | None = None
+    param: str | None = None
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict):
+            message = _as_text(error.get("message"))
+            param = _as_text(error.get("param"))
+        elif isinstance(error, str):
+            message = error
+        elif "message" in body:
+            message = _as_text(body.get("message"))
+            param = _as_text(body.get("param"))
+        elif "detail" in body:
+            detail = body["detail"]
+            message = detail if isinstance(detail, str) else json.dumps(detail)
+    elif isinstance(body, str):
+        message = body.strip()[:2000]
+    if not message:
+        message = response.reason_phrase or f"HTTP {response.status_code}"
+    if param is None:
+        match = _PARAM_SUFFIX_RE.search(message)
+        if match:
+            param = match["param"].strip()
+    return message, param, body
+
+
+def error_from_response(
+    response: httpx.Response,
+    *,
+    task: TaskName | None = None,
+    method: str | None = None,
+    url: str | None = None,
+) -> APIStatusError:
+    """Build the most specific :class:`APIStatusError` for an error response.
+
+    Args:
+        response: the server's response (status >= 400), body already read.
+        task: the task the request was for; sharpens :class:`EndpointNotServed` messages.
+        method: the request method, for the message.
+        url: the request URL, for the message (credentials are removed).
+
+    Returns:
+        The exception to raise.
+    """
+    status = response.status_code
+    message, param, body = parse_error_body(response)
+    try:
+        request: httpx.Request | None = response.request
+    except RuntimeError:  # a response built by hand has no request
+        request = None
+    if method is None and request is not None:
+        method = request.method
+    if url is None and request is not None:
+        url = str(request.url)
+    path = urlsplit(url).path if url else ""
+    route = TASK_ROUTES.get(task) if task else task_for_path(path)
+    kwargs: dict[str, Any] = {
+        "status_code": status,
+        "param": param,
+        "request_id": response.headers.get("x-request-id"),
+        "body": body,
+        "headers": response.headers,
+        "method": method,
+        "url": url,
+    }
+    lowered = message.lower()
+    if (status == 404 and message == "Not Found") or (status == 501 and "does not support" in lowered):
+        not_served = EndpointNotServed(_not_served_message(status, route, path), **kwargs)
+        not_served.task = route.task if route else None
+        not_served.reason = "not_mounted" if status == 404 else "inactive"
+        return not_served
+    if status == 404 and "does not exist" in lowered and "model" in lowered:
+        return ModelNotFoundError(message, **kwargs)
+    if status == 400:
+        match = _CONTEXT_RE.search(message)
+        if match or "maximum context length" in lowered:
+            exceeded = ContextLengthExceeded(message, **kwargs)
+            if match:
+                exceeded.max_model_len = int(match["max"])
+                exceeded.prompt_tokens = int(match["n"])
+            return exceeded
+        if any(marker in lowered for marker in _MATRYOSHKA_MARKERS):
+            return MatryoshkaNotSupported(f"{message} {MATRYOSHKA_FIX}", **kwargs)
+        if "maximum file size exceeded" in lowered:
+            return AudioTooLarge(
+                f"{message} Split the audio client-side (chunking='auto') or raise the server's "
+                "VLLM_MAX_AUDIO_CLIP_FILESIZE_MB.",
+                **kwargs,
+            )
+    cls = _BY_STATUS.get(status, InternalServerError if status >= 500 else APIStatusError)
+    return cls(message, **kwargs)
+
+
+def _not_served_message(status: int, route: TaskRoute | None, path: str) -> str:
+    if route is not None:
+        what = "mounts the route but its active task is another one" if status == 501 else "lacks it"
+        return (
+            f"This server does not serve the `{route.task}` task ({route.path} answered {status}: the "
+            f"model {what}). To serve it, {route.how_to_serve}."
+        )
+    return f"This server does not serve {path or 'this route'} (HTTP {status})."
+
+
+def _redact_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    return url
+
+
+def _as_text(value: object) -> str | None:
+    if value is None:
+        return None
+    return value if isinstance(value, str) else str(value)
+
+
+def _short(value: object, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,157 @@
+"""Version gates: which vLLM version (and server flag) each request feature needs.
+
+One table, :data:`FEATURES`, read from vLLM's published source releases (see the reference in
+``docs/version-gates.md``). :func:`require` checks a request's features against a server before it is
+sent; when the server hides its version the request goes out and the server's answer decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .errors import UnsupportedByServer
+from .types.server import ServerInfo
+from .versions import ServerVersion
+
+
+@dataclass(frozen=True)
+class Feature:
+    """A request feature that only some vLLM versions accept.
+
+    Attributes:
+        name: the key used by operations (``"max_tokens_per_doc"``, ``"/v2/embed"``, ...).
+        min_version: the first vLLM release that accepts it (``None`` when only a flag matters).
+        server_flag: a server flag without which the server ignores or refuses it, if any.
+        removed_in: the first release that rejects it, for features vLLM removed.
+        evidence: where the version comes from.
+    """
+
+    name: str
+    min_version: str | None
+    evidence: str
+    server_flag: str | None = None
+    removed_in: str | None = None
+
+
+FEATURES: dict[str, Feature] = {
+    feature.name: feature
+    for feature in (
+        Feature("max_tokens_per_doc", "0.20.0", "absent in 0.19.0 sdist; PR #38827"),
+        Feature("max_tokens_per_query", "0.20.0", "absent in 0.19.0 sdist; PR #38827"),
+        Feature("score_instruction", "0.20.0", "`instruction` on /score and /rerank, added in 0.20.0"),
+        Feature(
+            "dimensions_validated",
+            "0.24.0",
+            "PR #46313: before 0.24.0 oversized `dimensions` were silently accepted (the client checks "
+            "the returned width instead)",
+        ),
+        Feature("/v2/embed", "0.18.0", "absent in 0.17.0; PR #37074"),
+        Feature("truncation_side", "0.18.0", "added with /v2/embed in 0.18.0"),
+        Feature("v2_embed_priority", "0.18.0", "`priority` on /v2/embed arrived with the route"),
+        Feature("transcription_beam_search", "0.18.0", "absent in 0.17.0; PR #36160"),
+        Feature(
+            "audio_backend_selection",
+            "0.30.0",
+            "PR #51826; applies to multimodal audio content only, never to /v1/audio uploads",
+            server_flag='--media-io-kwargs \'{"audio":{"audio_backend":...}}\'',
+        ),
+        Feature("encoding_format_base64", "0.5.1", "PR #5935 (June 2024); present in every sdist >= 0.6.4"),
+        Feature("embed_dtype", "0.11.1", "absent in 0.11.0; PR #27066"),
+        Feature("endianness", "0.11.1", "absent in 0.11.0; PR #27066"),
+        Feature("encoding_format_bytes", "0.11.1", "absent in 0.11.0; PR #27066"),
+        Feature("encoding_format_bytes_only", "0.13.0", "absent in 0.12.0"),
+        Feature("/v2/rerank", "0.7.0", "absent in 0.6.4; PR #12376"),
+        Feature("score_multimodal", "0.10.0", "text_1/text_2 accept {content: [...]} since PR #20260"),
+        Feature("score_queries_documents", "0.16.0", "queries/documents/items and data_1/data_2 forms"),
+        Feature("score_multimodal_late_interaction", "0.17.0", "PR #34574"),
+        Feature("batched_chat_embeddings", "0.25.0", "`messages` as a list of conversations"),
+        Feature("padding", "0.29.0", "the `padding` pooling field"),
+        Feature("audio_watermarking", "0.32.0", "`watermarking` on audio requests"),
+        Feature(
+            "deepseek_ocr_ngram_xargs",
+            "0.11.1",
+            "NGramPerReqLogitsProcessor reads `vllm_xargs` per request",
+            server_flag=(
+                "--logits-processors vllm.model_executor.models.deepseek_ocr:NGramPerReqLogitsProcessor"
+            ),
+        ),
+        Feature("token_embed_embeddings", "0.33.0", "/v1/embeddings on token_embed models (v33 source)"),
+        Feature("late_chunking", "0.33.0", "`late_chunking_params` (v33 source)"),
+        Feature(
+            "normalize",
+            None,
+            "accepted up to 0.16; silently ignored 0.17-0.25; rejected with 400 from 0.26.0 "
+            "(use_activation replaces it)",
+            removed_in="0.17.0",
+        ),
+        Feature("nested_error_body", "0.10.1", "0.10.0 answers flat {object: error, ...} bodies"),
+        Feature(
+            "mm_processor_kwargs",
+            None,
+            "400 unless the server trusts per-request processor kwargs",
+            server_flag="--trust-request-mm-kwargs",
+        ),
+        Feature(
+            "chat_template",
+            None,
+            "a per-request chat template is refused unless the server trusts it",
+            server_flag="--trust-request-chat-template",
+        ),
+    )
+}
+
+
+def supports(info: ServerInfo, feature: str) -> bool:
+    """Whether the server's version has ``feature``; True when the version is unknown.
+
+    Raises:
+        KeyError: for a feature name missing from :data:`FEATURES`.
+    """
+    gate = FEATURES[feature]
+    version = info.parsed_version
+    if not version.known:
+        return True
+    if gate.removed_in is not None and version.at_least(gate.removed_in):
+        return False
+    return gate.min_version is None or version.at_least(gate.min_version)
+
+
+def require(info: ServerInfo, features: Iterable[str]) -> None:
+    """Raise :class:`UnsupportedByServer` for the first feature the server's version lacks.
+
+    Args:
+        info: the server's cached description.
+        features: names from :data:`FEATURES` that the request uses.
+
+    Raises:
+        UnsupportedByServer: naming the feature, the server's version and the version needed.
+
+    Example:
+        >>> require(info, ["max_tokens_per_doc"])  # raises on a 0.19 server
+    """
+    for name in features:
+        if not supports(info, name):
+            gate = FEATURES[name]
+            yours = ServerVersion.parse(info.version or "unknown")
+            removed = gate.removed_in is not None and yours.at_least(gate.removed_in)
+            raise UnsupportedByServer(
+                name,
+                server_version=info.version,
+                required_version=None if removed else gate.min_version,
+                server_flag=gate.server_flag,
+                detail=f"It was removed in vLLM {gate.removed_in}." if removed else None,
+            )
+
+
+def normalize_fields(info: ServerInfo, normalize: bool | None) -> dict[str, bool]:
+    """Map the user's ``normalize`` wish to the field this server understands.
+
+    vLLM <= 0.16 reads ``normalize``; 0.17-0.25 silently ignore it and 0.26+ reject it, both reading
+    ``use_activation`` instead (for embeddings, True means L2-normalise).
+    """
+    if normalize is None:
+        return {}
+    if supports(info, "normalize") and info.parsed_version.known:
+        return {"normalize": normalize}
+    return {"use_activation": normalize}

@@ -1,0 +1,80 @@
+"""The steps an operation asks its client to perform.
+
+Operations (``vllm_tasks.operations``) are generators: they build requests, ``yield`` steps, receive the
+results and return a typed result. They hold all of the logic and do no I/O, so the sync ``Client`` and
+the ``AsyncClient`` run exactly the same code and differ only in how they perform a step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx
+
+from .tasks import TaskName
+
+T = TypeVar("T")
+
+TimeoutLike = float | httpx.Timeout | None
+
+
+class _ClientDefault:
+    def __repr__(self) -> str:
+        return "CLIENT_DEFAULT"
+
+
+CLIENT_DEFAULT: Any = _ClientDefault()
+"""Marks a per-call argument (e.g. ``timeout``) that falls back to the client's setting."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """One HTTP request; performing it returns the ``httpx.Response`` (body read).
+
+    An error status raises the mapped :class:`~vllm_tasks.errors.APIStatusError` into the operation,
+    unless ``raise_for_status`` is False. ``retry=False`` makes a single attempt.
+    """
+
+    method: str
+    path: str
+    json: Any = None
+    data: Mapping[str, Any] | None = None
+    files: Any = None
+    params: Mapping[str, Any] | None = None
+    headers: Mapping[str, str] | None = None
+    timeout: TimeoutLike = CLIENT_DEFAULT
+    task: TaskName | None = None
+    raise_for_status: bool = True
+    retry: bool = True
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """Several requests sent with at most ``concurrency`` in flight; returns the responses in order.
+
+    ``on_response(index, response)`` is called as each one completes (progress bars).
+    """
+
+    requests: Sequence[Request]
+    concurrency: int
+    on_response: Callable[[int, httpx.Response], None] | None = None
+
+
+@dataclass(frozen=True)
+class Sleep:
+    """Wait ``seconds`` (``time.sleep`` or ``asyncio.sleep``)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class GetServerInfo:
+    """Returns the client's cached :class:`~vllm_tasks.types.ServerInfo` (fetched on first use)."""
+
+    refresh: bool = False
+
+
+Step = Request | Parallel | Sleep | GetServerInfo
+Operation = Generator[Step, Any, T]

@@ -1,0 +1,138 @@
+"""Models describing a server: what ``/version``, ``/v1/models`` and ``/openapi.json`` said, and probes."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+from ..versions import ServerVersion
+
+
+class ModelCard(BaseModel):
+    """One entry of ``GET /v1/models``: a served model name (or LoRA adapter)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    id: str
+    """The served model name (what requests send as ``model``)."""
+    root: str | None = None
+    """The model path or Hugging Face id the server loaded (adapter path for LoRA cards)."""
+    parent: str | None = None
+    """The base model's name, for LoRA cards."""
+    max_model_len: int | None = None
+    """The context length; ``None`` on LoRA cards."""
+
+
+class ServerInfo(BaseModel):
+    """What a client learned about its server; read once per client and cached.
+
+    Example:
+        >>> info = client.server_info()
+        >>> info.version, info.default_model, info.max_model_len
+        ('0.32.0', 'minilm', 256)
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    base_url: str
+    version: str | None
+    """The raw ``GET /version`` string, or ``None`` when the server (or a proxy) hides it."""
+    models: tuple[ModelCard, ...]
+    routes: frozenset[str] | None
+    """Paths in ``/openapi.json`` (routes are mounted per task), or ``None`` when docs are disabled."""
+
+    @property
+    def parsed_version(self) -> ServerVersion:
+        """The version, parsed; ``known`` is False when it was hidden or unparseable."""
+        return ServerVersion.parse(self.version or "unknown")
+
+    @property
+    def default_model(self) -> str | None:
+        """The first served name, which vLLM uses when a request names no model."""
+        base = [card for card in self.models if card.parent is None]
+        cards = base or list(self.models)
+        return cards[0].id if cards else None
+
+    @property
+    def max_model_len(self) -> int | None:
+        """The default model's context length, when the server states it."""
+        return self.model_card(None).max_model_len if self.models else None
+
+    def model_card(self, model: str | None) -> ModelCard:
+        """The card for ``model`` (the default model when ``None``).
+
+        Raises:
+            KeyError: when the server does not serve that name.
+        """
+        name = model or self.default_model
+        for card in self.models:
+            if card.id == name:
+                return card
+        raise KeyError(name)
+
+    def serves_route(self, path: str) -> bool | None:
+        """Whether ``/openapi.json`` lists ``path``; ``None`` when the schema is unavailable."""
+        return None if self.routes is None else path in self.routes
+
+
+class TaskStatus(StrEnum):
+    """How a server answered a task's probe request."""
+
+    SERVED = "served"
+    NOT_SERVED = "not_served"
+    """404: the route is not mounted; the model lacks the task."""
+    INACTIVE = "inactive"
+    """501: the route is mounted but the model's active pooling task is another one."""
+    UNAUTHORIZED = "unauthorized"
+    """401: the route is guarded by an API key the client does not have (or has wrong)."""
+    ERROR = "error"
+    """Anything else (5xx, timeouts): see ``detail``."""
+
+
+class TaskProbe(BaseModel):
+    """One task's probe outcome."""
+
+    model_config = ConfigDict(frozen=True)
+
+    task: str
+    path: str
+    status: TaskStatus
+    http_status: int | None = None
+    detail: str | None = None
+
+
+class Advisory(BaseModel):
+    """A known server pitfall that applies to this server's version and model."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    message: str
+    reference: str | None = None
+
+
+class ProbeReport(BaseModel):
+    """What :meth:`Client.probe` found: the server, each task's status, and advisories."""
+
+    model_config = ConfigDict(frozen=True)
+
+    server: ServerInfo
+    tasks: tuple[TaskProbe, ...]
+    advisories: tuple[Advisory, ...]
+
+    def status(self, task: str) -> TaskStatus:
+        """The status of ``task`` (e.g. ``"embed"``).
+
+        Raises:
+            KeyError: for a task name that was not probed.
+        """
+        for probe in self.tasks:
+            if probe.task == task:
+                return probe.status
+        raise KeyError(task)
+
+    @property
+    def served_tasks(self) -> list[str]:
+        """Names of the tasks the server serves."""
+        return [probe.task for probe in self.tasks if probe.status is TaskStatus.SERVED]
