@@ -419,7 +419,7 @@ class FixtureServer(Server):
             command,
             port=port,
             host=host,
-            env={**BASE_ENV, **fx.env},
+            env={**BASE_ENV, "VLLM_CACHE_ROOT": str(cache_dir() / "vllm-cache"), **fx.env},
             model=fx.served_model_name,
             api_key=fx.api_key,
             start_timeout=fx.start_timeout,
