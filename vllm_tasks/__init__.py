@@ -6,8 +6,8 @@ Example:
     ...     print(client.server_info().version)
 """
 
-from ._async_client import AsyncClient
-from ._sync_client import Client
+from ._async.client import AsyncClient
+from ._sync.client import Client
 from .errors import (
     APIConnectionError,
     APIError,

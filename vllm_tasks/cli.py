@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from ._sync_client import Client
+from ._sync.client import Client
 from .errors import APIConnectionError, APIError, InvalidInputError
 from .types.server import ProbeReport, TaskStatus
 
@@ -44,7 +44,9 @@ def format_probe(report: ProbeReport) -> str:
         lines.append(f"model    {card.id}  root={card.root}  max_model_len={card.max_model_len}")
     if not info.models:
         lines.append("model    (none listed: /v1/models needs an API key or failed)")
-    lines.append("routes   " + ("openapi.json disabled" if info.routes is None else f"{len(info.routes)} mounted"))
+    lines.append(
+        "routes   " + ("openapi.json disabled" if info.routes is None else f"{len(info.routes)} mounted")
+    )
     lines.append("")
     marks = {
         TaskStatus.SERVED: "yes",

@@ -29,12 +29,14 @@ import vllm_tasks as vt
         ({"http_client": object()}, "http_client"),
     ],
 )
-def test_bad_constructor_arguments_fail_at_construction(cls: type, kwargs: dict[str, Any], field: str) -> None:
+def test_bad_constructor_arguments_fail_at_construction(
+    cls: type, kwargs: dict[str, Any], field: str
+) -> None:
     kwargs.setdefault("base_url", "http://localhost:8000")
     with pytest.raises(vt.InvalidInputError) as info:
         cls(**kwargs)
     assert info.value.field == field
-    assert field.split("[")[0] in str(info.value)
+    assert field.split("[", maxsplit=1)[0] in str(info.value)
 
 
 def test_wrong_kind_of_http_client_is_refused() -> None:

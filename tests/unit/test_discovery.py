@@ -28,13 +28,33 @@ MODELS = {
             "max_model_len": 256,
             "permission": [{"id": "modelperm-1", "object": "model_permission"}],
         },
-        {"id": "my-lora", "object": "model", "root": "/adapters/lora", "parent": "minilm", "max_model_len": None},
+        {
+            "id": "my-lora",
+            "object": "model",
+            "root": "/adapters/lora",
+            "parent": "minilm",
+            "max_model_len": None,
+        },
     ],
 }
-EMBED_PATHS = ["/v1/embeddings", "/v2/embed", "/score", "/v1/score", "/rerank", "/v1/rerank", "/v2/rerank", "/pooling"]
+EMBED_PATHS = [
+    "/v1/embeddings",
+    "/v2/embed",
+    "/score",
+    "/v1/score",
+    "/rerank",
+    "/v1/rerank",
+    "/v2/rerank",
+    "/pooling",
+]
 
 
-def mock_discovery(httpx_mock: HTTPXMock, version: str | None = "0.32.0", paths: list[str] | None = EMBED_PATHS, models: Any = MODELS) -> None:
+def mock_discovery(
+    httpx_mock: HTTPXMock,
+    version: str | None = "0.32.0",
+    paths: list[str] | None = EMBED_PATHS,
+    models: Any = MODELS,
+) -> None:
     if version is None:
         httpx_mock.add_response(url=f"{BASE}/version", status_code=404, json={"detail": "Not Found"})
     else:
@@ -43,7 +63,9 @@ def mock_discovery(httpx_mock: HTTPXMock, version: str | None = "0.32.0", paths:
     if paths is None:
         httpx_mock.add_response(url=f"{BASE}/openapi.json", status_code=404, json={"detail": "Not Found"})
     else:
-        httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"openapi": "3.1.0", "paths": {p: {} for p in paths}})
+        httpx_mock.add_response(
+            url=f"{BASE}/openapi.json", json={"openapi": "3.1.0", "paths": {p: {} for p in paths}}
+        )
 
 
 def test_server_info_reads_version_models_and_routes_once(make_client: Any, httpx_mock: HTTPXMock) -> None:
@@ -86,7 +108,9 @@ def test_every_version_form_parses(raw: str, make_client: Any, httpx_mock: HTTPX
     assert info.parsed_version.known is (raw != "dev")
 
 
-def test_wait_until_ready_tolerates_refused_and_503(make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]) -> None:
+def test_wait_until_ready_tolerates_refused_and_503(
+    make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]
+) -> None:
     httpx_mock.add_exception(httpx.ConnectError("Connection refused"), url=f"{BASE}/health")
     httpx_mock.add_response(url=f"{BASE}/health", status_code=503)
     httpx_mock.add_response(url=f"{BASE}/health", status_code=200)
@@ -94,7 +118,9 @@ def test_wait_until_ready_tolerates_refused_and_503(make_client: Any, httpx_mock
     assert no_sleep == [0.25, 0.25]
 
 
-def test_wait_until_ready_raises_with_last_cause(make_client: Any, httpx_mock: HTTPXMock, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wait_until_ready_raises_with_last_cause(
+    make_client: Any, httpx_mock: HTTPXMock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     clock = iter(range(0, 1000, 1))
     monkeypatch.setattr("vllm_tasks.discovery.time.monotonic", lambda: float(next(clock)))
     httpx_mock.add_response(url=f"{BASE}/health", status_code=503, is_reusable=True)
@@ -141,8 +167,14 @@ def test_probe_on_a_keyed_server_without_key(make_client: Any, httpx_mock: HTTPX
     httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=401, json={"error": "Unauthorized"})
     httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {p: {} for p in EMBED_PATHS}})
     unauthorized = (401, {"error": "Unauthorized"})
-    answers = {**EMBED_ANSWERS, "embed": unauthorized, "embed_v2": unauthorized, "chat": unauthorized,
-               "transcription": unauthorized, "translation": unauthorized}
+    answers = {
+        **EMBED_ANSWERS,
+        "embed": unauthorized,
+        "embed_v2": unauthorized,
+        "chat": unauthorized,
+        "transcription": unauthorized,
+        "translation": unauthorized,
+    }
     mock_probe_routes(httpx_mock, answers)
     report = make_client().probe()
     assert report.server.models == ()
@@ -184,7 +216,9 @@ def test_cli_probe_prints_table_and_json(httpx_mock: HTTPXMock, capsys: pytest.C
     assert report["server"]["version"] == "0.32.0"
 
 
-def test_cli_probe_unreachable_exits_nonzero(httpx_mock: HTTPXMock, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_probe_unreachable_exits_nonzero(
+    httpx_mock: HTTPXMock, capsys: pytest.CaptureFixture[str]
+) -> None:
     httpx_mock.add_exception(httpx.ConnectError("Connection refused"), is_reusable=True)
     assert cli.main(["probe", BASE]) == cli.EXIT_UNREACHABLE
     assert "unreachable" in capsys.readouterr().err

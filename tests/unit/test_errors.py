@@ -46,9 +46,13 @@ MATRYOSHKA = {
 FLAT = {"object": "error", "message": "old style", "type": "BadRequestError", "param": "input", "code": 400}
 
 
-def response(status: int, body: Any, path: str = "/v1/embeddings", headers: dict[str, str] | None = None) -> httpx.Response:
+def response(
+    status: int, body: Any, path: str = "/v1/embeddings", headers: dict[str, str] | None = None
+) -> httpx.Response:
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return httpx.Response(status, content=content, headers=headers, request=httpx.Request("POST", BASE + path))
+    return httpx.Response(
+        status, content=content, headers=headers, request=httpx.Request("POST", BASE + path)
+    )
 
 
 @pytest.mark.parametrize(
@@ -81,7 +85,12 @@ def test_parse_every_body_shape(status: int, body: Any, message: str | None, par
         (401, {"error": "Unauthorized"}, "/v1/embeddings", vt.AuthenticationError),
         (403, {"detail": "Forbidden"}, "/v1/embeddings", vt.PermissionDeniedError),
         (404, {"detail": "Not Found"}, "/v1/embeddings", vt.EndpointNotServed),
-        (404, {"error": {"message": "The model `x` does not exist.", "code": 404}}, "/v1/embeddings", vt.ModelNotFoundError),
+        (
+            404,
+            {"error": {"message": "The model `x` does not exist.", "code": 404}},
+            "/v1/embeddings",
+            vt.ModelNotFoundError,
+        ),
         (409, {"detail": "conflict"}, "/score", vt.ConflictError),
         (413, b"", "/v1/audio/transcriptions", vt.RequestTooLargeError),
         (422, {"error": {"message": "fetch failed"}}, "/v1/chat/completions", vt.UnprocessableEntityError),
@@ -89,8 +98,18 @@ def test_parse_every_body_shape(status: int, body: Any, message: str | None, par
         (500, {"error": {"message": "boom"}}, "/score", vt.InternalServerError),
         (502, b"", "/score", vt.InternalServerError),
         (503, b"", "/score", vt.ServiceUnavailableError),
-        (501, {"error": {"message": "The model does not support Embeddings API", "code": 501}}, "/v1/embeddings", vt.EndpointNotServed),
-        (400, {"error": {"message": "Maximum file size exceeded (parameter=audio_filesize_mb, value=30)"}}, "/v1/audio/transcriptions", vt.AudioTooLarge),
+        (
+            501,
+            {"error": {"message": "The model does not support Embeddings API", "code": 501}},
+            "/v1/embeddings",
+            vt.EndpointNotServed,
+        ),
+        (
+            400,
+            {"error": {"message": "Maximum file size exceeded (parameter=audio_filesize_mb, value=30)"}},
+            "/v1/audio/transcriptions",
+            vt.AudioTooLarge,
+        ),
     ],
 )
 def test_status_and_message_map_to_the_right_class(status: int, body: Any, path: str, cls: type) -> None:
@@ -117,7 +136,14 @@ def test_matryoshka_error_names_the_operator_fix() -> None:
     ("path", "status", "message", "task", "reason", "hint"),
     [
         ("/v1/embeddings", 404, "Not Found", "embed", "not_mounted", "--runner pooling"),
-        ("/v1/embeddings", 501, "The model does not support Embeddings API", "embed", "inactive", "pooler-config"),
+        (
+            "/v1/embeddings",
+            501,
+            "The model does not support Embeddings API",
+            "embed",
+            "inactive",
+            "pooler-config",
+        ),
         ("/rerank", 404, "Not Found", "rerank", "not_mounted", "cross-encoder"),
         ("/v1/audio/transcriptions", 404, "Not Found", "transcription", "not_mounted", "whisper"),
         ("/v1/chat/completions", 404, "Not Found", "chat", "not_mounted", "NGramPerReqLogitsProcessor"),
@@ -158,5 +184,12 @@ def test_api_key_never_appears_in_errors_reprs_logs_or_chains(
     with pytest.raises(vt.AuthenticationError) as info:
         client.server_info()
     rendered = "".join(traceback.format_exception(info.value))
-    for text in (rendered, repr(info.value), str(info.value), repr(client), caplog.text, repr(vars(info.value))):
+    for text in (
+        rendered,
+        repr(info.value),
+        str(info.value),
+        repr(client),
+        caplog.text,
+        repr(vars(info.value)),
+    ):
         assert secret not in text

@@ -44,7 +44,7 @@ REFERENCE_ROWS = {
 @pytest.mark.parametrize(("feature", "first"), sorted(REFERENCE_ROWS.items()))
 def test_table_matches_reference(feature: str, first: str) -> None:
     assert gates.FEATURES[feature].min_version == first
-    major, minor, patch = (int(p) for p in first.split("."))
+    major, minor, _patch = (int(p) for p in first.split("."))
     older = f"{major}.{minor - 1}.0" if minor else "0.0.1"
     assert gates.supports(info(first), feature)
     assert gates.supports(info(first + "+cpu"), feature)
@@ -55,7 +55,11 @@ def test_require_names_feature_and_versions() -> None:
     with pytest.raises(vt.UnsupportedByServer) as raised:
         gates.require(info("0.19.0"), ["max_tokens_per_doc"])
     error = raised.value
-    assert (error.feature, error.server_version, error.required_version) == ("max_tokens_per_doc", "0.19.0", "0.20.0")
+    assert (error.feature, error.server_version, error.required_version) == (
+        "max_tokens_per_doc",
+        "0.19.0",
+        "0.20.0",
+    )
     assert "vLLM >= 0.20.0" in str(error) and "0.19.0" in str(error)
 
 
@@ -85,5 +89,5 @@ def test_normalize_is_mapped_per_version(version: str | None, expected: dict[str
 
 
 def test_removed_feature_error_says_when() -> None:
-    with pytest.raises(vt.UnsupportedByServer, match="removed in vLLM 0.17.0"):
+    with pytest.raises(vt.UnsupportedByServer, match=r"removed in vLLM 0\.17\.0"):
         gates.require(info("0.26.0"), ["normalize"])

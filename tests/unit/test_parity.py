@@ -40,11 +40,11 @@ def test_constructor_signatures_match() -> None:
     assert list(sync.parameters) == list(asynchronous.parameters)
 
 
-def test_generated_sync_client_is_up_to_date() -> None:
+def test_generated_sync_package_is_up_to_date() -> None:
     spec = importlib.util.spec_from_file_location("unasync", ROOT / "scripts" / "unasync.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     expected = module.generate()
-    actual = (ROOT / "vllm_tasks" / "_sync_client.py").read_text()
-    assert actual == expected, "run `python scripts/unasync.py` after editing vllm_tasks/_async_client.py"
+    actual = {path.name: path.read_text() for path in (ROOT / "vllm_tasks" / "_sync").glob("*.py")}
+    assert actual == expected, "run `python scripts/unasync.py` after editing vllm_tasks/_async/"

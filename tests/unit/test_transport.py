@@ -19,7 +19,9 @@ VERSION = f"{BASE}/version"
 
 
 @pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503, 504])
-def test_retryable_statuses_on_a_raising_request(status: int, make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]) -> None:
+def test_retryable_statuses_on_a_raising_request(
+    status: int, make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]
+) -> None:
     httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"})
     httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}})
     httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=status)
@@ -32,7 +34,9 @@ def test_retryable_statuses_on_a_raising_request(status: int, make_client: Any, 
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 413, 422, 501])
-def test_other_statuses_are_not_retried(status: int, make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]) -> None:
+def test_other_statuses_are_not_retried(
+    status: int, make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]
+) -> None:
     httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"})
     httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}})
     httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=status, json={"error": {"message": "no"}})
@@ -44,7 +48,9 @@ def test_other_statuses_are_not_retried(status: int, make_client: Any, httpx_moc
     assert len([r for r in httpx_mock.get_requests() if r.url.path == "/v1/models"]) == 1
 
 
-def test_retries_give_up_after_max_retries(make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]) -> None:
+def test_retries_give_up_after_max_retries(
+    make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]
+) -> None:
     httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"})
     httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}})
     httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=503, is_reusable=True)
@@ -55,7 +61,9 @@ def test_retries_give_up_after_max_retries(make_client: Any, httpx_mock: HTTPXMo
     assert len(no_sleep) == 3
 
 
-def test_max_retries_zero_disables_retries(make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]) -> None:
+def test_max_retries_zero_disables_retries(
+    make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]
+) -> None:
     httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"})
     httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}})
     httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=503)
@@ -65,7 +73,9 @@ def test_max_retries_zero_disables_retries(make_client: Any, httpx_mock: HTTPXMo
     assert no_sleep == []
 
 
-def test_connection_errors_are_retried_then_raised(make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]) -> None:
+def test_connection_errors_are_retried_then_raised(
+    make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]
+) -> None:
     httpx_mock.add_exception(httpx.ConnectError("Connection refused"), is_reusable=True)
     client = make_client(max_retries=2)
     with pytest.raises(vt.APIConnectionError) as info:
@@ -83,7 +93,9 @@ def test_timeouts_raise_api_timeout_error(make_client: Any, httpx_mock: HTTPXMoc
 
 
 @pytest.mark.parametrize("header", [{"retry-after": "7"}, {"retry-after-ms": "7000"}])
-def test_retry_after_is_honoured(header: dict[str, str], make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]) -> None:
+def test_retry_after_is_honoured(
+    header: dict[str, str], make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]
+) -> None:
     httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"})
     httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}})
     httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=429, headers=header)

@@ -60,7 +60,10 @@ def test_parse_never_raises(text: str) -> None:
     assert isinstance(version.sort_key(), tuple)
 
 
-@given(st.tuples(st.integers(0, 99), st.integers(0, 99), st.integers(0, 99)), st.sampled_from(["", "+cpu", ".post1"]))
+@given(
+    st.tuples(st.integers(0, 99), st.integers(0, 99), st.integers(0, 99)),
+    st.sampled_from(["", "+cpu", ".post1"]),
+)
 def test_generated_versions_round_trip(parts: tuple[int, int, int], suffix: str) -> None:
     text = ".".join(map(str, parts)) + suffix
     assert ServerVersion.parse(text).release == parts

@@ -1,25 +1,28 @@
-"""The asynchronous client. ``_sync_client.py`` is generated from this file by ``scripts/unasync.py``."""
+"""The asynchronous client's core: configuration, the operation driver, discovery.
+
+Source of truth: ``vllm_tasks/_sync/`` is generated from ``vllm_tasks/_async/`` by ``scripts/unasync.py``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import Any, Self, TypeVar, cast
 
 import httpx
 
-from . import defaults, discovery
-from .config import ClientConfig, TimeoutArg
-from .errors import InvalidInputError, VLLMTasksError
-from .steps import GetServerInfo, Operation, Parallel, Request, Sleep, Step
-from .transport import AsyncTransport, async_sleep
-from .types.server import ProbeReport, ServerInfo
+from .. import defaults, discovery
+from ..config import ClientConfig, TimeoutArg
+from ..errors import InvalidInputError, VLLMTasksError
+from ..steps import GetServerInfo, Operation, Parallel, Request, Sleep, Step
+from ..transport import AsyncTransport, async_sleep
+from ..types.server import ProbeReport, ServerInfo
 
 T = TypeVar("T")
 
 
-class AsyncClient:
+class AsyncClientBase:
     """Asynchronous client for a vLLM server's embedding, scoring, audio and OCR endpoints.
 
     Args:
@@ -59,7 +62,7 @@ class AsyncClient:
                 "http_client",
                 type(http_client).__name__,
                 "must be an httpx.AsyncClient",
-                "Pass an httpx.AsyncClient here (an httpx.Client belongs to vllm_tasks.Client).",
+                "Pass a client of that type, or None to let this client make its own.",
             )
         self._owns_http = http_client is None
         self._http = http_client or httpx.AsyncClient()
@@ -82,7 +85,7 @@ class AsyncClient:
         """The model name given at construction (``None``: the server's default)."""
         return self._config.model
 
-    async def __aenter__(self) -> AsyncClient:
+    async def __aenter__(self: Self) -> Self:
         return self
 
     async def __aexit__(

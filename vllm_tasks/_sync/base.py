@@ -1,0 +1,187 @@
+# GENERATED from vllm_tasks/_async/base.py by scripts/unasync.py: do not edit.
+"""The synchronous client's core: configuration, the operation driver, discovery.
+
+Source of truth: ``vllm_tasks/_sync/`` is generated from ``vllm_tasks/_async/`` by ``scripts/unasync.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, Self, TypeVar, cast
+
+import httpx
+
+from .. import defaults, discovery
+from ..config import ClientConfig, TimeoutArg
+from ..errors import InvalidInputError, VLLMTasksError
+from ..steps import GetServerInfo, Operation, Parallel, Request, Sleep, Step
+from ..transport import SyncTransport, sync_sleep
+from ..types.server import ProbeReport, ServerInfo
+
+T = TypeVar("T")
+
+
+class ClientBase:
+    """Synchronous client for a vLLM server's embedding, scoring, audio and OCR endpoints.
+
+    Args:
+        base_url: the server's root URL. Default: env ``VLLM_TASKS_BASE_URL``, else
+            ``http://localhost:8000``. A trailing ``/v1`` is removed (vLLM serves /score at the root).
+        api_key: sent as ``Authorization: Bearer``. Default: env ``VLLM_API_KEY``.
+        model: the served model name to use when a call names none. Default: the server's first.
+        timeout: seconds (or an ``httpx.Timeout``) per request; ``None`` waits forever.
+        max_retries: retries for connection errors, timeouts, 408/409/429/5xx; 0 disables them.
+        headers: extra headers sent with every request.
+        http_client: your own ``httpx.Client`` (proxies, mTLS, event hooks); you close it.
+
+    Raises:
+        InvalidInputError: for an invalid argument, at construction.
+
+    Example:
+        >>> with vllm_tasks.Client("http://localhost:8000") as client:
+        ...     info = client.server_info()
+    """
+
+    def __init__(
+        self,
+        base_url: str | httpx.URL | None = None,
+        *,
+        api_key: str | None = None,
+        model: str | None = None,
+        timeout: TimeoutArg = defaults.TIMEOUT,
+        max_retries: int = defaults.MAX_RETRIES,
+        headers: Mapping[str, str] | None = None,
+        http_client: httpx.Client | None = None,
+    ) -> None:
+        self._config = ClientConfig.create(
+            base_url, api_key=api_key, model=model, timeout=timeout, max_retries=max_retries, headers=headers
+        )
+        if http_client is not None and not isinstance(http_client, httpx.Client):
+            raise InvalidInputError(
+                "http_client",
+                type(http_client).__name__,
+                "must be an httpx.Client",
+                "Pass a client of that type, or None to let this client make its own.",
+            )
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.Client()
+        self._transport = SyncTransport(self._http, self._config)
+        self._server_info: ServerInfo | None = None
+        self._server_info_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        key = "set" if self._config.api_key else "none"
+        name = type(self).__name__
+        return f"{name}(base_url={self._config.base_url!r}, model={self._config.model!r}, api_key={key})"
+
+    @property
+    def base_url(self) -> str:
+        """The server's root URL."""
+        return self._config.base_url
+
+    @property
+    def model(self) -> str | None:
+        """The model name given at construction (``None``: the server's default)."""
+        return self._config.model
+
+    def __enter__(self: Self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the HTTP connection pool, unless it was passed in as ``http_client``."""
+        if self._owns_http:
+            self._http.close()
+
+    def server_info(self, *, refresh: bool = False) -> ServerInfo:
+        """What the server is: version, served models (``root``, ``max_model_len``), mounted routes.
+
+        Read from ``GET /version``, ``GET /v1/models`` and ``GET /openapi.json`` once per client and
+        cached; ``refresh=True`` reads them again.
+
+        Returns:
+            ServerInfo: ``version`` is ``None`` when the server hides it, ``routes`` is ``None`` when
+            its docs are disabled.
+
+        Raises:
+            APIConnectionError: the server cannot be reached.
+            AuthenticationError: ``/v1/models`` needs an API key.
+
+        Example:
+            >>> (client.server_info()).version
+            '0.32.0'
+        """
+        if self._server_info is None or refresh:
+            with self._server_info_lock:
+                if self._server_info is None or refresh:
+                    self._server_info = self._run(discovery.discover(self._config.base_url))
+        return self._server_info
+
+    def wait_until_ready(
+        self, timeout: float = 600.0, *, interval: float = defaults.HEALTH_POLL_INTERVAL
+    ) -> None:
+        """Wait until ``GET /health`` answers 200 (the model is loaded).
+
+        Refused connections and 503 while the server loads are tolerated until ``timeout`` seconds.
+
+        Raises:
+            ServerNotReady: when time runs out; ``last_cause`` says what was seen last.
+
+        Example:
+            >>> client.wait_until_ready(timeout=120)
+        """
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise InvalidInputError("timeout", timeout, "must be a positive number of seconds", "")
+        self._run(discovery.wait_until_ready(self._config.base_url, float(timeout), interval))
+
+    def probe(self) -> ProbeReport:
+        """Check which tasks the server serves, and which known pitfalls apply to it.
+
+        Every task route (embed, embed_v2, score, rerank, classify, pooling, transcription,
+        translation, chat) gets its cheapest request; each is reported as served, not served (404),
+        inactive (501) or unauthorized (401).
+
+        Raises:
+            APIConnectionError: the server cannot be reached.
+
+        Example:
+            >>> report = client.probe()
+            >>> report.served_tasks
+            ['embed', 'embed_v2', 'score', 'rerank', 'pooling']
+        """
+        return self._run(discovery.probe(self._config.base_url))
+
+    def _run(self, operation: Operation[T]) -> T:
+        """Drive an operation: perform each step it yields, send back the result or the error."""
+        outcome: Any = None
+        error: VLLMTasksError | None = None
+        while True:
+            try:
+                step = operation.throw(error) if error is not None else operation.send(outcome)
+            except StopIteration as stop:
+                return cast(T, stop.value)
+            outcome, error = None, None
+            try:
+                outcome = self._perform(step)
+            except VLLMTasksError as raised:
+                error = raised
+
+    def _perform(self, step: Step) -> Any:
+        if isinstance(step, Request):
+            return self._transport.send(step)
+        if isinstance(step, Parallel):
+            return self._transport.send_all(step.requests, step.concurrency, step.on_response)
+        if isinstance(step, Sleep):
+            return sync_sleep(step.seconds)
+        if isinstance(step, GetServerInfo):
+            return self.server_info(refresh=step.refresh)
+        raise TypeError(f"unknown step {step!r}")
