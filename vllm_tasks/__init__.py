@@ -8,6 +8,7 @@ Example:
 
 from ._async.client import AsyncClient
 from ._sync.client import Client
+from .decoding import DecodeError, unpackbits
 from .errors import (
     APIConnectionError,
     APIError,
@@ -18,7 +19,9 @@ from .errors import (
     BadRequestError,
     ConflictError,
     ContextLengthExceeded,
+    DimensionsNotApplied,
     EndpointNotServed,
+    InputTypeNotSupported,
     InternalServerError,
     InvalidInputError,
     MatryoshkaNotSupported,
@@ -35,6 +38,8 @@ from .errors import (
     VLLMTasksError,
 )
 from .types import Advisory, ModelCard, ProbeReport, ServerInfo, TaskProbe, TaskStatus
+from .types.common import Usage
+from .types.embeddings import EmbeddingResult, EmbedV2Result
 from .version import __version__
 from .versions import ServerVersion
 
@@ -51,7 +56,12 @@ __all__ = [
     "Client",
     "ConflictError",
     "ContextLengthExceeded",
+    "DecodeError",
+    "DimensionsNotApplied",
+    "EmbedV2Result",
+    "EmbeddingResult",
     "EndpointNotServed",
+    "InputTypeNotSupported",
     "InternalServerError",
     "InvalidInputError",
     "MatryoshkaNotSupported",
@@ -71,6 +81,8 @@ __all__ = [
     "TaskStatus",
     "UnprocessableEntityError",
     "UnsupportedByServer",
+    "Usage",
     "VLLMTasksError",
     "__version__",
+    "unpackbits",
 ]

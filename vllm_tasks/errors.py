@@ -10,10 +10,12 @@ Every exception raised by the SDK derives from :class:`VLLMTasksError`::
         ├── APIConnectionError
         │   └── APITimeoutError
         ├── StreamError                       an error frame inside a 200 event stream
+        ├── DimensionsNotApplied              vectors came back wider than `dimensions`
         └── APIStatusError                    the server answered >= 400
             ├── BadRequestError (400)
             │   ├── ContextLengthExceeded
             │   ├── MatryoshkaNotSupported
+            │   ├── InputTypeNotSupported
             │   └── AudioTooLarge
             ├── AuthenticationError (401)
             ├── PermissionDeniedError (403)
@@ -194,6 +196,18 @@ class ContextLengthExceeded(BadRequestError):
 
 class MatryoshkaNotSupported(BadRequestError):
     """``dimensions`` / ``output_dimension`` is not allowed for this model or value."""
+
+
+class InputTypeNotSupported(BadRequestError):
+    """``/v2/embed`` ``input_type`` that the model defines no instruction for; the message lists them."""
+
+
+class DimensionsNotApplied(APIError):
+    """The server returned vectors of another width than the ``dimensions`` asked for.
+
+    vLLM < 0.24.0 silently ignores an unsupported ``dimensions``; the client checks instead of handing
+    back vectors of the wrong width.
+    """
 
 
 class AudioTooLarge(BadRequestError):
@@ -378,6 +392,8 @@ def error_from_response(
             return exceeded
         if any(marker in lowered for marker in _MATRYOSHKA_MARKERS):
             return MatryoshkaNotSupported(f"{message} {MATRYOSHKA_FIX}", **kwargs)
+        if "unsupported input_type" in lowered:
+            return InputTypeNotSupported(message, **kwargs)
         if "maximum file size exceeded" in lowered:
             return AudioTooLarge(
                 f"{message} Split the audio client-side (chunking='auto') or raise the server's "

@@ -1,0 +1,184 @@
+# GENERATED from vllm_tasks/_async/embeddings.py by scripts/unasync.py: do not edit.
+"""Embedding methods of the synchronous client: ``embed`` and ``embed_v2``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .. import embeddings
+from ..decoding import EmbedDType, Endianness
+from ..steps import CLIENT_DEFAULT, TimeoutLike
+from ..types.embeddings import EmbeddingResult, EmbeddingType, EmbedV2Result, EncodingFormat, Truncate
+from .base import ClientBase
+
+
+class EmbeddingMethods(ClientBase):
+    """``embed`` (``/v1/embeddings``) and ``embed_v2`` (``/v2/embed``)."""
+
+    def embed(
+        self,
+        input: embeddings.EmbedInput | None = None,
+        *,
+        messages: Sequence[Mapping[str, Any]] | Sequence[Sequence[Mapping[str, Any]]] | None = None,
+        model: str | None = None,
+        dimensions: int | None = None,
+        encoding_format: EncodingFormat = "auto",
+        embed_dtype: EmbedDType | None = None,
+        endianness: Endianness | None = None,
+        widen: bool = True,
+        truncate_prompt_tokens: int | None = None,
+        truncation_side: str | None = None,
+        use_activation: bool | None = None,
+        normalize: bool | None = None,
+        add_special_tokens: bool | None = None,
+        batch_size: int = embeddings.DEFAULT_BATCH_SIZE,
+        concurrency: int = embeddings.DEFAULT_CONCURRENCY,
+        show_progress: bool = False,
+        extra_body: Mapping[str, Any] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        timeout: TimeoutLike = CLIENT_DEFAULT,
+    ) -> EmbeddingResult:
+        """Embed texts, token ids or chat-style conversations with ``/v1/embeddings``.
+
+        Long lists are split into batches (``batch_size`` items, bounded in characters), sent with at
+        most ``concurrency`` in flight, and merged in input order. The transport defaults to the
+        fastest the server's version supports (raw ``bytes`` from vLLM 0.11.1, else ``base64``) and is
+        decoded straight into numpy.
+
+        Args:
+            input: a string, a list of strings, one tokenized prompt (``list[int]``) or several.
+            messages: instead of ``input``: one conversation (list of chat messages) or a list of them,
+                for multimodal embedders; a content part ``{"type": "image", "image": x}`` accepts a path,
+                bytes, PIL image, array or URL.
+            model: served model name (default: the client's, else the server's first).
+            dimensions: Matryoshka output width (the model must support it).
+            encoding_format: ``"auto"``, ``"float"``, ``"base64"``, ``"bytes"`` or ``"bytes_only"``.
+            embed_dtype: dtype on the wire for base64/bytes: float32, float16, bfloat16, fp8_e4m3,
+                fp8_e5m2 (vLLM >= 0.11.1).
+            endianness: ``"native"``, ``"little"`` or ``"big"`` (vLLM >= 0.11.1).
+            widen: True gives float32; False keeps the smallest dtype that holds the wire values exactly.
+            truncate_prompt_tokens: keep only N tokens of each input; -1 = the model's maximum.
+            truncation_side: ``"left"`` or ``"right"`` (vLLM >= 0.18.0).
+            use_activation: for embeddings, whether to L2-normalise (server default True).
+            normalize: same wish in sentence-transformers' words; sent as the field this server reads.
+            add_special_tokens: override the tokenizer default.
+            batch_size: inputs per request.
+            concurrency: requests in flight.
+            show_progress: draw a tqdm bar.
+            extra_body: extra JSON fields merged into each request.
+            extra_headers: extra headers for each request.
+            timeout: per-request timeout (default: the client's).
+
+        Returns:
+            EmbeddingResult: ``.vectors`` ``ndarray[n, d]`` in input order (``.vector`` for one input).
+
+        Raises:
+            InvalidInputError: bad arguments, before any request.
+            UnsupportedByServer: a feature the server's vLLM version lacks, before any request.
+            ContextLengthExceeded: an input is over ``max_model_len`` (``input_index`` names it).
+            MatryoshkaNotSupported: ``dimensions`` on a model or value the server refuses.
+            DimensionsNotApplied: an older server ignored ``dimensions``.
+            EndpointNotServed: the server's model does not serve embeddings.
+
+        Example:
+            >>> result = client.embed(["first text", "second text"])
+            >>> result.vectors.shape
+            (2, 384)
+        """
+        return self._run(
+            embeddings.embed(
+                input,
+                messages=messages,
+                call=embeddings.CallOptions(model, extra_body, extra_headers, timeout),
+                client_model=self._config.model,
+                dimensions=dimensions,
+                encoding_format=encoding_format,
+                embed_dtype=embed_dtype,
+                endianness=endianness,
+                widen=widen,
+                truncate_prompt_tokens=truncate_prompt_tokens,
+                truncation_side=truncation_side,
+                use_activation=use_activation,
+                normalize=normalize,
+                add_special_tokens=add_special_tokens,
+                batch_size=batch_size,
+                concurrency=concurrency,
+                show_progress=show_progress,
+            )
+        )
+
+    def embed_v2(
+        self,
+        texts: Sequence[str] | None = None,
+        images: Sequence[Any] | None = None,
+        inputs: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        model: str | None = None,
+        input_type: str | None = None,
+        embedding_types: Sequence[EmbeddingType] | None = None,
+        output_dimension: int | None = None,
+        truncate: Truncate | None = None,
+        max_tokens: int | None = None,
+        priority: int | None = None,
+        batch_size: int = embeddings.DEFAULT_BATCH_SIZE,
+        concurrency: int = embeddings.DEFAULT_CONCURRENCY,
+        show_progress: bool = False,
+        extra_body: Mapping[str, Any] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        timeout: TimeoutLike = CLIENT_DEFAULT,
+    ) -> EmbedV2Result:
+        """Embed with the Cohere-style ``/v2/embed`` route (vLLM >= 0.18.0).
+
+        Args:
+            texts: strings to embed.
+            images: instead of texts: images (paths, bytes, PIL images, arrays, URLs or data URLs).
+            inputs: instead of texts: ``{"content": [parts]}`` items mixing text and images.
+            model: served model name (default: the client's, else the server's first).
+            input_type: a task instruction the model defines (e.g. ``"search_query"``).
+            embedding_types: any of ``"float"``, ``"binary"``, ``"ubinary"``, ``"base64"`` (default
+                ``["float"]``); ``int8``/``uint8`` are refused before sending, as vLLM rejects them.
+            output_dimension: Matryoshka width.
+            truncate: ``"END"`` (server default), ``"START"`` or ``"NONE"``.
+            max_tokens: the truncation length.
+            priority: scheduling priority (only with ``--scheduling-policy priority``).
+            batch_size: inputs per request.
+            concurrency: requests in flight.
+            show_progress: draw a tqdm bar.
+            extra_body: extra JSON fields merged into each request.
+            extra_headers: extra headers for each request.
+            timeout: per-request timeout (default: the client's).
+
+        Returns:
+            EmbedV2Result: one array per requested type (``.float``, ``.binary``, ``.ubinary``,
+            ``.base64``).
+
+        Raises:
+            InvalidInputError: bad arguments, before any request.
+            UnsupportedByServer: the server is older than vLLM 0.18.0.
+            InputTypeNotSupported: ``input_type`` the model defines no instruction for.
+            MatryoshkaNotSupported: ``output_dimension`` the server refuses.
+
+        Example:
+            >>> result = client.embed_v2(texts=["hello"], embedding_types=["float", "ubinary"])
+            >>> result.ubinary.shape
+            (1, 48)
+        """
+        return self._run(
+            embeddings.embed_v2(
+                texts=texts,
+                images=images,
+                inputs=inputs,
+                call=embeddings.CallOptions(model, extra_body, extra_headers, timeout),
+                client_model=self._config.model,
+                input_type=input_type,
+                embedding_types=embedding_types,
+                output_dimension=output_dimension,
+                truncate=truncate,
+                max_tokens=max_tokens,
+                priority=priority,
+                batch_size=batch_size,
+                concurrency=concurrency,
+                show_progress=show_progress,
+            )
+        )
