@@ -53,12 +53,23 @@ def _embed_exchanges(model: str) -> list[dict]:
         _ex("embeddings_float", "POST", "/v1/embeddings", {"model": model, "input": TEXTS}),
         _ex("embeddings_float_single", "POST", "/v1/embeddings", {"model": model, "input": "hello world"}),
         _ex("embeddings_float_no_model", "POST", "/v1/embeddings", {"input": ["hello world"]}),
-        _ex("embeddings_base64", "POST", "/v1/embeddings", {"model": model, "input": TEXTS, "encoding_format": "base64"}),
+        _ex(
+            "embeddings_base64",
+            "POST",
+            "/v1/embeddings",
+            {"model": model, "input": TEXTS, "encoding_format": "base64"},
+        ),
         _ex(
             "embeddings_base64_float16_big",
             "POST",
             "/v1/embeddings",
-            {"model": model, "input": TEXTS, "encoding_format": "base64", "embed_dtype": "float16", "endianness": "big"},
+            {
+                "model": model,
+                "input": TEXTS,
+                "encoding_format": "base64",
+                "embed_dtype": "float16",
+                "endianness": "big",
+            },
         ),
     ]
     for dtype in ("float32", "float16", "bfloat16", "fp8_e4m3", "fp8_e5m2"):
@@ -75,13 +86,25 @@ def _embed_exchanges(model: str) -> list[dict]:
             "embeddings_bytes_float32_big",
             "POST",
             "/v1/embeddings",
-            {"model": model, "input": TEXTS, "encoding_format": "bytes", "embed_dtype": "float32", "endianness": "big"},
+            {
+                "model": model,
+                "input": TEXTS,
+                "encoding_format": "bytes",
+                "embed_dtype": "float32",
+                "endianness": "big",
+            },
         ),
         _ex(
             "embeddings_bytes_float16_little",
             "POST",
             "/v1/embeddings",
-            {"model": model, "input": TEXTS, "encoding_format": "bytes", "embed_dtype": "float16", "endianness": "little"},
+            {
+                "model": model,
+                "input": TEXTS,
+                "encoding_format": "bytes",
+                "embed_dtype": "float16",
+                "endianness": "little",
+            },
         ),
         _ex(
             "embeddings_bytes_only",
@@ -95,21 +118,52 @@ def _embed_exchanges(model: str) -> list[dict]:
             "/v1/embeddings",
             {"model": model, "input": [LONG_TEXT], "truncate_prompt_tokens": 8},
         ),
-        _ex("v2_embed_float", "POST", "/v2/embed", {"model": model, "texts": TEXTS, "embedding_types": ["float"]}),
-        _ex("v2_embed_binary", "POST", "/v2/embed", {"model": model, "texts": TEXTS, "embedding_types": ["binary"]}),
-        _ex("v2_embed_ubinary", "POST", "/v2/embed", {"model": model, "texts": TEXTS, "embedding_types": ["ubinary"]}),
-        _ex("v2_embed_base64", "POST", "/v2/embed", {"model": model, "texts": TEXTS, "embedding_types": ["base64"]}),
+        _ex(
+            "v2_embed_float",
+            "POST",
+            "/v2/embed",
+            {"model": model, "texts": TEXTS, "embedding_types": ["float"]},
+        ),
+        _ex(
+            "v2_embed_binary",
+            "POST",
+            "/v2/embed",
+            {"model": model, "texts": TEXTS, "embedding_types": ["binary"]},
+        ),
+        _ex(
+            "v2_embed_ubinary",
+            "POST",
+            "/v2/embed",
+            {"model": model, "texts": TEXTS, "embedding_types": ["ubinary"]},
+        ),
+        _ex(
+            "v2_embed_base64",
+            "POST",
+            "/v2/embed",
+            {"model": model, "texts": TEXTS, "embedding_types": ["base64"]},
+        ),
         _ex(
             "v2_embed_all_types",
             "POST",
             "/v2/embed",
-            {"model": model, "texts": ["hello world"], "embedding_types": ["float", "binary", "ubinary", "base64"]},
+            {
+                "model": model,
+                "texts": ["hello world"],
+                "embedding_types": ["float", "binary", "ubinary", "base64"],
+            },
         ),
         _ex("v2_embed_default", "POST", "/v2/embed", {"model": model, "texts": ["hello world"]}),
         _ex("score", "POST", "/score", {"model": model, "text_1": QUERY, "text_2": DOCS}),
-        _ex("score_queries_documents", "POST", "/score", {"model": model, "queries": [QUERY], "documents": DOCS}),
+        _ex(
+            "score_queries_documents",
+            "POST",
+            "/score",
+            {"model": model, "queries": [QUERY], "documents": DOCS},
+        ),
         _ex("rerank", "POST", "/rerank", {"model": model, "query": QUERY, "documents": DOCS}),
-        _ex("rerank_top_n", "POST", "/rerank", {"model": model, "query": QUERY, "documents": DOCS, "top_n": 2}),
+        _ex(
+            "rerank_top_n", "POST", "/rerank", {"model": model, "query": QUERY, "documents": DOCS, "top_n": 2}
+        ),
         _ex("pooling", "POST", "/pooling", {"model": model, "input": "hello world"}),
         _ex("tokenize", "POST", "/tokenize", {"model": model, "prompt": "hello world"}),
         _ex(
@@ -134,9 +188,16 @@ def _embed_exchanges(model: str) -> list[dict]:
             {"model": model, "input": ["hello"], "truncate_prompt_tokens": 1000},
         ),
         _ex("error_unknown_model", "POST", "/v1/embeddings", {"model": "no-such-model", "input": ["hello"]}),
-        _ex("error_unknown_model_tokenize", "POST", "/tokenize", {"model": "no-such-model", "prompt": "hello"}),
+        _ex(
+            "error_unknown_model_tokenize", "POST", "/tokenize", {"model": "no-such-model", "prompt": "hello"}
+        ),
         _ex("error_empty_input", "POST", "/v1/embeddings", {"model": model, "input": []}),
-        _ex("error_normalize", "POST", "/v1/embeddings", {"model": model, "input": ["hello"], "normalize": True}),
+        _ex(
+            "error_normalize",
+            "POST",
+            "/v1/embeddings",
+            {"model": model, "input": ["hello"], "normalize": True},
+        ),
         _ex(
             "error_rerank_top_n_negative",
             "POST",
@@ -149,7 +210,12 @@ def _embed_exchanges(model: str) -> list[dict]:
             "/score",
             {"model": model, "text_1": ["a", "b"], "text_2": ["x", "y", "z"]},
         ),
-        _ex("error_v2_embed_int8", "POST", "/v2/embed", {"model": model, "texts": TEXTS, "embedding_types": ["int8"]}),
+        _ex(
+            "error_v2_embed_int8",
+            "POST",
+            "/v2/embed",
+            {"model": model, "texts": TEXTS, "embedding_types": ["int8"]},
+        ),
         _ex(
             "error_v2_embed_input_type",
             "POST",
@@ -180,7 +246,12 @@ def _mrl_exchanges(model: str) -> list[dict]:
     return [
         _ex("version", "GET", "/version"),
         _ex("models", "GET", "/v1/models"),
-        _ex("embeddings_dimensions_128", "POST", "/v1/embeddings", {"model": model, "input": TEXTS, "dimensions": 128}),
+        _ex(
+            "embeddings_dimensions_128",
+            "POST",
+            "/v1/embeddings",
+            {"model": model, "input": TEXTS, "dimensions": 128},
+        ),
         _ex(
             "embeddings_dimensions_256_base64",
             "POST",
@@ -193,9 +264,21 @@ def _mrl_exchanges(model: str) -> list[dict]:
             "/v2/embed",
             {"model": model, "texts": TEXTS, "output_dimension": 128, "embedding_types": ["float"]},
         ),
-        _ex("error_dimensions_100", "POST", "/v1/embeddings", {"model": model, "input": TEXTS, "dimensions": 100}),
-        _ex("error_dimensions_512", "POST", "/v1/embeddings", {"model": model, "input": TEXTS, "dimensions": 512}),
-        _ex("error_dimensions_0", "POST", "/v1/embeddings", {"model": model, "input": TEXTS, "dimensions": 0}),
+        _ex(
+            "error_dimensions_100",
+            "POST",
+            "/v1/embeddings",
+            {"model": model, "input": TEXTS, "dimensions": 100},
+        ),
+        _ex(
+            "error_dimensions_512",
+            "POST",
+            "/v1/embeddings",
+            {"model": model, "input": TEXTS, "dimensions": 512},
+        ),
+        _ex(
+            "error_dimensions_0", "POST", "/v1/embeddings", {"model": model, "input": TEXTS, "dimensions": 0}
+        ),
     ]
 
 
@@ -212,7 +295,9 @@ def _rerank_exchanges(model: str) -> list[dict]:
             {"model": model, "text_1": QUERY, "text_2": DOCS, "use_activation": False},
         ),
         _ex("rerank", "POST", "/rerank", {"model": model, "query": QUERY, "documents": DOCS}),
-        _ex("rerank_top_n", "POST", "/rerank", {"model": model, "query": QUERY, "documents": DOCS, "top_n": 1}),
+        _ex(
+            "rerank_top_n", "POST", "/rerank", {"model": model, "query": QUERY, "documents": DOCS, "top_n": 1}
+        ),
         _ex("v1_rerank", "POST", "/v1/rerank", {"model": model, "query": QUERY, "documents": DOCS}),
         _ex("v2_rerank", "POST", "/v2/rerank", {"model": model, "query": QUERY, "documents": DOCS}),
         _ex("classify", "POST", "/classify", {"model": model, "input": TEXTS}),
@@ -225,7 +310,12 @@ def _rerank_exchanges(model: str) -> list[dict]:
             "/rerank",
             {"model": model, "query": QUERY, "documents": DOCS, "max_tokens_per_doc": 1000},
         ),
-        _ex("error_unknown_model", "POST", "/rerank", {"model": "no-such-model", "query": QUERY, "documents": DOCS}),
+        _ex(
+            "error_unknown_model",
+            "POST",
+            "/rerank",
+            {"model": "no-such-model", "query": QUERY, "documents": DOCS},
+        ),
     ]
 
 
@@ -240,9 +330,18 @@ def _api_key_exchanges(model: str) -> list[dict]:
         _ex("models_with_key", "GET", "/v1/models", None, good),
         _ex("error_401_embeddings_no_key", "POST", "/v1/embeddings", {"model": model, "input": ["hello"]}),
         _ex("embeddings_with_key", "POST", "/v1/embeddings", {"model": model, "input": ["hello"]}, good),
-        _ex("error_401_missing_route_no_key", "POST", "/v1/chat/completions", {"model": model, "messages": []}),
-        _ex("rerank_unguarded_no_key", "POST", "/rerank", {"model": model, "query": QUERY, "documents": DOCS}),
-        _ex("error_401_v1_rerank_no_key", "POST", "/v1/rerank", {"model": model, "query": QUERY, "documents": DOCS}),
+        _ex(
+            "error_401_missing_route_no_key", "POST", "/v1/chat/completions", {"model": model, "messages": []}
+        ),
+        _ex(
+            "rerank_unguarded_no_key", "POST", "/rerank", {"model": model, "query": QUERY, "documents": DOCS}
+        ),
+        _ex(
+            "error_401_v1_rerank_no_key",
+            "POST",
+            "/v1/rerank",
+            {"model": model, "query": QUERY, "documents": DOCS},
+        ),
     ]
 
 
@@ -280,7 +379,12 @@ def call(base_url: str, ex: dict, timeout: float = 120.0) -> dict:
     if raw is not None:
         recorded_headers["_raw_body"] = raw
     return {
-        "request": {"method": ex["method"], "path": ex["path"], "json": ex["json"], "headers": recorded_headers},
+        "request": {
+            "method": ex["method"],
+            "path": ex["path"],
+            "json": ex["json"],
+            "headers": recorded_headers,
+        },
         "response": {
             "status": status,
             "headers": hdrs,

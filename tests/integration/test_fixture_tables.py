@@ -48,4 +48,6 @@ def test_gpu_recipes_table():
             if arg in ("--hf-overrides", "--pooler-config"):
                 json.loads(cmd[i + 1])
             if arg == "--chat-template":
-                assert (fs.TEMPLATES_DIR / "qwen3_reranker.jinja").exists() and cmd[i + 1].startswith(str(fs.TEMPLATES_DIR))
+                assert (fs.TEMPLATES_DIR / "qwen3_reranker.jinja").exists() and cmd[i + 1].startswith(
+                    str(fs.TEMPLATES_DIR)
+                )

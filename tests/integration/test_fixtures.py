@@ -10,10 +10,9 @@ import json
 import math
 import subprocess
 
+import fixture_servers as fs
 import httpx
 import pytest
-
-import fixture_servers as fs
 
 pytestmark = pytest.mark.integration
 
@@ -58,12 +57,13 @@ def test_embed_matches_sentence_transformers(vllm_embed):
         capture_output=True,
         text=True,
         timeout=300,
+        check=False,
         env={**fs.BASE_ENV, "PATH": "/usr/bin:/bin"},
     )
     assert out.returncode == 0, out.stderr[-2000:]
     ref = json.loads(out.stdout.strip().splitlines()[-1])
-    for a, b in zip(got, ref):
-        cos = sum(x * y for x, y in zip(a, b)) / (_norm(a) * _norm(b))
+    for a, b in zip(got, ref, strict=True):
+        cos = sum(x * y for x, y in zip(a, b, strict=True)) / (_norm(a) * _norm(b))
         assert cos > 0.9999, cos
 
 

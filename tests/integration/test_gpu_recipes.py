@@ -15,10 +15,9 @@ import struct
 import wave
 import zlib
 
+import fixture_servers as fs
 import httpx
 import pytest
-
-import fixture_servers as fs
 
 RECIPES = fs.gpu_recipes()
 
@@ -43,20 +42,27 @@ def _wav_tone(seconds: float = 2.0, rate: int = 16000) -> bytes:
         w.setsampwidth(2)
         w.setframerate(rate)
         frames = b"".join(
-            struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * i / rate))) for i in range(int(seconds * rate))
+            struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * i / rate)))
+            for i in range(int(seconds * rate))
         )
         w.writeframes(frames)
     return buf.getvalue()
 
 
 def _png(width: int = 64, height: int = 32) -> bytes:
-    raw = b"".join(b"\x00" + bytes([255 if (x // 8 + y // 8) % 2 else 0 for x in range(width)]) for y in range(height))
+    raw = b"".join(
+        b"\x00" + bytes([255 if (x // 8 + y // 8) % 2 else 0 for x in range(width)]) for y in range(height)
+    )
 
     def chunk(tag: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+        return (
+            struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+        )
 
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    )
 
 
 def _check(srv: fs.GpuRecipeServer, check: dict) -> None:
@@ -68,7 +74,10 @@ def _check(srv: fs.GpuRecipeServer, check: dict) -> None:
             assert r.status_code == 200, r.text
             assert len(r.json()["data"][0]["embedding"]) == check["dim"]
             if "dimensions" in check:
-                r = c.post(url + "/v1/embeddings", json={"model": model, "input": ["x"], "dimensions": check["dimensions"]})
+                r = c.post(
+                    url + "/v1/embeddings",
+                    json={"model": model, "input": ["x"], "dimensions": check["dimensions"]},
+                )
                 assert r.status_code == 200, r.text
                 assert len(r.json()["data"][0]["embedding"]) == check["dimensions"]
         elif kind == "token_embed":
@@ -84,11 +93,15 @@ def _check(srv: fs.GpuRecipeServer, check: dict) -> None:
             data = {"model": model, "response_format": "json"}
             if "language" in check:
                 data["language"] = check["language"]
-            r = c.post(url + "/v1/audio/transcriptions", data=data, files={"file": ("tone.wav", _wav_tone(), "audio/wav")})
+            r = c.post(
+                url + "/v1/audio/transcriptions",
+                data=data,
+                files={"file": ("tone.wav", _wav_tone(), "audio/wav")},
+            )
             assert r.status_code == 200, r.text
             assert "text" in r.json()
         elif kind == "ocr":
-            # The n-gram logits processor is loaded iff this is refused (a server without it ignores vllm_xargs).
+            # The n-gram processor is loaded iff this is refused (without it, vllm_xargs are ignored).
             r = c.post(
                 url + "/v1/chat/completions",
                 json={
@@ -116,7 +129,11 @@ def _check(srv: fs.GpuRecipeServer, check: dict) -> None:
                     "max_tokens": 64,
                     "temperature": 0,
                     "skip_special_tokens": False,
-                    "vllm_xargs": {"ngram_size": 30, "window_size": 90, "whitelist_token_ids": [128821, 128822]},
+                    "vllm_xargs": {
+                        "ngram_size": 30,
+                        "window_size": 90,
+                        "whitelist_token_ids": [128821, 128822],
+                    },
                 },
             )
             assert r.status_code == 200, r.text
@@ -140,4 +157,3 @@ def test_gpu_recipe(name: str) -> None:
         raise AssertionError(f"{e}\n--- server log tail ---\n{srv.log_tail(40)}") from None
     finally:
         srv.stop()
-
