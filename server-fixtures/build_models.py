@@ -49,7 +49,9 @@ def build_minilm_rerank(out: Path) -> None:
     model.save_pretrained(str(out), safe_serialization=True)
     AutoTokenizer.from_pretrained(str(src)).save_pretrained(str(out))
     (out / "FIXTURE.json").write_text(
-        json.dumps({"note": "test fixture: MiniLM encoder + random 1-label head (seed 1234); scores are meaningless"})
+        json.dumps(
+            {"note": "test fixture: MiniLM encoder + random 1-label head (seed 1234); scores are meaningless"}
+        )
     )
 
 

@@ -28,7 +28,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import fixture_servers as fs  # noqa: E402
+import fixture_servers as fs
 
 #: pytest fixture name -> fixture_servers.FIXTURES name
 FIXTURE_NAMES: dict[str, str] = {"vllm_" + name.replace("-", "_"): name for name in fs.FIXTURES}
@@ -67,7 +67,7 @@ class _Manager:
     def acquire(self, name: str) -> VLLMServer:
         if name in self.failures:
             pytest.fail(self.failures[name], pytrace=False)
-        missing = fs.setup_missing()
+        missing = fs.setup_missing([name])
         if missing:
             why = (
                 f"vLLM fixture {name!r} unavailable: server-fixtures/setup has not been run "
@@ -102,7 +102,9 @@ class _Manager:
             t0 = time.monotonic()
             rss = srv.rss_mib()
             srv.stop()
-            self.report.append(f"{name}: stopped in {time.monotonic() - t0:.1f} s (RSS before stop {rss:.0f} MiB)")
+            self.report.append(
+                f"{name}: stopped in {time.monotonic() - t0:.1f} s (RSS before stop {rss:.0f} MiB)"
+            )
 
     def stop_all(self) -> None:
         for name in list(self.servers):
@@ -123,14 +125,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
     # Group tests by the set of servers they need (stable; server-less tests first, in their order).
     groups: dict[tuple[str, ...], list[pytest.Item]] = {}
     for item in items:
         groups.setdefault(_servers_needed(item), []).append(item)
     ordered = groups.pop((), [])
-    for key in groups:  # in order of first appearance
-        ordered.extend(groups[key])
+    for group in groups.values():  # in order of first appearance
+        ordered.extend(group)
     items[:] = ordered
 
     if not fs.have_gpu():
@@ -161,7 +165,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     _manager.stop_all()
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     lines = list(_manager.report)
     if _manager.skip_reason:
         lines.append("SKIPPED integration tests: " + _manager.skip_reason)
@@ -176,7 +180,9 @@ def _make_fixture(fixture_name: str, name: str):
     def _fixture() -> VLLMServer:
         return _manager.acquire(name)
 
-    _fixture.__doc__ = f"The `{name}` CPU vLLM server ({fs.FIXTURES[name].description}); started on first use."
+    _fixture.__doc__ = (
+        f"The `{name}` CPU vLLM server ({fs.FIXTURES[name].description}); started on first use."
+    )
     return _fixture
 
 
