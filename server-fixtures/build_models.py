@@ -55,6 +55,15 @@ def build_minilm_rerank(out: Path) -> None:
     )
 
 
+def build_deepseek_ocr_tiny(out: Path) -> None:
+    """DeepseekOCRForCausalLM with a tiny language model and no weights (serve with --load-format dummy);
+    see build_ocr.py."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_ocr import build_deepseek_ocr_tiny as build
+
+    build(out)
+
+
 def main(argv: list[str]) -> int:
     out_dir = Path(argv[1])
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -57,10 +57,10 @@ VENV_EXTRA_PACKAGES: tuple[str, ...] = ()
 VENV_ADDON_PACKAGES: tuple[str, ...] = ()
 
 #: Model directories under <cache>/models; NAME is built by build_models.py's `build_<NAME>` function.
-MODELS: tuple[str, ...] = ("minilm", "minilm-rerank")
+MODELS: tuple[str, ...] = ("minilm", "minilm-rerank", "deepseek-ocr-tiny")
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.
-BUILDER_MODULES: tuple[str, ...] = ()
+BUILDER_MODULES: tuple[str, ...] = ("build_ocr.py",)
 
 #: Key the `api-key` fixture is started with (a test key, not a secret).
 TEST_API_KEY = "vllm-tasks-test-key"
@@ -88,6 +88,31 @@ MINILM_ARGS: tuple[str, ...] = (
     # No torch.compile warm-up: starts in ~25 s instead of ~50 s cold, same throughput on this CPU.
     "--enforce-eager",
 )
+
+
+#: DeepSeek-OCR on CPU: tiny language model, real vision encoder and processor, weights from a fixed seed.
+#: The recipe's flags (--no-enable-prefix-caching, --mm-processor-cache-gb 0) plus what makes it start in
+#: about a minute on 2 cores (cpu-fixture-models.md, "DeepSeek-OCR request path").
+OCR_ARGS: tuple[str, ...] = (
+    "--load-format",
+    "dummy",
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--skip-mm-profiling",
+    "--max-model-len",
+    "4096",
+    "--no-enable-prefix-caching",
+    "--mm-processor-cache-gb",
+    "0",
+)
+OCR_NGRAM_PROCESSOR = "vllm.model_executor.models.deepseek_ocr:NGramPerReqLogitsProcessor"
+#: The torchvision stand-in (server-fixtures/torchvision_standin/) is on the OCR servers' path only.
+OCR_ENV: dict[str, str] = {
+    "PYTHONPATH": str(HERE / "torchvision_standin"),
+    "VLLM_CPU_OMP_THREADS_BIND": "0-1",
+    "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +160,24 @@ FIXTURES: dict[str, Fixture] = {
             args=(*MINILM_ARGS, "--api-key", TEST_API_KEY),
             api_key=TEST_API_KEY,
             description="`embed` started with --api-key",
+        ),
+        Fixture(
+            name="ocr",
+            model_dir="deepseek-ocr-tiny",
+            served_model_name="deepseek-ocr-tiny",
+            args=(*OCR_ARGS, "--logits-processors", OCR_NGRAM_PROCESSOR),
+            env=OCR_ENV,
+            start_timeout=600.0,
+            description="DeepSeek-OCR (tiny LM, dummy weights) with the recipe's flags: /v1/chat/completions",
+        ),
+        Fixture(
+            name="ocr-no-processor",
+            model_dir="deepseek-ocr-tiny",
+            served_model_name="deepseek-ocr-tiny",
+            args=OCR_ARGS,
+            env=OCR_ENV,
+            start_timeout=600.0,
+            description="`ocr` without --logits-processors: vllm_xargs are silently ignored",
         ),
     )
 }

@@ -37,9 +37,18 @@ from .errors import (
     UnsupportedByServer,
     VLLMTasksError,
 )
+from .scoring import maxsim
 from .types import Advisory, ModelCard, ProbeReport, ServerInfo, TaskProbe, TaskStatus
 from .types.common import Usage
 from .types.embeddings import EmbeddingResult, EmbedV2Result
+from .types.scoring import (
+    ClassificationResult,
+    PoolingResult,
+    RerankHit,
+    RerankResult,
+    ScoreResult,
+    ScorerKind,
+)
 from .version import __version__
 from .versions import ServerVersion
 
@@ -53,6 +62,7 @@ __all__ = [
     "AudioTooLarge",
     "AuthenticationError",
     "BadRequestError",
+    "ClassificationResult",
     "Client",
     "ConflictError",
     "ContextLengthExceeded",
@@ -69,9 +79,14 @@ __all__ = [
     "ModelNotFoundError",
     "NotFoundError",
     "PermissionDeniedError",
+    "PoolingResult",
     "ProbeReport",
     "RateLimitError",
     "RequestTooLargeError",
+    "RerankHit",
+    "RerankResult",
+    "ScoreResult",
+    "ScorerKind",
     "ServerInfo",
     "ServerNotReady",
     "ServerVersion",
@@ -84,5 +99,6 @@ __all__ = [
     "Usage",
     "VLLMTasksError",
     "__version__",
+    "maxsim",
     "unpackbits",
 ]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from .base import AsyncClientBase
+from .embeddings import AsyncEmbeddingMethods
+from .scoring import AsyncScoringMethods
 
 
-class AsyncClient(AsyncClientBase):
+class AsyncClient(AsyncEmbeddingMethods, AsyncScoringMethods, AsyncClientBase):
     __doc__ = AsyncClientBase.__doc__

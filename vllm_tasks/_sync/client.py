@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 from .base import ClientBase
+from .embeddings import EmbeddingMethods
+from .scoring import ScoringMethods
 
 
-class Client(ClientBase):
+class Client(EmbeddingMethods, ScoringMethods, ClientBase):
     __doc__ = ClientBase.__doc__

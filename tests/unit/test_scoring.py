@@ -1,0 +1,521 @@
+"""rerank(), score(), classify(), pool(), maxsim(): replayed from responses recorded on real vLLM servers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from pytest_httpx import HTTPXMock
+
+import vllm_tasks as vt
+from vllm_tasks import scoring
+from vllm_tasks.types.scoring import ScorerKind
+
+from .conftest import BASE
+
+RECORDED = Path(__file__).resolve().parent.parent / "recorded"
+QUERY = "What is the capital of France?"
+DOCS = ["Paris is the capital of France.", "Bananas are yellow.", "France is in Europe."]
+
+
+def recorded(fixture: str, name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((RECORDED / fixture / f"{name}.json").read_text())
+    return data
+
+
+def body(fixture: str, name: str) -> Any:
+    return json.loads(recorded(fixture, name)["response"]["body_text"])
+
+
+def add(httpx_mock: HTTPXMock, fixture: str, name: str, **kwargs: Any) -> None:
+    """Answer the recorded request's method + path with the recorded status and body."""
+    exchange = recorded(fixture, name)
+    httpx_mock.add_response(
+        url=BASE + exchange["request"]["path"],
+        method=exchange["request"]["method"],
+        status_code=exchange["response"]["status"],
+        content=exchange["response"]["body_text"].encode(),
+        headers={"content-type": "application/json"},
+        **kwargs,
+    )
+
+
+def mock_server(httpx_mock: HTTPXMock, fixture: str, version: str | None = None, probe: bool = True) -> None:
+    """Discovery as the recorded fixture answered it (``version`` overrides), plus the scorer probe."""
+    if version is None:
+        add(httpx_mock, fixture, "version")
+    else:
+        httpx_mock.add_response(url=f"{BASE}/version", json={"version": version})
+    add(httpx_mock, fixture, "models")
+    add(httpx_mock, fixture, "openapi")
+    if probe:
+        add(httpx_mock, fixture, "pooling")
+
+
+def sent(httpx_mock: HTTPXMock, path: str) -> list[dict[str, Any]]:
+    return [json.loads(r.content) for r in httpx_mock.get_requests() if r.url.path == path]
+
+
+def score_lookup(fixture: str) -> dict[str, float]:
+    """Document text -> the recorded /score answer for (QUERY, text)."""
+    scores = body(fixture, "score")["data"]
+    return {DOCS[entry["index"]]: entry["score"] for entry in scores}
+
+
+def rerank_callback(fixture: str) -> Any:
+    """A /rerank server that answers any subset of DOCS with the recorded scores, sorted as vLLM does."""
+    lookup = score_lookup(fixture)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        payload = json.loads(request.content)
+        results = [
+            {"index": i, "document": {"text": d, "multi_modal": None}, "relevance_score": lookup[d]}
+            for i, d in enumerate(payload["documents"])
+        ]
+        results.sort(key=lambda r: -r["relevance_score"])
+        if payload.get("top_n"):
+            results = results[: payload["top_n"]]
+        return httpx.Response(200, json={"id": "score-x", "model": payload["model"], "results": results})
+
+    return answer
+
+
+# --------------------------------------------------------------------------------------------------
+# rerank
+# --------------------------------------------------------------------------------------------------
+
+
+def test_rerank_cross_encoder_returns_sorted_hits_with_original_documents(
+    make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    mock_server(httpx_mock, "rerank")
+    add(httpx_mock, "rerank", "rerank")
+    docs = [{"text": text, "id": i} for i, text in enumerate(DOCS)]
+    result = make_client().rerank(QUERY, docs)
+    expected = body("rerank", "rerank")["results"]
+    assert result.indices == [r["index"] for r in expected]
+    assert result.scores.tolist() == [r["relevance_score"] for r in expected]
+    assert result.results[0].document is docs[expected[0]["index"]]
+    assert result.scorer is ScorerKind.CROSS_ENCODER
+    assert result.model == "minilm-rerank"
+    assert result.usage.prompt_tokens == 46
+    assert result.num_requests == 1
+    (request,) = sent(httpx_mock, "/rerank")
+    assert request == recorded("rerank", "rerank")["request"]["json"]
+
+
+def test_rerank_top_n_is_sent_and_applied(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "rerank")
+    add(httpx_mock, "rerank", "rerank_top_n")
+    result = make_client().rerank(QUERY, DOCS, top_n=1)
+    assert [(hit.index, hit.document) for hit in result.results] == [(1, DOCS[1])]
+    assert sent(httpx_mock, "/rerank")[0]["top_n"] == 1
+
+
+def test_rerank_bi_encoder_is_detected_from_the_pooling_vector(
+    make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    mock_server(httpx_mock, "embed")
+    add(httpx_mock, "embed", "rerank")
+    result = make_client().rerank(QUERY, DOCS)
+    assert result.scorer is ScorerKind.BI_ENCODER
+    assert result.indices == [0, 2, 1]
+    assert result.documents == [DOCS[0], DOCS[2], DOCS[1]]
+
+
+@pytest.mark.parametrize(("batch_size", "top_n"), [(1, None), (2, None), (2, 2), (1, 1), (3, 0)])
+def test_rerank_splits_and_merges_into_the_single_request_ranking(
+    batch_size: int, top_n: int | None, make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    mock_server(httpx_mock, "rerank")
+    httpx_mock.add_callback(rerank_callback("rerank"), url=f"{BASE}/rerank", is_reusable=True)
+    result = make_client().rerank(QUERY, DOCS, batch_size=batch_size, top_n=top_n)
+    single = [r["index"] for r in body("rerank", "rerank")["results"]]
+    assert result.indices == single[: top_n or None]
+    batches = sent(httpx_mock, "/rerank")
+    assert result.num_requests == len(batches) == -(-len(DOCS) // batch_size)
+    assert sum(len(b["documents"]) for b in batches) == len(DOCS)
+    assert all(b["query"] == QUERY for b in batches)
+
+
+def test_rerank_splits_by_request_size(
+    make_client: Any, httpx_mock: HTTPXMock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(scoring, "MAX_REQUEST_BYTES", 40)
+    monkeypatch.setattr(scoring.split_batches, "__defaults__", (40,))
+    mock_server(httpx_mock, "rerank")
+    httpx_mock.add_callback(rerank_callback("rerank"), url=f"{BASE}/rerank", is_reusable=True)
+    result = make_client().rerank(QUERY, DOCS)
+    assert result.num_requests == 3
+    assert result.indices == [1, 2, 0]
+
+
+def test_split_batches() -> None:
+    assert scoring.split_batches([1] * 5, 2) == [range(0, 2), range(2, 4), range(4, 5)]
+    assert scoring.split_batches([5, 5, 5], 10, max_bytes=10) == [range(0, 2), range(2, 3)]
+    assert scoring.split_batches([50, 1], 10, max_bytes=10) == [range(0, 1), range(1, 2)]
+    assert scoring.split_batches([], 3) == []
+
+
+def test_scorer_kind_is_probed_once_per_model(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "rerank")
+    add(httpx_mock, "rerank", "rerank", is_reusable=True)
+    client = make_client()
+    client.rerank(QUERY, DOCS)
+    client.rerank(QUERY, DOCS)
+    assert client.scorer_kind() is ScorerKind.CROSS_ENCODER
+    assert len(sent(httpx_mock, "/pooling")) == 1
+
+
+def test_late_interaction_is_detected_from_a_token_matrix() -> None:
+    info = vt.ServerInfo(base_url=BASE, version="0.32.0", models=(), routes=frozenset({"/v1/embeddings"}))
+    matrix = httpx.Response(200, json={"data": [{"index": 0, "data": [[0.1, 0.2], [0.3, 0.4]]}]})
+    assert scoring.scorer_from_probe(matrix, info) is ScorerKind.LATE_INTERACTION
+
+
+@pytest.mark.parametrize(
+    ("routes", "expected"),
+    [
+        ({"/classify", "/rerank"}, ScorerKind.CROSS_ENCODER),
+        ({"/v1/embeddings", "/rerank"}, ScorerKind.BI_ENCODER),
+        ({"/rerank"}, ScorerKind.UNKNOWN),
+        (None, ScorerKind.UNKNOWN),
+    ],
+)
+def test_scorer_falls_back_to_routes_when_pooling_refuses(
+    routes: set[str] | None, expected: ScorerKind
+) -> None:
+    info = vt.ServerInfo(
+        base_url=BASE, version="0.32.0", models=(), routes=None if routes is None else frozenset(routes)
+    )
+    refused = httpx.Response(400, json={"error": {"message": "Unsupported task", "code": 400}})
+    assert scoring.scorer_from_probe(refused, info) is expected
+
+
+def test_rerank_sends_gated_fields_on_a_new_server(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "rerank")
+    add(httpx_mock, "rerank", "rerank")
+    make_client().rerank(
+        QUERY,
+        DOCS,
+        max_tokens_per_doc=16,
+        max_tokens_per_query=8,
+        instruction="Find the capital",
+        use_activation=False,
+        truncate_prompt_tokens=-1,
+        extra_body={"priority": 3},
+        extra_headers={"X-Request-Id": "abc"},
+    )
+    (request,) = sent(httpx_mock, "/rerank")
+    assert request["max_tokens_per_doc"] == 16
+    assert request["max_tokens_per_query"] == 8
+    assert request["instruction"] == "Find the capital"
+    assert request["use_activation"] is False
+    assert request["truncate_prompt_tokens"] == -1
+    assert request["priority"] == 3
+    rerank_request = next(r for r in httpx_mock.get_requests() if r.url.path == "/rerank")
+    assert rerank_request.headers["x-request-id"] == "abc"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "feature"),
+    [
+        ({"max_tokens_per_doc": 16}, "max_tokens_per_doc"),
+        ({"max_tokens_per_query": 16}, "max_tokens_per_query"),
+        ({"instruction": "Find the capital"}, "score_instruction"),
+    ],
+)
+def test_rerank_gates_refuse_on_a_0_19_server_before_sending(
+    kwargs: dict[str, Any], feature: str, make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    mock_server(httpx_mock, "rerank", version="0.19.0", probe=False)
+    with pytest.raises(vt.UnsupportedByServer) as info:
+        make_client().rerank(QUERY, DOCS, **kwargs)
+    assert info.value.feature == feature
+    assert info.value.required_version == "0.20.0"
+    assert "0.19.0" in str(info.value)
+    assert sent(httpx_mock, "/rerank") == []
+
+
+def test_max_tokens_per_doc_client_fallback_on_a_0_19_server(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "embed", version="0.19.0")
+
+    def tokenize(request: httpx.Request) -> httpx.Response:
+        prompt = json.loads(request.content)["prompt"]
+        words = prompt.lower().rstrip(".?").split()
+        return httpx.Response(
+            200, json={"count": len(words), "max_model_len": 256, "tokens": list(range(len(words)))}
+        )
+
+    def detokenize(request: httpx.Request) -> httpx.Response:
+        tokens = json.loads(request.content)["tokens"]
+        return httpx.Response(200, json={"prompt": f"cut to {len(tokens)}"})
+
+    httpx_mock.add_callback(tokenize, url=f"{BASE}/tokenize", is_reusable=True)
+    httpx_mock.add_callback(detokenize, url=f"{BASE}/detokenize", is_reusable=True)
+    httpx_mock.add_callback(
+        lambda request: httpx.Response(
+            200,
+            json={
+                "model": "minilm",
+                "results": [
+                    {"index": i, "relevance_score": 1.0 - i / 10}
+                    for i in range(len(json.loads(request.content)["documents"]))
+                ],
+            },
+        ),
+        url=f"{BASE}/rerank",
+    )
+    result = make_client().rerank(QUERY, DOCS, max_tokens_per_doc=3, max_tokens_per_doc_fallback="client")
+    (request,) = sent(httpx_mock, "/rerank")
+    assert "max_tokens_per_doc" not in request
+    # Only "Bananas are yellow." fits in 3 "tokens"; the others are rebuilt from their first 3.
+    assert request["documents"] == ["cut to 3", "Bananas are yellow.", "cut to 3"]
+    assert all(t["add_special_tokens"] is False for t in sent(httpx_mock, "/tokenize"))
+    assert result.results[0].document == DOCS[0]
+
+
+def test_max_tokens_per_doc_must_be_below_max_model_len(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "rerank", probe=False)
+    with pytest.raises(vt.InvalidInputError, match=r"max_model_len \(256\)"):
+        make_client().rerank(QUERY, DOCS, max_tokens_per_doc=1000)
+
+
+@pytest.mark.parametrize(
+    ("query", "documents", "kwargs", "field"),
+    [
+        (QUERY, DOCS, {"top_n": -1}, "top_n"),
+        (QUERY, [], {}, "documents"),
+        (QUERY, "one string", {}, "documents"),
+        (QUERY, [{"body": "x"}], {}, "documents[0]"),
+        (QUERY, [{"text": 3}], {}, "documents[0]['text']"),
+        (QUERY, [object()], {}, "documents[0]"),
+        (QUERY, DOCS, {"batch_size": 0}, "batch_size"),
+        (QUERY, DOCS, {"concurrency": 0}, "concurrency"),
+        (QUERY, DOCS, {"truncate_prompt_tokens": -2}, "truncate_prompt_tokens"),
+        (QUERY, DOCS, {"max_tokens_per_doc": -1}, "max_tokens_per_doc"),
+        (
+            QUERY,
+            DOCS,
+            {"max_tokens_per_doc_fallback": "maybe", "max_tokens_per_doc": 5},
+            "max_tokens_per_doc_fallback",
+        ),
+    ],
+)
+def test_rerank_refuses_bad_input_before_sending(
+    query: Any, documents: Any, kwargs: dict[str, Any], field: str, make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    httpx_mock.add_response(url=f"{BASE}/version", json={"version": "0.32.0"}, is_optional=True)
+    httpx_mock.add_response(url=f"{BASE}/v1/models", json=body("rerank", "models"), is_optional=True)
+    httpx_mock.add_response(url=f"{BASE}/openapi.json", status_code=404, is_optional=True)
+    with pytest.raises(vt.InvalidInputError) as info:
+        make_client().rerank(query, documents, **kwargs)
+    assert info.value.field == field
+    assert sent(httpx_mock, "/rerank") == []
+
+
+def test_rerank_text_field_and_attribute_documents(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    class Doc:
+        def __init__(self, page_content: str) -> None:
+            self.page_content = page_content
+
+    mock_server(httpx_mock, "rerank")
+    add(httpx_mock, "rerank", "rerank")
+    docs = [Doc(text) for text in DOCS]
+    result = make_client().rerank(QUERY, docs, text_field="page_content")
+    assert sent(httpx_mock, "/rerank")[0]["documents"] == DOCS
+    assert result.results[0].document is docs[1]
+
+
+def test_rerank_multimodal_documents_become_content_parts(
+    make_client: Any, httpx_mock: HTTPXMock, tmp_path: Path
+) -> None:
+    from PIL import Image
+
+    image = Image.new("RGB", (4, 4), "red")
+    path = tmp_path / "red.png"
+    image.save(path)
+    mock_server(httpx_mock, "rerank")
+    httpx_mock.add_response(
+        url=f"{BASE}/rerank",
+        json={"model": "m", "results": [{"index": i, "relevance_score": 0.1 * i} for i in range(3)]},
+    )
+    docs = [image, ["a caption", path], {"content": [{"type": "text", "text": "plain"}]}]
+    result = make_client().rerank(QUERY, docs)
+    sent_docs = sent(httpx_mock, "/rerank")[0]["documents"]
+    assert sent_docs[0]["content"][0]["image_url"]["url"].startswith("data:image/png;base64,")
+    assert sent_docs[1]["content"][0] == {"type": "text", "text": "a caption"}
+    assert sent_docs[1]["content"][1]["type"] == "image_url"
+    assert sent_docs[2] == {"content": [{"type": "text", "text": "plain"}]}
+    assert result.results[0].document is image or result.results[-1].document is image
+
+
+def test_rerank_multimodal_is_gated(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "rerank", version="0.9.2", probe=False)
+    with pytest.raises(vt.UnsupportedByServer, match="score_multimodal"):
+        make_client().rerank(QUERY, [b"\x89PNG\r\n\x1a\n0000"])
+
+
+def test_rerank_on_a_server_without_the_route(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(url=f"{BASE}/version", json={"version": "0.32.0"})
+    add(httpx_mock, "rerank", "models")
+    httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {"/v1/chat/completions": {}}})
+    httpx_mock.add_response(url=f"{BASE}/rerank", status_code=404, json={"detail": "Not Found"})
+    httpx_mock.add_response(
+        url=f"{BASE}/pooling", status_code=404, json={"detail": "Not Found"}, is_optional=True
+    )
+    with pytest.raises(vt.EndpointNotServed) as info:
+        make_client().rerank(QUERY, DOCS)
+    assert info.value.task == "rerank"
+
+
+def test_client_model_is_used_and_unknown_model_maps(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "rerank", probe=False)
+    httpx_mock.add_response(
+        url=f"{BASE}/pooling", status_code=404, json=body("rerank", "error_unknown_model"), is_optional=True
+    )
+    add(httpx_mock, "rerank", "error_unknown_model")
+    with pytest.raises(vt.ModelNotFoundError):
+        make_client(model="no-such-model").rerank(QUERY, DOCS)
+    assert sent(httpx_mock, "/rerank")[0]["model"] == "no-such-model"
+
+
+# --------------------------------------------------------------------------------------------------
+# score
+# --------------------------------------------------------------------------------------------------
+
+
+def test_score_one_to_many_uses_queries_documents_on_new_servers(
+    make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    mock_server(httpx_mock, "embed")
+    add(httpx_mock, "embed", "score_queries_documents")
+    result = make_client().score(QUERY, DOCS)
+    expected = [entry["score"] for entry in body("embed", "score_queries_documents")["data"]]
+    assert result.scores.tolist() == expected
+    assert result.scores.dtype == np.float64
+    assert result.scorer is ScorerKind.BI_ENCODER
+    assert sent(httpx_mock, "/score") == [{"model": "minilm", "queries": QUERY, "documents": DOCS}]
+
+
+def test_score_uses_text_1_text_2_on_old_servers(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "rerank", version="0.15.1")
+    add(httpx_mock, "rerank", "score")
+    result = make_client().score(QUERY, DOCS)
+    assert sent(httpx_mock, "/score") == [recorded("rerank", "score")["request"]["json"]]
+    assert result.scores.shape == (3,)
+    assert result.scorer is ScorerKind.CROSS_ENCODER
+
+
+def test_score_one_to_one_and_n_to_n(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "rerank")
+    lookup = score_lookup("rerank")
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        payload = json.loads(request.content)
+        docs = payload["documents"] if isinstance(payload["documents"], list) else [payload["documents"]]
+        data = [{"index": i, "object": "score", "score": lookup[d]} for i, d in enumerate(docs)]
+        return httpx.Response(200, json={"model": "minilm-rerank", "data": data[::-1]})
+
+    httpx_mock.add_callback(answer, url=f"{BASE}/score", is_reusable=True)
+    client = make_client()
+    one = client.score(QUERY, DOCS[1])
+    assert one.scores.tolist() == [lookup[DOCS[1]]]
+    many = client.score([QUERY] * 3, DOCS, batch_size=2)
+    assert many.scores.tolist() == [lookup[d] for d in DOCS]
+    requests = sent(httpx_mock, "/score")
+    assert requests[0]["queries"] == QUERY and requests[0]["documents"] == DOCS[1]
+    assert [len(r["queries"]) for r in requests[1:]] == [2, 1]
+
+
+@pytest.mark.parametrize(
+    ("text_1", "text_2"), [(["a", "b"], ["x", "y", "z"]), (["a", "b"], "x"), ([], ["x"])]
+)
+def test_score_refuses_pairings_the_server_refuses(text_1: Any, text_2: Any, make_client: Any) -> None:
+    # The server answers N:M with the recorded 400 "Input lengths must be either 1:1, 1:N or N:N".
+    assert "1:1, 1:N or N:N" in body("embed", "error_score_lengths")["error"]["message"]
+    with pytest.raises(vt.InvalidInputError, match=r"1:1, 1:N nor N:N|is empty"):
+        make_client().score(text_1, text_2)
+
+
+def test_pair_mode() -> None:
+    assert scoring.pair_mode(1, 1) == "1:1"
+    assert scoring.pair_mode(1, 5) == "1:N"
+    assert scoring.pair_mode(4, 4) == "N:N"
+
+
+# --------------------------------------------------------------------------------------------------
+# classify and pool
+# --------------------------------------------------------------------------------------------------
+
+
+def test_classify(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "rerank", probe=False)
+    add(httpx_mock, "rerank", "classify")
+    result = make_client().classify(["hello world", "vLLM serves embeddings"])
+    assert result.labels == ["relevance", "relevance"]
+    assert result.probs.shape == (2, 1)
+    assert result.num_classes == 1
+    assert result.probs[1, 0] == pytest.approx(0.48374441266059875)
+    assert sent(httpx_mock, "/classify") == [recorded("rerank", "classify")["request"]["json"]]
+
+
+def test_classify_on_an_embedding_server(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "embed", probe=False)
+    add(httpx_mock, "embed", "error_404_classify")
+    with pytest.raises(vt.EndpointNotServed) as info:
+        make_client().classify("hello")
+    assert info.value.task == "classify"
+
+
+def test_pool_returns_one_array_per_input(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "embed", probe=False)
+    add(httpx_mock, "embed", "pooling")
+    result = make_client().pool("hello world")
+    assert len(result.data) == 1
+    assert result.data[0].shape == (384,)
+    assert result.model == "minilm"
+    assert sent(httpx_mock, "/pooling") == [{"model": "minilm", "input": ["hello world"]}]
+
+
+def test_pool_token_matrices_and_task(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "embed", probe=False)
+    matrices = [[[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]], [[0.0, 1.0]]]
+    httpx_mock.add_response(
+        url=f"{BASE}/pooling",
+        json={"model": "colbert", "data": [{"index": i, "data": m} for i, m in enumerate(matrices)]},
+    )
+    result = make_client().pool(["query text", "doc"], task="token_embed")
+    assert [a.shape for a in result.data] == [(3, 2), (1, 2)]
+    assert sent(httpx_mock, "/pooling")[0]["task"] == "token_embed"
+
+
+@pytest.mark.parametrize("task", ["score", "encode", "nonsense"])
+def test_pool_refuses_removed_tasks(task: str, make_client: Any) -> None:
+    with pytest.raises(vt.InvalidInputError, match="task"):
+        make_client().pool("x", task=task)
+
+
+def test_maxsim_matches_the_definition() -> None:
+    rng = np.random.default_rng(0)
+    query, doc = rng.normal(size=(5, 8)), rng.normal(size=(7, 8))
+    expected = sum(max(float(q @ d) for d in doc) for q in query)
+    assert vt.maxsim(query, doc) == pytest.approx(expected)
+    assert vt.maxsim([[1.0, 0.0]], [[0.5, 0.5], [2.0, 0.0]]) == 2.0
+    with pytest.raises(vt.InvalidInputError):
+        vt.maxsim(query, rng.normal(size=(3, 4)))
+    with pytest.raises(vt.InvalidInputError):
+        vt.maxsim(query[0], doc)
+
+
+def test_to_score_input_shapes() -> None:
+    assert scoring.to_score_input("t", "q") == "t"
+    assert scoring.to_score_input({"content": "hi"}, "q") == {"content": [{"type": "text", "text": "hi"}]}
+    part = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
+    assert scoring.to_score_input(part, "q") == {"content": [part]}
+    assert scoring.is_multimodal(scoring.to_score_input(part, "q"))
+    assert not scoring.is_multimodal(scoring.to_score_input(["a", "b"], "q"))
