@@ -176,11 +176,13 @@ def decode_bytes_response(
         raise DecodeError(f"the server returned {len(items)} embeddings for {expected_items} inputs")
     view = memoryview(body)
     first = items[0] if items else {}
+    width = int(first.get("end", 0)) - int(first.get("start", 0))
+    dtype, order, shape = first.get("embed_dtype"), first.get("endianness"), first.get("shape")
     uniform = all(
-        item.get("embed_dtype") == first.get("embed_dtype")
-        and item.get("endianness") == first.get("endianness")
-        and item.get("shape") == first.get("shape")
-        and int(item["start"]) == position * (int(first["end"]) - int(first["start"]))
+        item["start"] == position * width
+        and item.get("embed_dtype") == dtype
+        and item.get("endianness") == order
+        and item.get("shape") == shape
         for position, item in enumerate(items)
     )
     if uniform and items and int(items[-1]["end"]) <= len(body):

@@ -1,0 +1,181 @@
+"""embed() / embed_v2() against real vLLM CPU servers (the `embed`, `embed-mrl` and `api-key` fixtures)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import textwrap
+from typing import Any
+
+import fixture_servers as fs
+import httpx
+import numpy as np
+import pytest
+
+import vllm_tasks as vt
+
+pytestmark = pytest.mark.integration
+
+TEXTS = [
+    "hello world",
+    "vLLM serves embeddings",
+    "The quick brown fox jumps over the lazy dog.",
+    "Paris is the capital of France.",
+    "numpy arrays out, never lists of floats",
+]
+TOLERANCE = {"float32": 1e-6, "float16": 2e-3, "bfloat16": 8e-3, "fp8_e4m3": 4e-2, "fp8_e5m2": 6e-2}
+
+
+def raw_float(server: Any, texts: list[str], **extra: Any) -> np.ndarray:
+    response = httpx.post(
+        server.base_url + "/v1/embeddings", json={"model": server.model, "input": texts, **extra}, timeout=120
+    )
+    response.raise_for_status()
+    return np.array([item["embedding"] for item in response.json()["data"]], dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def embed_client(vllm_embed: Any) -> Any:
+    with vt.Client(vllm_embed.base_url) as client:
+        yield client
+
+
+def test_embed_equals_the_raw_float_response(vllm_embed: Any, embed_client: vt.Client) -> None:
+    result = embed_client.embed(TEXTS)
+    assert result.encoding_format == "bytes"
+    assert result.vectors.shape == (len(TEXTS), 384) and result.vectors.dtype == np.float32
+    assert np.abs(result.vectors - raw_float(vllm_embed, TEXTS)).max() <= 1e-6
+    assert result.model == "minilm"
+    assert result.usage.prompt_tokens > len(TEXTS)
+
+
+def test_embed_agrees_with_sentence_transformers(embed_client: vt.Client) -> None:
+    script = textwrap.dedent(
+        """
+        import json, sys
+        from sentence_transformers import SentenceTransformer
+        model = SentenceTransformer(sys.argv[1], device="cpu")
+        texts = json.loads(sys.stdin.read())
+        print(json.dumps(model.encode(texts, normalize_embeddings=True).tolist()))
+        """
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    done = subprocess.run(
+        [str(fs.venv_python()), "-c", script, str(fs.models_dir() / "minilm")],
+        input=json.dumps(TEXTS),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=True,
+    )
+    reference = np.array(json.loads(done.stdout.strip().splitlines()[-1]), dtype=np.float32)
+    ours = embed_client.embed(TEXTS).vectors
+    cosine = (ours * reference).sum(axis=1) / (
+        np.linalg.norm(ours, axis=1) * np.linalg.norm(reference, axis=1)
+    )
+    assert cosine.min() >= 0.999, cosine
+
+
+@pytest.mark.parametrize("fmt", ["float", "base64", "bytes", "bytes_only"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "fp8_e4m3", "fp8_e5m2"])
+def test_every_transport_and_dtype_agrees_with_float(
+    fmt: str, dtype: str, vllm_embed: Any, embed_client: vt.Client
+) -> None:
+    reference = raw_float(vllm_embed, TEXTS)
+    result = embed_client.embed(TEXTS, encoding_format=fmt, embed_dtype=None if fmt == "float" else dtype)
+    assert result.vectors.shape == reference.shape
+    tolerance = 1e-6 if fmt == "float" else TOLERANCE[dtype]
+    assert np.abs(result.vectors - reference).max() <= tolerance
+
+
+@pytest.mark.parametrize("endianness", ["big", "little", "native"])
+def test_endianness(endianness: str, vllm_embed: Any, embed_client: vt.Client) -> None:
+    reference = raw_float(vllm_embed, TEXTS)
+    for fmt in ("base64", "bytes"):
+        vectors = embed_client.embed(
+            TEXTS, encoding_format=fmt, embed_dtype="float16", endianness=endianness
+        ).vectors
+        assert np.abs(vectors - reference).max() <= TOLERANCE["float16"]
+
+
+def test_compact_dtype_keeps_float16(embed_client: vt.Client) -> None:
+    result = embed_client.embed(TEXTS, embed_dtype="float16", widen=False)
+    assert result.vectors.dtype == np.float16
+
+
+def test_batches_with_concurrency_match_one_request(vllm_embed: Any, embed_client: vt.Client) -> None:
+    texts = [f"sentence number {i} about {TEXTS[i % len(TEXTS)]}" for i in range(100)]
+    batched = embed_client.embed(texts, batch_size=7, concurrency=4)
+    assert np.abs(batched.vectors - raw_float(vllm_embed, texts)).max() <= 1e-5
+
+
+def test_async_client_matches_sync(vllm_embed: Any, embed_client: vt.Client) -> None:
+    async def run() -> np.ndarray:
+        async with vt.AsyncClient(vllm_embed.base_url) as client:
+            return (await client.embed(TEXTS, batch_size=2, concurrency=3)).vectors
+
+    assert np.abs(asyncio.run(run()) - embed_client.embed(TEXTS).vectors).max() <= 1e-6
+
+
+def test_too_long_input_names_its_index_and_truncation_fixes_it(embed_client: vt.Client) -> None:
+    texts = ["short", "token " * 400, "also short"]
+    with pytest.raises(vt.ContextLengthExceeded) as info:
+        embed_client.embed(texts)
+    assert info.value.input_index == 1
+    assert info.value.max_model_len == 256
+    assert embed_client.embed(texts, truncate_prompt_tokens=-1).vectors.shape == (3, 384)
+
+
+def test_dimensions_on_a_non_matryoshka_model(embed_client: vt.Client) -> None:
+    with pytest.raises(vt.MatryoshkaNotSupported, match="is_matryoshka"):
+        embed_client.embed(TEXTS, dimensions=128)
+
+
+def test_embed_v2_types_are_consistent(embed_client: vt.Client) -> None:
+    result = embed_client.embed_v2(
+        texts=TEXTS, embedding_types=["float", "binary", "ubinary", "base64"], batch_size=2
+    )
+    assert result.float is not None and result.float.shape == (len(TEXTS), 384)
+    assert np.abs(result.base64 - result.float).max() <= 1e-6
+    signs = (result.float >= 0).astype(np.uint8)
+    np.testing.assert_array_equal(vt.unpackbits(result.binary), signs)
+    np.testing.assert_array_equal(vt.unpackbits(result.ubinary), signs)
+    assert np.abs(result.float - embed_client.embed(TEXTS).vectors).max() <= 1e-5
+
+
+def test_embed_v2_input_type_lists_what_the_model_supports(embed_client: vt.Client) -> None:
+    with pytest.raises(vt.InputTypeNotSupported, match="does not define any input_type"):
+        embed_client.embed_v2(texts=TEXTS, input_type="search_query")
+
+
+def test_matryoshka_dimensions_are_sliced_and_renormalised(vllm_embed_mrl: Any) -> None:
+    with vt.Client(vllm_embed_mrl.base_url) as client:
+        full = client.embed(TEXTS).vectors
+        for dims in (128, 256):
+            short = client.embed(TEXTS, dimensions=dims).vectors
+            expected = full[:, :dims] / np.linalg.norm(full[:, :dims], axis=1, keepdims=True)
+            assert short.shape == (len(TEXTS), dims)
+            assert np.abs(short - expected).max() <= 1e-5
+        v2 = client.embed_v2(texts=TEXTS, output_dimension=128)
+        assert v2.float is not None and v2.float.shape == (len(TEXTS), 128)
+        for bad in (100, 512):
+            with pytest.raises(vt.MatryoshkaNotSupported):
+                client.embed(TEXTS, dimensions=bad)
+
+
+def test_api_key(vllm_api_key: Any) -> None:
+    with vt.Client(vllm_api_key.base_url, api_key=vllm_api_key.api_key) as client:
+        assert client.embed(TEXTS).vectors.shape == (len(TEXTS), 384)
+    with (
+        vt.Client(vllm_api_key.base_url, api_key="wrong-key") as client,
+        pytest.raises(vt.AuthenticationError) as info,
+    ):
+        client.embed(TEXTS)
+    assert "wrong-key" not in str(info.value)
+    with vt.Client(vllm_api_key.base_url, api_key=None) as client:
+        report = client.probe()
+        assert report.status("embed") is vt.TaskStatus.UNAUTHORIZED
+        assert report.status("rerank") is vt.TaskStatus.SERVED
