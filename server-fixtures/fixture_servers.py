@@ -26,6 +26,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -316,7 +317,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def _set_pdeathsig() -> None:
-    """Child side of Popen: new session (own process group) and SIGTERM if the launching process dies."""
+    """Child side of Popen: new session (own process group) and SIGTERM if the launching process dies.
+    The child is group_guard.py, which turns that SIGTERM into a SIGTERM/SIGKILL of the whole group."""
     os.setsid()
     try:
         import ctypes
@@ -409,7 +411,7 @@ class Server:
         env = {**os.environ, **self.env}
         t0 = time.monotonic()
         self.proc = subprocess.Popen(
-            self.command,
+            [sys.executable, str(HERE / "group_guard.py"), *self.command],
             stdin=subprocess.DEVNULL,
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
