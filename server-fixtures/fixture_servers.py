@@ -173,6 +173,14 @@ FIXTURES: dict[str, Fixture] = {
             description="`embed` started with --api-key",
         ),
         Fixture(
+            name="late-interaction",
+            model_dir="minilm",
+            served_model_name="minilm-colbert",
+            args=(*MINILM_ARGS, "--pooler-config", json.dumps({"task": "token_embed"})),
+            description="MiniLM with token_embed active: /pooling per-token vectors, MaxSim /score and "
+            "/rerank, /v1/embeddings 501",
+        ),
+        Fixture(
             name="ocr",
             model_dir="deepseek-ocr-tiny",
             served_model_name="deepseek-ocr-tiny",
@@ -195,7 +203,7 @@ FIXTURES: dict[str, Fixture] = {
             model_dir="whisper-base",
             served_model_name="whisper-base",
             args=STT_ARGS,
-            description="openai/whisper-base (from CTranslate2 files): /v1/audio/transcriptions, translations",
+            description="openai/whisper-base from CTranslate2 files: /v1/audio/transcriptions, /translations",
         ),
     )
 }

@@ -319,6 +319,24 @@ def _rerank_exchanges(model: str) -> list[dict]:
     ]
 
 
+def _late_interaction_exchanges(model: str) -> list[dict]:
+    return [
+        _ex("version", "GET", "/version"),
+        _ex("models", "GET", "/v1/models"),
+        _ex("pooling_token_embed", "POST", "/pooling", {"model": model, "input": "hello world"}),
+        _ex("score_maxsim", "POST", "/score", {"model": model, "text_1": QUERY, "text_2": DOCS}),
+        _ex("rerank_maxsim", "POST", "/rerank", {"model": model, "query": QUERY, "documents": DOCS}),
+        _ex("error_501_embeddings", "POST", "/v1/embeddings", {"model": model, "input": ["hello"]}),
+        _ex("error_501_v2_embed", "POST", "/v2/embed", {"model": model, "texts": ["hello"]}),
+        _ex(
+            "error_pooling_task_embed",
+            "POST",
+            "/pooling",
+            {"model": model, "input": "hello", "task": "embed"},
+        ),
+    ]
+
+
 def _api_key_exchanges(model: str) -> list[dict]:
     good = {"Authorization": f"Bearer {fs.TEST_API_KEY}"}
     bad = {"Authorization": "Bearer wrong-key"}
@@ -350,6 +368,7 @@ EXCHANGES = {
     "embed-mrl": _mrl_exchanges,
     "rerank": _rerank_exchanges,
     "api-key": _api_key_exchanges,
+    "late-interaction": _late_interaction_exchanges,
 }
 
 

@@ -118,3 +118,16 @@ def test_api_key(vllm_api_key):
     ok = httpx.post(url, json=body, headers={"Authorization": f"Bearer {vllm_api_key.api_key}"}, timeout=60)
     assert ok.status_code == 200, ok.text
     assert len(ok.json()["data"][0]["embedding"]) == 384
+
+
+def test_late_interaction(vllm_late_interaction):
+    r = _post(vllm_late_interaction, "/pooling", {"input": "hello world"})
+    assert r.status_code == 200, r.text
+    tokens = r.json()["data"][0]["data"]
+    assert len(tokens) == 4 and all(len(t) == 384 for t in tokens)  # [CLS] hello world [SEP]
+    rr = _post(vllm_late_interaction, "/rerank", {"query": QUERY, "documents": DOCS})
+    assert rr.status_code == 200, rr.text
+    assert rr.json()["results"][0]["index"] == 1
+    assert rr.json()["results"][0]["relevance_score"] > 1.0  # MaxSim: a sum over query tokens
+    e = _post(vllm_late_interaction, "/v1/embeddings", {"input": ["x"]})
+    assert e.status_code == 501
