@@ -363,7 +363,100 @@ def _api_key_exchanges(model: str) -> list[dict]:
     ]
 
 
+def _tiny_png(width: int = 64, height: int = 48) -> bytes:
+    """A grayscale PNG (white page, one black bar) written with the standard library only."""
+    import struct
+    import zlib
+
+    rows = b"".join(
+        b"\x00" + bytes(0 if 8 <= y < 14 and 8 <= x < 56 else 255 for x in range(width))
+        for y in range(height)
+    )
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+OCR_XARGS = {"ngram_size": 30, "window_size": 90, "whitelist_token_ids": [128821, 128822]}
+OCR_MARKDOWN = "<|grounding|>Convert the document to markdown."
+
+
+def _ocr_chat(model: str, url: str, prompt: str, max_tokens: int, xargs: dict | None) -> dict:
+    body: dict = {
+        "model": model,
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": url}},
+                    {"type": "text", "text": prompt},
+                ],
+            }
+        ],
+        "temperature": 0.0,
+        "skip_special_tokens": False,
+        "max_tokens": max_tokens,
+    }
+    if xargs is not None:
+        body["vllm_xargs"] = xargs
+    return body
+
+
+def _ngram_check(model: str) -> dict:
+    return {
+        "messages": [{"role": "user", "content": "."}],
+        "max_tokens": 1,
+        "vllm_xargs": {"ngram_size": 0},
+        "model": model,
+    }
+
+
+def _ocr_exchanges(model: str) -> list[dict]:
+    url = "data:image/png;base64," + base64.b64encode(_tiny_png()).decode()
+    garbage = "data:image/png;base64," + base64.b64encode(bytes(range(256)) * 4).decode()
+    return [
+        _ex("version", "GET", "/version"),
+        _ex("models", "GET", "/v1/models"),
+        _ex("chat_ngram_check_400", "POST", "/v1/chat/completions", _ngram_check(model)),
+        _ex(
+            "chat_markdown",
+            "POST",
+            "/v1/chat/completions",
+            _ocr_chat(model, url, OCR_MARKDOWN, 40, OCR_XARGS),
+        ),
+        _ex(
+            "chat_markdown_no_xargs",
+            "POST",
+            "/v1/chat/completions",
+            _ocr_chat(model, url, OCR_MARKDOWN, 40, None),
+        ),
+        _ex(
+            "error_garbage_image",
+            "POST",
+            "/v1/chat/completions",
+            _ocr_chat(model, garbage, OCR_MARKDOWN, 8, OCR_XARGS),
+        ),
+    ]
+
+
+def _ocr_no_processor_exchanges(model: str) -> list[dict]:
+    return [
+        _ex("version", "GET", "/version"),
+        _ex("chat_ngram_check_200", "POST", "/v1/chat/completions", _ngram_check(model)),
+    ]
+
+
 EXCHANGES = {
+    "ocr": _ocr_exchanges,
+    "ocr-no-processor": _ocr_no_processor_exchanges,
     "embed": _embed_exchanges,
     "embed-mrl": _mrl_exchanges,
     "rerank": _rerank_exchanges,

@@ -21,6 +21,9 @@ from .errors import (
     ContextLengthExceeded,
     DimensionsNotApplied,
     EndpointNotServed,
+    ImageError,
+    ImageFetchError,
+    ImageTooLarge,
     InputTypeNotSupported,
     InternalServerError,
     InvalidInputError,
@@ -37,10 +40,12 @@ from .errors import (
     UnsupportedByServer,
     VLLMTasksError,
 )
+from .ocr import NGramProcessorMissingWarning, OCRTruncatedWarning, locate
 from .scoring import maxsim
 from .types import Advisory, ModelCard, ProbeReport, ServerInfo, TaskProbe, TaskStatus
 from .types.common import Usage
 from .types.embeddings import EmbeddingResult, EmbedV2Result
+from .types.ocr import OCRBlock, OCRDocument, OCRPage, OCRResult
 from .types.scoring import (
     ClassificationResult,
     PoolingResult,
@@ -71,13 +76,22 @@ __all__ = [
     "EmbedV2Result",
     "EmbeddingResult",
     "EndpointNotServed",
+    "ImageError",
+    "ImageFetchError",
+    "ImageTooLarge",
     "InputTypeNotSupported",
     "InternalServerError",
     "InvalidInputError",
     "MatryoshkaNotSupported",
     "ModelCard",
     "ModelNotFoundError",
+    "NGramProcessorMissingWarning",
     "NotFoundError",
+    "OCRBlock",
+    "OCRDocument",
+    "OCRPage",
+    "OCRResult",
+    "OCRTruncatedWarning",
     "PermissionDeniedError",
     "PoolingResult",
     "ProbeReport",
@@ -99,6 +113,7 @@ __all__ = [
     "Usage",
     "VLLMTasksError",
     "__version__",
+    "locate",
     "maxsim",
     "unpackbits",
 ]

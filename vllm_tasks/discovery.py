@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import httpx
 
 from . import defaults
-from .errors import APIConnectionError, ServerNotReady, parse_error_body
+from .errors import APIConnectionError, APIError, ServerNotReady, parse_error_body
 from .steps import Operation, Parallel, Request, Sleep
 from .tasks import TASK_ROUTES, TaskRoute
 from .types.server import Advisory, ModelCard, ProbeReport, ServerInfo, TaskProbe, TaskStatus
@@ -135,7 +135,21 @@ def probe(base_url: str) -> Operation[ProbeReport]:
     ]
     responses = yield Parallel(requests, concurrency=3)
     tasks = tuple(classify_probe(route, response) for route, response in zip(routes, responses, strict=True))
-    return ProbeReport(server=info, tasks=tasks, advisories=tuple(advisories_for(info, tasks)))
+    advisories = advisories_for(info, tasks)
+    ngram_processor: bool | None = None
+    chat_served = any(t.task == "chat" and t.status is TaskStatus.SERVED for t in tasks)
+    if chat_served and _model_matches(info, r"ocr"):
+        from .ocr import check_ngram_processor, missing_processor_message
+
+        try:
+            ngram_processor = yield from check_ngram_processor(None)
+        except APIError:
+            ngram_processor = None
+        if ngram_processor is False:
+            advisories.append(Advisory(id="ocr-ngram-processor-missing", message=missing_processor_message()))
+    return ProbeReport(
+        server=info, tasks=tasks, advisories=tuple(advisories), ngram_processor=ngram_processor
+    )
 
 
 def classify_probe(route: TaskRoute, response: httpx.Response) -> TaskProbe:

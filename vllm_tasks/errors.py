@@ -4,6 +4,9 @@ Every exception raised by the SDK derives from :class:`VLLMTasksError`::
 
     VLLMTasksError
     ├── InvalidInputError (also ValueError)   bad argument, caught before any request
+    │   └── ImageError                        image not decodable / not fetchable (client-side)
+    │       ├── ImageTooLarge                 over PIL's bomb limit or the size limit
+    │       └── ImageFetchError               an image URL could not be fetched client-side
     ├── UnsupportedByServer                   feature needs a newer vLLM or a server flag
     ├── ServerNotReady                        wait_until_ready() ran out of time
     └── APIError
@@ -63,6 +66,25 @@ class InvalidInputError(VLLMTasksError, ValueError):
         self.value = value
         self.fix = fix
         super().__init__(f"{field}={_short(value)}: {problem}. {fix}")
+
+
+class ImageError(InvalidInputError):
+    """An image cannot be sent: it does not decode, or it is not an image; found before upload."""
+
+
+class ImageTooLarge(ImageError):
+    """An image is over PIL's decompression-bomb limit (the server would answer 500) or over the size
+    limit with downscaling turned off.
+
+    Attributes:
+        size: ``(width, height)`` in pixels, when known.
+    """
+
+    size: tuple[int, int] | None = None
+
+
+class ImageFetchError(ImageError):
+    """An image URL could not be fetched client-side (unreachable host, error status, not an image)."""
 
 
 class UnsupportedByServer(VLLMTasksError):

@@ -18,12 +18,15 @@ the server to fetch (vLLM answers 422 when it cannot).
 from __future__ import annotations
 
 import base64
+import binascii
 import io
 import os
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import InvalidInputError
+from .errors import ImageError, ImageTooLarge, InvalidInputError
 
 ImageInput = Any
 """Anything :func:`image_to_data_url` accepts (see there)."""
@@ -207,3 +210,238 @@ def _ndarray_to_pil(array: Any, field: str) -> Any:
     if len(shape) == 3 and shape[2] == 1:
         array = array[:, :, 0]
     return Image.fromarray(array)
+
+
+# --------------------------------------------------------------------------------------------------
+# Pre-upload checks (OCR): decodable, under PIL's bomb limit, sensible size
+# --------------------------------------------------------------------------------------------------
+
+PIL_MAX_PIXELS = 178_956_970
+"""PIL's decompression-bomb limit (``PIL.Image.MAX_IMAGE_PIXELS``); vLLM answers 500 above it."""
+
+DEFAULT_MAX_SIDE = 4096
+"""Longest side sent by default. DeepSeek-OCR sees at most six 640-px tiles plus a 1024-px global view, so
+larger images only cost upload and server decode time; they are downscaled (or refused)."""
+
+
+@dataclass(frozen=True)
+class PreparedImage:
+    """An image that passed the pre-upload checks, encoded for a request.
+
+    Attributes:
+        data_url: the ``data:<mime>;base64,...`` URL to send.
+        data: the encoded bytes sent (the original bytes unless the image was downscaled).
+        mime: their MIME type.
+        size: ``(width, height)`` as sent.
+        original_size: ``(width, height)`` of the caller's image (differs from ``size`` after a downscale).
+        original: the caller's image (encoded bytes or a PIL image), kept for drawing and cropping.
+    """
+
+    data_url: str
+    data: bytes
+    mime: str
+    size: tuple[int, int]
+    original_size: tuple[int, int]
+    original: Any
+
+    @property
+    def downscaled(self) -> bool:
+        """Whether the image was made smaller before upload."""
+        return self.size != self.original_size
+
+    def open_original(self) -> Any:
+        """The caller's image as a PIL image (decoded again from bytes when needed)."""
+        if isinstance(self.original, bytes | bytearray):
+            image = _pil().open(io.BytesIO(self.original))
+            image.load()
+            return image
+        return self.original
+
+
+def is_remote_url(image: object) -> bool:
+    """Whether ``image`` is an ``http(s)://`` URL string (fetched client-side before the checks)."""
+    return isinstance(image, str) and image.strip().lower().startswith(("http://", "https://"))
+
+
+def prepare_image(
+    image: ImageInput,
+    *,
+    field: str = "image",
+    max_pixels: int = PIL_MAX_PIXELS,
+    max_side: int | None = DEFAULT_MAX_SIDE,
+    downscale: bool = True,
+) -> PreparedImage:
+    """Check an image before upload and encode it as a base64 data URL.
+
+    The checks: the image decodes completely (a truncated or corrupt file is caught here, not by a 400
+    from the server); its pixel count is at most ``max_pixels`` (PIL's bomb limit by default: the server
+    answers 500 above it, and decoding it here would cost gigabytes); its longest side is at most
+    ``max_side`` (else it is downscaled with Lanczos, keeping the aspect ratio, or refused when
+    ``downscale`` is False). Needs pillow.
+
+    Args:
+        image: a path, ``bytes``, a binary file object, a PIL image, a numpy array or a ``data:`` URL
+            (fetch ``http(s)`` URLs first; see :func:`is_remote_url`).
+        field: the argument name used in error messages.
+        max_pixels: refuse images with more pixels than this.
+        max_side: downscale (or refuse) images whose longest side is longer; ``None`` for no limit.
+        downscale: False refuses an over-long image with :class:`ImageTooLarge` instead.
+
+    Returns:
+        PreparedImage: the data URL plus the sizes sent and original.
+
+    Raises:
+        ImageError: the data is not a decodable image.
+        ImageTooLarge: over ``max_pixels``, or over ``max_side`` with ``downscale=False``.
+        InvalidInputError: for an unsupported input type or an unreadable path.
+        ImportError: pillow is not installed.
+
+    Example:
+        >>> prepared = prepare_image(Path("page.png"))
+        >>> prepared.size, prepared.data_url[:22]
+        ((1240, 1754), 'data:image/png;base64,')
+    """
+    pil_image = _pil()
+    original: Any
+    if _is_pil_image(image):
+        pil, original, data = image, image, None
+    elif _is_ndarray(image):
+        pil = _ndarray_to_pil(image, field)
+        original, data = pil, None
+    else:
+        data = _encoded_bytes(image, field)
+        original = data
+        pil = _open_checked(pil_image, data, field, max_pixels)
+    width, height = pil.size
+    _check_pixels(width, height, field, max_pixels)
+    if width < 1 or height < 1:
+        raise ImageError(field, f"{width}x{height} image", "has no pixels", "Pass a non-empty image.")
+    if data is not None:
+        try:
+            pil.load()
+        except (OSError, SyntaxError, ValueError) as error:
+            raise ImageError(
+                field, data[:16], f"does not decode completely ({error})", "The file is truncated or corrupt."
+            ) from error
+    size = (width, height)
+    if max_side is not None and max(size) > max_side:
+        if not downscale:
+            too_large = ImageTooLarge(
+                field,
+                f"{width}x{height} image",
+                f"is larger than max_side={max_side} pixels",
+                "Pass downscale=True, raise max_side, or resize the image.",
+            )
+            too_large.size = size
+            raise too_large
+        scale = max_side / max(size)
+        target = (max(1, round(width * scale)), max(1, round(height * scale)))
+        resized = pil.convert("RGB") if pil.mode not in ("RGB", "L") else pil
+        resized = resized.resize(target, pil_image.Resampling.LANCZOS)
+        fmt, mime = ("JPEG", "image/jpeg") if getattr(pil, "format", None) == "JPEG" else ("PNG", "image/png")
+        buffer = io.BytesIO()
+        resized.save(buffer, format=fmt, **({"quality": 95} if fmt == "JPEG" else {}))
+        sent = buffer.getvalue()
+        return PreparedImage(_data_url(mime, sent), sent, mime, target, size, original)
+    if data is None:
+        url = _pil_to_data_url(pil)
+        sent = base64.b64decode(url.split(",", 1)[1])
+        return PreparedImage(url, sent, "image/png", size, size, original)
+    mime = sniff_mime_type(data) or pil_image.MIME.get(pil.format or "", "image/png")
+    return PreparedImage(_data_url(mime, data), data, mime, size, size, original)
+
+
+def _pil() -> Any:
+    try:
+        from PIL import Image
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise ImportError(f"checking images before upload needs pillow. {_PILLOW_FIX}") from error
+    return Image
+
+
+def _data_url(mime: str, data: bytes) -> str:
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def _encoded_bytes(image: ImageInput, field: str) -> bytes:
+    if isinstance(image, str):
+        stripped = image.strip()
+        if stripped.startswith("data:"):
+            header, _, payload = stripped.partition(",")
+            if not header.endswith(";base64"):
+                raise InvalidInputError(
+                    field, image, "is a data URL without ';base64,'", "vLLM only decodes base64 data URLs."
+                )
+            try:
+                return base64.b64decode(payload, validate=True)
+            except (binascii.Error, ValueError) as error:
+                raise ImageError(field, image, "is not valid base64", "Encode the image bytes.") from error
+        if is_remote_url(stripped):
+            raise InvalidInputError(
+                field, image, "is a URL", "Fetch it first (the OCR methods do this unless fetch_urls=False)."
+            )
+        image = Path(image)
+    if isinstance(image, os.PathLike):
+        path = Path(os.fspath(image))
+        try:
+            return path.read_bytes()
+        except OSError as error:
+            raise InvalidInputError(
+                field,
+                str(path),
+                f"cannot be read ({error.strerror or error})",
+                "Pass an existing image file.",
+            ) from error
+    if isinstance(image, bytes | bytearray | memoryview):
+        return bytes(image)
+    if hasattr(image, "read"):
+        data = image.read()
+        if not isinstance(data, bytes | bytearray):
+            raise InvalidInputError(
+                field, image, "is a text-mode file object", "Open the image with mode 'rb'."
+            )
+        return bytes(data)
+    raise InvalidInputError(
+        field,
+        type(image).__name__,
+        "is not an image",
+        "Pass a path, bytes, a binary file object, a PIL image, a numpy array or a data/http(s) URL.",
+    )
+
+
+def _check_pixels(width: int, height: int, field: str, max_pixels: int) -> None:
+    if width * height > max_pixels:
+        too_large = ImageTooLarge(
+            field,
+            f"{width}x{height} image",
+            f"has {width * height:,} pixels, over the limit of {max_pixels:,} (PIL's decompression-bomb "
+            "limit: the server answers 500)",
+            "Resize or split the image before sending it.",
+        )
+        too_large.size = (width, height)
+        raise too_large
+
+
+def _open_checked(Image: Any, data: bytes, field: str, max_pixels: int) -> Any:  # noqa: N803
+    """Open (header only) and check the pixel count before anything is decoded."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            pil = Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError as error:
+        too_large = ImageTooLarge(
+            field,
+            data[:16],
+            f"is far over PIL's decompression-bomb limit of {max_pixels:,} pixels ({error})",
+            "Resize or split the image before sending it.",
+        )
+        raise too_large from error
+    except (OSError, SyntaxError, ValueError) as error:
+        raise ImageError(
+            field,
+            data[:16],
+            "is not a decodable image",
+            "Pass an image file (PNG, JPEG, WebP, ...), a PIL image or a numpy array.",
+        ) from error
+    _check_pixels(pil.size[0], pil.size[1], field, max_pixels)
+    return pil

@@ -76,5 +76,18 @@ class GetServerInfo:
     refresh: bool = False
 
 
-Step = Request | Parallel | Sleep | GetServerInfo
+@dataclass(frozen=True)
+class Fetch:
+    """GET an absolute URL on a third-party host (e.g. an image to upload); returns the ``httpx.Response``.
+
+    Sent without the client's headers and API key, following redirects, with a single attempt; a
+    connection failure raises :class:`~vllm_tasks.errors.APIConnectionError` into the operation, an error
+    status is returned as is (the operation decides).
+    """
+
+    url: str
+    timeout: float = 30.0
+
+
+Step = Request | Parallel | Sleep | GetServerInfo | Fetch
 Operation = Generator[Step, Any, T]

@@ -14,8 +14,8 @@ import httpx
 
 from .. import defaults, discovery
 from ..config import ClientConfig, TimeoutArg
-from ..errors import InvalidInputError, VLLMTasksError
-from ..steps import GetServerInfo, Operation, Parallel, Request, Sleep, Step
+from ..errors import APIConnectionError, InvalidInputError, VLLMTasksError
+from ..steps import Fetch, GetServerInfo, Operation, Parallel, Request, Sleep, Step
 from ..transport import AsyncTransport, async_sleep
 from ..types.server import ProbeReport, ServerInfo
 
@@ -183,4 +183,17 @@ class AsyncClientBase:
             return await async_sleep(step.seconds)
         if isinstance(step, GetServerInfo):
             return await self.server_info(refresh=step.refresh)
+        if isinstance(step, Fetch):
+            return await self._fetch(step)
         raise TypeError(f"unknown step {step!r}")
+
+    async def _fetch(self, step: Fetch) -> httpx.Response:
+        """GET a third-party URL with none of this client's headers: the API key never leaves for it."""
+        request = self._http.build_request("GET", step.url, timeout=step.timeout)
+        request.headers.pop("Authorization", None)  # an injected http_client may carry default headers
+        try:
+            return await self._http.send(request, follow_redirects=True)
+        except httpx.TransportError as error:
+            detail = str(error) or type(error).__name__
+            message = f"GET {step.url} failed: {detail}"
+            raise APIConnectionError(message, method="GET", url=step.url) from error

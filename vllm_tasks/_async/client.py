@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from .base import AsyncClientBase
 from .embeddings import AsyncEmbeddingMethods
+from .ocr import AsyncOCRMethods
 from .scoring import AsyncScoringMethods
 
 
-class AsyncClient(AsyncEmbeddingMethods, AsyncScoringMethods, AsyncClientBase):
+class AsyncClient(AsyncEmbeddingMethods, AsyncScoringMethods, AsyncOCRMethods, AsyncClientBase):
     __doc__ = AsyncClientBase.__doc__

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from .base import ClientBase
 from .embeddings import EmbeddingMethods
+from .ocr import OCRMethods
 from .scoring import ScoringMethods
 
 
-class Client(EmbeddingMethods, ScoringMethods, ClientBase):
+class Client(EmbeddingMethods, ScoringMethods, OCRMethods, ClientBase):
     __doc__ = ClientBase.__doc__

@@ -120,6 +120,8 @@ class ProbeReport(BaseModel):
     server: ServerInfo
     tasks: tuple[TaskProbe, ...]
     advisories: tuple[Advisory, ...]
+    ngram_processor: bool | None = None
+    """For a DeepSeek-OCR server: whether its n-gram logits processor is loaded (None: not checked)."""
 
     def status(self, task: str) -> TaskStatus:
         """The status of ``task`` (e.g. ``"embed"``).

@@ -1,0 +1,215 @@
+"""OCR methods of the asynchronous client: ``ocr``, ``ocr_pdf`` and ``check_ngram_processor``.
+
+Thin wrappers over the operations in ``vllm_tasks.ocr``; ``vllm_tasks/_sync/ocr.py`` is generated from
+this file by ``scripts/unasync.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .. import ocr as ocr_ops
+from ..embeddings import CallOptions
+from ..images import DEFAULT_MAX_SIDE, ImageInput
+from ..steps import CLIENT_DEFAULT, TimeoutLike
+from ..types.ocr import OCRDocument, OCRResult
+from .base import AsyncClientBase
+
+
+class AsyncOCRMethods(AsyncClientBase):
+    """``ocr`` and ``ocr_pdf``: DeepSeek-OCR through ``/v1/chat/completions`` with the recipe applied."""
+
+    def _ocr_state(self) -> ocr_ops.OCRState:
+        state: ocr_ops.OCRState | None = getattr(self, "_ocr_server_state", None)
+        if state is None:
+            state = ocr_ops.OCRState()
+            self._ocr_server_state = state
+        return state
+
+    async def ocr(
+        self,
+        image: ImageInput,
+        *,
+        prompt: str = "markdown",
+        model: str | None = None,
+        max_tokens: int | None = ocr_ops.DEFAULT_MAX_TOKENS,
+        ngram_size: int | None = ocr_ops.DEFAULT_NGRAM_SIZE,
+        window_size: int | None = ocr_ops.DEFAULT_WINDOW_SIZE,
+        whitelist_token_ids: Sequence[int] | None = ocr_ops.DEFAULT_WHITELIST,
+        temperature: float = 0.0,
+        require_ngram_processor: bool = False,
+        fetch_urls: bool = True,
+        max_side: int | None = DEFAULT_MAX_SIDE,
+        downscale: bool = True,
+        extra_body: Mapping[str, Any] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        timeout: TimeoutLike = CLIENT_DEFAULT,
+    ) -> OCRResult:
+        """OCR one image with DeepSeek-OCR: text, clean markdown, and layout blocks with pixel boxes.
+
+        The image is checked before upload (it decodes; at most 178,956,970 pixels, PIL's bomb limit,
+        above which the server answers 500; longest side at most ``max_side``, else downscaled) and sent
+        as a base64 data URL. The first call on a client checks once that the server runs the n-gram
+        logits processor; without it ``vllm_xargs`` are silently ignored (a warning, or an error with
+        ``require_ngram_processor=True``).
+
+        Args:
+            image: a path, ``bytes``, a binary file object, a PIL image, a numpy array, a ``data:`` URL,
+                or an ``http(s)`` URL (fetched by the client, without your API key, unless
+                ``fetch_urls=False``).
+            prompt: a preset -- ``"markdown"`` (layout + markdown), ``"ocr"`` (text lines with boxes),
+                ``"free"`` (plain text), ``"figure"``, ``"describe"``, ``"locate:TEXT"`` (see
+                :func:`vllm_tasks.ocr.locate`) -- or any other text, sent as is.
+            model: served model name (default: the client's, else the server's first).
+            max_tokens: output limit; a page cut short has ``truncated=True`` and warns.
+            ngram_size: the n-gram repetition guard (``vllm_xargs``); ``None`` sends no ``vllm_xargs``.
+            window_size: how many recent tokens the guard looks at.
+            whitelist_token_ids: tokens never banned (``<td>``, ``</td>``).
+            temperature: sampling temperature (the recipe uses 0).
+            require_ngram_processor: raise :class:`UnsupportedByServer` instead of warning when the
+                server lacks the processor.
+            fetch_urls: fetch ``http(s)`` images client-side (the server can only reach what it can
+                reach, and answers 500 after 5 s otherwise).
+            max_side: longest side sent, in pixels (``None``: no limit).
+            downscale: False refuses an image over ``max_side`` instead of downscaling it.
+            extra_body: extra JSON fields merged into the request.
+            extra_headers: extra headers for the request.
+            timeout: request timeout (default: the client's).
+
+        Returns:
+            OCRResult: ``.text`` (raw), ``.markdown``, ``.blocks`` (label, text, boxes in pixels of the
+            original image), ``.usage``, ``.finish_reason``, ``.truncated``; ``.draw()`` and ``.crop()``.
+
+        Raises:
+            ImageError: the image does not decode (or ``ImageTooLarge``, ``ImageFetchError``).
+            InvalidInputError: bad arguments, before any request.
+            UnsupportedByServer: ``vllm_xargs`` on vLLM < 0.11.1, or no processor with
+                ``require_ngram_processor=True``.
+            EndpointNotServed: the server's model does not serve chat completions.
+
+        Warns:
+            NGramProcessorMissingWarning: the server ignores ``vllm_xargs`` (first call only).
+            OCRTruncatedWarning: the output hit ``max_tokens``.
+
+        Example:
+            >>> result = await client.ocr("page.png")
+            >>> print(result.markdown)
+            >>> result.draw().save("page-boxes.png")
+        """
+        options = ocr_ops.OCROptions(
+            prompt=prompt,
+            max_tokens=max_tokens,
+            ngram_size=ngram_size,
+            window_size=window_size,
+            whitelist_token_ids=whitelist_token_ids,
+            temperature=temperature,
+            require_ngram_processor=require_ngram_processor,
+            fetch_urls=fetch_urls,
+            max_side=max_side,
+            downscale=downscale,
+        )
+        return await self._run(
+            ocr_ops.ocr(
+                image,
+                options,
+                call=CallOptions(model, extra_body, extra_headers, timeout),
+                client_model=self._config.model,
+                state=self._ocr_state(),
+            )
+        )
+
+    async def ocr_pdf(
+        self,
+        pdf: Any,
+        *,
+        pages: Sequence[int] | str | None = None,
+        dpi: float = ocr_ops.DEFAULT_PDF_DPI,
+        concurrency: int = ocr_ops.DEFAULT_PDF_CONCURRENCY,
+        show_progress: bool = False,
+        prompt: str = "markdown",
+        model: str | None = None,
+        max_tokens: int | None = ocr_ops.DEFAULT_MAX_TOKENS,
+        ngram_size: int | None = ocr_ops.DEFAULT_NGRAM_SIZE,
+        window_size: int | None = ocr_ops.DEFAULT_WINDOW_SIZE,
+        whitelist_token_ids: Sequence[int] | None = ocr_ops.DEFAULT_WHITELIST,
+        temperature: float = 0.0,
+        require_ngram_processor: bool = False,
+        max_side: int | None = DEFAULT_MAX_SIDE,
+        extra_body: Mapping[str, Any] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        timeout: TimeoutLike = CLIENT_DEFAULT,
+    ) -> OCRDocument:
+        """OCR the pages of a PDF: rendered with pypdfium2, sent with bounded concurrency, in page order.
+
+        Pages are rendered a few at a time (a 200-page PDF never sits in memory as bitmaps) and kept as
+        PNG bytes for ``draw()``/``crop()`` on each page's result.
+
+        Args:
+            pdf: a path, ``bytes`` or binary file object.
+            pages: 1-based page numbers, or a spec such as ``"1-5,8"`` or ``"3-"``; default: all pages.
+            dpi: rendering resolution (144 gives ~1190 x 1684 px for A4).
+            concurrency: pages in flight.
+            show_progress: draw a tqdm bar.
+            prompt, model, max_tokens, ngram_size, window_size, whitelist_token_ids, temperature,
+                require_ngram_processor, max_side, extra_body, extra_headers, timeout: as for
+                :meth:`ocr`.
+
+        Returns:
+            OCRDocument: ``.pages`` (``page``, ``result``) in page order, ``.markdown`` (pages joined with
+            ``---``), ``.usage``, ``.truncated_pages``.
+
+        Raises:
+            InvalidInputError: bad page numbers, dpi or concurrency; a file that is not a PDF.
+            ImportError: pypdfium2 or pillow is not installed (``pip install 'vllm-tasks[image]'``).
+            UnsupportedByServer, EndpointNotServed: as for :meth:`ocr`.
+
+        Example:
+            >>> doc = await client.ocr_pdf("report.pdf", pages="1-5", concurrency=4)
+            >>> open("report.md", "w").write(doc.markdown)
+        """
+        options = ocr_ops.OCROptions(
+            prompt=prompt,
+            max_tokens=max_tokens,
+            ngram_size=ngram_size,
+            window_size=window_size,
+            whitelist_token_ids=whitelist_token_ids,
+            temperature=temperature,
+            require_ngram_processor=require_ngram_processor,
+            max_side=max_side,
+        )
+        return await self._run(
+            ocr_ops.ocr_pdf(
+                pdf,
+                options,
+                pages=pages,
+                dpi=dpi,
+                concurrency=concurrency,
+                show_progress=show_progress,
+                call=CallOptions(model, extra_body, extra_headers, timeout),
+                client_model=self._config.model,
+                state=self._ocr_state(),
+            )
+        )
+
+    async def check_ngram_processor(self, *, model: str | None = None, refresh: bool = False) -> bool | None:
+        """Whether the server runs DeepSeek-OCR's n-gram logits processor (cached per client).
+
+        One text-only request with ``vllm_xargs {"ngram_size": 0}`` and ``max_tokens: 1``: 400 means the
+        processor is loaded (True); 200 means the server ignores ``vllm_xargs`` (False: start it with
+        ``--logits-processors vllm.model_executor.models.deepseek_ocr:NGramPerReqLogitsProcessor``);
+        another 400 is inconclusive (None).
+
+        Raises:
+            EndpointNotServed: the server's model does not serve chat completions.
+
+        Example:
+            >>> await client.check_ngram_processor()
+            True
+        """
+        state = self._ocr_state()
+        if refresh or not state.checked:
+            check = ocr_ops.check_ngram_processor(model or self._config.model)
+            state.ngram_processor = await self._run(check)
+            state.checked = True
+        return state.ngram_processor

@@ -1,0 +1,140 @@
+"""PDF pages as images for OCR: rendered with pypdfium2 (optional extra ``image``, imported lazily)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import InvalidInputError
+
+_PDFIUM_FIX = "Install it: pip install 'vllm-tasks[image]' (pypdfium2 and pillow)."
+_RANGE_RE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d*)\s*)?$")
+
+
+def parse_pages(spec: str) -> list[int]:
+    """1-based page numbers from a spec such as ``"1-5"``, ``"2,4,7-9"`` or ``"3-"`` (to the end: -1).
+
+    ``"N-"`` yields ``[N, -1]``-style open ranges as ``N`` followed by ``-1``; :func:`render_pages`
+    expands them once the page count is known.
+
+    Raises:
+        InvalidInputError: for a malformed spec.
+
+    Example:
+        >>> parse_pages("1-3,7")
+        [1, 2, 3, 7]
+    """
+    pages: list[int] = []
+    for part in spec.split(","):
+        match = _RANGE_RE.match(part)
+        if not match or int(match[1]) < 1:
+            raise InvalidInputError(
+                "pages", spec, "is not a page list", "Use 1-based numbers and ranges, e.g. '1-5,8' or '3-'."
+            )
+        first = int(match[1])
+        if match[2] is None:
+            pages.append(first)
+        elif match[2] == "":
+            pages.extend([first, -1])
+        else:
+            last = int(match[2])
+            if last < first:
+                raise InvalidInputError(
+                    "pages", spec, f"has a reversed range {first}-{last}", "Write it low-high."
+                )
+            pages.extend(range(first, last + 1))
+    return pages
+
+
+def _expand(pages: Sequence[int] | None, count: int) -> list[int]:
+    if pages is None:
+        return list(range(1, count + 1))
+    out: list[int] = []
+    items = list(pages)
+    for index, page in enumerate(items):
+        if isinstance(page, bool) or not isinstance(page, int):
+            raise InvalidInputError("pages", pages, "must hold ints", "Use 1-based page numbers.")
+        if page == -1:
+            start = items[index - 1] + 1 if index > 0 else 1
+            out.extend(range(start, count + 1))
+            continue
+        if not 1 <= page <= count:
+            raise InvalidInputError(
+                "pages", page, f"is not a page of this {count}-page PDF", f"Use numbers from 1 to {count}."
+            )
+        out.append(page)
+    return out
+
+
+def open_pdf(pdf: Any) -> Any:
+    """A ``pypdfium2.PdfDocument`` for a path, ``bytes`` or binary file object.
+
+    Raises:
+        InvalidInputError: the file cannot be read or is not a PDF.
+        ImportError: pypdfium2 is not installed.
+    """
+    try:
+        import pypdfium2
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise ImportError(f"OCR of PDFs needs pypdfium2. {_PDFIUM_FIX}") from error
+    source: Any = pdf
+    if isinstance(pdf, os.PathLike | str):
+        path = Path(os.fspath(pdf))
+        if not path.is_file():
+            raise InvalidInputError("pdf", str(path), "is not a file", "Pass the path of a PDF file.")
+        source = str(path)
+    elif isinstance(pdf, bytearray | memoryview):
+        source = bytes(pdf)
+    elif hasattr(pdf, "read"):
+        source = pdf.read()
+    try:
+        return pypdfium2.PdfDocument(source)
+    except pypdfium2.PdfiumError as error:
+        raise InvalidInputError(
+            "pdf", _name(pdf), f"cannot be opened ({error})", "Pass a valid PDF."
+        ) from error
+
+
+def render_pages(pdf: Any, pages: Sequence[int] | None, dpi: float) -> tuple[int, Iterator[tuple[int, Any]]]:
+    """Render PDF pages to PIL images lazily, one at a time.
+
+    Args:
+        pdf: a path, ``bytes`` or binary file object.
+        pages: 1-based page numbers (``-1`` after a number: to the end), or ``None`` for all.
+        dpi: rendering resolution (72 = the PDF's point size).
+
+    Returns:
+        ``(number of pages selected, iterator of (page number, RGB PIL image))``; the document is closed
+        when the iterator is exhausted.
+
+    Raises:
+        InvalidInputError: unreadable PDF or page numbers out of range (raised here, before any rendering).
+    """
+    document = open_pdf(pdf)
+    try:
+        selected = _expand(pages, len(document))
+    except BaseException:
+        document.close()
+        raise
+
+    def iterate() -> Iterator[tuple[int, Any]]:
+        try:
+            for number in selected:
+                page = document[number - 1]
+                try:
+                    bitmap = page.render(scale=dpi / 72.0)
+                    image = bitmap.to_pil().convert("RGB")
+                finally:
+                    page.close()
+                yield number, image
+        finally:
+            document.close()
+
+    return len(selected), iterate()
+
+
+def _name(pdf: Any) -> str:
+    return str(pdf) if isinstance(pdf, str | os.PathLike) else type(pdf).__name__

@@ -1,0 +1,182 @@
+"""Results of document OCR (DeepSeek-OCR over ``/v1/chat/completions``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, PrivateAttr
+
+from .common import Usage
+
+PixelBox = tuple[int, int, int, int]
+
+_COLORS = ("#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#42d4f4", "#f032e6", "#9a6324")
+
+
+class OCRBlock(BaseModel):
+    """One grounded block of an OCR result.
+
+    Attributes:
+        label: the layout label (``title``, ``text``, ``table``, ``image``, ...), the recognised text for
+            ``ocr``/``locate`` output, or ``None`` for text outside any grounding tag.
+        text: the block's content (markdown, HTML table, LaTeX), tags removed.
+        boxes: ``[x1, y1, x2, y2]`` boxes in pixels of the original image.
+        boxes_normalized: the same boxes as the model wrote them, 0-999 of width and height.
+        complete: False for the last block of output cut inside its tags (``max_tokens`` reached).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    label: str | None
+    text: str
+    boxes: list[PixelBox]
+    boxes_normalized: list[PixelBox]
+    complete: bool = True
+
+
+class OCRResult(BaseModel):
+    """What :meth:`Client.ocr` returns for one image.
+
+    Attributes:
+        text: the raw model output, grounding tags kept.
+        markdown: clean markdown: tags removed, figure blocks left out, one blank line between blocks.
+        blocks: the grounded blocks, boxes in pixels of the original image.
+        usage: token counts (``prompt_tokens`` includes the image tokens).
+        finish_reason: ``"stop"``, or ``"length"`` when ``max_tokens`` cut the page short.
+        truncated: True when ``finish_reason == "length"``: the page is incomplete (the common silent
+            failure of OCR pipelines; raise ``max_tokens``).
+        model: the model that answered.
+        prompt: the text prompt sent with the image.
+        image_size: ``(width, height)`` of the original image; ``sent_size`` is what was uploaded (it
+            differs after a downscale). Both are ``None`` for a URL left to the server
+            (``fetch_urls=False``); ``boxes`` are then normalised like ``boxes_normalized``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    markdown: str
+    blocks: list[OCRBlock]
+    usage: Usage
+    finish_reason: str | None
+    truncated: bool
+    model: str
+    prompt: str
+    image_size: tuple[int, int] | None
+    sent_size: tuple[int, int] | None
+    _image: Any = PrivateAttr(default=None)
+
+    def _boxes_for(self, block: OCRBlock, size: tuple[int, int]) -> list[PixelBox]:
+        if self.image_size is None:  # URL sent as is: only the normalised boxes are known
+            from ..grounding import to_pixels
+
+            return [to_pixels(box, size) for box in block.boxes_normalized]
+        return _fit(block.boxes, size, self.image_size)
+
+    def _original(self, image: Any) -> Any:
+        if image is not None:
+            return _as_pil(image)
+        if self._image is None:
+            raise ValueError("this result keeps no image; pass the image to draw() or crop()")
+        return self._image.open_original()
+
+    def draw(self, image: Any = None, *, labels: Sequence[str] | None = None, line_width: int = 3) -> Any:
+        """The image with each block's boxes and labels drawn on it (a new PIL image, RGB).
+
+        Args:
+            image: the image that was OCR'd; default: the one this result was made from.
+            labels: draw only blocks with these labels (default: all blocks with boxes).
+            line_width: box outline width in pixels.
+
+        Raises:
+            ImportError: pillow is not installed.
+
+        Example:
+            >>> result.draw().save("page-boxes.png")
+        """
+        from PIL import ImageDraw
+
+        canvas = self._original(image).convert("RGB")
+        draw = ImageDraw.Draw(canvas)
+        color_of: dict[str, str] = {}
+        for block in self.blocks:
+            name = block.label or ""
+            if not block.boxes or (labels is not None and name not in labels):
+                continue
+            color = color_of.setdefault(name, _COLORS[len(color_of) % len(_COLORS)])
+            caption = name if len(name) <= 40 else name[:37] + "..."
+            for x1, y1, x2, y2 in self._boxes_for(block, canvas.size):
+                draw.rectangle((x1, y1, x2, y2), outline=color, width=line_width)
+                text_box = draw.textbbox((x1, y1), caption)
+                top = max(0, y1 - (text_box[3] - text_box[1]) - 4)
+                draw.rectangle((x1, top, x1 + text_box[2] - text_box[0] + 4, y1), fill=color)
+                draw.text((x1 + 2, top + 1), caption, fill="white")
+        return canvas
+
+    def crop(self, label: str | None = "image", image: Any = None) -> list[Any]:
+        """The regions of blocks labelled ``label`` (default: figures) as PIL images, in output order.
+
+        Args:
+            label: the block label to crop; ``None`` crops every block with a box.
+            image: the image that was OCR'd; default: the one this result was made from.
+
+        Raises:
+            ImportError: pillow is not installed.
+
+        Example:
+            >>> for i, figure in enumerate(result.crop()):
+            ...     figure.save(f"figure-{i}.png")
+        """
+        source = self._original(image)
+        crops = []
+        for block in self.blocks:
+            if label is not None and block.label != label:
+                continue
+            for x1, y1, x2, y2 in self._boxes_for(block, source.size):
+                if x2 > x1 and y2 > y1:
+                    crops.append(source.crop((x1, y1, x2, y2)))
+        return crops
+
+
+class OCRPage(BaseModel):
+    """One page of :meth:`Client.ocr_pdf`: its 1-based number and its :class:`OCRResult`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    page: int
+    result: OCRResult
+
+
+class OCRDocument(BaseModel):
+    """What :meth:`Client.ocr_pdf` returns: per-page results in page order and the joined document.
+
+    Attributes:
+        pages: the OCR'd pages in page order.
+        markdown: every page's markdown, pages separated by a blank line, ``---`` and a blank line.
+        usage: token counts summed over the pages.
+        truncated_pages: 1-based numbers of pages cut short by ``max_tokens``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    pages: list[OCRPage]
+    markdown: str
+    usage: Usage
+    truncated_pages: list[int]
+
+
+def _fit(boxes: Sequence[PixelBox], size: tuple[int, int], original: tuple[int, int]) -> list[PixelBox]:
+    """Boxes in pixels of ``original`` rescaled to an image of ``size`` (a caller's resized copy)."""
+    if size == original or original[0] <= 0 or original[1] <= 0:
+        return list(boxes)
+    sx, sy = size[0] / original[0], size[1] / original[1]
+    return [(round(x1 * sx), round(y1 * sy), round(x2 * sx), round(y2 * sy)) for x1, y1, x2, y2 in boxes]
+
+
+def _as_pil(image: Any) -> Any:
+    from ..images import prepare_image
+
+    if type(image).__module__.startswith("PIL."):
+        return image
+    return prepare_image(image, max_side=None).open_original()
