@@ -6,6 +6,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -40,27 +41,26 @@ def discover(base_url: str, *, strict: bool = True) -> Operation[ServerInfo]:
     )
 
 
-def parse_version_response(response: httpx.Response) -> str | None:
-    """The ``version`` string of a ``GET /version`` response, or ``None`` if hidden or malformed."""
+def _json_body(response: httpx.Response) -> dict[str, Any] | None:
+    """The JSON object of a 200 response; ``None`` for an error status or a body that is not an object."""
     if response.status_code != 200:
         return None
     try:
         payload = response.json()
     except ValueError:
         return None
-    version = payload.get("version") if isinstance(payload, dict) else None
+    return payload if isinstance(payload, dict) else None
+
+
+def parse_version_response(response: httpx.Response) -> str | None:
+    """The ``version`` string of a ``GET /version`` response, or ``None`` if hidden or malformed."""
+    version = (_json_body(response) or {}).get("version")
     return version if isinstance(version, str) and version.strip() else None
 
 
 def parse_models_response(response: httpx.Response) -> tuple[ModelCard, ...]:
     """The model cards of a ``GET /v1/models`` response (empty for an error or malformed body)."""
-    if response.status_code != 200:
-        return ()
-    try:
-        payload = response.json()
-    except ValueError:
-        return ()
-    cards = payload.get("data") if isinstance(payload, dict) else None
+    cards = (_json_body(response) or {}).get("data")
     if not isinstance(cards, list):
         return ()
     return tuple(ModelCard.model_validate(card) for card in cards if isinstance(card, dict) and "id" in card)
@@ -68,13 +68,7 @@ def parse_models_response(response: httpx.Response) -> tuple[ModelCard, ...]:
 
 def parse_openapi_response(response: httpx.Response) -> frozenset[str] | None:
     """The mounted paths listed by ``GET /openapi.json``; ``None`` when docs are disabled."""
-    if response.status_code != 200:
-        return None
-    try:
-        payload = response.json()
-    except ValueError:
-        return None
-    paths = payload.get("paths") if isinstance(payload, dict) else None
+    paths = (_json_body(response) or {}).get("paths")
     return frozenset(paths) if isinstance(paths, dict) else None
 
 
