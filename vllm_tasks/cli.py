@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from ._sync.client import Client
-from .errors import APIConnectionError, APIError, InvalidInputError
+from .errors import APIConnectionError, APIError, InvalidInputError, UnsupportedByServer
 from .types.server import ProbeReport, TaskStatus
 
 EXIT_OK = 0
@@ -30,7 +30,155 @@ def build_parser() -> argparse.ArgumentParser:
     probe = commands.add_parser("probe", help="show which tasks a server serves, and known pitfalls")
     probe.add_argument("url", nargs="?", default=None, help="server root URL (default: env or localhost)")
     probe.add_argument("--json", action="store_true", help="print the report as JSON")
+    rerank = commands.add_parser(
+        "rerank", help="rank documents (arguments, or one per line from --file / stdin) for a query"
+    )
+    rerank.add_argument("query", help="the query")
+    rerank.add_argument("documents", nargs="*", help="documents (default: one per line from --file)")
+    rerank.add_argument("--url", default=None, help="server root URL (default: env or localhost)")
+    rerank.add_argument(
+        "--file", default=None, help="read documents from this file, one per line ('-': stdin)"
+    )
+    rerank.add_argument("--top-n", type=int, default=None, help="print only the best N")
+    rerank.add_argument("--model", default=None, help="served model name (default: the server's first)")
+    rerank.add_argument("--max-tokens-per-doc", type=int, default=None, help="cut each document to N tokens")
+    rerank.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_ocr_parser(commands)
     return parser
+
+
+def run_rerank(args: argparse.Namespace) -> int:
+    """The ``rerank`` sub-command: prints ``score<TAB>index<TAB>document`` lines, best first."""
+    documents = list(args.documents)
+    if args.file is not None:
+        if args.file == "-":
+            lines = sys.stdin.read().splitlines()
+        else:
+            with open(args.file, encoding="utf-8") as handle:
+                lines = handle.read().splitlines()
+        documents.extend(line for line in lines if line.strip())
+    if not documents:
+        print("vllm-tasks rerank: no documents (pass them as arguments or with --file)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        with Client(args.url, api_key=args.api_key, timeout=args.timeout, model=args.model) as client:
+            result = client.rerank(
+                args.query,
+                documents,
+                top_n=args.top_n,
+                max_tokens_per_doc=args.max_tokens_per_doc,
+                max_tokens_per_doc_fallback="client",
+            )
+    except InvalidInputError as error:
+        print(f"vllm-tasks: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except APIConnectionError as error:
+        print(f"vllm-tasks: server unreachable: {error}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except (APIError, UnsupportedByServer) as error:
+        print(f"vllm-tasks: {error}", file=sys.stderr)
+        return EXIT_SERVER_ERROR
+    if args.json:
+        hits = [{"index": h.index, "score": h.score, "document": h.document} for h in result.results]
+        payload = {"model": result.model, "scorer": result.scorer.value, "results": hits}
+        print(json.dumps(payload, indent=2, ensure_ascii=False))
+    else:
+        for hit in result.results:
+            print(f"{hit.score:.6f}\t{hit.index}\t{hit.document}")
+    return EXIT_OK
+
+
+def add_ocr_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``ocr`` sub-command's arguments."""
+    ocr = commands.add_parser(
+        "ocr", help="OCR an image or a PDF with DeepSeek-OCR: markdown to stdout (or --out), boxes to --boxes"
+    )
+    ocr.add_argument("file", help="an image (PNG, JPEG, ...), a PDF, or an http(s) image URL")
+    ocr.add_argument("--url", default=None, help="server root URL (default: env or localhost)")
+    ocr.add_argument("--model", default=None, help="served model name (default: the server's first)")
+    ocr.add_argument("--pages", default=None, help="PDF pages, e.g. 1-5 or 2,4,7- (default: all)")
+    ocr.add_argument("--out", default=None, help="write the markdown here instead of stdout")
+    ocr.add_argument(
+        "--boxes", default=None, help="save the image with the layout boxes drawn (PDF: NAME-p<page>.png)"
+    )
+    ocr.add_argument(
+        "--prompt", default="markdown", help="preset (markdown, ocr, free, figure, describe) or text"
+    )
+    ocr.add_argument("--max-tokens", type=int, default=4096, help="output tokens per page (default 4096)")
+    ocr.add_argument("--dpi", type=float, default=144.0, help="PDF rendering resolution (default 144)")
+    ocr.add_argument("--concurrency", type=int, default=4, help="PDF pages in flight (default 4)")
+    ocr.add_argument("--progress", action="store_true", help="show a progress bar for PDFs (needs tqdm)")
+
+
+def _boxes_path(template: str, page: int) -> str:
+    stem, dot, suffix = template.rpartition(".")
+    return f"{stem}-p{page}.{suffix}" if dot else f"{template}-p{page}.png"
+
+
+def _starts_like_pdf(path: str) -> bool:
+    with open(path, "rb") as handle:
+        return handle.read(5) == b"%PDF-"
+
+
+def run_ocr(args: argparse.Namespace) -> int:
+    """The ``ocr`` sub-command: markdown of an image or PDF; truncated pages are reported on stderr."""
+    import warnings
+
+    from .ocr import OCRTruncatedWarning
+
+    source = args.file
+    is_url = source.startswith(("http://", "https://"))
+    try:
+        is_pdf = not is_url and _starts_like_pdf(source)
+    except OSError as error:
+        print(f"vllm-tasks ocr: cannot read {source}: {error.strerror or error}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.pages is not None and not is_pdf:
+        print("vllm-tasks ocr: --pages applies to PDFs only", file=sys.stderr)
+        return EXIT_USAGE
+    options = {"prompt": args.prompt, "max_tokens": args.max_tokens}
+    try:
+        with (
+            warnings.catch_warnings(),
+            Client(args.url, api_key=args.api_key, timeout=args.timeout, model=args.model) as client,
+        ):
+            warnings.simplefilter("ignore", OCRTruncatedWarning)  # reported below, once
+            if is_pdf:
+                document = client.ocr_pdf(
+                    source,
+                    pages=args.pages,
+                    dpi=args.dpi,
+                    concurrency=args.concurrency,
+                    show_progress=args.progress,
+                    **options,
+                )
+                markdown, truncated = document.markdown, document.truncated_pages
+                if args.boxes:
+                    for page in document.pages:
+                        page.result.draw().save(_boxes_path(args.boxes, page.page))
+            else:
+                result = client.ocr(source, **options)
+                markdown, truncated = result.markdown, [1] if result.truncated else []
+                if args.boxes:
+                    result.draw().save(args.boxes)
+    except InvalidInputError as error:
+        print(f"vllm-tasks: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except APIConnectionError as error:
+        print(f"vllm-tasks: server unreachable: {error}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except (APIError, UnsupportedByServer) as error:
+        print(f"vllm-tasks: {error}", file=sys.stderr)
+        return EXIT_SERVER_ERROR
+    if truncated:
+        where = f"page(s) {', '.join(map(str, truncated))}" if is_pdf else "the image"
+        print(f"vllm-tasks ocr: output hit --max-tokens on {where}: incomplete", file=sys.stderr)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as handle:
+            handle.write(markdown + "\n")
+    else:
+        print(markdown)
+    return EXIT_OK
 
 
 def format_probe(report: ProbeReport) -> str:
@@ -70,6 +218,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the console script; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "rerank":
+        return run_rerank(args)
+    if args.command == "ocr":
+        return run_ocr(args)
     try:
         with Client(args.url, api_key=args.api_key, timeout=args.timeout, max_retries=0) as client:
             report = client.probe()

@@ -518,6 +518,8 @@ def rerank_op(
         features.append("score_instruction")
     if is_multimodal(query_input) or any(is_multimodal(value) for value in inputs):
         features.append("score_multimodal")
+        if scorer_cache is not None and scorer_cache.get(name or "") is ScorerKind.LATE_INTERACTION:
+            features.append("score_multimodal_late_interaction")
     gates.require(info, features)
 
     inputs = yield from _truncate_inputs_op(
@@ -697,6 +699,8 @@ def score_op(
         features.append("score_instruction")
     if any(is_multimodal(v) for v in inputs_1 + inputs_2):
         features.append("score_multimodal")
+        if scorer_cache is not None and scorer_cache.get(name or "") is ScorerKind.LATE_INTERACTION:
+            features.append("score_multimodal_late_interaction")
     gates.require(info, features)
     inputs_1 = yield from _truncate_inputs_op(
         inputs_1,

@@ -11,8 +11,10 @@ import asyncio
 import json
 import os
 import subprocess
+import sys
 import textwrap
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import fixture_servers as fs
@@ -174,6 +176,27 @@ def test_classify_and_pool_on_the_cross_encoder(rerank_client: vt.Client) -> Non
     pooled = rerank_client.pool("hello world")
     assert pooled.data[0].shape == (1,)
     assert rerank_client.scorer_kind() is vt.ScorerKind.CROSS_ENCODER
+
+
+def test_rank_example_runs(vllm_rerank: Any) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "rank.py"
+    done = subprocess.run(
+        [sys.executable, str(example), vllm_rerank.base_url, "--top-k", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    assert "scorer: cross-encoder" in lines[0]
+    assert len(lines) == 3
+
+
+def test_cli_rerank(vllm_rerank: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from vllm_tasks import cli
+
+    assert cli.main(["rerank", QUERY, *DOCS[:3], "--url", vllm_rerank.base_url, "--top-n", "2"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
 
 
 def test_max_tokens_per_doc_over_the_limit_is_refused_client_side(rerank_client: vt.Client) -> None:

@@ -519,3 +519,46 @@ def test_to_score_input_shapes() -> None:
     assert scoring.to_score_input(part, "q") == {"content": [part]}
     assert scoring.is_multimodal(scoring.to_score_input(part, "q"))
     assert not scoring.is_multimodal(scoring.to_score_input(["a", "b"], "q"))
+
+
+def test_multimodal_late_interaction_is_gated_once_the_scorer_is_known(
+    make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    mock_server(httpx_mock, "embed", version="0.16.0", probe=False)
+    httpx_mock.add_response(url=f"{BASE}/pooling", json={"data": [{"index": 0, "data": [[0.1], [0.2]]}]})
+    client = make_client()
+    assert client.scorer_kind() is ScorerKind.LATE_INTERACTION
+    with pytest.raises(vt.UnsupportedByServer, match="score_multimodal_late_interaction"):
+        client.rerank(QUERY, [b"\x89PNG\r\n\x1a\n0000"])
+
+
+# --------------------------------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------------------------------
+
+
+def test_cli_rerank_prints_ranked_lines_and_json(
+    httpx_mock: HTTPXMock, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from vllm_tasks import cli
+
+    mock_server(httpx_mock, "rerank")
+    add(httpx_mock, "rerank", "rerank", is_reusable=True)
+    assert cli.main(["rerank", QUERY, *DOCS, "--url", BASE]) == cli.EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[1] for line in lines] == ["1", "2", "0"]
+    assert lines[0].split("\t")[2] == DOCS[1]
+    docs_file = tmp_path / "docs.txt"
+    docs_file.write_text("\n".join(DOCS) + "\n\n")
+    mock_server(httpx_mock, "rerank")
+    assert cli.main(["rerank", QUERY, "--file", str(docs_file), "--url", BASE, "--json"]) == cli.EXIT_OK
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["scorer"] == "cross-encoder"
+    assert [hit["index"] for hit in payload["results"]] == [1, 2, 0]
+
+
+def test_cli_rerank_without_documents_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from vllm_tasks import cli
+
+    assert cli.main(["rerank", QUERY, "--url", BASE]) == cli.EXIT_USAGE
+    assert "no documents" in capsys.readouterr().err
