@@ -33,6 +33,8 @@ REPLACEMENTS: list[tuple[str, str]] = [
     (r"__aiter__", "__iter__"),
     (r"__anext__", "__next__"),
     (r"\.aclose\(\)", ".close()"),
+    (r"\.aread\(\)", ".read()"),
+    (r"\.aiter_lines\(\)", ".iter_lines()"),
     (r"\basynchronous\b", "synchronous"),
     (r"\bAsynchronous\b", "Synchronous"),
 ]

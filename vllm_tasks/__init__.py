@@ -6,7 +6,9 @@ Example:
     ...     print(client.server_info().version)
 """
 
+from ._async.audio import AsyncTranscriptionStream
 from ._async.client import AsyncClient
+from ._sync.audio import TranscriptionStream
 from ._sync.client import Client
 from .decoding import DecodeError, unpackbits
 from .errors import (
@@ -14,6 +16,7 @@ from .errors import (
     APIError,
     APIStatusError,
     APITimeoutError,
+    AudioDecodeError,
     AudioTooLarge,
     AuthenticationError,
     BadRequestError,
@@ -42,7 +45,9 @@ from .errors import (
 )
 from .ocr import NGramProcessorMissingWarning, OCRTruncatedWarning, locate
 from .scoring import maxsim
+from .transcription import ChunkingOptions
 from .types import Advisory, ModelCard, ProbeReport, ServerInfo, TaskProbe, TaskStatus
+from .types.audio import Transcription, TranscriptionDelta, TranscriptionSegment, TranscriptionUsage
 from .types.common import Usage
 from .types.embeddings import EmbeddingResult, EmbedV2Result
 from .types.ocr import OCRBlock, OCRDocument, OCRPage, OCRResult
@@ -64,9 +69,12 @@ __all__ = [
     "APITimeoutError",
     "Advisory",
     "AsyncClient",
+    "AsyncTranscriptionStream",
+    "AudioDecodeError",
     "AudioTooLarge",
     "AuthenticationError",
     "BadRequestError",
+    "ChunkingOptions",
     "ClassificationResult",
     "Client",
     "ConflictError",
@@ -108,6 +116,11 @@ __all__ = [
     "StreamError",
     "TaskProbe",
     "TaskStatus",
+    "Transcription",
+    "TranscriptionDelta",
+    "TranscriptionSegment",
+    "TranscriptionStream",
+    "TranscriptionUsage",
     "UnprocessableEntityError",
     "UnsupportedByServer",
     "Usage",

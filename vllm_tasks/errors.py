@@ -4,6 +4,7 @@ Every exception raised by the SDK derives from :class:`VLLMTasksError`::
 
     VLLMTasksError
     ├── InvalidInputError (also ValueError)   bad argument, caught before any request
+    │   ├── AudioDecodeError                  unreadable audio input (names the file and the reason)
     │   └── ImageError                        image not decodable / not fetchable (client-side)
     │       ├── ImageTooLarge                 over PIL's bomb limit or the size limit
     │       └── ImageFetchError               an image URL could not be fetched client-side
@@ -85,6 +86,25 @@ class ImageTooLarge(ImageError):
 
 class ImageFetchError(ImageError):
     """An image URL could not be fetched client-side (unreachable host, error status, not an image)."""
+
+
+class AudioDecodeError(InvalidInputError):
+    """An audio input cannot be read or decoded; raised before any upload.
+
+    Attributes:
+        source: the file path, URL, or ``<bytes>`` / ``<file object>`` / ``<array>``.
+        reason: what the decoders said.
+    """
+
+    def __init__(self, source: str, reason: str) -> None:
+        self.source = source
+        self.reason = reason
+        super().__init__(
+            "audio",
+            source,
+            f"cannot be decoded: {reason}",
+            "Check that it is a complete audio or video file (WAV, FLAC, MP3, OGG, M4A, ...).",
+        )
 
 
 class UnsupportedByServer(VLLMTasksError):

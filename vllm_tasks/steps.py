@@ -63,6 +63,19 @@ class Parallel:
 
 
 @dataclass(frozen=True)
+class Stream:
+    """Send ``request`` and read its body as it arrives (server-sent events).
+
+    Performing it returns a line iterator (an async one on ``AsyncClient``) over the body, which the
+    caller must exhaust or close; the operation returns it to the client method that iterates it. An
+    error status is read in full and raised (mapped) into the operation like a ``Request``'s. Sent once,
+    without retries: a retry after output began would repeat it.
+    """
+
+    request: Request
+
+
+@dataclass(frozen=True)
 class Sleep:
     """Wait ``seconds`` (``time.sleep`` or ``asyncio.sleep``)."""
 
@@ -89,5 +102,5 @@ class Fetch:
     timeout: float = 30.0
 
 
-Step = Request | Parallel | Sleep | GetServerInfo | Fetch
+Step = Request | Parallel | Sleep | GetServerInfo | Fetch | Stream
 Operation = Generator[Step, Any, T]

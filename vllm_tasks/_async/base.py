@@ -6,7 +6,7 @@ Source of truth: ``vllm_tasks/_sync/`` is generated from ``vllm_tasks/_async/`` 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any, Self, TypeVar, cast
 
@@ -14,8 +14,8 @@ import httpx
 
 from .. import defaults, discovery
 from ..config import ClientConfig, TimeoutArg
-from ..errors import APIConnectionError, InvalidInputError, VLLMTasksError
-from ..steps import Fetch, GetServerInfo, Operation, Parallel, Request, Sleep, Step
+from ..errors import APIConnectionError, InvalidInputError, VLLMTasksError, error_from_response
+from ..steps import Fetch, GetServerInfo, Operation, Parallel, Request, Sleep, Step, Stream
 from ..transport import AsyncTransport, async_sleep
 from ..types.server import ProbeReport, ServerInfo
 
@@ -183,6 +183,8 @@ class AsyncClientBase:
             return await async_sleep(step.seconds)
         if isinstance(step, GetServerInfo):
             return await self.server_info(refresh=step.refresh)
+        if isinstance(step, Stream):
+            return await self._open_stream(step.request)
         if isinstance(step, Fetch):
             return await self._fetch(step)
         raise TypeError(f"unknown step {step!r}")
@@ -197,3 +199,47 @@ class AsyncClientBase:
             detail = str(error) or type(error).__name__
             message = f"GET {step.url} failed: {detail}"
             raise APIConnectionError(message, method="GET", url=step.url) from error
+
+    async def _open_stream(self, request: Request) -> AsyncLineStream:
+        """Send ``request`` and return its body's lines as they arrive; an error status raises here."""
+        transport = self._transport
+        built = transport._build(self._http, request)
+        try:
+            response = await self._http.send(built, stream=True)
+        except httpx.TransportError as error:
+            raise transport._transport_error(request, built.url, error) from error
+        if response.status_code >= 400:
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+            raise error_from_response(response, task=request.task)
+        return AsyncLineStream(response, request)
+
+
+class AsyncLineStream:
+    """The lines of a streamed response body (``Stream`` step); closes the response when done.
+
+    Iterate it once; ``close()`` releases the connection early. A connection that breaks mid-stream
+    raises :class:`~vllm_tasks.errors.APIConnectionError`.
+    """
+
+    def __init__(self, response: httpx.Response, request: Request) -> None:
+        self.response = response
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        try:
+            async for line in self.response.aiter_lines():
+                yield line
+        except httpx.TransportError as error:
+            detail = str(error) or type(error).__name__
+            url = str(self.response.request.url)
+            message = f"{self._request.method} {url}: the stream broke: {detail}"
+            raise APIConnectionError(message, method=self._request.method, url=url) from error
+        finally:
+            await self.response.aclose()
+
+    async def close(self) -> None:
+        """Release the connection (safe to call twice)."""
+        await self.response.aclose()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from .audio import AsyncAudioMethods
 from .base import AsyncClientBase
 from .embeddings import AsyncEmbeddingMethods
 from .ocr import AsyncOCRMethods
 from .scoring import AsyncScoringMethods
 
 
-class AsyncClient(AsyncEmbeddingMethods, AsyncScoringMethods, AsyncOCRMethods, AsyncClientBase):
+class AsyncClient(
+    AsyncEmbeddingMethods, AsyncScoringMethods, AsyncOCRMethods, AsyncAudioMethods, AsyncClientBase
+):
     __doc__ = AsyncClientBase.__doc__

@@ -7,7 +7,7 @@ Source of truth: ``vllm_tasks/_sync/`` is generated from ``vllm_tasks/_async/`` 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from types import TracebackType
 from typing import Any, Self, TypeVar, cast
 
@@ -15,8 +15,8 @@ import httpx
 
 from .. import defaults, discovery
 from ..config import ClientConfig, TimeoutArg
-from ..errors import APIConnectionError, InvalidInputError, VLLMTasksError
-from ..steps import Fetch, GetServerInfo, Operation, Parallel, Request, Sleep, Step
+from ..errors import APIConnectionError, InvalidInputError, VLLMTasksError, error_from_response
+from ..steps import Fetch, GetServerInfo, Operation, Parallel, Request, Sleep, Step, Stream
 from ..transport import SyncTransport, sync_sleep
 from ..types.server import ProbeReport, ServerInfo
 
@@ -184,6 +184,8 @@ class ClientBase:
             return sync_sleep(step.seconds)
         if isinstance(step, GetServerInfo):
             return self.server_info(refresh=step.refresh)
+        if isinstance(step, Stream):
+            return self._open_stream(step.request)
         if isinstance(step, Fetch):
             return self._fetch(step)
         raise TypeError(f"unknown step {step!r}")
@@ -198,3 +200,47 @@ class ClientBase:
             detail = str(error) or type(error).__name__
             message = f"GET {step.url} failed: {detail}"
             raise APIConnectionError(message, method="GET", url=step.url) from error
+
+    def _open_stream(self, request: Request) -> LineStream:
+        """Send ``request`` and return its body's lines as they arrive; an error status raises here."""
+        transport = self._transport
+        built = transport._build(self._http, request)
+        try:
+            response = self._http.send(built, stream=True)
+        except httpx.TransportError as error:
+            raise transport._transport_error(request, built.url, error) from error
+        if response.status_code >= 400:
+            try:
+                response.read()
+            finally:
+                response.close()
+            raise error_from_response(response, task=request.task)
+        return LineStream(response, request)
+
+
+class LineStream:
+    """The lines of a streamed response body (``Stream`` step); closes the response when done.
+
+    Iterate it once; ``close()`` releases the connection early. A connection that breaks mid-stream
+    raises :class:`~vllm_tasks.errors.APIConnectionError`.
+    """
+
+    def __init__(self, response: httpx.Response, request: Request) -> None:
+        self.response = response
+        self._request = request
+
+    def __iter__(self) -> Iterator[str]:
+        try:
+            for line in self.response.iter_lines():
+                yield line
+        except httpx.TransportError as error:
+            detail = str(error) or type(error).__name__
+            url = str(self.response.request.url)
+            message = f"{self._request.method} {url}: the stream broke: {detail}"
+            raise APIConnectionError(message, method=self._request.method, url=url) from error
+        finally:
+            self.response.close()
+
+    def close(self) -> None:
+        """Release the connection (safe to call twice)."""
+        self.response.close()

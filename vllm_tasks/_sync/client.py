@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+from .audio import AudioMethods
 from .base import ClientBase
 from .embeddings import EmbeddingMethods
 from .ocr import OCRMethods
 from .scoring import ScoringMethods
 
 
-class Client(EmbeddingMethods, ScoringMethods, OCRMethods, ClientBase):
+class Client(EmbeddingMethods, ScoringMethods, OCRMethods, AudioMethods, ClientBase):
     __doc__ = ClientBase.__doc__
