@@ -95,10 +95,14 @@ class OCRResult(BaseModel):
         Example:
             >>> result.draw().save("page-boxes.png")
         """
-        from PIL import ImageDraw
+        from PIL import ImageDraw, ImageFont
 
         canvas = self._original(image).convert("RGB")
         draw = ImageDraw.Draw(canvas)
+        try:  # a caption size that stays readable on large pages (pillow >= 10.1)
+            font: Any = ImageFont.load_default(max(12, min(canvas.size) // 60))
+        except TypeError:  # pragma: no cover - older pillow
+            font = ImageFont.load_default()
         color_of: dict[str, str] = {}
         for block in self.blocks:
             name = block.label or ""
@@ -108,10 +112,10 @@ class OCRResult(BaseModel):
             caption = name if len(name) <= 40 else name[:37] + "..."
             for x1, y1, x2, y2 in self._boxes_for(block, canvas.size):
                 draw.rectangle((x1, y1, x2, y2), outline=color, width=line_width)
-                text_box = draw.textbbox((x1, y1), caption)
+                text_box = draw.textbbox((x1, y1), caption, font=font)
                 top = max(0, y1 - (text_box[3] - text_box[1]) - 4)
                 draw.rectangle((x1, top, x1 + text_box[2] - text_box[0] + 4, y1), fill=color)
-                draw.text((x1 + 2, top + 1), caption, fill="white")
+                draw.text((x1 + 2, top + 1), caption, fill="white", font=font)
         return canvas
 
     def crop(self, label: str | None = "image", image: Any = None) -> list[Any]:
