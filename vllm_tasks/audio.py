@@ -305,12 +305,14 @@ class Resampler:
         self._buffer: Samples = np.zeros(0, dtype=np.float32)
         self._filter: Samples | None = None
         self._tail: Samples = np.zeros(0, dtype=np.float32)
+        self._skip = 0  # the filter's delay: leading filtered samples to drop
         if source_rate > target_rate:
             cutoff = 0.45 * target_rate / source_rate  # cycles per source sample
             n = np.arange(taps) - (taps - 1) / 2
             kernel = 2 * cutoff * np.sinc(2 * cutoff * n) * np.hamming(taps)
             self._filter = (kernel / kernel.sum()).astype(np.float32)
             self._tail = np.zeros(taps - 1, dtype=np.float32)
+            self._skip = (taps - 1) // 2
 
     def process(self, block: Samples, *, final: bool = False) -> Samples:
         """Resample the next block; ``final=True`` flushes what is left."""
@@ -320,9 +322,13 @@ class Resampler:
         if self._filter is not None:
             padded = np.concatenate([self._tail, data])
             if final:
-                padded = np.concatenate([padded, np.zeros(len(self._filter) // 2, dtype=np.float32)])
+                padded = np.concatenate([padded, np.zeros((len(self._filter) - 1) // 2, dtype=np.float32)])
             filtered = np.convolve(padded, self._filter, mode="valid").astype(np.float32)
             self._tail = padded[-(len(self._filter) - 1) :]
+            if self._skip:
+                dropped = min(self._skip, len(filtered))
+                filtered = filtered[dropped:]
+                self._skip -= dropped
             if not self._buffer.size and not filtered.size:
                 return np.zeros(0, dtype=np.float32)
             data = filtered
