@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import gates, images
-from .errors import APIError, InvalidInputError
+from .errors import APIError, ContextLengthExceeded, InternalServerError, InvalidInputError
 from .steps import CLIENT_DEFAULT, GetServerInfo, Operation, Parallel, Request, TimeoutLike
 from .types.common import Usage
 from .types.scoring import (
@@ -458,6 +458,131 @@ def _truncate_inputs_op(
 
 
 # --------------------------------------------------------------------------------------------------
+# Sending scoring requests (with the scorer probe) and explaining length errors
+# --------------------------------------------------------------------------------------------------
+
+LENGTH_HINT = (
+    "Cut long documents with max_tokens_per_doc=N (vLLM >= 0.20.0; max_tokens_per_doc_fallback='client' "
+    "on older servers), or let the server cut each prompt with truncate_prompt_tokens=-1."
+)
+QUERY_TOO_LONG_HINT = (
+    "vLLM 0.32 answers this when the query alone does not fit the model's context while "
+    "max_tokens_per_doc is set; cut the query with max_tokens_per_query=N."
+)
+_LOCATE_LIMIT = 32
+
+
+def _send_scoring_op(
+    requests: list[Request],
+    *,
+    info: ServerInfo,
+    model: str | None,
+    concurrency: int,
+    timeout: TimeoutLike,
+    scorer_cache: MutableMapping[str, ScorerKind] | None,
+    firsts: Sequence[ScoreInput],
+    seconds: Sequence[ScoreInput],
+    fields: tuple[str, str],
+) -> Operation[tuple[list[httpx.Response], ScorerKind]]:
+    """Send ``/rerank`` or ``/score`` requests (plus the scorer probe on first use); explain errors.
+
+    A :class:`ContextLengthExceeded` gets the offending input's position (``input_index``, found with
+    ``/tokenize``) and how to cut it; vLLM 0.32's 500 for an over-long query with ``max_tokens_per_doc``
+    gets an explanation.
+    """
+    key = model or ""
+    known = scorer_cache.get(key) if scorer_cache is not None else None
+    if known is None:
+        requests = [*requests, scorer_probe_request(model, timeout)]
+    try:
+        responses: list[httpx.Response] = yield Parallel(requests, concurrency)
+    except ContextLengthExceeded as error:
+        yield from _locate_too_long_op(
+            error,
+            firsts,
+            seconds,
+            fields=fields,
+            limit=error.max_model_len or info.max_model_len,
+            model=model,
+            kind=known,
+        )
+        raise
+    except InternalServerError as error:
+        if "sequence to truncate too short" in error.message.lower():
+            error.message = f"{error.message} {QUERY_TOO_LONG_HINT}"
+            error.args = (error.message,)
+        raise
+    if known is None:
+        known = scorer_from_probe(responses.pop(), info)
+        if scorer_cache is not None:
+            scorer_cache[key] = known
+    return responses, known
+
+
+def _locate_too_long_op(
+    error: ContextLengthExceeded,
+    firsts: Sequence[ScoreInput],
+    seconds: Sequence[ScoreInput],
+    *,
+    fields: tuple[str, str],
+    limit: int | None,
+    model: str | None,
+    kind: ScorerKind | None,
+) -> Operation[None]:
+    """Name the first input that makes a pair too long (on ``error``), and add how to cut it.
+
+    The longest texts of each side are measured with ``/tokenize``: a document over the limit on its
+    own is the culprit for every scorer, then the query; for a cross-encoder (which reads query and
+    document as one prompt) the first document whose pair is over the limit.
+    """
+    found: tuple[str, int] | None = None
+    if limit is not None:
+
+        def longest(values: Sequence[ScoreInput]) -> list[int]:
+            texts = [i for i, v in enumerate(values) if isinstance(v, str)]
+            return sorted(texts, key=lambda i: -len(values[i]))[:_LOCATE_LIMIT]
+
+        first_idx, second_idx = longest(firsts), longest(seconds)
+        requests = [
+            Request(
+                "POST",
+                "/tokenize",
+                json=_body({"model": model}, None, prompt=values[i]),
+                raise_for_status=False,
+            )
+            for values, indices in ((firsts, first_idx), (seconds, second_idx))
+            for i in indices
+        ]
+        responses: list[httpx.Response] = yield Parallel(requests, concurrency=4)
+        counts = [int(r.json().get("count", 0)) if r.status_code == 200 else 0 for r in responses]
+        first_counts = dict(zip(first_idx, counts[: len(first_idx)], strict=True))
+        second_counts = dict(zip(second_idx, counts[len(first_idx) :], strict=True))
+        over_second = [i for i, n in second_counts.items() if n > limit]
+        over_first = [i for i, n in first_counts.items() if n > limit]
+        if over_second:
+            found = (fields[1], min(over_second))
+        elif over_first:
+            found = (fields[0], min(over_first))
+        elif kind not in (ScorerKind.BI_ENCODER, ScorerKind.LATE_INTERACTION):
+            # Each count includes the special tokens of a single sequence; a pair shares one start token.
+            pairs = [
+                i
+                for i, n in second_counts.items()
+                if n + first_counts.get(i if len(firsts) > 1 else 0, 0) - 1 > limit
+            ]
+            if pairs:
+                found = (fields[1], min(pairs))
+    prefix = ""
+    if found is not None:
+        field, index = found
+        prefix = f"{field} is too long: " if field == "query" else f"{field}[{index}] is too long: "
+        if field in ("documents", "text_2"):
+            error.input_index = index
+    error.message = f"{prefix}{error.message} {LENGTH_HINT}"
+    error.args = (error.message,)
+
+
+# --------------------------------------------------------------------------------------------------
 # rerank
 # --------------------------------------------------------------------------------------------------
 
@@ -564,18 +689,17 @@ def rerank_op(
         )
         for batch in batches
     ]
-    cache_key = name or ""
-    probe = scorer_cache is None or cache_key not in scorer_cache
-    if probe:
-        requests.append(scorer_probe_request(name, timeout))
-    responses = yield Parallel(requests, concurrency)
-    if probe:
-        scorer = scorer_from_probe(responses.pop(), info)
-        if scorer_cache is not None:
-            scorer_cache[cache_key] = scorer
-    else:
-        assert scorer_cache is not None
-        scorer = scorer_cache[cache_key]
+    responses, scorer = yield from _send_scoring_op(
+        requests,
+        info=info,
+        model=name,
+        concurrency=concurrency,
+        timeout=timeout,
+        scorer_cache=scorer_cache,
+        firsts=[query_input],
+        seconds=inputs,
+        fields=("query", "documents"),
+    )
     return merge_rerank(responses, batches, docs, top_n=top_n, model=name, scorer=scorer)
 
 
@@ -742,18 +866,17 @@ def score_op(
                 timeout,
             )
         )
-    cache_key = name or ""
-    probe = scorer_cache is None or cache_key not in scorer_cache
-    if probe:
-        requests.append(scorer_probe_request(name, timeout))
-    responses = yield Parallel(requests, concurrency)
-    if probe:
-        scorer = scorer_from_probe(responses.pop(), info)
-        if scorer_cache is not None:
-            scorer_cache[cache_key] = scorer
-    else:
-        assert scorer_cache is not None
-        scorer = scorer_cache[cache_key]
+    responses, scorer = yield from _send_scoring_op(
+        requests,
+        info=info,
+        model=name,
+        concurrency=concurrency,
+        timeout=timeout,
+        scorer_cache=scorer_cache,
+        firsts=inputs_1,
+        seconds=inputs_2,
+        fields=("text_1", "text_2"),
+    )
     scores: list[float] = []
     usage = Usage()
     served_model = name

@@ -178,6 +178,24 @@ def test_classify_and_pool_on_the_cross_encoder(rerank_client: vt.Client) -> Non
     assert rerank_client.scorer_kind() is vt.ScorerKind.CROSS_ENCODER
 
 
+def test_too_long_document_is_named(rerank_client: vt.Client) -> None:
+    docs = [DOCS[0], " ".join(["banana"] * 400), DOCS[1]]
+    with pytest.raises(vt.ContextLengthExceeded) as info:
+        rerank_client.rerank(QUERY, docs)
+    assert info.value.input_index == 1
+    assert "documents[1] is too long" in str(info.value)
+    cut = rerank_client.rerank(QUERY, docs, truncate_prompt_tokens=-1)
+    assert sorted(cut.indices) == [0, 1, 2]
+
+
+def test_images_reach_the_server_as_content_parts(rerank_client: vt.Client) -> None:
+    from PIL import Image
+
+    # MiniLM is text-only: the server parses the content parts, then refuses the modality.
+    with pytest.raises(vt.BadRequestError, match="MultiModalParam is not supported"):
+        rerank_client.rerank(QUERY, [Image.new("RGB", (8, 8), "red"), DOCS[0]])
+
+
 def test_rank_example_runs(vllm_rerank: Any) -> None:
     example = Path(__file__).resolve().parents[2] / "examples" / "rank.py"
     done = subprocess.run(

@@ -44,6 +44,17 @@ def add(httpx_mock: HTTPXMock, fixture: str, name: str, **kwargs: Any) -> None:
     )
 
 
+def add_at(httpx_mock: HTTPXMock, fixture: str, name: str, path: str) -> None:
+    """Answer ``path`` with a recorded response of another route (same server version and shape)."""
+    exchange = recorded(fixture, name)
+    httpx_mock.add_response(
+        url=BASE + path,
+        status_code=exchange["response"]["status"],
+        content=exchange["response"]["body_text"].encode(),
+        headers={"content-type": "application/json"},
+    )
+
+
 def mock_server(httpx_mock: HTTPXMock, fixture: str, version: str | None = None, probe: bool = True) -> None:
     """Discovery as the recorded fixture answered it (``version`` overrides), plus the scorer probe."""
     if version is None:
@@ -562,3 +573,60 @@ def test_cli_rerank_without_documents_is_a_usage_error(capsys: pytest.CaptureFix
 
     assert cli.main(["rerank", QUERY, "--url", BASE]) == cli.EXIT_USAGE
     assert "no documents" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------------
+# Length errors
+# --------------------------------------------------------------------------------------------------
+
+
+def word_tokenizer(request: httpx.Request) -> httpx.Response:
+    """/tokenize stand-in: one token per word plus [CLS] and [SEP]."""
+    count = len(json.loads(request.content)["prompt"].split()) + 2
+    return httpx.Response(200, json={"count": count, "max_model_len": 256, "tokens": list(range(count))})
+
+
+@pytest.mark.parametrize(
+    ("documents", "index"),
+    [
+        (["short", "word " * 300, "word " * 400], 1),  # over the limit on its own
+        (["short", "word " * 250, "word " * 100], 1),  # only the pair with the query is over
+        (["short", "word " * 100], None),  # none found: only the hint is added
+    ],
+)
+def test_context_length_error_names_the_document_and_the_fix(
+    documents: list[str], index: int | None, make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    mock_server(httpx_mock, "rerank", probe=False)
+    httpx_mock.add_response(url=f"{BASE}/pooling", json=body("rerank", "pooling"), is_optional=True)
+    # The 0.32 server's answer to an over-long pair (the rerank fixture answers /rerank the same way).
+    add_at(httpx_mock, "embed", "error_context_length", "/rerank")
+    httpx_mock.add_callback(word_tokenizer, url=f"{BASE}/tokenize", is_reusable=True)
+    with pytest.raises(vt.ContextLengthExceeded) as info:
+        make_client().rerank("query " * 10, documents)
+    assert info.value.input_index == index
+    assert info.value.max_model_len == 256
+    assert "max_tokens_per_doc=N" in str(info.value)
+    if index is not None:
+        assert str(info.value).count(f"documents[{index}] is too long") == 1
+
+
+def test_query_too_long_with_max_tokens_per_doc_is_explained(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "rerank", probe=False)
+    httpx_mock.add_response(url=f"{BASE}/pooling", json=body("rerank", "pooling"), is_optional=True)
+    # What the 0.32 rerank fixture answers for a 300-word query with max_tokens_per_doc=5.
+    httpx_mock.add_response(
+        url=f"{BASE}/rerank",
+        status_code=500,
+        json={
+            "error": {
+                "message": "Truncation error: Sequence to truncate too short to respect the provided "
+                "max_length",
+                "type": "InternalServerError",
+                "param": None,
+                "code": 500,
+            }
+        },
+    )
+    with pytest.raises(vt.InternalServerError, match="max_tokens_per_query=N"):
+        make_client().rerank("x " * 300, DOCS, max_tokens_per_doc=5)
