@@ -1,7 +1,8 @@
 """OCR throughput of ocr_pdf() at concurrency 1, 2, 4, and the cost of the client-side image checks.
 
-A 6-page PDF (text pages drawn with PIL, rendered at 144 dpi: 600 x 800 px, one 1024-px global view per
-page) is OCR'd with ``max_tokens`` small, so the number is the per-page cost of the image path (upload,
+A 6-page PDF (text pages drawn with PIL) is rendered at 96 dpi: 400 x 534 px, one 1024-px global view
+and 273 image tokens per page (`--dpi 144` gives 600 x 800 px, which adds two 640-px tiles per page).
+It is OCR'd with ``max_tokens`` small, so the number is the per-page cost of the image path (upload,
 server-side decode, vision encoder, prefill), which is what concurrency can overlap. The image checks
 (decode + bomb limit + size: ``vllm_tasks.images.prepare_image``) are timed on the same pages and put
 against the mean request time at concurrency 1 (target: < 5 %).
@@ -59,9 +60,9 @@ def server(url: str | None) -> Iterator[str]:
         yield srv.base_url
 
 
-def check_cost(pdf: Path, repeat: int) -> float:
+def check_cost(pdf: Path, dpi: float, repeat: int) -> float:
     """Median seconds of prepare_image() on a page given as PNG bytes (the path a user's file takes)."""
-    _, pages = render_pages(pdf, None, 144.0)
+    _, pages = render_pages(pdf, None, dpi)
     encoded = []
     for _, image in pages:
         buffer = io.BytesIO()
@@ -82,23 +83,28 @@ def main() -> int:
     )
     parser.add_argument("--url", default=None, help="a running DeepSeek-OCR server (default: start `ocr`)")
     parser.add_argument("--max-tokens", type=int, default=8)
+    parser.add_argument("--dpi", type=float, default=96.0)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4])
     args = parser.parse_args()
     warnings.simplefilter("ignore", vt.OCRTruncatedWarning)
     with tempfile.TemporaryDirectory() as tmp, server(args.url) as base_url:
         pdf = make_pdf(Path(tmp) / "six.pdf")
         with vt.Client(base_url, timeout=1800, max_retries=0) as client:
-            client.ocr_pdf(pdf, pages=[1], max_tokens=args.max_tokens)  # warm-up + processor check
+            client.ocr_pdf(
+                pdf, pages=[1], max_tokens=args.max_tokens, dpi=args.dpi
+            )  # warm-up + processor check
             rows = []
             for concurrency in args.concurrency:
                 t0 = time.perf_counter()
-                document = client.ocr_pdf(pdf, max_tokens=args.max_tokens, concurrency=concurrency)
+                document = client.ocr_pdf(
+                    pdf, max_tokens=args.max_tokens, concurrency=concurrency, dpi=args.dpi
+                )
                 elapsed = time.perf_counter() - t0
                 assert [p.page for p in document.pages] == list(range(1, PAGES + 1))
                 rows.append((concurrency, elapsed, PAGES / elapsed * 60))
-        check = check_cost(pdf, repeat=3)
+        check = check_cost(pdf, args.dpi, repeat=3)
     base = rows[0][2]
-    print(f"\nocr_pdf, {PAGES} pages (600 x 800 px), max_tokens={args.max_tokens}, server {base_url}")
+    print(f"\nocr_pdf, {PAGES} pages at {args.dpi:g} dpi, max_tokens={args.max_tokens}, server {base_url}")
     print(f"{'concurrency':>11}  {'seconds':>8}  {'pages/min':>9}  {'vs c=1':>6}")
     for concurrency, elapsed, rate in rows:
         print(f"{concurrency:>11}  {elapsed:>8.1f}  {rate:>9.2f}  {rate / base:>5.2f}x")

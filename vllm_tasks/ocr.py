@@ -262,7 +262,7 @@ def ensure_ngram_processor(
         state.ngram_processor = yield from check_ngram_processor(model, extra_headers=extra_headers)
         state.checked = True
         if state.ngram_processor is False and not options.require_ngram_processor:
-            warnings.warn(missing_processor_message(), NGramProcessorMissingWarning, stacklevel=4)
+            warnings.warn(missing_processor_message(), NGramProcessorMissingWarning, stacklevel=5)
     if state.ngram_processor is False and options.require_ngram_processor:
         raise UnsupportedByServer(
             "deepseek_ocr_ngram_xargs",
@@ -365,7 +365,7 @@ def parse_response(
             f"OCR output hit max_tokens ({usage.completion_tokens} tokens): the page is incomplete. "
             "Raise max_tokens (DeepSeek-OCR's context is 8192 tokens).",
             OCRTruncatedWarning,
-            stacklevel=4,
+            stacklevel=5,  # parse_response < operation < client._run < client method < caller
         )
     return result
 
@@ -465,7 +465,7 @@ def ocr_pdf(
             f"OCR output hit max_tokens on page(s) {', '.join(map(str, truncated))}: those pages are "
             "incomplete. Raise max_tokens.",
             OCRTruncatedWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
     usage = Usage()
     for page in results:

@@ -27,7 +27,13 @@ import numpy as np
 import numpy.typing as npt
 
 from . import gates, images
-from .errors import APIError, ContextLengthExceeded, InternalServerError, InvalidInputError
+from .errors import (
+    APIError,
+    BadRequestError,
+    ContextLengthExceeded,
+    InternalServerError,
+    InvalidInputError,
+)
 from .steps import CLIENT_DEFAULT, GetServerInfo, Operation, Parallel, Request, TimeoutLike
 from .types.common import Usage
 from .types.scoring import (
@@ -853,30 +859,37 @@ def score_op(
         **server_limits,
     }
     batches = split_batches([_json_size(v) for v in inputs_2], batch_size)
-    requests = []
-    for batch in batches:
-        first: Any = inputs_1[0] if mode != "N:N" else [inputs_1[i] for i in batch]
-        second: Any = inputs_2[0] if mode == "1:1" else [inputs_2[i] for i in batch]
-        requests.append(
-            _request(
-                "/score",
-                _body(common, extra_body, **{keys[0]: first, keys[1]: second}),
-                "score",
-                extra_headers,
-                timeout,
-            )
+
+    def build(names: tuple[str, str]) -> list[Request]:
+        built = []
+        for batch in batches:
+            first: Any = inputs_1[0] if mode != "N:N" else [inputs_1[i] for i in batch]
+            second: Any = inputs_2[0] if mode == "1:1" else [inputs_2[i] for i in batch]
+            body = _body(common, extra_body, **{names[0]: first, names[1]: second})
+            built.append(_request("/score", body, "score", extra_headers, timeout))
+        return built
+
+    def send(names: tuple[str, str]) -> Operation[tuple[list[httpx.Response], ScorerKind]]:
+        return _send_scoring_op(
+            build(names),
+            info=info,
+            model=name,
+            concurrency=concurrency,
+            timeout=timeout,
+            scorer_cache=scorer_cache,
+            firsts=inputs_1,
+            seconds=inputs_2,
+            fields=("text_1", "text_2"),
         )
-    responses, scorer = yield from _send_scoring_op(
-        requests,
-        info=info,
-        model=name,
-        concurrency=concurrency,
-        timeout=timeout,
-        scorer_cache=scorer_cache,
-        firsts=inputs_1,
-        seconds=inputs_2,
-        fields=("text_1", "text_2"),
-    )
+
+    try:
+        responses, scorer = yield from send(keys)
+    except BadRequestError as error:
+        # A server that hides its version may predate the queries/documents form (vLLM < 0.16):
+        # its validation error names the text_1/text_2 fields it expected; ask again in that form.
+        if info.parsed_version.known or keys[0] != "queries" or "text_1" not in error.message:
+            raise
+        responses, scorer = yield from send(("text_1", "text_2"))
     scores: list[float] = []
     usage = Usage()
     served_model = name

@@ -630,3 +630,24 @@ def test_query_too_long_with_max_tokens_per_doc_is_explained(make_client: Any, h
     )
     with pytest.raises(vt.InternalServerError, match="max_tokens_per_query=N"):
         make_client().rerank("x " * 300, DOCS, max_tokens_per_doc=5)
+
+
+def test_score_falls_back_to_text_1_text_2_when_the_version_is_hidden(
+    make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    httpx_mock.add_response(url=f"{BASE}/version", status_code=404, json={"detail": "Not Found"})
+    add(httpx_mock, "rerank", "models")
+    add(httpx_mock, "rerank", "openapi")
+    httpx_mock.add_response(url=f"{BASE}/pooling", json=body("rerank", "pooling"), is_reusable=True)
+    # A vLLM < 0.16 server validates only the text_1/text_2 form (constructed: no such server is recorded).
+    missing = "{'type': 'missing', 'loc': ('body', 'text_1'), 'msg': 'Field required'}"
+    httpx_mock.add_response(
+        url=f"{BASE}/score",
+        status_code=400,
+        json={"error": {"message": f"1 validation error:\n  {missing}", "type": "Bad Request", "code": 400}},
+        match_json={"model": "minilm-rerank", "queries": QUERY, "documents": DOCS},
+    )
+    add(httpx_mock, "rerank", "score", match_json=recorded("rerank", "score")["request"]["json"])
+    result = make_client().score(QUERY, DOCS)
+    assert result.scores.tolist() == [entry["score"] for entry in body("rerank", "score")["data"]]
+    assert [list(r)[1] for r in sent(httpx_mock, "/score")] == ["queries", "text_1"]
