@@ -10,9 +10,11 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import cast
 
 from ._sync.client import Client
 from .errors import APIConnectionError, APIError, InvalidInputError, UnsupportedByServer
+from .types.audio import ResponseFormat, TranscriptionDelta
 from .types.server import ProbeReport, TaskStatus
 
 EXIT_OK = 0
@@ -44,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     rerank.add_argument("--max-tokens-per-doc", type=int, default=None, help="cut each document to N tokens")
     rerank.add_argument("--json", action="store_true", help="print the result as JSON")
     add_ocr_parser(commands)
+    add_transcribe_parser(commands)
     return parser
 
 
@@ -181,6 +184,85 @@ def run_ocr(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def add_transcribe_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``transcribe`` sub-command's arguments."""
+    stt = commands.add_parser(
+        "transcribe", help="transcribe (or translate) an audio file of any length: text, SRT, VTT or JSON"
+    )
+    stt.add_argument("file", help="an audio or video file (WAV, FLAC, MP3, OGG, M4A, ...) or an http(s) URL")
+    stt.add_argument("--url", default=None, help="server root URL (default: env or localhost)")
+    stt.add_argument("--model", default=None, help="served model name (default: the server's first)")
+    stt.add_argument(
+        "--format",
+        default="text",
+        choices=["text", "srt", "vtt", "json", "verbose_json"],
+        help="output format (default text); srt/vtt are rendered from the server's segments",
+    )
+    stt.add_argument("--language", default=None, help="spoken language, ISO-639-1 (default: detected)")
+    stt.add_argument("--prompt", default=None, help="text to condition the model on")
+    stt.add_argument("--translate", action="store_true", help="translate to English instead")
+    stt.add_argument("--stream", action="store_true", help="print text as it is decoded (text format only)")
+    stt.add_argument(
+        "--chunking",
+        default="auto",
+        choices=["auto", "client", "server"],
+        help="auto: split audio over 30 s client-side at pauses (default); server: let vLLM split it",
+    )
+    stt.add_argument("--concurrency", type=int, default=4, help="chunks in flight (default 4)")
+    stt.add_argument("--out", default=None, help="write the result here instead of stdout")
+
+
+def run_transcribe(args: argparse.Namespace) -> int:
+    """The ``transcribe`` sub-command: prints the transcript in ``--format``."""
+    from .transcription import ChunkingOptions
+
+    if args.stream and args.format != "text":
+        print("vllm-tasks transcribe: --stream prints text only (drop --format)", file=sys.stderr)
+        return EXIT_USAGE
+    fmt = cast(ResponseFormat, args.format)
+    try:
+        with Client(args.url, api_key=args.api_key, timeout=args.timeout, model=args.model) as client:
+            if args.stream:
+                with client.transcribe_stream(
+                    args.file, language=args.language, prompt=args.prompt, translate=args.translate
+                ) as stream:
+                    for event in stream:
+                        if isinstance(event, TranscriptionDelta) and not args.out:
+                            print(event.text, end="", flush=True)
+                result = stream.result
+                if result is None:  # pragma: no cover - a finished stream always has a result
+                    return EXIT_SERVER_ERROR
+                if not args.out:
+                    print()
+                    return EXIT_OK
+                output = result.to_text()
+            else:
+                method = client.translate if args.translate else client.transcribe
+                result = method(
+                    args.file,
+                    language=args.language,
+                    prompt=args.prompt,
+                    response_format=fmt,
+                    chunking=ChunkingOptions(mode=args.chunking, concurrency=max(1, args.concurrency)),
+                )
+                output = result.formatted()
+    except InvalidInputError as error:
+        print(f"vllm-tasks: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except APIConnectionError as error:
+        print(f"vllm-tasks: server unreachable: {error}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except (APIError, UnsupportedByServer) as error:
+        print(f"vllm-tasks: {error}", file=sys.stderr)
+        return EXIT_SERVER_ERROR
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as handle:
+            handle.write(output if output.endswith("\n") else output + "\n")
+    else:
+        print(output, end="" if output.endswith("\n") else "\n")
+    return EXIT_OK
+
+
 def format_probe(report: ProbeReport) -> str:
     """A human-readable probe report."""
     info = report.server
@@ -222,6 +304,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_rerank(args)
     if args.command == "ocr":
         return run_ocr(args)
+    if args.command == "transcribe":
+        return run_transcribe(args)
     try:
         with Client(args.url, api_key=args.api_key, timeout=args.timeout, max_retries=0) as client:
             report = client.probe()
