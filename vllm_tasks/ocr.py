@@ -459,6 +459,9 @@ def ocr_pdf(
                 results.append(OCRPage(page=number, result=page_result))
     finally:
         progress.close()
+        close = getattr(rendered, "close", None)
+        if close is not None:
+            close()  # closes the PDF when a page failed half-way
     truncated = [page.page for page in results if page.result.truncated]
     if truncated:
         warnings.warn(
