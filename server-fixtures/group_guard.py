@@ -71,7 +71,11 @@ def main(argv: list[str]) -> int:
         return 2
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda signum, frame: _kill_group_and_exit(128 + signum))
-    child = subprocess.Popen(argv)
+    try:
+        child = subprocess.Popen(argv)
+    except OSError as e:
+        print(f"group_guard: cannot run {argv[0]!r}: {e}", file=sys.stderr, flush=True)
+        return 127
     code = child.wait()
     _kill_group_and_exit(code if code >= 0 else 128 - code)
     return code  # not reached
