@@ -507,6 +507,16 @@ def quietest_point(samples: Samples, lo: int, hi: int) -> int:
     return lo + best * FRAME + FRAME // 2
 
 
+def peak_rms(samples: Samples) -> float:
+    """The RMS of the loudest 20 ms frame (0.0 for no samples)."""
+    if not samples.size:
+        return 0.0
+    frames = len(samples) // FRAME
+    if frames == 0:
+        return float(np.sqrt((samples**2).mean()))
+    return float(np.sqrt((samples[: frames * FRAME].reshape(frames, FRAME) ** 2).mean(axis=1)).max())
+
+
 def is_silent(samples: Samples) -> bool:
     """Whether no 20 ms frame of ``samples`` reaches :data:`SILENCE_RMS`."""
     if not samples.size:

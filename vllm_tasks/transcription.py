@@ -357,6 +357,49 @@ class ChunkResult:
     result: Transcription | None
 
 
+def text_missing(chunk: audio_io.AudioChunk, result: Transcription) -> bool:
+    """Whether a ``verbose_json`` piece lost text: no segments, or speech after the last segment's end.
+
+    "Speech" is a 20 ms frame louder than a tenth of the piece's loudest frame in the remaining audio
+    (at least 1 s of it).
+    """
+    if not result.segments:
+        return not audio_io.is_silent(chunk.samples)
+    last_end = max(segment.end for segment in result.segments)
+    tail = chunk.samples[int(last_end * audio_io.TARGET_RATE) :]
+    if len(tail) < audio_io.TARGET_RATE:
+        return False
+    return audio_io.peak_rms(tail) > max(audio_io.SILENCE_RMS, 0.1 * audio_io.peak_rms(chunk.samples))
+
+
+def complete_segments(result: Transcription, full_text: str, duration: float) -> Transcription:
+    """Add the words of ``full_text`` (a piece's json text) that its ``verbose_json`` segments lack.
+
+    When the segments' words begin ``full_text`` (80% of them matching), the rest becomes one more
+    segment from the last segment's end to ``duration``; otherwise one segment spanning the piece
+    replaces them. Times are relative to the piece.
+    """
+    full_words = clean_text(full_text).split()
+    segment_words = " ".join(s.text for s in result.segments).split()
+    base = result.model_copy(update={"text": clean_text(full_text)})
+    if not full_words:
+        return base
+    k = len(segment_words)
+    head = [_norm(w) for w in full_words[:k]]
+    matched = sum(a == b for a, b in zip(head, (_norm(w) for w in segment_words), strict=False))
+    if k and len(head) == k and matched >= 0.8 * k:
+        rest = " ".join(full_words[k:])
+        segments = list(result.segments)
+        if rest:
+            start = max(s.end for s in segments)
+            segments.append(
+                TranscriptionSegment(id=len(segments), start=start, end=max(start, duration), text=rest)
+            )
+        return base.model_copy(update={"segments": segments})
+    whole = TranscriptionSegment(start=0.0, end=duration, text=clean_text(full_text))
+    return base.model_copy(update={"segments": [whole]})
+
+
 def merge_chunks(
     parts: Sequence[ChunkResult],
     *,
@@ -587,14 +630,16 @@ def transcribe_operation(
     """Transcribe (or translate) one input: one request, or client-side chunks sent concurrently."""
     validate(params, task=task, stream=False)
     options = _chunking_options(chunking)
+    # The input is read (and decoded, unless prepare="never") first: a bad one fails before any request.
+    source = yield from load_source(audio, params.timeout)
+    chunked = _should_chunk(source, options, prepare)
+    upload = None if chunked else audio_io.prepare_upload(source, prepare)
     info: ServerInfo = yield GetServerInfo()
     check_server(params, info)
     model = _model(params, client_model, info)
-    source = yield from load_source(audio, params.timeout)
-    if _should_chunk(source, options, prepare):
+    if upload is None:
         result = yield from _chunked(source, params, options, task=task, model=model)
         return result
-    upload = audio_io.prepare_upload(source, prepare)
     fmt = server_format(params.response_format)
     if fmt == "verbose_json" and (upload.duration or 0) > SERVER_CHUNK_SECONDS:
         logger.warning(
@@ -618,6 +663,7 @@ def _should_chunk(source: audio_io.AudioSource, options: ChunkingOptions, prepar
     if options.mode == "server" or prepare == "never":
         return False
     if options.mode == "client":
+        audio_io.info(source)  # raises for undecodable input
         return True
     if source.samples is None and not audio_io.have_decoder():
         return False  # cannot measure it: the server decides (and splits)
@@ -665,22 +711,21 @@ def _chunked(
                 language=params.language,
                 duration=chunk.end - chunk.start,
             )
-        # whisper-base sometimes ends a piece without timestamp tokens: verbose_json then has no
-        # segments and no text. Ask again with json for the text (one segment spans the chunk).
-        missing = [c for c in to_send if fmt == "verbose_json" and not results[c.index].segments]
+        # whisper-base sometimes stops emitting timestamp tokens: vLLM's verbose_json then drops the
+        # text after the last timestamp pair (or all of it). Where speech goes on after the last
+        # segment, ask again with json for the whole text and give the rest a segment of its own.
+        missing = [c for c in to_send if fmt == "verbose_json" and text_missing(c, results[c.index])]
         if missing:
             retry = [
                 build_request(params, uploads[c.index], task=task, model=model, fmt="json") for c in missing
             ]
             sent += len(retry)
             for chunk, response in zip(missing, (yield Parallel(retry, options.concurrency)), strict=True):
-                results[chunk.index] = parse_response(
-                    response,
-                    task=task,
-                    model=model,
-                    response_format=params.response_format,
-                    language=params.language,
-                    duration=chunk.end - chunk.start,
+                full = parse_response(
+                    response, task=task, model=model, response_format=params.response_format
+                )
+                results[chunk.index] = complete_segments(
+                    results[chunk.index], full.text, chunk.end - chunk.start
                 )
         parts.extend(ChunkResult(chunk, results.get(chunk.index)) for chunk in wave)
     merged = merge_chunks(
@@ -713,11 +758,11 @@ def stream_operation(
     The whole file goes in one request (vLLM splits audio over 30 s and streams each piece in turn).
     """
     validate(params, task=task, stream=True)
+    source = yield from load_source(audio, params.timeout)
+    upload = audio_io.prepare_upload(source, prepare)  # a bad input fails before any request
     info: ServerInfo = yield GetServerInfo()
     check_server(params, info)
     model = _model(params, client_model, info)
-    source = yield from load_source(audio, params.timeout)
-    upload = audio_io.prepare_upload(source, prepare)
     request = build_request(params, upload, task=task, model=model, fmt="json", stream=True)
     lines = yield Stream(request)
     parser = StreamParser(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import re
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+import soundfile as sf
 from pytest_httpx import HTTPXMock
 
 import vllm_tasks as vt
@@ -156,6 +158,39 @@ def test_merge_chunks_offsets_clips_and_fills_segments() -> None:
     assert merged.duration == 45.0 and merged.requests == 3
     assert merged.usage is not None and merged.usage.seconds == 35
     assert "  " not in merged.text
+
+
+def test_complete_segments_adds_the_lost_tail() -> None:
+    verbose = Transcription(
+        text="Once upon a time.",
+        segments=[TranscriptionSegment(start=0.0, end=4.0, text="Once upon a time.")],
+    )
+    done = transcription.complete_segments(verbose, " Once upon a time. There was a river.", 20.0)
+    assert done.text == "Once upon a time. There was a river."
+    assert [(s.start, s.end, s.text) for s in done.segments] == [
+        (0.0, 4.0, "Once upon a time."),
+        (4.0, 20.0, "There was a river."),
+    ]
+    different = transcription.complete_segments(verbose, "Something else entirely here.", 20.0)
+    assert [(s.start, s.end, s.text) for s in different.segments] == [
+        (0.0, 20.0, "Something else entirely here.")
+    ]
+    empty = transcription.complete_segments(Transcription(text=""), "All of it.", 9.0)
+    assert [(s.start, s.end) for s in empty.segments] == [(0.0, 9.0)]
+
+
+def test_text_missing_looks_for_speech_after_the_last_segment() -> None:
+    rate = audio.TARGET_RATE
+    speech = (0.3 * np.sin(np.arange(3 * rate) / 3)).astype(np.float32)
+    samples = np.concatenate([speech, np.zeros(2 * rate, np.float32), speech])
+    piece = audio.AudioChunk(0, 0.0, 0.0, 8.0, samples)
+    at = [TranscriptionSegment(start=0.0, end=3.0, text="a")]
+    assert transcription.text_missing(piece, Transcription(text="a", segments=at))  # speech at 5-8 s
+    whole = [TranscriptionSegment(start=0.0, end=7.8, text="a")]
+    assert not transcription.text_missing(piece, Transcription(text="a", segments=whole))
+    assert transcription.text_missing(piece, Transcription(text=""))
+    quiet = audio.AudioChunk(0, 0.0, 0.0, 2.0, np.zeros(2 * rate, np.float32))
+    assert not transcription.text_missing(quiet, Transcription(text=""))
 
 
 # ------------------------------------------------------------------------------------------ streams
@@ -346,11 +381,12 @@ def test_translate(httpx_mock: HTTPXMock, make_client: Callable[..., Any]) -> No
     assert audio_requests(httpx_mock)[0].url.path == "/v1/audio/translations"
 
 
-def test_unreadable_audio_fails_before_upload(httpx_mock: HTTPXMock, make_client: Callable[..., Any]) -> None:
-    mock_server(httpx_mock, "stt")
+def test_unreadable_audio_fails_before_any_request(
+    httpx_mock: HTTPXMock, make_client: Callable[..., Any]
+) -> None:
     with pytest.raises(vt.AudioDecodeError, match="cannot be decoded"):
         make_client().transcribe(b"\x00not audio" * 100)
-    assert audio_requests(httpx_mock) == []
+    assert httpx_mock.get_requests() == []
 
 
 def test_server_decodes_with_prepare_never(httpx_mock: HTTPXMock, make_client: Callable[..., Any]) -> None:
@@ -407,7 +443,6 @@ def test_url_input_is_fetched_without_the_api_key(
 
 
 def test_url_input_error_status(httpx_mock: HTTPXMock, make_client: Callable[..., Any]) -> None:
-    mock_server(httpx_mock, "stt")
     httpx_mock.add_response(url="https://files.example/gone.wav", status_code=404)
     with pytest.raises(vt.AudioDecodeError, match="HTTP 404") as caught:
         make_client().transcribe("https://files.example/gone.wav")
@@ -432,7 +467,10 @@ def long_audio_callback(request: httpx.Request) -> httpx.Response:
     verbose = b'name="response_format"\r\n\r\nverbose_json' in body
     payload: dict[str, Any] = {"text": f" part {label}.", "usage": {"type": "duration", "seconds": 20}}
     if verbose:
-        segments = [{"id": 0, "start": 0.0, "end": 5.0, "text": f" part {label}."}] if label != "0001" else []
+        start = body.index(b"fLaC")
+        duration = sf.info(io.BytesIO(body[start : body.rindex(b"\r\n--")])).duration
+        segment = {"id": 0, "start": 0.0, "end": duration, "text": f" part {label}."}
+        segments = [segment] if label != "0001" else []
         payload = {"text": f" part {label}." if segments else "", "language": "en", "segments": segments}
     return httpx.Response(200, json=payload)
 
