@@ -34,6 +34,7 @@ from .errors import (
     InternalServerError,
     InvalidInputError,
 )
+from .progress import Progress
 from .steps import CLIENT_DEFAULT, GetServerInfo, Operation, Parallel, Request, TimeoutLike
 from .types.common import Usage
 from .types.scoring import (
@@ -489,6 +490,8 @@ def _send_scoring_op(
     firsts: Sequence[ScoreInput],
     seconds: Sequence[ScoreInput],
     fields: tuple[str, str],
+    batch_sizes: Sequence[int] = (),
+    show_progress: bool = False,
 ) -> Operation[tuple[list[httpx.Response], ScorerKind]]:
     """Send ``/rerank`` or ``/score`` requests (plus the scorer probe on first use); explain errors.
 
@@ -500,8 +503,14 @@ def _send_scoring_op(
     known = scorer_cache.get(key) if scorer_cache is not None else None
     if known is None:
         requests = [*requests, scorer_probe_request(model, timeout)]
+    progress = Progress(sum(batch_sizes), enabled=show_progress, description=fields[1])
+
+    def advance(index: int, _: httpx.Response) -> None:
+        if index < len(batch_sizes):
+            progress.advance(batch_sizes[index])
+
     try:
-        responses: list[httpx.Response] = yield Parallel(requests, concurrency)
+        responses: list[httpx.Response] = yield Parallel(requests, concurrency, advance)
     except ContextLengthExceeded as error:
         yield from _locate_too_long_op(
             error,
@@ -518,6 +527,8 @@ def _send_scoring_op(
             error.message = f"{error.message} {QUERY_TOO_LONG_HINT}"
             error.args = (error.message,)
         raise
+    finally:
+        progress.close()
     if known is None:
         known = scorer_from_probe(responses.pop(), info)
         if scorer_cache is not None:
@@ -608,6 +619,7 @@ def rerank_op(
     truncate_prompt_tokens: int | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     concurrency: int = DEFAULT_CONCURRENCY,
+    show_progress: bool = False,
     extra_body: Mapping[str, Any] | None = None,
     extra_headers: Mapping[str, str] | None = None,
     timeout: TimeoutLike = CLIENT_DEFAULT,
@@ -705,6 +717,8 @@ def rerank_op(
         firsts=[query_input],
         seconds=inputs,
         fields=("query", "documents"),
+        batch_sizes=[len(batch) for batch in batches],
+        show_progress=show_progress,
     )
     return merge_rerank(responses, batches, docs, top_n=top_n, model=name, scorer=scorer)
 
@@ -799,6 +813,7 @@ def score_op(
     truncate_prompt_tokens: int | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     concurrency: int = DEFAULT_CONCURRENCY,
+    show_progress: bool = False,
     extra_body: Mapping[str, Any] | None = None,
     extra_headers: Mapping[str, str] | None = None,
     timeout: TimeoutLike = CLIENT_DEFAULT,
@@ -880,6 +895,8 @@ def score_op(
             firsts=inputs_1,
             seconds=inputs_2,
             fields=("text_1", "text_2"),
+            batch_sizes=[len(batch) for batch in batches],
+            show_progress=show_progress,
         )
 
     try:
@@ -942,6 +959,7 @@ def _batched_op(
     extra_body: Mapping[str, Any] | None,
     extra_headers: Mapping[str, str] | None,
     timeout: TimeoutLike,
+    show_progress: bool = False,
 ) -> Operation[tuple[list[dict[str, Any]], Usage, str | None]]:
     batches = split_batches([_json_size(t) for t in texts], batch_size)
     requests = [
@@ -950,7 +968,13 @@ def _batched_op(
         )
         for batch in batches
     ]
-    responses = yield Parallel(requests, concurrency)
+    progress = Progress(len(texts), enabled=show_progress, description=path.strip("/"))
+    try:
+        responses = yield Parallel(
+            requests, concurrency, lambda index, _: progress.advance(len(batches[index]))
+        )
+    finally:
+        progress.close()
     entries: list[dict[str, Any]] = []
     usage = Usage()
     model: str | None = None
@@ -973,6 +997,7 @@ def classify_op(
     truncate_prompt_tokens: int | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     concurrency: int = DEFAULT_CONCURRENCY,
+    show_progress: bool = False,
     extra_body: Mapping[str, Any] | None = None,
     extra_headers: Mapping[str, str] | None = None,
     timeout: TimeoutLike = CLIENT_DEFAULT,
@@ -1002,6 +1027,7 @@ def classify_op(
         extra_body=extra_body,
         extra_headers=extra_headers,
         timeout=timeout,
+        show_progress=show_progress,
     )
     probs = np.array([entry["probs"] for entry in entries], dtype=np.float64)
     num_classes = int(entries[0].get("num_classes") or probs.shape[1])
@@ -1023,6 +1049,7 @@ def pool_op(
     truncate_prompt_tokens: int | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     concurrency: int = DEFAULT_CONCURRENCY,
+    show_progress: bool = False,
     extra_body: Mapping[str, Any] | None = None,
     extra_headers: Mapping[str, str] | None = None,
     timeout: TimeoutLike = CLIENT_DEFAULT,
@@ -1059,6 +1086,7 @@ def pool_op(
         extra_body=extra_body,
         extra_headers=extra_headers,
         timeout=timeout,
+        show_progress=show_progress,
     )
     data = [np.asarray(entry["data"], dtype=np.float32) for entry in entries]
     return PoolingResult(data=data, model=name or served or "", usage=usage)

@@ -651,3 +651,12 @@ def test_score_falls_back_to_text_1_text_2_when_the_version_is_hidden(
     result = make_client().score(QUERY, DOCS)
     assert result.scores.tolist() == [entry["score"] for entry in body("rerank", "score")["data"]]
     assert [list(r)[1] for r in sent(httpx_mock, "/score")] == ["queries", "text_1"]
+
+
+def test_show_progress_counts_documents(
+    make_client: Any, httpx_mock: HTTPXMock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mock_server(httpx_mock, "rerank")
+    httpx_mock.add_callback(rerank_callback("rerank"), url=f"{BASE}/rerank", is_reusable=True)
+    make_client().rerank(QUERY, DOCS, batch_size=1, show_progress=True)
+    assert "3/3" in capsys.readouterr().err

@@ -41,6 +41,7 @@ class AsyncScoringMethods(AsyncClientBase):
         truncate_prompt_tokens: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         concurrency: int = DEFAULT_CONCURRENCY,
+        show_progress: bool = False,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -68,6 +69,7 @@ class AsyncScoringMethods(AsyncClientBase):
             truncate_prompt_tokens: keep only the last N tokens of each pair's prompt (-1: model maximum).
             batch_size: documents per request.
             concurrency: requests in flight at once.
+            show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
             model: the served model (default: the client's, else the server's first).
             extra_body: extra JSON fields merged into every request.
             extra_headers: extra headers for this call.
@@ -103,6 +105,7 @@ class AsyncScoringMethods(AsyncClientBase):
                 truncate_prompt_tokens=truncate_prompt_tokens,
                 batch_size=batch_size,
                 concurrency=concurrency,
+                show_progress=show_progress,
                 extra_body=extra_body,
                 extra_headers=extra_headers,
                 timeout=timeout,
@@ -124,6 +127,7 @@ class AsyncScoringMethods(AsyncClientBase):
         truncate_prompt_tokens: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         concurrency: int = DEFAULT_CONCURRENCY,
+        show_progress: bool = False,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -147,6 +151,7 @@ class AsyncScoringMethods(AsyncClientBase):
             truncate_prompt_tokens: keep only N tokens of each prompt (-1: model maximum).
             batch_size: pairs per request.
             concurrency: requests in flight at once.
+            show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
             model: the served model (default: the client's, else the server's first).
             extra_body: extra JSON fields merged into every request.
             extra_headers: extra headers for this call.
@@ -178,6 +183,7 @@ class AsyncScoringMethods(AsyncClientBase):
                 truncate_prompt_tokens=truncate_prompt_tokens,
                 batch_size=batch_size,
                 concurrency=concurrency,
+                show_progress=show_progress,
                 extra_body=extra_body,
                 extra_headers=extra_headers,
                 timeout=timeout,
@@ -193,6 +199,7 @@ class AsyncScoringMethods(AsyncClientBase):
         truncate_prompt_tokens: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         concurrency: int = DEFAULT_CONCURRENCY,
+        show_progress: bool = False,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -206,6 +213,7 @@ class AsyncScoringMethods(AsyncClientBase):
             truncate_prompt_tokens: keep only N tokens of each input (-1: model maximum).
             batch_size: texts per request.
             concurrency: requests in flight at once.
+            show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
             model: the served model (default: the client's, else the server's first).
             extra_body: extra JSON fields merged into every request.
             extra_headers: extra headers for this call.
@@ -230,6 +238,7 @@ class AsyncScoringMethods(AsyncClientBase):
                 truncate_prompt_tokens=truncate_prompt_tokens,
                 batch_size=batch_size,
                 concurrency=concurrency,
+                show_progress=show_progress,
                 extra_body=extra_body,
                 extra_headers=extra_headers,
                 timeout=timeout,
@@ -245,6 +254,7 @@ class AsyncScoringMethods(AsyncClientBase):
         truncate_prompt_tokens: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         concurrency: int = DEFAULT_CONCURRENCY,
+        show_progress: bool = False,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -263,6 +273,7 @@ class AsyncScoringMethods(AsyncClientBase):
             truncate_prompt_tokens: keep only N tokens of each input (-1: model maximum).
             batch_size: texts per request.
             concurrency: requests in flight at once.
+            show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
             model: the served model (default: the client's, else the server's first).
             extra_body: extra JSON fields merged into every request.
             extra_headers: extra headers for this call.
@@ -288,6 +299,7 @@ class AsyncScoringMethods(AsyncClientBase):
                 truncate_prompt_tokens=truncate_prompt_tokens,
                 batch_size=batch_size,
                 concurrency=concurrency,
+                show_progress=show_progress,
                 extra_body=extra_body,
                 extra_headers=extra_headers,
                 timeout=timeout,

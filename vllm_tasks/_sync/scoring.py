@@ -42,6 +42,7 @@ class ScoringMethods(ClientBase):
         truncate_prompt_tokens: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         concurrency: int = DEFAULT_CONCURRENCY,
+        show_progress: bool = False,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -69,6 +70,7 @@ class ScoringMethods(ClientBase):
             truncate_prompt_tokens: keep only the last N tokens of each pair's prompt (-1: model maximum).
             batch_size: documents per request.
             concurrency: requests in flight at once.
+            show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
             model: the served model (default: the client's, else the server's first).
             extra_body: extra JSON fields merged into every request.
             extra_headers: extra headers for this call.
@@ -104,6 +106,7 @@ class ScoringMethods(ClientBase):
                 truncate_prompt_tokens=truncate_prompt_tokens,
                 batch_size=batch_size,
                 concurrency=concurrency,
+                show_progress=show_progress,
                 extra_body=extra_body,
                 extra_headers=extra_headers,
                 timeout=timeout,
@@ -125,6 +128,7 @@ class ScoringMethods(ClientBase):
         truncate_prompt_tokens: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         concurrency: int = DEFAULT_CONCURRENCY,
+        show_progress: bool = False,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -148,6 +152,7 @@ class ScoringMethods(ClientBase):
             truncate_prompt_tokens: keep only N tokens of each prompt (-1: model maximum).
             batch_size: pairs per request.
             concurrency: requests in flight at once.
+            show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
             model: the served model (default: the client's, else the server's first).
             extra_body: extra JSON fields merged into every request.
             extra_headers: extra headers for this call.
@@ -179,6 +184,7 @@ class ScoringMethods(ClientBase):
                 truncate_prompt_tokens=truncate_prompt_tokens,
                 batch_size=batch_size,
                 concurrency=concurrency,
+                show_progress=show_progress,
                 extra_body=extra_body,
                 extra_headers=extra_headers,
                 timeout=timeout,
@@ -194,6 +200,7 @@ class ScoringMethods(ClientBase):
         truncate_prompt_tokens: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         concurrency: int = DEFAULT_CONCURRENCY,
+        show_progress: bool = False,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -207,6 +214,7 @@ class ScoringMethods(ClientBase):
             truncate_prompt_tokens: keep only N tokens of each input (-1: model maximum).
             batch_size: texts per request.
             concurrency: requests in flight at once.
+            show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
             model: the served model (default: the client's, else the server's first).
             extra_body: extra JSON fields merged into every request.
             extra_headers: extra headers for this call.
@@ -231,6 +239,7 @@ class ScoringMethods(ClientBase):
                 truncate_prompt_tokens=truncate_prompt_tokens,
                 batch_size=batch_size,
                 concurrency=concurrency,
+                show_progress=show_progress,
                 extra_body=extra_body,
                 extra_headers=extra_headers,
                 timeout=timeout,
@@ -246,6 +255,7 @@ class ScoringMethods(ClientBase):
         truncate_prompt_tokens: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         concurrency: int = DEFAULT_CONCURRENCY,
+        show_progress: bool = False,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -264,6 +274,7 @@ class ScoringMethods(ClientBase):
             truncate_prompt_tokens: keep only N tokens of each input (-1: model maximum).
             batch_size: texts per request.
             concurrency: requests in flight at once.
+            show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
             model: the served model (default: the client's, else the server's first).
             extra_body: extra JSON fields merged into every request.
             extra_headers: extra headers for this call.
@@ -289,6 +300,7 @@ class ScoringMethods(ClientBase):
                 truncate_prompt_tokens=truncate_prompt_tokens,
                 batch_size=batch_size,
                 concurrency=concurrency,
+                show_progress=show_progress,
                 extra_body=extra_body,
                 extra_headers=extra_headers,
                 timeout=timeout,
