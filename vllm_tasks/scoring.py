@@ -149,7 +149,14 @@ def _to_part(part: Any, field: str) -> dict[str, Any]:
 
 
 def is_multimodal(value: ScoreInput) -> bool:
-    """Whether a converted input carries anything but text parts."""
+    """Whether a converted input (see :func:`to_score_input`) carries anything but text parts.
+
+    Multimodal inputs are gated (vLLM >= 0.10.0; >= 0.17.0 on late-interaction models).
+
+    Example:
+        >>> is_multimodal({"content": [{"type": "image_url", "image_url": {"url": "https://x/a.png"}}]})
+        True
+    """
     if isinstance(value, str):
         return False
     return any(part.get("type") != "text" for part in value["content"])
@@ -274,7 +281,15 @@ def _usage(payload: Mapping[str, Any]) -> Usage:
 
 
 def scorer_probe_request(model: str | None, timeout: TimeoutLike = CLIENT_DEFAULT) -> Request:
-    """The ``/pooling`` request whose answer tells the scorer kind (see :func:`scorer_from_probe`)."""
+    """The ``/pooling`` request whose answer tells the scorer kind (see :func:`scorer_from_probe`).
+
+    A one-word input; errors are returned, not raised (``raise_for_status=False``): a refusal only means
+    the routes decide.
+
+    Example:
+        >>> scorer_probe_request("minilm").json
+        {'input': 'a', 'model': 'minilm'}
+    """
     body: dict[str, Any] = {"input": _SCORER_PROBE_INPUT}
     if model:
         body["model"] = model
@@ -330,6 +345,10 @@ def scorer_kind_op(
 
     Returns:
         The :class:`ScorerKind`.
+
+    Example:
+        >>> client._run(scorer_kind_op("minilm-rerank", cache={}))
+        <ScorerKind.CROSS_ENCODER: 'cross-encoder'>
     """
     info: ServerInfo = yield GetServerInfo()
     name = _resolve_model(info, model)
@@ -400,8 +419,23 @@ def truncate_texts_op(
     ``max_tokens_per_doc`` on vLLM < 0.20.0; decoding may normalise the text (an uncased tokenizer
     lowercases it), which the model would have done anyway.
 
+    Args:
+        texts: the texts to cut.
+        limit: the most tokens each may keep.
+        model: the served model whose tokenizer counts.
+        concurrency: requests in flight at once.
+        extra_headers: extra headers for the requests.
+        timeout: per-request timeout.
+
     Returns:
         The texts, truncated where needed, in order.
+
+    Raises:
+        APIStatusError: when ``/tokenize`` or ``/detokenize`` fails.
+
+    Example:
+        >>> client._run(truncate_texts_op(["a very long text ..."], 3, model="minilm"))
+        ['a very long']
     """
     requests = [
         _request(
@@ -625,11 +659,25 @@ def rerank_op(
     timeout: TimeoutLike = CLIENT_DEFAULT,
     scorer_cache: MutableMapping[str, ScorerKind] | None = None,
 ) -> Operation[RerankResult]:
-    """Rank ``documents`` by relevance to ``query`` with ``POST /rerank`` (see ``Client.rerank``).
+    """Rank ``documents`` by relevance to ``query`` with ``POST /rerank``.
 
     Validates everything before sending, gates version-dependent fields, splits the documents into
     requests (``batch_size``, :data:`MAX_REQUEST_BYTES`), sends them ``concurrency`` at a time and merges
-    the answers into one global ranking with the caller's documents.
+    the answers into one global ranking with the caller's documents. The arguments are those of
+    ``Client.rerank`` (documented there), plus ``scorer_cache``: a per-client ``model -> ScorerKind``
+    mapping that saves the scorer probe after the first call.
+
+    Returns:
+        RerankResult: the hits, best first, with the caller's documents.
+
+    Raises:
+        InvalidInputError: bad arguments (before any request).
+        UnsupportedByServer: a field the server's vLLM version lacks.
+        ContextLengthExceeded: a pair is too long (``input_index`` names the document when found).
+
+    Example:
+        >>> client._run(rerank_op("capital of France?", ["Paris", "Bananas"], top_n=1)).indices
+        [0]
     """
     docs = _as_list(documents, "documents")
     if not docs:
@@ -737,11 +785,24 @@ def merge_rerank(
     Each answer's ``index`` is relative to its batch; it is shifted to the caller's list. Hits are sorted
     by score, highest first, ties by position (as vLLM sorts), then cut to ``top_n``.
 
+    Args:
+        responses: one ``/rerank`` answer per batch.
+        batches: the document positions each request carried.
+        documents: the caller's documents.
+        top_n: keep the best N (0 or None: all).
+        model: the model name to report.
+        scorer: the scorer kind to report.
+
     Returns:
         A :class:`RerankResult` whose hits carry the caller's original documents.
 
     Raises:
         APIError: for an answer without ``results``.
+
+    Example:
+        >>> merge_rerank([first, second], [range(0, 2), range(2, 3)], docs, top_n=2, model="m",
+        ...              scorer=ScorerKind.CROSS_ENCODER).indices
+        [2, 0]
     """
     scored: list[tuple[float, int]] = []
     usage = Usage()
@@ -819,7 +880,22 @@ def score_op(
     timeout: TimeoutLike = CLIENT_DEFAULT,
     scorer_cache: MutableMapping[str, ScorerKind] | None = None,
 ) -> Operation[ScoreResult]:
-    """Score pairs with ``POST /score`` (see ``Client.score``); scores come back in pair order."""
+    """Score pairs with ``POST /score``; scores come back in pair order.
+
+    The arguments are those of ``Client.score`` (documented there), plus ``scorer_cache`` as for
+    :func:`rerank_op`. Pairs are split into requests of ``batch_size`` pairs.
+
+    Returns:
+        ScoreResult: ``scores`` in pair order and the scorer kind.
+
+    Raises:
+        InvalidInputError: bad arguments or a pairing vLLM refuses (N:M, N:1), before any request.
+        UnsupportedByServer: a field the server's vLLM version lacks.
+
+    Example:
+        >>> client._run(score_op("capital of France?", ["Paris", "Bananas"])).scores
+        array([0.86, 0.01])
+    """
     side_1 = [text_1] if _is_single(text_1) else _as_list(text_1, "text_1")
     side_2 = [text_2] if _is_single(text_2) else _as_list(text_2, "text_2")
     mode = pair_mode(len(side_1), len(side_2))
@@ -1002,7 +1078,21 @@ def classify_op(
     extra_headers: Mapping[str, str] | None = None,
     timeout: TimeoutLike = CLIENT_DEFAULT,
 ) -> Operation[ClassificationResult]:
-    """Classify texts with ``POST /classify`` (see ``Client.classify``)."""
+    """Classify texts with ``POST /classify``, split into requests of ``batch_size`` texts.
+
+    The arguments are those of ``Client.classify`` (documented there).
+
+    Returns:
+        ClassificationResult: labels, ``probs`` ``[n, num_classes]``, ``num_classes``.
+
+    Raises:
+        InvalidInputError: bad arguments (before any request).
+        EndpointNotServed: the model's active task is not ``classify``.
+
+    Example:
+        >>> client._run(classify_op(["great", "awful"])).probs.shape
+        (2, 2)
+    """
     texts = _text_inputs(input, "input")
     _check_common(
         batch_size=batch_size,
@@ -1054,7 +1144,21 @@ def pool_op(
     extra_headers: Mapping[str, str] | None = None,
     timeout: TimeoutLike = CLIENT_DEFAULT,
 ) -> Operation[PoolingResult]:
-    """Run the model's pooler with ``POST /pooling`` (see ``Client.pool``)."""
+    """Run the model's pooler with ``POST /pooling``, split into requests of ``batch_size`` texts.
+
+    The arguments are those of ``Client.pool`` (documented there).
+
+    Returns:
+        PoolingResult: one array per input (a matrix per input on ``token_*`` tasks).
+
+    Raises:
+        InvalidInputError: bad arguments or a removed task name (before any request).
+        BadRequestError: ``task`` is not the server's active pooling task.
+
+    Example:
+        >>> client._run(pool_op("hello world")).data[0].shape
+        (384,)
+    """
     texts = _text_inputs(input, "input")
     if task is not None and task not in POOLING_TASKS:
         fix = {
