@@ -24,6 +24,9 @@ import pytest
 
 import vllm_tasks as vt
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import record_late_interaction
+
 pytestmark = pytest.mark.integration
 
 QUERY = "What is the capital of France?"
@@ -256,26 +259,9 @@ def late_interaction() -> Iterator[fs.Server]:
     missing = fs.setup_missing()
     if missing:
         pytest.skip(f"server-fixtures/setup has not been run ({missing})")
-    fixture = fs.FIXTURES["embed"]
     port = fs.free_port("127.0.0.1")
-    command = [
-        str(fs.venv_python()),
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        str(fs.models_dir() / fixture.model_dir),
-        "--served-model-name",
-        "minilm-colbert",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        *fixture.args,
-        "--pooler-config",
-        json.dumps({"task": "token_embed"}),
-    ]
-    env = {**fs.BASE_ENV, "VLLM_CACHE_ROOT": str(fs.cache_dir() / "vllm-cache"), **fixture.env}
-    server = fs.Server("late-interaction", command, port=port, env=env, model="minilm-colbert")
+    command, env = record_late_interaction.server_command(port), record_late_interaction.server_env()
+    server = fs.Server("late-interaction", command, port=port, env=env, model=record_late_interaction.MODEL)
     try:
         server.start()
     except fs.FixtureStartError as error:

@@ -660,3 +660,41 @@ def test_show_progress_counts_documents(
     httpx_mock.add_callback(rerank_callback("rerank"), url=f"{BASE}/rerank", is_reusable=True)
     make_client().rerank(QUERY, DOCS, batch_size=1, show_progress=True)
     assert "3/3" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------------
+# Late interaction, recorded from MiniLM served with the token_embed pooling task
+# (tests/integration/record_late_interaction.py)
+# --------------------------------------------------------------------------------------------------
+
+
+def test_late_interaction_server_is_told_apart_from_a_bi_encoder(
+    make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    # Its /openapi.json lists /v1/embeddings (mounted, but answering 501), exactly like a bi-encoder's:
+    # only the /pooling probe's token matrix tells them apart.
+    paths = json.loads(recorded("late-interaction", "openapi")["response"]["body_text"])["paths"]
+    assert "/v1/embeddings" in paths and "/classify" not in paths
+    assert recorded("late-interaction", "error_embeddings")["response"]["status"] == 501
+    add(httpx_mock, "late-interaction", "version")
+    add(httpx_mock, "late-interaction", "models")
+    add(httpx_mock, "late-interaction", "openapi")
+    add(httpx_mock, "late-interaction", "pooling_probe")
+    add(httpx_mock, "late-interaction", "rerank")
+    result = make_client().rerank(QUERY, DOCS)
+    assert result.scorer is ScorerKind.LATE_INTERACTION
+    assert result.indices == [0, 2, 1]
+    assert result.scores[0] > 1.0  # unbounded MaxSim, not a probability or a cosine
+
+
+def test_maxsim_of_recorded_token_vectors_equals_the_servers_score(
+    make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    add(httpx_mock, "late-interaction", "version")
+    add(httpx_mock, "late-interaction", "models")
+    add(httpx_mock, "late-interaction", "openapi")
+    add(httpx_mock, "late-interaction", "pooling")
+    query, *docs = make_client().pool([QUERY, *DOCS]).data
+    assert query.ndim == 2 and query.shape[1] == 384
+    expected = [entry["score"] for entry in body("late-interaction", "score")["data"]]
+    assert [vt.maxsim(query, doc) for doc in docs] == pytest.approx(expected, rel=1e-5)
