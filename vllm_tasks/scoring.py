@@ -250,6 +250,17 @@ def _resolve_model(info: ServerInfo, model: str | None) -> str | None:
     return model or info.default_model
 
 
+def _max_model_len(info: ServerInfo, model: str | None) -> int | None:
+    """The context length of ``model`` (a LoRA card: its base model's), when the server states it."""
+    try:
+        card = info.model_card(model)
+    except KeyError:
+        return None
+    if card.max_model_len is None and card.parent is not None:
+        return _max_model_len(info, card.parent)
+    return card.max_model_len
+
+
 def _request(
     path: str,
     body: dict[str, Any],
@@ -373,13 +384,14 @@ def _token_limits(
     max_tokens_per_doc: int | None,
     max_tokens_per_query: int | None,
     fallback: Fallback,
+    model: str | None = None,
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Split the limits into (sent to the server, applied by the client); raise when neither works."""
     if fallback not in ("error", "client"):
         raise InvalidInputError("max_tokens_per_doc_fallback", fallback, "must be 'error' or 'client'", "")
     server: dict[str, int] = {}
     client: dict[str, int] = {}
-    max_len = info.max_model_len
+    max_len = _max_model_len(info, model)
     for name, value in (
         ("max_tokens_per_doc", max_tokens_per_doc),
         ("max_tokens_per_query", max_tokens_per_query),
@@ -551,7 +563,7 @@ def _send_scoring_op(
             firsts,
             seconds,
             fields=fields,
-            limit=error.max_model_len or info.max_model_len,
+            limit=error.max_model_len or _max_model_len(info, model),
             model=model,
             kind=known,
         )
@@ -703,6 +715,7 @@ def rerank_op(
         max_tokens_per_doc=max_tokens_per_doc,
         max_tokens_per_query=max_tokens_per_query,
         fallback=max_tokens_per_doc_fallback,
+        model=name,
     )
     features = []
     if instruction is not None:
@@ -914,6 +927,7 @@ def score_op(
         max_tokens_per_doc=max_tokens_per_doc,
         max_tokens_per_query=max_tokens_per_query,
         fallback=max_tokens_per_doc_fallback,
+        model=name,
     )
     features = []
     if instruction is not None:

@@ -698,3 +698,28 @@ def test_maxsim_of_recorded_token_vectors_equals_the_servers_score(
     assert query.ndim == 2 and query.shape[1] == 384
     expected = [entry["score"] for entry in body("late-interaction", "score")["data"]]
     assert [vt.maxsim(query, doc) for doc in docs] == pytest.approx(expected, rel=1e-5)
+
+
+def test_max_model_len_of_the_requested_model_and_of_a_loras_base() -> None:
+    info = vt.ServerInfo(
+        base_url=BASE,
+        version="0.32.0",
+        models=(
+            vt.ModelCard(id="base", max_model_len=256),
+            vt.ModelCard(id="long", max_model_len=8192),
+            vt.ModelCard(id="lora", parent="base", max_model_len=None),
+        ),
+        routes=None,
+    )
+    assert scoring._max_model_len(info, "long") == 8192
+    assert scoring._max_model_len(info, "lora") == 256
+    assert scoring._max_model_len(info, None) == 256
+    assert scoring._max_model_len(info, "unknown") is None
+    limits = scoring._token_limits(
+        info, max_tokens_per_doc=1000, max_tokens_per_query=None, fallback="error", model="long"
+    )
+    assert limits == ({"max_tokens_per_doc": 1000}, {})
+    with pytest.raises(vt.InvalidInputError, match=r"max_model_len \(256\)"):
+        scoring._token_limits(
+            info, max_tokens_per_doc=1000, max_tokens_per_query=None, fallback="error", model="lora"
+        )
