@@ -33,6 +33,7 @@ from .errors import (
     ContextLengthExceeded,
     InternalServerError,
     InvalidInputError,
+    RequestTooLargeError,
 )
 from .progress import Progress
 from .steps import CLIENT_DEFAULT, GetServerInfo, Operation, Parallel, Request, TimeoutLike
@@ -582,6 +583,18 @@ def _send_scoring_op(
     return responses, known
 
 
+def _smaller_batches(batches: Sequence[range], sizes: Sequence[int]) -> tuple[int, int] | None:
+    """After a 413 (a proxy's or server's body limit): half the largest batch's count and bytes.
+
+    Returns ``None`` when every batch already holds one item (nothing left to split).
+    """
+    largest = max(batches, key=len)
+    if len(largest) <= 1:
+        return None
+    heaviest = max(sum(sizes[i] for i in batch) for batch in batches)
+    return max(1, len(largest) // 2), max(1, heaviest // 2)
+
+
 def _locate_too_long_op(
     error: ContextLengthExceeded,
     firsts: Sequence[ScoreInput],
@@ -751,36 +764,47 @@ def rerank_op(
         "truncate_prompt_tokens": truncate_prompt_tokens,
         **server_limits,
     }
-    batches = split_batches([_json_size(value) for value in inputs], batch_size)
-    requests = [
-        _request(
-            "/rerank",
-            _body(
-                common,
-                extra_body,
-                query=query_input,
-                documents=[inputs[i] for i in batch],
-                top_n=top_n if top_n and top_n < len(batch) else None,
-            ),
-            "rerank",
-            extra_headers,
-            timeout,
-        )
-        for batch in batches
-    ]
-    responses, scorer = yield from _send_scoring_op(
-        requests,
-        info=info,
-        model=name,
-        concurrency=concurrency,
-        timeout=timeout,
-        scorer_cache=scorer_cache,
-        firsts=[query_input],
-        seconds=inputs,
-        fields=("query", "documents"),
-        batch_sizes=[len(batch) for batch in batches],
-        show_progress=show_progress,
-    )
+    sizes = [_json_size(value) for value in inputs]
+    max_bytes = MAX_REQUEST_BYTES
+    while True:
+        batches = split_batches(sizes, batch_size, max_bytes)
+        requests = [
+            _request(
+                "/rerank",
+                _body(
+                    common,
+                    extra_body,
+                    query=query_input,
+                    documents=[inputs[i] for i in batch],
+                    top_n=top_n if top_n and top_n < len(batch) else None,
+                ),
+                "rerank",
+                extra_headers,
+                timeout,
+            )
+            for batch in batches
+        ]
+        try:
+            responses, scorer = yield from _send_scoring_op(
+                requests,
+                info=info,
+                model=name,
+                concurrency=concurrency,
+                timeout=timeout,
+                scorer_cache=scorer_cache,
+                firsts=[query_input],
+                seconds=inputs,
+                fields=("query", "documents"),
+                batch_sizes=[len(batch) for batch in batches],
+                show_progress=show_progress,
+            )
+        except RequestTooLargeError:
+            smaller = _smaller_batches(batches, sizes)
+            if smaller is None:
+                raise
+            batch_size, max_bytes = smaller
+            continue
+        break
     return merge_rerank(responses, batches, docs, top_n=top_n, model=name, scorer=scorer)
 
 
@@ -963,7 +987,8 @@ def score_op(
         "truncate_prompt_tokens": truncate_prompt_tokens,
         **server_limits,
     }
-    batches = split_batches([_json_size(v) for v in inputs_2], batch_size)
+    sizes = [_json_size(v) for v in inputs_2]
+    batches = split_batches(sizes, batch_size)
 
     def build(names: tuple[str, str]) -> list[Request]:
         built = []
@@ -989,14 +1014,23 @@ def score_op(
             show_progress=show_progress,
         )
 
-    try:
-        responses, scorer = yield from send(keys)
-    except BadRequestError as error:
-        # A server that hides its version may predate the queries/documents form (vLLM < 0.16):
-        # its validation error names the text_1/text_2 fields it expected; ask again in that form.
-        if info.parsed_version.known or keys[0] != "queries" or "text_1" not in error.message:
-            raise
-        responses, scorer = yield from send(("text_1", "text_2"))
+    while True:
+        try:
+            responses, scorer = yield from send(keys)
+        except BadRequestError as error:
+            # A server that hides its version may predate the queries/documents form (vLLM < 0.16):
+            # its validation error names the text_1/text_2 fields it expected; ask again in that form.
+            if info.parsed_version.known or keys[0] != "queries" or "text_1" not in error.message:
+                raise
+            keys = ("text_1", "text_2")
+            continue
+        except RequestTooLargeError:
+            smaller = _smaller_batches(batches, sizes)
+            if smaller is None:
+                raise
+            batches = split_batches(sizes, *smaller)
+            continue
+        break
     scores: list[float] = []
     usage = Usage()
     served_model = name

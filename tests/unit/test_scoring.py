@@ -723,3 +723,41 @@ def test_max_model_len_of_the_requested_model_and_of_a_loras_base() -> None:
         scoring._token_limits(
             info, max_tokens_per_doc=1000, max_tokens_per_query=None, fallback="error", model="lora"
         )
+
+
+def test_a_413_halves_the_batches_until_they_fit(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "rerank", probe=False)
+    # The scorer probe rides along with the first requests; it is asked again when they fail.
+    httpx_mock.add_response(url=f"{BASE}/pooling", json=body("rerank", "pooling"), is_reusable=True)
+    answer = rerank_callback("rerank")
+    lookup = score_lookup("rerank")
+
+    def proxy_limit(request: httpx.Request) -> httpx.Response:
+        payload = json.loads(request.content)
+        docs = payload["documents"]
+        if isinstance(docs, list) and len(docs) > 1:  # a proxy that takes one document per request
+            return httpx.Response(413, text="<html><body>413 Request Entity Too Large</body></html>")
+        if request.url.path == "/rerank":
+            return answer(request)
+        single = docs[0] if isinstance(docs, list) else docs
+        return httpx.Response(200, json={"data": [{"index": 0, "score": lookup[single]}]})
+
+    httpx_mock.add_callback(proxy_limit, url=f"{BASE}/rerank", is_reusable=True)
+    httpx_mock.add_callback(proxy_limit, url=f"{BASE}/score", is_reusable=True)
+    client = make_client()
+    result = client.rerank(QUERY, DOCS, batch_size=4)
+    assert result.indices == [1, 2, 0]
+    assert result.num_requests == 3
+    assert client.score(QUERY, DOCS).scores.tolist() == [lookup[d] for d in DOCS]
+
+
+def test_a_413_for_a_single_document_is_raised(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "rerank", probe=False)
+    httpx_mock.add_response(
+        url=f"{BASE}/pooling", json=body("rerank", "pooling"), is_optional=True, is_reusable=True
+    )
+    httpx_mock.add_response(url=f"{BASE}/rerank", status_code=413, text="too large", is_reusable=True)
+    with pytest.raises(vt.RequestTooLargeError):
+        make_client().rerank(QUERY, DOCS)
+    sizes = [len(r["documents"]) for r in sent(httpx_mock, "/rerank")]
+    assert sizes[0] == 3 and set(sizes[1:]) == {1}
