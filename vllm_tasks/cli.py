@@ -208,7 +208,7 @@ def add_transcribe_parser(commands: argparse._SubParsersAction[argparse.Argument
         choices=["auto", "client", "server"],
         help="auto: split audio over 30 s client-side at pauses (default); server: let vLLM split it",
     )
-    stt.add_argument("--concurrency", type=int, default=4, help="chunks in flight (default 4)")
+    stt.add_argument("--concurrency", type=int, default=8, help="chunks in flight (default 8)")
     stt.add_argument("--out", default=None, help="write the result here instead of stdout")
 
 

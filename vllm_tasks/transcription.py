@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import httpx
+import numpy as np
 
 from . import audio as audio_io
 from . import gates
@@ -51,6 +53,7 @@ DEFAULT_SIZE_LIMIT = 25 * 1024 * 1024
 """vLLM's default ``VLLM_MAX_AUDIO_CLIP_FILESIZE_MB`` (25 MiB)."""
 
 ChunkingMode = Literal["auto", "server", "client"]
+_NO_SAMPLES = np.zeros(0, dtype=np.float32)
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ class ChunkingOptions:
     segment_max_seconds: float = 20.0
     search_seconds: float = 5.0
     overlap_seconds: float = 0.5
-    concurrency: int = 4
+    concurrency: int = 8
     size_limit: int = DEFAULT_SIZE_LIMIT
 
     def __post_init__(self) -> None:
@@ -407,7 +410,7 @@ def merge_chunks(
     model: str | None,
     response_format: ResponseFormat,
     language: str | None,
-    dedupe: bool = True,
+    overlap_seconds: float = 0.5,
 ) -> Transcription:
     """One :class:`Transcription` from client-side chunks.
 
@@ -415,6 +418,9 @@ def merge_chunks(
     overlap; a chunk without segments (``json`` requests, or a piece in which the model emitted no
     timestamps) becomes one segment spanning the chunk. Usage seconds are summed.
     """
+    # At most the words the overlap can hold (~3 words/s, at least 1): identical phrases that really
+    # follow each other ("Thank you. Thank you.") are kept.
+    max_overlap = math.ceil(overlap_seconds * 3) if overlap_seconds > 0 else 0
     text = ""
     segments: list[TranscriptionSegment] = []
     seconds = 0.0
@@ -427,7 +433,7 @@ def merge_chunks(
         if result.usage is not None and result.usage.seconds is not None:
             seconds += result.usage.seconds
         chunk_text = clean_text(result.text)
-        drop = overlap_words(text, chunk_text) if (dedupe and text) else 0
+        drop = overlap_words(text, chunk_text, max_overlap) if (max_overlap and text) else 0
         chunk_text = _drop_words(chunk_text, drop)
         if chunk_text:
             text = f"{text} {chunk_text}".strip()
@@ -727,14 +733,17 @@ def _chunked(
                 results[chunk.index] = complete_segments(
                     results[chunk.index], full.text, chunk.end - chunk.start
                 )
-        parts.extend(ChunkResult(chunk, results.get(chunk.index)) for chunk in wave)
+        # Keep the timings only: the samples of finished pieces are dropped (bounded memory).
+        parts.extend(
+            ChunkResult(replace(chunk, samples=_NO_SAMPLES), results.get(chunk.index)) for chunk in wave
+        )
     merged = merge_chunks(
         parts,
         task=task,
         model=model,
         response_format=params.response_format,
         language=params.language,
-        dedupe=options.overlap_seconds > 0,
+        overlap_seconds=options.overlap_seconds,
     )
     return merged.model_copy(update={"requests": sent})
 

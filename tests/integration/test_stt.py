@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import difflib
 import functools
 import http.server
 import io
@@ -46,8 +45,13 @@ def words(text: str) -> list[str]:
 def words_recovered(reference: str, hypothesis: str) -> float:
     """Share of the reference's words found, in order, in the hypothesis (longest common subsequence)."""
     ref, hyp = words(reference), words(hypothesis)
-    matcher = difflib.SequenceMatcher(a=ref, b=hyp, autojunk=False)
-    return sum(block.size for block in matcher.get_matching_blocks()) / max(1, len(ref))
+    previous = [0] * (len(hyp) + 1)
+    for word in ref:
+        current = [0]
+        for j, other in enumerate(hyp):
+            current.append(previous[j] + 1 if word == other else max(previous[j + 1], current[j]))
+        previous = current
+    return previous[-1] / max(1, len(ref))
 
 
 @pytest.fixture(scope="module")
