@@ -176,9 +176,11 @@ def test_api_key_never_appears_in_errors_reprs_logs_or_chains(
     make_client: Any, httpx_mock: HTTPXMock, caplog: pytest.LogCaptureFixture
 ) -> None:
     secret = "sk-very-secret-key-123"
-    httpx_mock.add_response(url=f"{BASE}/version", status_code=503, is_reusable=True)
+    httpx_mock.add_response(url=f"{BASE}/version", status_code=503, is_reusable=True, is_optional=True)
     httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=401, json={"error": "Unauthorized"})
-    httpx_mock.add_response(url=f"{BASE}/openapi.json", status_code=404, json={"detail": "Not Found"})
+    httpx_mock.add_response(
+        url=f"{BASE}/openapi.json", status_code=404, json={"detail": "Not Found"}, is_optional=True
+    )
     client = make_client(api_key=secret, max_retries=1)
     caplog.set_level(logging.DEBUG, logger="vllm_tasks")
     with pytest.raises(vt.AuthenticationError) as info:

@@ -22,8 +22,8 @@ VERSION = f"{BASE}/version"
 def test_retryable_statuses_on_a_raising_request(
     status: int, make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]
 ) -> None:
-    httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"})
-    httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}})
+    httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"}, is_optional=True)
+    httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}}, is_optional=True)
     httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=status)
     httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=status)
     httpx_mock.add_response(url=f"{BASE}/v1/models", json={"data": [{"id": "m"}]})
@@ -37,8 +37,8 @@ def test_retryable_statuses_on_a_raising_request(
 def test_other_statuses_are_not_retried(
     status: int, make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]
 ) -> None:
-    httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"})
-    httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}})
+    httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"}, is_optional=True)
+    httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}}, is_optional=True)
     httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=status, json={"error": {"message": "no"}})
     client = make_client(max_retries=3)
     with pytest.raises(vt.APIStatusError) as info:
@@ -51,8 +51,8 @@ def test_other_statuses_are_not_retried(
 def test_retries_give_up_after_max_retries(
     make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]
 ) -> None:
-    httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"})
-    httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}})
+    httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"}, is_optional=True)
+    httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}}, is_optional=True)
     httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=503, is_reusable=True)
     client = make_client(max_retries=3)
     with pytest.raises(vt.ServiceUnavailableError):
@@ -64,8 +64,8 @@ def test_retries_give_up_after_max_retries(
 def test_max_retries_zero_disables_retries(
     make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]
 ) -> None:
-    httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"})
-    httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}})
+    httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"}, is_optional=True)
+    httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}}, is_optional=True)
     httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=503)
     client = make_client(max_retries=0)
     with pytest.raises(vt.ServiceUnavailableError):
@@ -96,8 +96,8 @@ def test_timeouts_raise_api_timeout_error(make_client: Any, httpx_mock: HTTPXMoc
 def test_retry_after_is_honoured(
     header: dict[str, str], make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]
 ) -> None:
-    httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"})
-    httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}})
+    httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"}, is_optional=True)
+    httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}}, is_optional=True)
     httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=429, headers=header)
     httpx_mock.add_response(url=f"{BASE}/v1/models", json={"data": [{"id": "m"}]})
     client = make_client(max_retries=1)
