@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import gates
+from .batching import plan_batches
 from .decoding import EMBED_DTYPES, DecodeError, EmbedDType, Endianness, decode_bytes_response, decode_raw
 from .errors import ContextLengthExceeded, DimensionsNotApplied, InvalidInputError
 from .progress import Progress
@@ -60,24 +61,6 @@ def positive_int(field: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidInputError(field, value, "must be an integer >= 1", f"For example {field}=8.")
     return value
-
-
-def plan_batches(sizes: Sequence[int], batch_size: int, max_chars: int = MAX_BATCH_CHARS) -> list[range]:
-    """Cut inputs into consecutive batches of at most ``batch_size`` items and ``max_chars`` size.
-
-    ``sizes`` are the inputs' lengths (characters or token ids); an input larger than ``max_chars``
-    gets a batch of its own.
-    """
-    batches: list[range] = []
-    start, used = 0, 0
-    for index, size in enumerate(sizes):
-        if index > start and (index - start >= batch_size or used + size > max_chars):
-            batches.append(range(start, index))
-            start, used = index, 0
-        used += size
-    if start < len(sizes):
-        batches.append(range(start, len(sizes)))
-    return batches
 
 
 def normalize_embed_input(value: object) -> list[str] | list[list[int]]:
@@ -255,7 +238,7 @@ def embed(
     wire_endianness = str(body.get("endianness", "native"))
 
     sizes = [len(p) if isinstance(p, str | list) else 1 for p in prompts]
-    batches = plan_batches(sizes, batch_size)
+    batches = plan_batches(sizes, batch_size, MAX_BATCH_CHARS)
     requests = []
     for batch in batches:
         items = [prompts[i] for i in batch]
@@ -466,7 +449,7 @@ def embed_v2(
     body = {key: value for key, value in body.items() if value is not None}
     body.update(call.extra_body or {})
     sizes = [len(item) if isinstance(item, str) else 1 for item in items]
-    batches = plan_batches(sizes, batch_size)
+    batches = plan_batches(sizes, batch_size, MAX_BATCH_CHARS)
     requests = [
         Request(
             "POST",

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import gates, images
+from .batching import plan_batches
 from .errors import (
     APIError,
     BadRequestError,
@@ -208,35 +209,6 @@ def _json_size(value: Any) -> int:
     if isinstance(value, str):
         return len(value.encode()) + 8
     return len(json.dumps(value)) + 8
-
-
-def split_batches(sizes: Sequence[int], batch_size: int, max_bytes: int = MAX_REQUEST_BYTES) -> list[range]:
-    """Group consecutive items into batches of at most ``batch_size`` items and ``max_bytes`` bytes.
-
-    An item larger than ``max_bytes`` gets a batch of its own.
-
-    Args:
-        sizes: each item's approximate JSON size in bytes.
-        batch_size: the most items per batch.
-        max_bytes: the most bytes per batch.
-
-    Returns:
-        Index ranges covering ``0..len(sizes)`` in order.
-
-    Example:
-        >>> split_batches([10] * 5, 2)
-        [range(0, 2), range(2, 4), range(4, 5)]
-    """
-    batches: list[range] = []
-    start, current = 0, 0
-    for index, size in enumerate(sizes):
-        if index > start and (index - start >= batch_size or current + size > max_bytes):
-            batches.append(range(start, index))
-            start, current = index, 0
-        current += size
-    if start < len(sizes):
-        batches.append(range(start, len(sizes)))
-    return batches
 
 
 def _body(common: Mapping[str, Any], extra_body: Mapping[str, Any] | None, **fields: Any) -> dict[str, Any]:
@@ -767,7 +739,7 @@ def rerank_op(
     sizes = [_json_size(value) for value in inputs]
     max_bytes = MAX_REQUEST_BYTES
     while True:
-        batches = split_batches(sizes, batch_size, max_bytes)
+        batches = plan_batches(sizes, batch_size, max_bytes)
         requests = [
             _request(
                 "/rerank",
@@ -988,7 +960,7 @@ def score_op(
         **server_limits,
     }
     sizes = [_json_size(v) for v in inputs_2]
-    batches = split_batches(sizes, batch_size)
+    batches = plan_batches(sizes, batch_size, MAX_REQUEST_BYTES)
 
     def build(names: tuple[str, str]) -> list[Request]:
         built = []
@@ -1028,7 +1000,7 @@ def score_op(
             smaller = _smaller_batches(batches, sizes)
             if smaller is None:
                 raise
-            batches = split_batches(sizes, *smaller)
+            batches = plan_batches(sizes, *smaller)
             continue
         break
     scores: list[float] = []
@@ -1085,7 +1057,7 @@ def _batched_op(
     timeout: TimeoutLike,
     show_progress: bool = False,
 ) -> Operation[tuple[list[dict[str, Any]], Usage, str | None]]:
-    batches = split_batches([_json_size(t) for t in texts], batch_size)
+    batches = plan_batches([_json_size(t) for t in texts], batch_size, MAX_REQUEST_BYTES)
     requests = [
         _request(
             path, _body(common, extra_body, input=[texts[i] for i in batch]), task, extra_headers, timeout

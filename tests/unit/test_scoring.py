@@ -157,19 +157,11 @@ def test_rerank_splits_by_request_size(
     make_client: Any, httpx_mock: HTTPXMock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(scoring, "MAX_REQUEST_BYTES", 40)
-    monkeypatch.setattr(scoring.split_batches, "__defaults__", (40,))
     mock_server(httpx_mock, "rerank")
     httpx_mock.add_callback(rerank_callback("rerank"), url=f"{BASE}/rerank", is_reusable=True)
     result = make_client().rerank(QUERY, DOCS)
     assert result.num_requests == 3
     assert result.indices == [1, 2, 0]
-
-
-def test_split_batches() -> None:
-    assert scoring.split_batches([1] * 5, 2) == [range(0, 2), range(2, 4), range(4, 5)]
-    assert scoring.split_batches([5, 5, 5], 10, max_bytes=10) == [range(0, 2), range(2, 3)]
-    assert scoring.split_batches([50, 1], 10, max_bytes=10) == [range(0, 1), range(1, 2)]
-    assert scoring.split_batches([], 3) == []
 
 
 def test_scorer_kind_is_probed_once_per_model(make_client: Any, httpx_mock: HTTPXMock) -> None:

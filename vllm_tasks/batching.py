@@ -1,0 +1,34 @@
+"""Splitting long inputs into requests (shared by embeddings, scoring and the other batched tasks)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def plan_batches(sizes: Sequence[int], batch_size: int, max_size: int) -> list[range]:
+    """Group consecutive items into batches of at most ``batch_size`` items and ``max_size`` in total.
+
+    An item larger than ``max_size`` gets a batch of its own.
+
+    Args:
+        sizes: each item's size (characters, bytes of JSON, ...).
+        batch_size: the most items per batch.
+        max_size: the most total size per batch.
+
+    Returns:
+        Index ranges covering ``0..len(sizes)`` in order.
+
+    Example:
+        >>> plan_batches([10] * 5, 2, 100)
+        [range(0, 2), range(2, 4), range(4, 5)]
+    """
+    batches: list[range] = []
+    start, current = 0, 0
+    for index, size in enumerate(sizes):
+        if index > start and (index - start >= batch_size or current + size > max_size):
+            batches.append(range(start, index))
+            start, current = index, 0
+        current += size
+    if start < len(sizes):
+        batches.append(range(start, len(sizes)))
+    return batches
