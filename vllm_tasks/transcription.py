@@ -20,7 +20,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -53,6 +53,8 @@ DEFAULT_SIZE_LIMIT = 25 * 1024 * 1024
 """vLLM's default ``VLLM_MAX_AUDIO_CLIP_FILESIZE_MB`` (25 MiB)."""
 
 ChunkingMode = Literal["auto", "server", "client"]
+Requests = Iterable[Request]
+"""Requests still to send (a stream's further pieces), built lazily."""
 _NO_SAMPLES = np.zeros(0, dtype=np.float32)
 
 
@@ -493,7 +495,8 @@ class StreamParser:
     usage: TranscriptionUsage | None = None
     done: bool = False
     _data: list[str] = field(default_factory=list)
-    _final_text: str | None = None
+    _final_texts: list[str] = field(default_factory=list)
+    _piece_usage: TranscriptionUsage | None = None
     _starts_chunk: bool = False
 
     def feed(self, line: str) -> list[TranscriptionDelta]:
@@ -532,12 +535,12 @@ class StreamParser:
         if "error" in event:
             raise _stream_error(event)
         if isinstance(event.get("usage"), dict):
-            self.usage = TranscriptionUsage.model_validate(event["usage"])
+            self._piece_usage = TranscriptionUsage.model_validate(event["usage"])
         kind = event.get("type")
         if kind == "transcript.text.delta":
             return self._delta(str(event.get("delta") or ""), None)
         if kind == "transcript.text.done":
-            self._final_text = str(event.get("text") or "")
+            self._final_texts.append(str(event.get("text") or ""))
             self.done = True
             return []
         if isinstance(kind, str) and kind.startswith("error"):
@@ -568,10 +571,33 @@ class StreamParser:
             return []
         return [TranscriptionDelta(text=content, finish_reason=finish_reason, chunk=chunk)]
 
+    def new_piece(self) -> None:
+        """Start the stream of the next client-side piece (long audio): usage is summed over pieces,
+        and the next piece's text is joined with one space."""
+        self._dispatch()
+        self._fold_usage()
+        self.done = False
+        if self.text:
+            self._starts_chunk = True
+
+    def _fold_usage(self) -> None:
+        piece, self._piece_usage = self._piece_usage, None
+        if piece is None:
+            return
+        if self.usage is None:
+            self.usage = piece
+            return
+        summed = {}
+        for name in ("seconds", "prompt_tokens", "completion_tokens", "total_tokens"):
+            a, b = getattr(self.usage, name), getattr(piece, name)
+            summed[name] = None if a is None and b is None else (a or 0) + (b or 0)
+        self.usage = self.usage.model_copy(update=summed)
+
     def finish(self) -> Transcription:
         """The final result (call after the last line); handles a stream cut before ``[DONE]``."""
         self._dispatch()
-        text = self._final_text if self._final_text is not None else self.text
+        self._fold_usage()
+        text = merge_texts(self._final_texts, dedupe=False) if self._final_texts else self.text
         return Transcription(
             text=clean_text(text),
             language=self.language,
@@ -760,25 +786,77 @@ def stream_operation(
     *,
     task: Task = "transcribe",
     client_model: str | None = None,
+    chunking: Chunking = "auto",
     prepare: audio_io.PrepareMode = "auto",
-) -> Operation[tuple[Any, StreamParser]]:
-    """Open a transcription stream: returns ``(line iterator, parser)`` for the client to iterate.
+) -> Operation[tuple[Any, StreamParser, Iterator[Request]]]:
+    """Open a transcription stream: returns ``(line iterator, parser, more requests)``.
 
-    The whole file goes in one request (vLLM splits audio over 30 s and streams each piece in turn).
+    Audio within vLLM's limits goes in one request (vLLM splits audio over 30 s and streams each piece
+    in turn). Longer audio (over 10 minutes, vLLM's decode limit, or over the upload size limit) and
+    ``chunking="client"`` are split client-side without overlap (streamed text cannot be taken back);
+    ``more`` then yields the request of each further piece, built (decoded, encoded) only when the
+    client reaches it.
     """
     validate(params, task=task, stream=True)
+    options = _chunking_options(chunking)
     source = yield from load_source(audio, params.timeout)
-    upload = audio_io.prepare_upload(source, prepare)  # a bad input fails before any request
+    pieces = _stream_pieces(source, options, prepare)  # a bad input fails before any request
+    upload = None if pieces is not None else audio_io.prepare_upload(source, prepare)
     info: ServerInfo = yield GetServerInfo()
     check_server(params, info)
     model = _model(params, client_model, info)
-    request = build_request(params, upload, task=task, model=model, fmt="json", stream=True)
-    lines = yield Stream(request)
+    duration: float | None
+    if pieces is None:
+        assert upload is not None
+        requests: Iterator[Request] = iter(
+            [build_request(params, upload, task=task, model=model, fmt="json", stream=True)]
+        )
+        duration = upload.duration
+    else:
+        requests = (
+            build_request(params, _chunk_upload(source, c), task=task, model=model, fmt="json", stream=True)
+            for c in pieces
+            if not c.silent
+        )
+        duration = audio_io.info(source).duration or None
+    first = next(requests, None)
+    if first is None:  # nothing but silence
+        first = build_request(
+            params, audio_io.prepare_upload(source, prepare), task=task, model=model, fmt="json", stream=True
+        )
+    lines = yield Stream(first)
     parser = StreamParser(
         task=task,
         model=model,
         language=params.language,
-        duration=upload.duration,
+        duration=duration,
         response_format=params.response_format,
     )
-    return lines, parser
+    return lines, parser, requests
+
+
+STREAM_LIMIT_SECONDS = 600.0
+"""vLLM's ``VLLM_MAX_AUDIO_DECODE_DURATION_S`` default: a longer upload is refused (400)."""
+
+
+def _stream_pieces(
+    source: audio_io.AudioSource, options: ChunkingOptions, prepare: str
+) -> Iterator[audio_io.AudioChunk] | None:
+    """Client-side pieces for a stream, or ``None`` to send the file whole."""
+    if options.mode == "server" or prepare == "never":
+        return None
+    if options.mode != "client":
+        if source.samples is None and not audio_io.have_decoder():
+            return None
+        meta = audio_io.info(source)
+        size = source.size()
+        if meta.duration <= STREAM_LIMIT_SECONDS and (size is None or size <= options.size_limit):
+            return None
+    else:
+        audio_io.info(source)  # raises for undecodable input
+    return audio_io.iter_chunks(
+        audio_io.iter_samples(source),
+        max_seconds=options.max_seconds,
+        search_seconds=min(options.search_seconds, options.max_seconds / 3),
+        overlap_seconds=0.0,
+    )

@@ -571,3 +571,44 @@ def test_stream_error_frame_mid_stream(httpx_mock: HTTPXMock, make_client: Calla
     stream = client.transcribe_stream(FOX)
     with pytest.raises(vt.StreamError, match="engine crashed"):
         collect(client, stream)
+
+
+def sse_piece(request: httpx.Request) -> httpx.Response:
+    """A fake streaming server: each piece answers ' piece NNNN.' then a usage chunk."""
+    name = re.search(rb'filename="([^"]+)"', request.read())
+    assert name is not None
+    label = name.group(1).decode().rsplit("-", 1)[1].split(".")[0]
+    frames = [
+        {"choices": [{"delta": {"content": f"  piece {label}"}}]},
+        {"choices": [{"delta": {"content": "."}, "finish_reason": "stop"}]},
+        {"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}},
+    ]
+    body = "".join(f"data: {json.dumps(f)}\n\n" for f in frames) + "data: [DONE]\n\n"
+    return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body.encode())
+
+
+def test_long_stream_is_split_client_side_and_streamed_piece_after_piece(
+    httpx_mock: HTTPXMock, make_client: Callable[..., Any]
+) -> None:
+    mock_server(httpx_mock, "stt")
+    httpx_mock.add_callback(sse_piece, url=TRANSCRIBE, is_reusable=True)
+    client = make_client()
+    stream = client.transcribe_stream(AUDIO / "long45.wav", chunking="client")
+    assert len(audio_requests(httpx_mock)) == 1  # the next piece is sent when the first is read
+    events = collect(client, stream)
+    final = events[-1]
+    assert final.text == "piece 0000. piece 0001."
+    assert "".join(e.text for e in events[:-1]) == final.text
+    assert final.finish_reasons == ["stop", "stop"] and [e.chunk for e in events[:-1]] == [0, 0, 1, 1]
+    assert final.usage is not None and final.usage.total_tokens == 26
+    assert len(audio_requests(httpx_mock)) == 2
+    assert all(uploaded(r)[:4] == b"fLaC" for r in audio_requests(httpx_mock))
+
+
+def test_stream_of_short_audio_is_one_request(httpx_mock: HTTPXMock, make_client: Callable[..., Any]) -> None:
+    mock_server(httpx_mock, "stt")
+    add_stream(httpx_mock, "transcription_stream_long")
+    client = make_client()
+    events = collect(client, client.transcribe_stream(AUDIO / "long45.wav"))  # 46 s: vLLM splits it
+    assert events[-1].finish_reasons == ["stop", "stop"]
+    assert uploaded(audio_requests(httpx_mock)[0]) == (AUDIO / "long45.wav").read_bytes()

@@ -9,7 +9,7 @@ from typing import Any, Self
 from .. import transcription
 from ..audio import AudioInput, PrepareMode
 from ..steps import CLIENT_DEFAULT, TimeoutLike
-from ..transcription import Chunking, SpeechParams, StreamParser
+from ..transcription import Chunking, Requests, SpeechParams, StreamParser
 from ..types.audio import ResponseFormat, Transcription, TranscriptionStreamEvent
 from .base import AsyncClientBase, AsyncLineStream
 
@@ -26,17 +26,34 @@ class AsyncTranscriptionStream:
         APIConnectionError: the connection broke.
     """
 
-    def __init__(self, lines: AsyncLineStream, parser: StreamParser) -> None:
+    def __init__(
+        self,
+        lines: AsyncLineStream,
+        parser: StreamParser,
+        *,
+        client: AsyncClientBase | None = None,
+        more: Requests = (),
+    ) -> None:
         self._lines = lines
         self._parser = parser
+        self._client = client
+        self._more = iter(more)
         self.result: Transcription | None = None
         """The final result, once the stream has been read to the end."""
 
     async def __aiter__(self) -> AsyncIterator[TranscriptionStreamEvent]:
         try:
-            async for line in self._lines:
-                for delta in self._parser.feed(line):
-                    yield delta
+            while True:
+                async for line in self._lines:
+                    for delta in self._parser.feed(line):
+                        yield delta
+                await self._lines.close()
+                # Long audio: the next client-side piece is decoded and sent when this one is done.
+                request = next(self._more, None)
+                if request is None or self._client is None:
+                    break
+                self._parser.new_piece()
+                self._lines = await self._client._open_stream(request)
         finally:
             await self._lines.close()
         self.result = self._parser.finish()
@@ -250,6 +267,7 @@ class AsyncAudioMethods(AsyncClientBase):
         use_beam_search: bool | None = None,
         include_usage: bool = True,
         translate: bool = False,
+        chunking: Chunking = "auto",
         prepare: PrepareMode = "auto",
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -268,6 +286,9 @@ class AsyncAudioMethods(AsyncClientBase):
             audio: as for :meth:`transcribe`.
             include_usage: ask for the final usage chunk (``stream_include_usage``).
             translate: stream a translation (``/v1/audio/translations``) instead.
+            chunking: ``"auto"`` sends audio up to 10 minutes (vLLM's decode limit) and 25 MiB whole and
+                splits longer audio client-side into pieces streamed one after another (no overlap);
+                ``"client"`` always splits, ``"server"`` never does.
             use_beam_search: refused (vLLM cannot stream beam search); raises before sending.
             (other arguments: as for :meth:`transcribe`; ``response_format`` must be json or text.)
 
@@ -304,7 +325,9 @@ class AsyncAudioMethods(AsyncClientBase):
             timeout=timeout,
         )
         task: transcription.Task = "translate" if translate else "transcribe"
-        lines, parser = await self._run(
-            transcription.stream_operation(audio, params, task=task, client_model=self.model, prepare=prepare)
+        lines, parser, more = await self._run(
+            transcription.stream_operation(
+                audio, params, task=task, client_model=self.model, chunking=chunking, prepare=prepare
+            )
         )
-        return AsyncTranscriptionStream(lines, parser)
+        return AsyncTranscriptionStream(lines, parser, client=self, more=more)

@@ -10,7 +10,7 @@ from typing import Any, Self
 from .. import transcription
 from ..audio import AudioInput, PrepareMode
 from ..steps import CLIENT_DEFAULT, TimeoutLike
-from ..transcription import Chunking, SpeechParams, StreamParser
+from ..transcription import Chunking, Requests, SpeechParams, StreamParser
 from ..types.audio import ResponseFormat, Transcription, TranscriptionStreamEvent
 from .base import ClientBase, LineStream
 
@@ -27,17 +27,34 @@ class TranscriptionStream:
         APIConnectionError: the connection broke.
     """
 
-    def __init__(self, lines: LineStream, parser: StreamParser) -> None:
+    def __init__(
+        self,
+        lines: LineStream,
+        parser: StreamParser,
+        *,
+        client: ClientBase | None = None,
+        more: Requests = (),
+    ) -> None:
         self._lines = lines
         self._parser = parser
+        self._client = client
+        self._more = iter(more)
         self.result: Transcription | None = None
         """The final result, once the stream has been read to the end."""
 
     def __iter__(self) -> Iterator[TranscriptionStreamEvent]:
         try:
-            for line in self._lines:
-                for delta in self._parser.feed(line):
-                    yield delta
+            while True:
+                for line in self._lines:
+                    for delta in self._parser.feed(line):
+                        yield delta
+                self._lines.close()
+                # Long audio: the next client-side piece is decoded and sent when this one is done.
+                request = next(self._more, None)
+                if request is None or self._client is None:
+                    break
+                self._parser.new_piece()
+                self._lines = self._client._open_stream(request)
         finally:
             self._lines.close()
         self.result = self._parser.finish()
@@ -251,6 +268,7 @@ class AudioMethods(ClientBase):
         use_beam_search: bool | None = None,
         include_usage: bool = True,
         translate: bool = False,
+        chunking: Chunking = "auto",
         prepare: PrepareMode = "auto",
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -269,6 +287,9 @@ class AudioMethods(ClientBase):
             audio: as for :meth:`transcribe`.
             include_usage: ask for the final usage chunk (``stream_include_usage``).
             translate: stream a translation (``/v1/audio/translations``) instead.
+            chunking: ``"auto"`` sends audio up to 10 minutes (vLLM's decode limit) and 25 MiB whole and
+                splits longer audio client-side into pieces streamed one after another (no overlap);
+                ``"client"`` always splits, ``"server"`` never does.
             use_beam_search: refused (vLLM cannot stream beam search); raises before sending.
             (other arguments: as for :meth:`transcribe`; ``response_format`` must be json or text.)
 
@@ -305,7 +326,9 @@ class AudioMethods(ClientBase):
             timeout=timeout,
         )
         task: transcription.Task = "translate" if translate else "transcribe"
-        lines, parser = self._run(
-            transcription.stream_operation(audio, params, task=task, client_model=self.model, prepare=prepare)
+        lines, parser, more = self._run(
+            transcription.stream_operation(
+                audio, params, task=task, client_model=self.model, chunking=chunking, prepare=prepare
+            )
         )
-        return TranscriptionStream(lines, parser)
+        return TranscriptionStream(lines, parser, client=self, more=more)
