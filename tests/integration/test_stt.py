@@ -227,6 +227,32 @@ def test_client_chunking_with_small_pieces_and_overlap(client: vt.Client) -> Non
     assert words_recovered(REFERENCE["long45.wav"], result.text) >= 0.8
 
 
+def test_stream_long_audio_client_chunked(client: vt.Client) -> None:
+    with client.transcribe_stream(LONG, language="en", chunking="client") as stream:
+        events = list(stream)
+    result = events[-1]
+    assert len(result.finish_reasons or []) == 2 and "  " not in result.text
+    assert "".join(e.text for e in events[:-1]) == result.text
+    assert words_recovered(REFERENCE["long45.wav"], result.text) >= 0.85
+
+
+def test_over_ten_minutes(client: vt.Client, tmp_path: Path) -> None:
+    """vLLM refuses uploads over 600 s (VLLM_MAX_AUDIO_DECODE_DURATION_S); the client splits them."""
+    samples, rate = sf.read(LONG, dtype="float32")
+    pause = np.zeros(rate // 2, dtype=np.float32)
+    path = tmp_path / "eleven-minutes.flac"
+    sf.write(path, np.concatenate([samples, pause] * 15), rate)  # 15 x 46.4 s = 11.6 minutes
+    reference = " ".join([REFERENCE["long45.wav"]] * 15)
+    with pytest.raises(vt.BadRequestError):
+        client.transcribe(path, language="en", chunking="server")
+    with client.transcribe_stream(path, language="en") as stream:
+        streamed = stream.until_done()
+    assert words_recovered(reference, streamed.text) >= 0.85 and "  " not in streamed.text
+    result = client.transcribe(path, language="en")
+    assert result.requests >= 24 and words_recovered(reference, result.text) >= 0.85
+    assert result.segments[-1].end == pytest.approx(sf.info(path).duration, abs=0.01)
+
+
 # -------------------------------------------------------------------------------------- errors
 
 
