@@ -320,14 +320,18 @@ def _rerank_exchanges(model: str) -> list[dict]:
 
 
 def _late_interaction_exchanges(model: str) -> list[dict]:
+    """Names shared with tests/unit/test_scoring.py (they were first recorded by
+    tests/integration/record_late_interaction.py, which this replaces)."""
     return [
         _ex("version", "GET", "/version"),
         _ex("models", "GET", "/v1/models"),
-        _ex("pooling_token_embed", "POST", "/pooling", {"model": model, "input": "hello world"}),
-        _ex("score_maxsim", "POST", "/score", {"model": model, "text_1": QUERY, "text_2": DOCS}),
-        _ex("rerank_maxsim", "POST", "/rerank", {"model": model, "query": QUERY, "documents": DOCS}),
-        _ex("error_501_embeddings", "POST", "/v1/embeddings", {"model": model, "input": ["hello"]}),
-        _ex("error_501_v2_embed", "POST", "/v2/embed", {"model": model, "texts": ["hello"]}),
+        _ex("openapi", "GET", "/openapi.json"),
+        _ex("pooling_probe", "POST", "/pooling", {"model": model, "input": "a"}),
+        _ex("pooling", "POST", "/pooling", {"model": model, "input": [QUERY, *DOCS]}),
+        _ex("score", "POST", "/score", {"model": model, "queries": QUERY, "documents": DOCS}),
+        _ex("rerank", "POST", "/rerank", {"model": model, "query": QUERY, "documents": DOCS}),
+        _ex("error_embeddings", "POST", "/v1/embeddings", {"model": model, "input": ["hello"]}),
+        _ex("error_v2_embed", "POST", "/v2/embed", {"model": model, "texts": ["hello"]}),
         _ex(
             "error_pooling_task_embed",
             "POST",

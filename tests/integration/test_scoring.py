@@ -24,9 +24,6 @@ import pytest
 
 import vllm_tasks as vt
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import record_late_interaction
-
 pytestmark = pytest.mark.integration
 
 QUERY = "What is the capital of France?"
@@ -250,29 +247,16 @@ def test_bi_encoder_pool_and_inactive_task(embed_client: vt.Client) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# late interaction (started here: MiniLM with the token_embed pooling task)
+# late interaction: the `late-interaction` fixture (MiniLM with the token_embed pooling task)
 # --------------------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def late_interaction() -> Iterator[fs.Server]:
-    missing = fs.setup_missing()
-    if missing:
-        pytest.skip(f"server-fixtures/setup has not been run ({missing})")
-    port = fs.free_port("127.0.0.1")
-    command, env = record_late_interaction.server_command(port), record_late_interaction.server_env()
-    server = fs.Server("late-interaction", command, port=port, env=env, model=record_late_interaction.MODEL)
-    try:
-        server.start()
-    except fs.FixtureStartError as error:
-        pytest.fail(str(error), pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
+def late_interaction(vllm_late_interaction: Any) -> Any:
+    return vllm_late_interaction
 
 
-def test_late_interaction_scores_equal_maxsim_of_pooled_token_vectors(late_interaction: fs.Server) -> None:
+def test_late_interaction_scores_equal_maxsim_of_pooled_token_vectors(late_interaction: Any) -> None:
     with vt.Client(late_interaction.base_url) as client:
         result = client.rerank(QUERY, DOCS[:4])
         assert result.scorer is vt.ScorerKind.LATE_INTERACTION
