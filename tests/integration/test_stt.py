@@ -124,6 +124,27 @@ def test_other_containers_and_rates(client: vt.Client, fmt: str, rate: int) -> N
         assert "fox" in text, (fmt, prepare)
 
 
+def test_m4a(client: vt.Client) -> None:
+    import av
+
+    samples, rate = sf.read(FOX, dtype="float32")
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="mp4") as container:
+        stream = container.add_stream("aac", rate=rate)
+        stream.layout = "mono"
+        for start in range(0, len(samples), 1024):
+            block = samples[start : start + 1024].reshape(1, -1)
+            frame = av.AudioFrame.from_ndarray(block, format="fltp", layout="mono")
+            frame.sample_rate, frame.pts = rate, start
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    for prepare in ("auto", "never"):  # decoded by PyAV here, or by the server's av
+        text = client.transcribe(buffer.getvalue(), language="en", prepare=prepare).text.lower()  # type: ignore[arg-type]
+        assert "fox" in text, prepare
+
+
 # -------------------------------------------------------------------------------------- formats
 
 

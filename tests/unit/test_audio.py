@@ -265,3 +265,37 @@ def test_chunking_streams_long_inputs() -> None:
 def test_invalid_chunk_settings() -> None:
     with pytest.raises(InvalidInputError):
         list(audio.iter_chunks(blocks_of(tone(1.0)), max_seconds=5, search_seconds=5, overlap_seconds=1))
+
+
+def m4a_bytes(samples: np.ndarray, rate: int) -> bytes:
+    """AAC in an MP4 container (what phones record), written with PyAV."""
+    import av
+
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="mp4") as container:
+        stream = container.add_stream("aac", rate=rate)
+        stream.layout = "mono"
+        frame_size = 1024
+        pcm = samples.astype(np.float32)
+        for start in range(0, len(pcm), frame_size):
+            block = pcm[start : start + frame_size].reshape(1, -1)
+            frame = av.AudioFrame.from_ndarray(block, format="fltp", layout="mono")
+            frame.sample_rate = rate
+            frame.pts = start
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return buffer.getvalue()
+
+
+def test_m4a_is_decoded_with_pyav() -> None:
+    data = m4a_bytes(tone(2.0, 44100, 440), 44100)
+    source = audio.resolve(data)
+    assert "mp4" in audio.info(source).format
+    samples = audio.decode(source)
+    assert abs(len(samples) - 2 * RATE) < 0.1 * RATE
+    spectrum = np.abs(np.fft.rfft(samples))
+    assert abs(np.argmax(spectrum) * RATE / len(samples) - 440) < 3
+    upload = audio.prepare_upload(source)
+    assert upload.content_type == "audio/flac"
