@@ -320,8 +320,7 @@ def _rerank_exchanges(model: str) -> list[dict]:
 
 
 def _late_interaction_exchanges(model: str) -> list[dict]:
-    """Names shared with tests/unit/test_scoring.py (they were first recorded by
-    tests/integration/record_late_interaction.py, which this replaces)."""
+    """The exchanges tests/unit/test_scoring.py replays, by the names it uses."""
     return [
         _ex("version", "GET", "/version"),
         _ex("models", "GET", "/v1/models"),

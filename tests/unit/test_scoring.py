@@ -656,7 +656,7 @@ def test_show_progress_counts_documents(
 
 # --------------------------------------------------------------------------------------------------
 # Late interaction, recorded from MiniLM served with the token_embed pooling task
-# (tests/integration/record_late_interaction.py)
+# (server-fixtures/record.py late-interaction)
 # --------------------------------------------------------------------------------------------------
 
 
