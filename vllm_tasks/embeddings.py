@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, cast
 
 import httpx
@@ -17,10 +16,11 @@ import numpy.typing as npt
 
 from . import gates
 from .batching import plan_batches
+from .calls import CallOptions, positive_int, resolve_model
 from .decoding import EMBED_DTYPES, DecodeError, EmbedDType, Endianness, decode_bytes_response, decode_raw
 from .errors import ContextLengthExceeded, DimensionsNotApplied, InvalidInputError
 from .progress import Progress
-from .steps import GetServerInfo, Operation, Parallel, Request, TimeoutLike
+from .steps import GetServerInfo, Operation, Parallel, Request
 from .types.common import Usage
 from .types.embeddings import EmbeddingResult, EmbeddingType, EmbedV2Result, EncodingFormat, Truncate
 from .types.server import ServerInfo
@@ -35,32 +35,6 @@ _LOCATE_LIMIT = 64
 """At most this many ``/tokenize`` calls are spent finding which input is over the context length."""
 
 EmbedInput = str | Sequence[str] | Sequence[int] | Sequence[Sequence[int]]
-
-
-@dataclass(frozen=True)
-class CallOptions:
-    """The per-call tail every task method accepts."""
-
-    model: str | None
-    extra_body: Mapping[str, Any] | None
-    extra_headers: Mapping[str, str] | None
-    timeout: TimeoutLike
-
-
-def resolve_model(info: ServerInfo, requested: str | None, client_model: str | None) -> str | None:
-    """The model to name in a request: the argument, else the client's, else the server's first."""
-    return requested or client_model or info.default_model
-
-
-def positive_int(field: str, value: object) -> int:
-    """Validate a count argument (``batch_size``, ``concurrency``).
-
-    Raises:
-        InvalidInputError: for anything but an int >= 1.
-    """
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInputError(field, value, "must be an integer >= 1", f"For example {field}=8.")
-    return value
 
 
 def normalize_embed_input(value: object) -> list[str] | list[list[int]]:

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 
 from . import gates, grounding
-from .embeddings import CallOptions, positive_int, resolve_model
+from .calls import CallOptions, positive_int, resolve_model
 from .errors import (
     APIConnectionError,
     APIError,

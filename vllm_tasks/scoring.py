@@ -28,6 +28,7 @@ import numpy.typing as npt
 
 from . import gates, images
 from .batching import plan_batches
+from .calls import resolve_model
 from .errors import (
     APIError,
     BadRequestError,
@@ -219,10 +220,6 @@ def _body(common: Mapping[str, Any], extra_body: Mapping[str, Any] | None, **fie
     return body
 
 
-def _resolve_model(info: ServerInfo, model: str | None) -> str | None:
-    return model or info.default_model
-
-
 def _max_model_len(info: ServerInfo, model: str | None) -> int | None:
     """The context length of ``model`` (a LoRA card: its base model's), when the server states it."""
     try:
@@ -335,7 +332,7 @@ def scorer_kind_op(
         <ScorerKind.CROSS_ENCODER: 'cross-encoder'>
     """
     info: ServerInfo = yield GetServerInfo()
-    name = _resolve_model(info, model)
+    name = resolve_model(info, model)
     key = name or ""
     if cache is not None and key in cache:
         return cache[key]
@@ -694,7 +691,7 @@ def rerank_op(
         raise InvalidInputError("instruction", instruction, "must be a string", "")
 
     info: ServerInfo = yield GetServerInfo()
-    name = _resolve_model(info, model)
+    name = resolve_model(info, model)
     server_limits, client_limits = _token_limits(
         info,
         max_tokens_per_doc=max_tokens_per_doc,
@@ -917,7 +914,7 @@ def score_op(
         extra_body=extra_body,
     )
     info: ServerInfo = yield GetServerInfo()
-    name = _resolve_model(info, model)
+    name = resolve_model(info, model)
     server_limits, client_limits = _token_limits(
         info,
         max_tokens_per_doc=max_tokens_per_doc,
@@ -1121,7 +1118,7 @@ def classify_op(
         extra_body=extra_body,
     )
     info: ServerInfo = yield GetServerInfo()
-    name = _resolve_model(info, model)
+    name = resolve_model(info, model)
     common = {
         "model": name,
         "use_activation": use_activation,
@@ -1193,7 +1190,7 @@ def pool_op(
         extra_body=extra_body,
     )
     info: ServerInfo = yield GetServerInfo()
-    name = _resolve_model(info, model)
+    name = resolve_model(info, model)
     common = {
         "model": name,
         "task": task,

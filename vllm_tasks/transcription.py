@@ -29,6 +29,7 @@ import numpy as np
 
 from . import audio as audio_io
 from . import gates
+from .calls import resolve_model
 from .errors import AudioDecodeError, InvalidInputError, StreamError
 from .steps import CLIENT_DEFAULT, Fetch, GetServerInfo, Operation, Parallel, Request, Stream, TimeoutLike
 from .tasks import TaskName
@@ -646,10 +647,6 @@ def load_source(audio: audio_io.AudioInput, timeout: TimeoutLike) -> Operation[a
     return audio_io.resolve(audio)
 
 
-def _model(params: SpeechParams, client_model: str | None, info: ServerInfo) -> str | None:
-    return params.model or client_model or info.default_model
-
-
 def transcribe_operation(
     audio: audio_io.AudioInput,
     params: SpeechParams,
@@ -668,7 +665,7 @@ def transcribe_operation(
     upload = None if chunked else audio_io.prepare_upload(source, prepare)
     info: ServerInfo = yield GetServerInfo()
     check_server(params, info)
-    model = _model(params, client_model, info)
+    model = resolve_model(info, params.model, client_model)
     if upload is None:
         result = yield from _chunked(source, params, options, task=task, model=model)
         return result
@@ -804,7 +801,7 @@ def stream_operation(
     upload = None if pieces is not None else audio_io.prepare_upload(source, prepare)
     info: ServerInfo = yield GetServerInfo()
     check_server(params, info)
-    model = _model(params, client_model, info)
+    model = resolve_model(info, params.model, client_model)
     duration: float | None
     if pieces is None:
         assert upload is not None

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import embeddings
+from ..calls import CallOptions
 from ..decoding import EmbedDType, Endianness
 from ..steps import CLIENT_DEFAULT, TimeoutLike
 from ..types.embeddings import EmbeddingResult, EmbeddingType, EmbedV2Result, EncodingFormat, Truncate
@@ -89,7 +90,7 @@ class AsyncEmbeddingMethods(AsyncClientBase):
             embeddings.embed(
                 input,
                 messages=messages,
-                call=embeddings.CallOptions(model, extra_body, extra_headers, timeout),
+                call=CallOptions(model, extra_body, extra_headers, timeout),
                 client_model=self._config.model,
                 dimensions=dimensions,
                 encoding_format=encoding_format,
@@ -168,7 +169,7 @@ class AsyncEmbeddingMethods(AsyncClientBase):
                 texts=texts,
                 images=images,
                 inputs=inputs,
-                call=embeddings.CallOptions(model, extra_body, extra_headers, timeout),
+                call=CallOptions(model, extra_body, extra_headers, timeout),
                 client_model=self._config.model,
                 input_type=input_type,
                 embedding_types=embedding_types,

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import ocr as ocr_ops
-from ..embeddings import CallOptions
+from ..calls import CallOptions
 from ..images import DEFAULT_MAX_SIDE, ImageInput
 from ..steps import CLIENT_DEFAULT, TimeoutLike
 from ..types.ocr import OCRDocument, OCRResult
