@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import cast
 
+from . import defaults
 from ._sync.client import Client
 from .errors import APIConnectionError, APIError, InvalidInputError, UnsupportedByServer
 from .types.audio import ResponseFormat, TranscriptionDelta
@@ -50,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run_rerank(args: argparse.Namespace) -> int:
+def run_rerank(args: argparse.Namespace, client: Client) -> int:
     """The ``rerank`` sub-command: prints ``score<TAB>index<TAB>document`` lines, best first."""
     documents = list(args.documents)
     if args.file is not None:
@@ -63,24 +64,13 @@ def run_rerank(args: argparse.Namespace) -> int:
     if not documents:
         print("vllm-tasks rerank: no documents (pass them as arguments or with --file)", file=sys.stderr)
         return EXIT_USAGE
-    try:
-        with Client(args.url, api_key=args.api_key, timeout=args.timeout, model=args.model) as client:
-            result = client.rerank(
-                args.query,
-                documents,
-                top_n=args.top_n,
-                max_tokens_per_doc=args.max_tokens_per_doc,
-                max_tokens_per_doc_fallback="client",
-            )
-    except InvalidInputError as error:
-        print(f"vllm-tasks: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    except APIConnectionError as error:
-        print(f"vllm-tasks: server unreachable: {error}", file=sys.stderr)
-        return EXIT_UNREACHABLE
-    except (APIError, UnsupportedByServer) as error:
-        print(f"vllm-tasks: {error}", file=sys.stderr)
-        return EXIT_SERVER_ERROR
+    result = client.rerank(
+        args.query,
+        documents,
+        top_n=args.top_n,
+        max_tokens_per_doc=args.max_tokens_per_doc,
+        max_tokens_per_doc_fallback="client",
+    )
     if args.json:
         hits = [{"index": h.index, "score": h.score, "document": h.document} for h in result.results]
         payload = {"model": result.model, "scorer": result.scorer.value, "results": hits}
@@ -123,7 +113,7 @@ def _starts_like_pdf(path: str) -> bool:
         return handle.read(5) == b"%PDF-"
 
 
-def run_ocr(args: argparse.Namespace) -> int:
+def run_ocr(args: argparse.Namespace, client: Client) -> int:
     """The ``ocr`` sub-command: markdown of an image or PDF; truncated pages are reported on stderr."""
     import warnings
 
@@ -140,39 +130,26 @@ def run_ocr(args: argparse.Namespace) -> int:
         print("vllm-tasks ocr: --pages applies to PDFs only", file=sys.stderr)
         return EXIT_USAGE
     options = {"prompt": args.prompt, "max_tokens": args.max_tokens}
-    try:
-        with (
-            warnings.catch_warnings(),
-            Client(args.url, api_key=args.api_key, timeout=args.timeout, model=args.model) as client,
-        ):
-            warnings.simplefilter("ignore", OCRTruncatedWarning)  # reported below, once
-            if is_pdf:
-                document = client.ocr_pdf(
-                    source,
-                    pages=args.pages,
-                    dpi=args.dpi,
-                    concurrency=args.concurrency,
-                    show_progress=args.progress,
-                    **options,
-                )
-                markdown, truncated = document.markdown, document.truncated_pages
-                if args.boxes:
-                    for page in document.pages:
-                        page.result.draw().save(_boxes_path(args.boxes, page.page))
-            else:
-                result = client.ocr(source, **options)
-                markdown, truncated = result.markdown, [1] if result.truncated else []
-                if args.boxes:
-                    result.draw().save(args.boxes)
-    except InvalidInputError as error:
-        print(f"vllm-tasks: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    except APIConnectionError as error:
-        print(f"vllm-tasks: server unreachable: {error}", file=sys.stderr)
-        return EXIT_UNREACHABLE
-    except (APIError, UnsupportedByServer) as error:
-        print(f"vllm-tasks: {error}", file=sys.stderr)
-        return EXIT_SERVER_ERROR
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OCRTruncatedWarning)  # reported below, once
+        if is_pdf:
+            document = client.ocr_pdf(
+                source,
+                pages=args.pages,
+                dpi=args.dpi,
+                concurrency=args.concurrency,
+                show_progress=args.progress,
+                **options,
+            )
+            markdown, truncated = document.markdown, document.truncated_pages
+            if args.boxes:
+                for page in document.pages:
+                    page.result.draw().save(_boxes_path(args.boxes, page.page))
+        else:
+            result = client.ocr(source, **options)
+            markdown, truncated = result.markdown, [1] if result.truncated else []
+            if args.boxes:
+                result.draw().save(args.boxes)
     if truncated:
         where = f"page(s) {', '.join(map(str, truncated))}" if is_pdf else "the image"
         print(f"vllm-tasks ocr: output hit --max-tokens on {where}: incomplete", file=sys.stderr)
@@ -212,7 +189,7 @@ def add_transcribe_parser(commands: argparse._SubParsersAction[argparse.Argument
     stt.add_argument("--out", default=None, help="write the result here instead of stdout")
 
 
-def run_transcribe(args: argparse.Namespace) -> int:
+def run_transcribe(args: argparse.Namespace, client: Client) -> int:
     """The ``transcribe`` sub-command: prints the transcript in ``--format``."""
     from .transcription import ChunkingOptions
 
@@ -220,41 +197,30 @@ def run_transcribe(args: argparse.Namespace) -> int:
         print("vllm-tasks transcribe: --stream prints text only (drop --format)", file=sys.stderr)
         return EXIT_USAGE
     fmt = cast(ResponseFormat, args.format)
-    try:
-        with Client(args.url, api_key=args.api_key, timeout=args.timeout, model=args.model) as client:
-            if args.stream:
-                with client.transcribe_stream(
-                    args.file, language=args.language, prompt=args.prompt, translate=args.translate
-                ) as stream:
-                    for event in stream:
-                        if isinstance(event, TranscriptionDelta) and not args.out:
-                            print(event.text, end="", flush=True)
-                result = stream.result
-                if result is None:  # pragma: no cover - a finished stream always has a result
-                    return EXIT_SERVER_ERROR
-                if not args.out:
-                    print()
-                    return EXIT_OK
-                output = result.to_text()
-            else:
-                method = client.translate if args.translate else client.transcribe
-                result = method(
-                    args.file,
-                    language=args.language,
-                    prompt=args.prompt,
-                    response_format=fmt,
-                    chunking=ChunkingOptions(mode=args.chunking, concurrency=max(1, args.concurrency)),
-                )
-                output = result.formatted()
-    except InvalidInputError as error:
-        print(f"vllm-tasks: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    except APIConnectionError as error:
-        print(f"vllm-tasks: server unreachable: {error}", file=sys.stderr)
-        return EXIT_UNREACHABLE
-    except (APIError, UnsupportedByServer) as error:
-        print(f"vllm-tasks: {error}", file=sys.stderr)
-        return EXIT_SERVER_ERROR
+    if args.stream:
+        with client.transcribe_stream(
+            args.file, language=args.language, prompt=args.prompt, translate=args.translate
+        ) as stream:
+            for event in stream:
+                if isinstance(event, TranscriptionDelta) and not args.out:
+                    print(event.text, end="", flush=True)
+        result = stream.result
+        if result is None:  # pragma: no cover - a finished stream always has a result
+            return EXIT_SERVER_ERROR
+        if not args.out:
+            print()
+            return EXIT_OK
+        output = result.to_text()
+    else:
+        method = client.translate if args.translate else client.transcribe
+        result = method(
+            args.file,
+            language=args.language,
+            prompt=args.prompt,
+            response_format=fmt,
+            chunking=ChunkingOptions(mode=args.chunking, concurrency=max(1, args.concurrency)),
+        )
+        output = result.formatted()
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
             handle.write(output if output.endswith("\n") else output + "\n")
@@ -296,33 +262,50 @@ def format_probe(report: ProbeReport) -> str:
     return "\n".join(lines)
 
 
+def run_probe(args: argparse.Namespace, client: Client) -> int:
+    """The ``probe`` sub-command: the report as a table (or JSON)."""
+    report = client.probe()
+    if args.json:
+        print(json.dumps(report.model_dump(mode="json"), indent=2, sort_keys=True))
+    else:
+        print(format_probe(report))
+    return EXIT_OK
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, Client], int]] = {
+    "probe": run_probe,
+    "rerank": run_rerank,
+    "ocr": run_ocr,
+    "transcribe": run_transcribe,
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the console script; returns the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command == "rerank":
-        return run_rerank(args)
-    if args.command == "ocr":
-        return run_ocr(args)
-    if args.command == "transcribe":
-        return run_transcribe(args)
+    args = build_parser().parse_args(argv)
+    # A probe reports what it sees at once; the task commands retry like any client call.
+    retries = 0 if args.command == "probe" else defaults.MAX_RETRIES
     try:
-        with Client(args.url, api_key=args.api_key, timeout=args.timeout, max_retries=0) as client:
-            report = client.probe()
+        with Client(
+            args.url,
+            api_key=args.api_key,
+            timeout=args.timeout,
+            model=getattr(args, "model", None),
+            max_retries=retries,
+        ) as client:
+            return COMMANDS[args.command](args, client)
     except InvalidInputError as error:
         print(f"vllm-tasks: {error}", file=sys.stderr)
         return EXIT_USAGE
     except APIConnectionError as error:
         print(f"vllm-tasks: server unreachable: {error}", file=sys.stderr)
         return EXIT_UNREACHABLE
-    except APIError as error:
+    except (APIError, UnsupportedByServer) as error:
         print(f"vllm-tasks: {error}", file=sys.stderr)
         return EXIT_SERVER_ERROR
-    if args.json:
-        print(json.dumps(report.model_dump(mode="json"), indent=2, sort_keys=True))
-    else:
-        print(format_probe(report))
-    return EXIT_OK
+    except OSError as error:  # an input or output file that cannot be read or written
+        print(f"vllm-tasks: {error}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -226,3 +226,10 @@ def test_cli_probe_unreachable_exits_nonzero(
 
 def test_cli_bad_url_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["probe", "not a url"]) == cli.EXIT_USAGE
+
+
+def test_cli_missing_input_file_is_a_usage_error(
+    httpx_mock: HTTPXMock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["rerank", "query", "--url", BASE, "--file", "/nonexistent/docs.txt"]) == cli.EXIT_USAGE
+    assert "docs.txt" in capsys.readouterr().err
