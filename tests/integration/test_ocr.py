@@ -82,7 +82,8 @@ def test_image_inputs_are_accepted_with_the_expected_prompt_tokens(client: vt.Cl
     jpeg_path = tmp_path / "page.jpg"
     jpeg_path.write_bytes(encoded(page(), "JPEG"))
     for image in (encoded(page(), "PNG"), jpeg_path, page()):
-        result = client.ocr(image, prompt="describe", max_tokens=1)
+        with pytest.warns(vt.OCRTruncatedWarning, match="max_tokens"):
+            result = client.ocr(image, prompt="describe", max_tokens=1)
         assert result.usage.prompt_tokens == DESCRIBE_PROMPT_TOKENS, image
         assert result.usage.completion_tokens == 1
         assert result.finish_reason == "length" and result.truncated
@@ -155,6 +156,9 @@ def test_processor_check_false_without_the_flag(vllm_ocr_no_processor: Any) -> N
 
 def test_missing_processor_warns_on_first_ocr(vllm_ocr_no_processor: Any) -> None:
     with vt.Client(vllm_ocr_no_processor.base_url, timeout=600, max_retries=0) as client:
-        with pytest.warns(vt.NGramProcessorMissingWarning, match="NGramPerReqLogitsProcessor"):
+        with (
+            pytest.warns(vt.NGramProcessorMissingWarning, match="NGramPerReqLogitsProcessor"),
+            pytest.warns(vt.OCRTruncatedWarning),
+        ):
             result = client.ocr(encoded(page(), "PNG"), max_tokens=1)
         assert result.usage.prompt_tokens == SMALL_IMAGE_TOKENS + 1 + 8  # markdown prompt: 8 tokens
