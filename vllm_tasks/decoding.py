@@ -169,7 +169,9 @@ def decode_bytes_response(
         return flat.reshape(expected_items, -1), {}
     try:
         meta: dict[str, Any] = json.loads(metadata)
-        items: list[dict[str, Any]] = sorted(meta["data"], key=lambda item: int(item["index"]))
+        items: list[dict[str, Any]] = meta["data"]
+        if any(item["index"] != position for position, item in enumerate(items)):
+            items = sorted(items, key=lambda item: int(item["index"]))
     except (ValueError, KeyError, TypeError) as error:
         raise DecodeError(f"unreadable `metadata` header: {error}") from error
     if len(items) != expected_items:
@@ -178,13 +180,16 @@ def decode_bytes_response(
     first = items[0] if items else {}
     width = int(first.get("end", 0)) - int(first.get("start", 0))
     dtype, order, shape = first.get("embed_dtype"), first.get("endianness"), first.get("shape")
-    uniform = all(
-        item["start"] == position * width
-        and item.get("embed_dtype") == dtype
-        and item.get("endianness") == order
-        and item.get("shape") == shape
-        for position, item in enumerate(items)
-    )
+    uniform = True
+    for position, item in enumerate(items):
+        if (
+            item["start"] != position * width
+            or item.get("embed_dtype") != dtype
+            or item.get("endianness") != order
+            or item.get("shape") != shape
+        ):
+            uniform = False
+            break
     if uniform and items and int(items[-1]["end"]) <= len(body):
         # The common case: one contiguous block, decoded in a single call.
         end = int(items[-1]["end"])

@@ -211,7 +211,7 @@ def embed(
     wire_dtype = str(body.get("embed_dtype", "float32"))
     wire_endianness = str(body.get("endianness", "native"))
 
-    sizes = [len(p) if isinstance(p, str | list) else 1 for p in prompts]
+    sizes = [len(prompt) for prompt in prompts]
     batches = plan_batches(sizes, batch_size, MAX_BATCH_CHARS)
     requests = []
     for batch in batches:
