@@ -43,6 +43,7 @@ from .errors import (
     UnsupportedByServer,
     VLLMTasksError,
 )
+from .jobs import EmbedFileReport, embed_file
 from .ocr import NGramProcessorMissingWarning, OCRTruncatedWarning, locate
 from .scoring import maxsim
 from .transcription import ChunkingOptions
@@ -81,6 +82,7 @@ __all__ = [
     "ContextLengthExceeded",
     "DecodeError",
     "DimensionsNotApplied",
+    "EmbedFileReport",
     "EmbedV2Result",
     "EmbeddingResult",
     "EndpointNotServed",
@@ -126,6 +128,7 @@ __all__ = [
     "Usage",
     "VLLMTasksError",
     "__version__",
+    "embed_file",
     "locate",
     "maxsim",
     "unpackbits",

@@ -12,6 +12,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import cast
 
+import numpy as np
+
 from . import defaults
 from ._sync.client import Client
 from .errors import APIConnectionError, APIError, InvalidInputError, UnsupportedByServer
@@ -48,7 +50,81 @@ def build_parser() -> argparse.ArgumentParser:
     rerank.add_argument("--json", action="store_true", help="print the result as JSON")
     add_ocr_parser(commands)
     add_transcribe_parser(commands)
+    add_embed_parsers(commands)
     return parser
+
+
+def add_embed_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``embed`` and ``embed-file`` sub-commands' arguments."""
+    embed = commands.add_parser(
+        "embed", help="embed texts: JSON vectors to stdout, or a .npy file with --out"
+    )
+    embed.add_argument("texts", nargs="*", help="texts (default: one per line from --file)")
+    embed.add_argument("--file", default=None, help="read texts from this file, one per line ('-': stdin)")
+    embed.add_argument("--out", default=None, help="write a float32 .npy matrix here instead of JSON")
+    embed_file = commands.add_parser(
+        "embed-file", help="embed a text file of any size into a .npy matrix, resumably (one text per line)"
+    )
+    embed_file.add_argument("source", help="UTF-8 text file, one text per line")
+    embed_file.add_argument("--out", required=True, help="the .npy file to write")
+    embed_file.add_argument(
+        "--chunk-lines", type=int, default=4096, help="lines saved per step (default 4096)"
+    )
+    embed_file.add_argument("--restart", action="store_true", help="ignore an unfinished earlier run")
+    embed_file.add_argument("--progress", action="store_true", help="show a progress bar (needs tqdm)")
+    for sub_parser in (embed, embed_file):
+        sub_parser.add_argument("--url", default=None, help="server root URL (default: env or localhost)")
+        sub_parser.add_argument(
+            "--model", default=None, help="served model name (default: the server's first)"
+        )
+        sub_parser.add_argument("--dimensions", type=int, default=None, help="Matryoshka output width")
+        sub_parser.add_argument("--batch-size", type=int, default=64, help="texts per request (default 64)")
+        sub_parser.add_argument("--concurrency", type=int, default=4, help="requests in flight (default 4)")
+
+
+def _read_text_lines(path: str) -> list[str]:
+    if path == "-":
+        return sys.stdin.read().splitlines()
+    with open(path, encoding="utf-8") as handle:
+        return handle.read().splitlines()
+
+
+def run_embed(args: argparse.Namespace, client: Client) -> int:
+    """The ``embed`` sub-command: one JSON array per text on stdout, or a ``.npy`` file."""
+    texts = list(args.texts) + (_read_text_lines(args.file) if args.file is not None else [])
+    if not texts:
+        print("vllm-tasks embed: no texts (pass them as arguments or with --file)", file=sys.stderr)
+        return EXIT_USAGE
+    vectors = client.embed(
+        texts, dimensions=args.dimensions, batch_size=args.batch_size, concurrency=args.concurrency
+    ).vectors
+    if args.out:
+        np.save(args.out, vectors)
+        print(f"{args.out}: {vectors.shape[0]} x {vectors.shape[1]} float32", file=sys.stderr)
+    else:
+        for row in vectors:
+            print(json.dumps(row.tolist()))
+    return EXIT_OK
+
+
+def run_embed_file(args: argparse.Namespace, client: Client) -> int:
+    """The ``embed-file`` sub-command: a resumable job writing a ``.npy`` matrix."""
+    from .jobs import embed_file
+
+    report = embed_file(
+        client,
+        args.source,
+        args.out,
+        chunk_lines=args.chunk_lines,
+        resume=not args.restart,
+        show_progress=args.progress,
+        dimensions=args.dimensions,
+        batch_size=args.batch_size,
+        concurrency=args.concurrency,
+    )
+    resumed = f", {report.chunks_resumed} chunk(s) resumed" if report.chunks_resumed else ""
+    print(f"{report.out}: {report.texts} x {report.dimensions} float32{resumed}", file=sys.stderr)
+    return EXIT_OK
 
 
 def run_rerank(args: argparse.Namespace, client: Client) -> int:
@@ -277,6 +353,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Client], int]] = {
     "rerank": run_rerank,
     "ocr": run_ocr,
     "transcribe": run_transcribe,
+    "embed": run_embed,
+    "embed-file": run_embed_file,
 }
 
 
