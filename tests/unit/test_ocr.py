@@ -28,6 +28,7 @@ from vllm_tasks.errors import (
     UnsupportedByServer,
 )
 from vllm_tasks.images import prepare_image
+from vllm_tasks.tasks import TASK_ROUTES
 
 from .conftest import BASE
 
@@ -125,6 +126,30 @@ def test_processor_check_runs_once_per_client(make_client: Any, httpx_mock: HTTP
         {"ngram_size": 30, "window_size": 90, "whitelist_token_ids": [128821, 128822]},
     ]
     assert client.check_ngram_processor() is True  # cached: no request
+
+
+def test_probe_keeps_its_processor_check_for_ocr(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    check = recorded("ocr", "chat_ngram_check_400")["response"]["body_text"].encode()
+
+    def chat(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if body == {}:  # the probe's cheapest request
+            return httpx.Response(400, json={"error": {"message": "1 validation error", "code": 400}})
+        if body.get("vllm_xargs") == {"ngram_size": 0}:
+            return httpx.Response(400, content=check, headers={"content-type": "application/json"})
+        return httpx.Response(200, json=chat_answer("Hi"))
+
+    for _ in range(2):  # probe() reads discovery itself; ocr() through the client's cache
+        mock_discovery(httpx_mock)
+    httpx_mock.add_callback(chat, url=CHAT, is_reusable=True)
+    for route in TASK_ROUTES.values():
+        if route.task != "chat":
+            httpx_mock.add_response(url=BASE + route.path, status_code=404, json={"detail": "Not Found"})
+    client = make_client()
+    assert client.probe().ngram_processor is True
+    client.ocr(png((8, 8)))
+    checks = [b for b in sent(httpx_mock) if b.get("vllm_xargs") == {"ngram_size": 0}]
+    assert len(checks) == 1  # the probe's check was reused by ocr()
 
 
 def test_missing_processor_warns_once_naming_the_flag(make_client: Any, httpx_mock: HTTPXMock) -> None:

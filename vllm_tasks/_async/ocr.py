@@ -14,6 +14,7 @@ from ..calls import CallOptions
 from ..images import DEFAULT_MAX_SIDE, ImageInput
 from ..steps import CLIENT_DEFAULT, TimeoutLike
 from ..types.ocr import OCRDocument, OCRResult
+from ..types.server import ProbeReport
 from .base import AsyncClientBase
 
 
@@ -213,3 +214,19 @@ class AsyncOCRMethods(AsyncClientBase):
             state.ngram_processor = await self._run(check)
             state.checked = True
         return state.ngram_processor
+
+    async def probe(self) -> ProbeReport:
+        """Check which tasks the server serves, and which known pitfalls apply to it.
+
+        As :meth:`AsyncClientBase.probe`; on a DeepSeek-OCR server the n-gram processor check it runs
+        is also kept for later ``ocr()`` calls, so they do not check again.
+
+        Example:
+            >>> (await client.probe()).ngram_processor
+            True
+        """
+        report = await super().probe()
+        if report.ngram_processor is not None:
+            state = self._ocr_state()
+            state.ngram_processor, state.checked = report.ngram_processor, True
+        return report

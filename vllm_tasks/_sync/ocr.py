@@ -15,6 +15,7 @@ from ..calls import CallOptions
 from ..images import DEFAULT_MAX_SIDE, ImageInput
 from ..steps import CLIENT_DEFAULT, TimeoutLike
 from ..types.ocr import OCRDocument, OCRResult
+from ..types.server import ProbeReport
 from .base import ClientBase
 
 
@@ -214,3 +215,19 @@ class OCRMethods(ClientBase):
             state.ngram_processor = self._run(check)
             state.checked = True
         return state.ngram_processor
+
+    def probe(self) -> ProbeReport:
+        """Check which tasks the server serves, and which known pitfalls apply to it.
+
+        As :meth:`ClientBase.probe`; on a DeepSeek-OCR server the n-gram processor check it runs
+        is also kept for later ``ocr()`` calls, so they do not check again.
+
+        Example:
+            >>> (client.probe()).ngram_processor
+            True
+        """
+        report = super().probe()
+        if report.ngram_processor is not None:
+            state = self._ocr_state()
+            state.ngram_processor, state.checked = report.ngram_processor, True
+        return report
