@@ -53,9 +53,9 @@ def server(url: str | None) -> Iterator[str]:
         yield url
         return
     sys.path.insert(0, str(ROOT / "server-fixtures"))
-    import fixture_servers as fs
+    from launcher import FixtureServer
 
-    with fs.FixtureServer("ocr") as srv:
+    with FixtureServer("ocr") as srv:
         print(f"ocr fixture ready in {srv.start_seconds:.1f} s, RSS {srv.rss_mib():.0f} MiB", flush=True)
         yield srv.base_url
 

@@ -24,7 +24,7 @@ import httpx
 import numpy as np
 
 import vllm_tasks as vt
-from vllm_tasks import scoring
+from vllm_tasks import defaults
 
 WORDS = [
     *("paris", "france", "capital", "city", "river", "seine", "tower", "museum", "europe", "country"),
@@ -117,8 +117,8 @@ def report(title: str, m: dict[str, object], args: argparse.Namespace) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=1000)
-    parser.add_argument("--batch-size", type=int, default=scoring.DEFAULT_BATCH_SIZE)
-    parser.add_argument("--concurrency", type=int, default=scoring.DEFAULT_CONCURRENCY)
+    parser.add_argument("--batch-size", type=int, default=defaults.SCORE_BATCH_SIZE)
+    parser.add_argument("--concurrency", type=int, default=defaults.CONCURRENCY)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--base-url", default=None, help="a running server (default: the rerank fixture)")
     parser.add_argument("--fake-only", action="store_true", help="only the in-process fake server")
@@ -135,9 +135,9 @@ def main() -> int:
     base_url = args.base_url
     if base_url is None:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server-fixtures"))
-        import fixture_servers as fs
+        from launcher import FixtureServer
 
-        server = fs.FixtureServer("rerank")
+        server = FixtureServer("rerank")
         print("starting the rerank fixture ...", file=sys.stderr)
         server.start()
         base_url = server.base_url

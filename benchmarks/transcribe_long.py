@@ -191,9 +191,9 @@ def main() -> int:
     if args.url:
         run(args.url.rstrip("/"), args.model, args.seconds, args.concurrency)
         return 0
-    import fixture_servers as fs
+    from launcher import FixtureServer
 
-    with fs.FixtureServer("stt") as server:
+    with FixtureServer("stt") as server:
         print(f"stt fixture ready in {server.start_seconds:.1f} s, RSS {server.rss_mib():.0f} MiB")
         run(server.base_url, server.model, args.seconds, args.concurrency)
     return 0

@@ -1,12 +1,19 @@
-"""Generate vllm_tasks/_sync/ from vllm_tasks/_async/.
+"""Generate vllm_tasks/_sync/ from vllm_tasks/_async/ (the httpcore model).
 
-The async client is the source of truth; the sync twin is derived by token replacement (as httpcore
-does), so both always expose the same methods with the same signatures. Run after editing any file in
-vllm_tasks/_async/:  python scripts/unasync.py   (tests/unit/test_parity.py fails when output is stale).
+The async client is the source of truth; the sync twin is derived by token replacement, so both
+always expose the same methods with the same signatures.
+
+    python scripts/unasync.py            # regenerate vllm_tasks/_sync/
+    python scripts/unasync.py --check    # exit 1 (listing the files) when vllm_tasks/_sync/ is stale
+
+Either mode fails when a replacement rule matched nothing in any file: a rule that no longer applies is
+a sign that the async code drifted from what the rules expect. The generated files are formatted with
+the ruff version pinned in pyproject.toml (the test extra), so the output is reproducible.
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
@@ -23,7 +30,7 @@ REPLACEMENTS: list[tuple[str, str]] = [
     (r"\basyncio\.Lock\(\)", "threading.Lock()"),
     (r"\bAsyncTransport\b", "SyncTransport"),
     (r"\bAsync(?=[A-Z])", ""),
-    (r"\basync_sleep\b", "sync_sleep"),
+    (r"\basync_offload\b", "sync_offload"),
     (r"\basync def ", "def "),
     (r"\basync with ", "with "),
     (r"\basync for ", "for "),
@@ -31,48 +38,95 @@ REPLACEMENTS: list[tuple[str, str]] = [
     (r"__aenter__", "__enter__"),
     (r"__aexit__", "__exit__"),
     (r"__aiter__", "__iter__"),
-    (r"__anext__", "__next__"),
     (r"\.aclose\(\)", ".close()"),
-    (r"\.aread\(\)", ".read()"),
-    (r"\.aiter_lines\(\)", ".iter_lines()"),
     (r"\basynchronous\b", "synchronous"),
     (r"\bAsynchronous\b", "Synchronous"),
 ]
 
 
-def convert(text: str) -> str:
-    """Apply the async -> sync replacements to one module's source."""
+class StaleRules(Exception):
+    """A replacement rule matched nothing in any source file."""
+
+
+def convert(text: str, hits: dict[str, int] | None = None) -> str:
+    """Apply the async -> sync replacements to one module's source; count each rule's matches in ``hits``."""
     for pattern, replacement in REPLACEMENTS:
-        text = re.sub(pattern, replacement, text)
+        text, count = re.subn(pattern, replacement, text)
+        if hits is not None:
+            hits[pattern] = hits.get(pattern, 0) + count
     return text
 
 
+def _ruff(args: list[str], text: str, name: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", *args, "--stdin-filename", str(TARGET / name), "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,  # exit code 1 is ruff's 'fixed/reformatted', not a failure
+    )
+    if done.returncode not in (0, 1) or not done.stdout:
+        raise RuntimeError(f"ruff {' '.join(args)} failed on {name}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def _format(text: str, name: str) -> str:
+    # Renames (AsyncTransport -> SyncTransport) can unsort an import line: sort, then format.
+    return _ruff(
+        ["format"], _ruff(["check", "--select", "I", "--fix", "--exit-zero", "--quiet"], text, name), name
+    )
+
+
 def generate() -> dict[str, str]:
-    """Return {file name: formatted sync source} for every module of vllm_tasks/_async/."""
-    out: dict[str, str] = {}
-    for path in sorted(SOURCE.glob("*.py")):
-        text = HEADER.format(name=path.name) + convert(path.read_text())
-        formatted = subprocess.run(
-            [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(TARGET / path.name), "-"],
-            input=text,
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=ROOT,
-        )
-        out[path.name] = formatted.stdout
+    """Return {file name: formatted sync source} for every module of vllm_tasks/_async/.
+
+    Raises:
+        StaleRules: a replacement rule matched nothing.
+    """
+    hits: dict[str, int] = {}
+    out = {
+        path.name: _format(HEADER.format(name=path.name) + convert(path.read_text(), hits), path.name)
+        for path in sorted(SOURCE.glob("*.py"))
+    }
+    unused = [pattern for pattern, _ in REPLACEMENTS if not hits.get(pattern)]
+    if unused:
+        raise StaleRules("replacement rules that matched nothing: " + ", ".join(unused))
     return out
 
 
-def main() -> int:
+def stale_files(generated: dict[str, str]) -> list[str]:
+    """The files of vllm_tasks/_sync/ that differ from ``generated``, are missing, or are left over."""
+    current = {path.name: path.read_text() for path in TARGET.glob("*.py")}
+    names = sorted(set(current) | set(generated))
+    return [name for name in names if current.get(name) != generated.get(name)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--check", action="store_true", help="fail when vllm_tasks/_sync/ is stale")
+    args = parser.parse_args(argv)
+    try:
+        generated = generate()
+    except StaleRules as error:
+        print(f"unasync: {error}", file=sys.stderr)
+        return 1
+    stale = stale_files(generated)
+    if args.check:
+        if stale:
+            print("unasync: stale generated files (run python scripts/unasync.py): " + ", ".join(stale))
+            return 1
+        print(f"unasync: {TARGET.relative_to(ROOT)} is up to date ({len(generated)} files)")
+        return 0
     TARGET.mkdir(exist_ok=True)
-    generated = generate()
-    for stale in TARGET.glob("*.py"):
-        if stale.name not in generated:
-            stale.unlink()
-    for name, text in generated.items():
-        (TARGET / name).write_text(text)
-    print(f"wrote {len(generated)} files to {TARGET.relative_to(ROOT)}")
+    for name in stale:
+        if name in generated:
+            (TARGET / name).write_text(generated[name])
+        else:
+            (TARGET / name).unlink()
+    print(f"unasync: wrote {len(stale)} of {len(generated)} files to {TARGET.relative_to(ROOT)}")
     return 0
 
 

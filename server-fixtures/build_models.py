@@ -2,7 +2,7 @@
 
     <cache>/venv/bin/python server-fixtures/build_models.py OUT_DIR NAME [NAME ...]
 
-Each NAME is a key of fixture_servers.MODELS and names a function below that writes OUT_DIR/NAME.
+Each NAME is an entry of fixture_pins.MODELS and names a function below that writes OUT_DIR/NAME.
 Builders write into OUT_DIR/NAME.tmp and rename at the end, so a half-built directory never looks done.
 """
 

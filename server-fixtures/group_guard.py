@@ -1,6 +1,6 @@
 """Process-group guard for a fixture server: ``python group_guard.py CMD [ARG ...]``.
 
-The launcher (fixture_servers.Server) starts this guard as the leader of a new process group, with
+The launcher (launcher.Server) starts this guard as the leader of a new process group, with
 PR_SET_PDEATHSIG=SIGTERM, and the guard runs CMD (the vLLM server) in the same group. On SIGTERM, SIGINT
 or SIGHUP -- sent by the launcher's stop(), or by the kernel because the launcher died, even by SIGKILL
 -- the guard terminates the whole group: SIGTERM, then SIGKILL after a grace period. vLLM itself ignores

@@ -1,9 +1,10 @@
 """pytest plugin: real CPU vLLM servers as session fixtures.
 
 Registered from tests/conftest.py (``pytest_plugins = ["pytest_plugin"]`` after putting server-fixtures/
-on sys.path). Fixtures, one per entry of fixture_servers.FIXTURES:
+on sys.path). Fixtures, one per entry of fixture_table.FIXTURES (``vllm_`` + the name, ``-`` -> ``_``):
 
-    vllm_embed, vllm_embed_mrl, vllm_rerank, vllm_api_key   ->  VLLMServer(name, base_url, model, api_key)
+    vllm_embed, vllm_embed_mrl, vllm_rerank, vllm_api_key, vllm_late_interaction, vllm_ocr,
+    vllm_ocr_no_processor, vllm_stt   ->  VLLMServer(name, base_url, model, api_key, log_path)
 
 Behaviour:
 - A server starts on first use (the first test that requests its fixture, directly or through another
@@ -28,10 +29,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import fixture_servers as fs
+import fixture_pins
+import launcher
+from fixture_table import FIXTURES
+from gpu_recipes import have_gpu
 
-#: pytest fixture name -> fixture_servers.FIXTURES name
-FIXTURE_NAMES: dict[str, str] = {"vllm_" + name.replace("-", "_"): name for name in fs.FIXTURES}
+#: pytest fixture name -> fixture_table.FIXTURES name
+FIXTURE_NAMES: dict[str, str] = {"vllm_" + name.replace("-", "_"): name for name in FIXTURES}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +61,7 @@ class _Manager:
     """Starts servers on demand, remembers failures, stops each one after its last test."""
 
     def __init__(self) -> None:
-        self.servers: dict[str, fs.FixtureServer] = {}
+        self.servers: dict[str, launcher.FixtureServer] = {}
         self.failures: dict[str, str] = {}
         self.skip_reason: str | None = None
         self.last_use: dict[str, int] = {}  # fixture name -> index of the last item that needs it
@@ -67,7 +71,7 @@ class _Manager:
     def acquire(self, name: str) -> VLLMServer:
         if name in self.failures:
             pytest.fail(self.failures[name], pytrace=False)
-        missing = fs.setup_missing([name])
+        missing = fixture_pins.setup_missing([name])
         if missing:
             why = (
                 f"vLLM fixture {name!r} unavailable: server-fixtures/setup has not been run "
@@ -80,10 +84,10 @@ class _Manager:
             pytest.skip(why + "; set VLLM_TASKS_REQUIRE_FIXTURES=1 to make this an error")
         srv = self.servers.get(name)
         if srv is None or not srv.running:
-            srv = fs.FixtureServer(name)
+            srv = launcher.FixtureServer(name)
             try:
                 srv.start()
-            except fs.FixtureStartError as e:
+            except launcher.FixtureStartError as e:
                 self.failures[name] = str(e)
                 pytest.fail(str(e), pytrace=False)
             self.servers[name] = srv
@@ -137,7 +141,7 @@ def pytest_collection_modifyitems(
         ordered.extend(group)
     items[:] = ordered
 
-    if not fs.have_gpu():
+    if not have_gpu():
         skip_gpu = pytest.mark.skip(reason="gpu: no GPU on this machine (nvidia-smi not found)")
         for item in items:
             if "gpu" in item.keywords:
@@ -180,9 +184,7 @@ def _make_fixture(fixture_name: str, name: str):
     def _fixture() -> VLLMServer:
         return _manager.acquire(name)
 
-    _fixture.__doc__ = (
-        f"The `{name}` CPU vLLM server ({fs.FIXTURES[name].description}); started on first use."
-    )
+    _fixture.__doc__ = f"The `{name}` CPU vLLM server ({FIXTURES[name].description}); started on first use."
     return _fixture
 
 

@@ -30,7 +30,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import fixture_servers as fs  # noqa: E402
+from fixture_table import FIXTURES, TEST_API_KEY  # noqa: E402
+from launcher import FixtureServer  # noqa: E402
 
 OUT_ROOT = HERE.parent / "tests" / "recorded"
 
@@ -341,7 +342,7 @@ def _late_interaction_exchanges(model: str) -> list[dict]:
 
 
 def _api_key_exchanges(model: str) -> list[dict]:
-    good = {"Authorization": f"Bearer {fs.TEST_API_KEY}"}
+    good = {"Authorization": f"Bearer {TEST_API_KEY}"}
     bad = {"Authorization": "Bearer wrong-key"}
     return [
         _ex("version", "GET", "/version"),
@@ -510,7 +511,7 @@ def call(base_url: str, ex: dict, timeout: float = 120.0) -> dict:
 
 
 def record_fixture(name: str, base_url: str, out_root: Path) -> list[Path]:
-    model = fs.FIXTURES[name].served_model_name
+    model = FIXTURES[name].served_model_name
     version = json.loads(urllib.request.urlopen(base_url + "/version", timeout=30).read())["version"]
     out_dir = out_root / name
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -536,7 +537,7 @@ def main() -> int:
         if args.url:
             record_fixture(name, args.url.rstrip("/"), args.out)
             continue
-        with fs.FixtureServer(name) as srv:
+        with FixtureServer(name) as srv:
             print(f"[record] {name} up at {srv.base_url} in {srv.start_seconds:.1f} s", flush=True)
             record_fixture(name, srv.base_url, args.out)
     return 0

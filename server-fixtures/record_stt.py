@@ -23,7 +23,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import fixture_servers as fs  # noqa: E402
+from fixture_table import FIXTURES  # noqa: E402
+from launcher import FixtureServer  # noqa: E402
 
 OUT = HERE.parent / "tests" / "recorded" / "stt"
 AUDIO = HERE.parent / "tests" / "data" / "audio"
@@ -135,7 +136,7 @@ def call(base_url: str, path: str, file: str | None, form: dict[str, str | list[
 
 
 def record(base_url: str, only: list[str] | None = None) -> None:
-    model = fs.FIXTURES["stt"].served_model_name
+    model = FIXTURES["stt"].served_model_name
     version = json.loads(urllib.request.urlopen(base_url + "/version", timeout=30).read())["version"]
     OUT.mkdir(parents=True, exist_ok=True)
     for name, path, file, form in exchanges(model):
@@ -154,7 +155,7 @@ def main() -> int:
     if args.url:
         record(args.url.rstrip("/"), args.names)
         return 0
-    with fs.FixtureServer("stt") as srv:
+    with FixtureServer("stt") as srv:
         print(f"[record] stt up at {srv.base_url} in {srv.start_seconds:.1f} s", flush=True)
         record(srv.base_url, args.names)
     return 0

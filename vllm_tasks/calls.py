@@ -1,4 +1,4 @@
-"""What every task call shares: the per-call options, the model to name, count checks."""
+"""What every task call shares: the per-call options and the model to name in a request."""
 
 from __future__ import annotations
 
@@ -6,19 +6,48 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .config import TimeoutArg
 from .errors import InvalidInputError
-from .steps import TimeoutLike
 from .types.server import ServerInfo
+from .validation import positive_int
+
+TimeoutLike = TimeoutArg
+
+
+class _ClientDefault:
+    def __repr__(self) -> str:
+        return "CLIENT_DEFAULT"
+
+
+CLIENT_DEFAULT: Any = _ClientDefault()
+"""Marks a per-call argument (e.g. ``timeout``) that falls back to the client's setting."""
 
 
 @dataclass(frozen=True)
 class CallOptions:
-    """The per-call tail every task method accepts."""
+    """The per-call tail every task method accepts, passed as one object to every task's flow.
 
-    model: str | None
-    extra_body: Mapping[str, Any] | None
-    extra_headers: Mapping[str, str] | None
-    timeout: TimeoutLike
+    Attributes:
+        model: the model the caller named (``None``: the client's, else the server's first).
+        extra_body: extra JSON (or form) fields merged into every request of the call.
+        extra_headers: extra headers for every request of the call.
+        timeout: per-request timeout; ``CLIENT_DEFAULT`` uses the client's.
+    """
+
+    model: str | None = None
+    extra_body: Mapping[str, Any] | None = None
+    extra_headers: Mapping[str, str] | None = None
+    timeout: TimeoutLike = CLIENT_DEFAULT
+
+    def __post_init__(self) -> None:
+        if self.extra_body is not None and not isinstance(self.extra_body, Mapping):
+            raise InvalidInputError(
+                "extra_body", self.extra_body, "must be a mapping", "Pass a dict of fields."
+            )
+        if self.extra_headers is not None and not isinstance(self.extra_headers, Mapping):
+            raise InvalidInputError(
+                "extra_headers", self.extra_headers, "must be a mapping", "Pass a dict of header values."
+            )
 
 
 def resolve_model(info: ServerInfo, requested: str | None, client_model: str | None = None) -> str | None:
@@ -26,12 +55,23 @@ def resolve_model(info: ServerInfo, requested: str | None, client_model: str | N
     return requested or client_model or info.default_model
 
 
-def positive_int(field: str, value: object) -> int:
-    """Validate a count argument (``batch_size``, ``concurrency``).
+@dataclass(frozen=True)
+class Batching:
+    """How a call's inputs are split into requests and sent: shared by every batched task.
+
+    Attributes:
+        batch_size: the most inputs per request.
+        concurrency: the most requests in flight at once.
+        show_progress: draw a tqdm bar (``vllm-tasks[progress]``).
 
     Raises:
-        InvalidInputError: for anything but an int >= 1.
+        InvalidInputError: ``batch_size`` or ``concurrency`` is not an int >= 1.
     """
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInputError(field, value, "must be an integer >= 1", f"For example {field}=8.")
-    return value
+
+    batch_size: int
+    concurrency: int
+    show_progress: bool = False
+
+    def __post_init__(self) -> None:
+        positive_int("batch_size", self.batch_size)
+        positive_int("concurrency", self.concurrency)

@@ -30,7 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``vllm-tasks`` (one sub-command per tool)."""
     parser = argparse.ArgumentParser(prog="vllm-tasks", description=__doc__.splitlines()[0])
     parser.add_argument("--api-key", default=None, help="API key (default: env VLLM_API_KEY)")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help=f"seconds per request (default: the client's, {defaults.TIMEOUT.read:g})",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     probe = commands.add_parser("probe", help="show which tasks a server serves, and known pitfalls")
     probe.add_argument("url", nargs="?", default=None, help="server root URL (default: env or localhost)")
@@ -68,7 +73,10 @@ def add_embed_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
     embed_file.add_argument("source", help="UTF-8 text file, one text per line")
     embed_file.add_argument("--out", required=True, help="the .npy file to write")
     embed_file.add_argument(
-        "--chunk-lines", type=int, default=4096, help="lines saved per step (default 4096)"
+        "--chunk-lines",
+        type=int,
+        default=defaults.EMBED_FILE_CHUNK_LINES,
+        help="lines saved per step (default %(default)s)",
     )
     embed_file.add_argument("--restart", action="store_true", help="ignore an unfinished earlier run")
     embed_file.add_argument("--progress", action="store_true", help="show a progress bar (needs tqdm)")
@@ -78,8 +86,18 @@ def add_embed_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
             "--model", default=None, help="served model name (default: the server's first)"
         )
         sub_parser.add_argument("--dimensions", type=int, default=None, help="Matryoshka output width")
-        sub_parser.add_argument("--batch-size", type=int, default=64, help="texts per request (default 64)")
-        sub_parser.add_argument("--concurrency", type=int, default=4, help="requests in flight (default 4)")
+        sub_parser.add_argument(
+            "--batch-size",
+            type=int,
+            default=defaults.EMBED_BATCH_SIZE,
+            help="texts per request (default %(default)s)",
+        )
+        sub_parser.add_argument(
+            "--concurrency",
+            type=int,
+            default=defaults.CONCURRENCY,
+            help="requests in flight (default %(default)s)",
+        )
 
 
 def _read_text_lines(path: str) -> list[str]:
@@ -173,9 +191,24 @@ def add_ocr_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     ocr.add_argument(
         "--prompt", default="markdown", help="preset (markdown, ocr, free, figure, describe) or text"
     )
-    ocr.add_argument("--max-tokens", type=int, default=4096, help="output tokens per page (default 4096)")
-    ocr.add_argument("--dpi", type=float, default=144.0, help="PDF rendering resolution (default 144)")
-    ocr.add_argument("--concurrency", type=int, default=4, help="PDF pages in flight (default 4)")
+    ocr.add_argument(
+        "--max-tokens",
+        type=int,
+        default=defaults.OCR_MAX_TOKENS,
+        help="output tokens per page (default %(default)s)",
+    )
+    ocr.add_argument(
+        "--dpi",
+        type=float,
+        default=defaults.OCR_PDF_DPI,
+        help="PDF rendering resolution (default %(default)g)",
+    )
+    ocr.add_argument(
+        "--concurrency",
+        type=int,
+        default=defaults.OCR_PDF_CONCURRENCY,
+        help="PDF pages in flight (default %(default)s)",
+    )
     ocr.add_argument("--progress", action="store_true", help="show a progress bar for PDFs (needs tqdm)")
 
 
@@ -261,7 +294,12 @@ def add_transcribe_parser(commands: argparse._SubParsersAction[argparse.Argument
         choices=["auto", "client", "server"],
         help="auto: split audio over 30 s client-side at pauses (default); server: let vLLM split it",
     )
-    stt.add_argument("--concurrency", type=int, default=8, help="chunks in flight (default 8)")
+    stt.add_argument(
+        "--concurrency",
+        type=int,
+        default=defaults.AUDIO_CONCURRENCY,
+        help="chunks in flight (default %(default)s)",
+    )
     stt.add_argument("--out", default=None, help="write the result here instead of stdout")
 
 
@@ -367,7 +405,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with Client(
             args.url,
             api_key=args.api_key,
-            timeout=args.timeout,
+            timeout=defaults.TIMEOUT if args.timeout is None else args.timeout,
             model=getattr(args, "model", None),
             max_retries=retries,
         ) as client:

@@ -11,14 +11,25 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import operator
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from .errors import APIError
+
+_json_loads: Callable[[str], Any]
+try:
+    import orjson
+
+    _json_loads = orjson.loads
+except ImportError:  # pragma: no cover - orjson is a dependency; the stdlib parser is only slower
+    _json_loads = json.loads
 
 EmbedDType = Literal["float32", "float16", "bfloat16", "fp8_e4m3", "fp8_e5m2"]
 Endianness = Literal["native", "big", "little"]
@@ -148,6 +159,10 @@ def decode_bytes_response(
 ) -> tuple[npt.NDArray[Any], dict[str, Any]]:
     """Decode an ``encoding_format="bytes"`` (or ``"bytes_only"``) response body.
 
+    The common layout (items in index order, equally long, back to back, one dtype and byte order) is
+    decoded with one ``np.frombuffer``; its ``data`` list is remembered, so a later header that repeats
+    it verbatim (the same batch size, dtype and width) only has its other fields parsed.
+
     Args:
         body: the raw body: every item's bytes concatenated in request order.
         metadata: the ``metadata`` header (JSON with per-item ``start``/``end``/``shape``/``embed_dtype``/
@@ -158,6 +173,7 @@ def decode_bytes_response(
 
     Returns:
         ``(matrix, meta)``: the ``(n, d)`` array in request order and the parsed metadata (``{}`` if none).
+        ``meta["data"]``'s dicts may be shared between calls: treat them as read-only.
 
     Raises:
         DecodeError: when the body does not match the metadata.
@@ -167,41 +183,99 @@ def decode_bytes_response(
         if expected_items == 0 or flat.size % expected_items:
             raise DecodeError(f"{flat.size} values cannot be split into {expected_items} equal vectors")
         return flat.reshape(expected_items, -1), {}
+    view = memoryview(body)
+    known = _known_layout(metadata, expected_items, len(body))
+    if known is not None:
+        return _decode_block(view, known[1], widen), known[0]
     try:
-        meta: dict[str, Any] = json.loads(metadata)
+        meta = _json_loads(metadata)
         items: list[dict[str, Any]] = meta["data"]
-        if any(item["index"] != position for position, item in enumerate(items)):
-            items = sorted(items, key=lambda item: int(item["index"]))
     except (ValueError, KeyError, TypeError) as error:
         raise DecodeError(f"unreadable `metadata` header: {error}") from error
+    layout = _uniform_layout(items) if isinstance(items, list) else None
+    in_order = layout is not None
+    if layout is None:
+        try:
+            if any(item["index"] != position for position, item in enumerate(items)):
+                items = sorted(items, key=lambda item: int(item["index"]))
+                layout = _uniform_layout(items)
+        except (ValueError, KeyError, TypeError, OverflowError) as error:
+            raise DecodeError(f"unreadable `metadata` header: {error}") from error
     if len(items) != expected_items:
         raise DecodeError(f"the server returned {len(items)} embeddings for {expected_items} inputs")
-    view = memoryview(body)
-    first = items[0] if items else {}
-    width = int(first.get("end", 0)) - int(first.get("start", 0))
-    dtype, order, shape = first.get("embed_dtype"), first.get("endianness"), first.get("shape")
-    uniform = True
-    for position, item in enumerate(items):
-        if (
-            item["start"] != position * width
-            or item.get("embed_dtype") != dtype
-            or item.get("endianness") != order
-            or item.get("shape") != shape
-        ):
-            uniform = False
-            break
-    if uniform and items and int(items[-1]["end"]) <= len(body):
-        # The common case: one contiguous block, decoded in a single call.
-        end = int(items[-1]["end"])
-        flat = decode_raw(
-            view[:end], first.get("embed_dtype", embed_dtype), first.get("endianness", "native"), widen=widen
-        )
-        return flat.reshape(len(items), -1), meta
+    if layout is not None and layout.end <= len(body):
+        if in_order:
+            _remember_layout(metadata, items, layout)
+        return _decode_block(view, layout, widen), meta
+    return _decode_items(view, items, embed_dtype, widen), meta
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Items ``0..count-1`` back to back in ``body[:end]``, all of one ``embed_dtype`` and ``endianness``."""
+
+    count: int
+    end: int
+    embed_dtype: str
+    endianness: Any
+    text: str = ""
+    """The header's ``data`` array exactly as the server wrote it (set once remembered)."""
+    items: tuple[dict[str, Any], ...] = ()
+    """``text`` parsed."""
+
+
+_ITEM_FIELDS = operator.itemgetter("index", "start", "end", "embed_dtype", "endianness", "shape")
+
+
+def _uniform_layout(items: list[Any]) -> _Layout | None:
+    """The layout when the items are in index order, equally wide and contiguous from byte 0, else None.
+
+    Vectorised over the items (C-level ``map``/``zip`` and tuple comparisons, no per-item Python code);
+    anything unusual (a missing key, a float offset, mixed dtypes) returns None for the per-item path.
+    """
+    try:
+        rows = list(map(_ITEM_FIELDS, items))
+    except (KeyError, TypeError):
+        return None
+    if not rows:
+        return None
+    _, start, end, dtype, order, shape = rows[0]
+    if type(start) is not int or type(end) is not int or not isinstance(dtype, str):
+        return None
+    width, count = end - start, len(rows)
+    size = _ITEM_SIZE.get(dtype)
+    if start != 0 or width <= 0 or size is None or width % size:
+        return None
+    indices, starts, ends, dtypes, orders, shapes = zip(*rows, strict=True)
+    if (
+        indices != tuple(range(count))
+        or starts != tuple(range(0, count * width, width))
+        or ends != tuple(range(width, (count + 1) * width, width))
+        or dtypes.count(dtype) != count
+        or orders.count(order) != count
+        or shapes.count(shape) != count
+    ):
+        return None
+    return _Layout(count, count * width, dtype, order)
+
+
+def _decode_block(view: memoryview, layout: _Layout, widen: bool) -> npt.NDArray[Any]:
+    flat = decode_raw(view[: layout.end], layout.embed_dtype, layout.endianness, widen=widen)
+    return flat.reshape(layout.count, -1)
+
+
+def _decode_items(
+    view: memoryview, items: list[dict[str, Any]], embed_dtype: str, widen: bool
+) -> npt.NDArray[Any]:
+    """Decode item by item (any order, gaps, mixed dtypes); rows must come out equally long."""
     rows = []
     for item in items:
-        start, end = int(item["start"]), int(item["end"])
-        if end > len(body) or start > end:
-            raise DecodeError(f"item {item['index']} spans bytes {start}..{end} of a {len(body)}-byte body")
+        try:
+            start, end = int(item["start"]), int(item["end"])
+        except (ValueError, KeyError, TypeError, OverflowError) as error:
+            raise DecodeError(f"unreadable `metadata` header: item {item.get('index')}: {error}") from error
+        if end > len(view) or start > end or start < 0:
+            raise DecodeError(f"item {item['index']} spans bytes {start}..{end} of a {len(view)}-byte body")
         row = decode_raw(
             view[start:end],
             item.get("embed_dtype", embed_dtype),
@@ -209,7 +283,66 @@ def decode_bytes_response(
             widen=widen,
         )
         rows.append(row.reshape(-1))
-    return stack_rows(rows, rows[0].dtype if rows else np.float32), meta
+    return stack_rows(rows, rows[0].dtype if rows else np.float32)
+
+
+# Remembered `data` arrays, by item count. vLLM writes the same `data` text for every response of one
+# batch size, dtype and width (only `id`, `created` and `usage` change), so a header that contains a
+# remembered array verbatim needs only its other fields parsed.
+_LAYOUTS: dict[int, tuple[_Layout, ...]] = {}
+_LAYOUTS_PER_COUNT = 2
+_LAYOUT_COUNTS = 16
+_LAYOUT_HEAD = 64
+_DATA_KEY = re.compile(r'"data"\s*:\s*(?=\[)')
+_ARRAY_END = re.compile(r"\}\s*\]")
+# Stands in for the remembered array while the rest of the header is parsed. Its value holds a NUL, which
+# JSON can only write as the escape \u0000 (both parsers reject raw control characters): when the text
+# around the array has no such escape, no other string can parse to the stand-in, so finding it as the
+# top-level "data" proves the array sat there, outside any string, as the value a full parse would keep.
+_SLOT_JSON = '"\\u0000vllm_tasks:data"'
+_SLOT = "\x00vllm_tasks:data"
+_NUL_ESCAPE = "\\u0000"
+
+
+def _known_layout(metadata: str, count: int, body_size: int) -> tuple[dict[str, Any], _Layout] | None:
+    """``(meta, layout)`` when ``metadata`` holds a remembered ``data`` array as its top-level ``data``."""
+    for layout in _LAYOUTS.get(count, ()):
+        at = metadata.find(layout.text[:_LAYOUT_HEAD])
+        if at < 0 or not metadata.startswith(layout.text, at):
+            continue
+        before, after = metadata[:at], metadata[at + len(layout.text) :]
+        if layout.end > body_size or _NUL_ESCAPE in before or _NUL_ESCAPE in after:
+            return None
+        try:
+            meta = _json_loads(before + _SLOT_JSON + after)
+        except ValueError:
+            return None
+        if not isinstance(meta, dict) or meta.get("data") != _SLOT:
+            return None
+        meta["data"] = list(layout.items)
+        return meta, layout
+    return None
+
+
+def _remember_layout(metadata: str, items: list[dict[str, Any]], layout: _Layout) -> None:
+    """Remember the exact text of ``metadata``'s ``data`` array (already parsed as ``items``)."""
+    key = _DATA_KEY.search(metadata)
+    close = _ARRAY_END.search(metadata, key.end()) if key else None
+    if key is None or close is None:
+        return
+    text = metadata[key.end() : close.end()]
+    known = _LAYOUTS.get(layout.count, ())
+    if any(entry.text == text for entry in known):
+        return  # remembered, but this header could not use it (e.g. a \u0000 elsewhere)
+    try:
+        if _json_loads(text) != items:
+            return
+    except ValueError:
+        return
+    if len(_LAYOUTS) >= _LAYOUT_COUNTS and layout.count not in _LAYOUTS:
+        _LAYOUTS.clear()
+    remembered = replace(layout, text=text, items=tuple(items))
+    _LAYOUTS[layout.count] = (remembered, *known)[:_LAYOUTS_PER_COUNT]
 
 
 def unpackbits(packed: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:

@@ -1,9 +1,13 @@
-"""Default settings, in one place."""
+"""Every tunable of the SDK in one place: batch sizes, concurrency, timeouts and limits.
+
+Task modules, the clients and the CLI read their defaults from here; nothing else holds a literal.
+"""
 
 from __future__ import annotations
 
 import httpx
 
+# --- Client -----------------------------------------------------------------------------------------
 BASE_URL = "http://localhost:8000"
 BASE_URL_ENV = "VLLM_TASKS_BASE_URL"
 API_KEY_ENV = "VLLM_API_KEY"
@@ -18,4 +22,58 @@ RETRY_AFTER_CAP = 60.0
 """A ``Retry-After`` longer than this is ignored in favour of the normal backoff."""
 
 HEALTH_POLL_INTERVAL = 1.0
+READY_TIMEOUT = 600.0
+"""``wait_until_ready()``: a large model can take minutes to load."""
 PROBE_TIMEOUT = 30.0
+FETCH_TIMEOUT = 60.0
+"""Downloading a user-given image or audio URL client-side."""
+PROCESSOR_CHECK_TIMEOUT = 30.0
+"""The one-token request that tells whether DeepSeek-OCR's n-gram processor is loaded."""
+
+# --- Batching (embeddings, scoring) -------------------------------------------------------------------
+CONCURRENCY = 4
+"""Requests in flight at once when a call is split into several."""
+EMBED_BATCH_SIZE = 64
+"""Inputs per ``/v1/embeddings`` or ``/v2/embed`` request."""
+EMBED_MAX_BATCH_CHARS = 200_000
+"""An embedding batch is also cut when its texts reach this many characters, so a request stays bounded."""
+SCORE_BATCH_SIZE = 128
+"""Documents (or pairs) per ``/rerank``, ``/score``, ``/classify`` or ``/pooling`` request."""
+SCORE_MAX_REQUEST_BYTES = 8 * 1024 * 1024
+"""A scoring request's JSON body stays under this (images make documents large); the Rust front end and
+many proxies refuse bodies over 32 MiB."""
+LOCATE_MAX_TOKENIZE = 32
+"""At most this many ``/tokenize`` calls (the longest inputs) are spent naming an over-long input."""
+OFFLOAD_DECODE_BYTES = 1 << 20
+"""``AsyncClient`` decodes response bodies larger than this in a worker thread, not on the event loop."""
+
+# --- Jobs ---------------------------------------------------------------------------------------------
+EMBED_FILE_CHUNK_LINES = 4096
+"""Lines per checkpointed chunk of ``embed_file``."""
+
+# --- Speech to text -----------------------------------------------------------------------------------
+AUDIO_CONCURRENCY = 8
+"""Client-side audio pieces transcribed at once."""
+AUDIO_SIZE_LIMIT = 25 * 1024 * 1024
+"""vLLM's default ``VLLM_MAX_AUDIO_CLIP_FILESIZE_MB`` (25 MiB)."""
+AUDIO_STREAM_LIMIT_SECONDS = 600.0
+"""vLLM's default ``VLLM_MAX_AUDIO_DECODE_DURATION_S``: a stream of longer audio is split client-side."""
+AUDIO_CHUNK_SECONDS = 30.0
+"""Longest client-side piece, overlap included (Whisper's window)."""
+AUDIO_SEGMENT_CHUNK_SECONDS = 20.0
+"""Longest piece when segments are wanted: whisper-base emits no timestamps for many 25-30 s pieces."""
+AUDIO_CUT_SEARCH_SECONDS = 5.0
+"""A cut goes at the quietest 20 ms within this many seconds before the piece's limit."""
+AUDIO_CHUNK_OVERLAP_SECONDS = 0.5
+"""Each piece starts this much before the previous cut (doubled words are removed when merging)."""
+AUDIO_MIN_CHUNK_SECONDS = 0.2
+"""A tail shorter than this after the last cut joins the previous piece."""
+AUDIO_DECODE_BLOCK_SECONDS = 10.0
+"""Audio is decoded and resampled in blocks of this many seconds (bounded memory)."""
+
+# --- OCR ----------------------------------------------------------------------------------------------
+OCR_MAX_TOKENS = 4096
+OCR_PDF_DPI = 144.0
+OCR_PDF_CONCURRENCY = 4
+IMAGE_MAX_SIDE = 4096
+"""Images with a longer side are downscaled before upload (DeepSeek-OCR tiles at 1024 px anyway)."""

@@ -1,44 +1,22 @@
-"""Server discovery, readiness and probing, written once as operations (see ``vllm_tasks.steps``)."""
+"""Server discovery and probing, the pure parts: the requests to send and how to read the answers.
+
+The sending is ``vllm_tasks/_async/discovery.py`` (and its generated sync twin).
+"""
 
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from . import defaults
-from .errors import APIConnectionError, APIError, ServerNotReady, parse_error_body
-from .steps import Operation, Parallel, Request, Sleep
-from .tasks import TASK_ROUTES, TaskRoute
-from .types.server import Advisory, ModelCard, ProbeReport, ServerInfo, TaskProbe, TaskStatus
-
-
-def discover(base_url: str, *, strict: bool = True) -> Operation[ServerInfo]:
-    """Read ``/version``, ``/v1/models`` and ``/openapi.json`` (concurrently) into a ``ServerInfo``.
-
-    Args:
-        base_url: recorded in the result.
-        strict: when True a failing ``/v1/models`` raises (e.g. :class:`AuthenticationError`); when
-            False (probing) it yields an empty model list.
-    """
-    version_response, models_response, openapi_response = yield Parallel(
-        [
-            Request("GET", "/version", raise_for_status=False),
-            Request("GET", "/v1/models", raise_for_status=strict),
-            Request("GET", "/openapi.json", raise_for_status=False),
-        ],
-        concurrency=3,
-    )
-    return ServerInfo(
-        base_url=base_url,
-        version=parse_version_response(version_response),
-        models=parse_models_response(models_response),
-        routes=parse_openapi_response(openapi_response),
-    )
+from .errors import parse_error_body
+from .tasks import TaskRoute
+from .transport import Request
+from .types.server import Advisory, ModelCard, ServerInfo, TaskProbe, TaskStatus
 
 
 def _json_body(response: httpx.Response) -> dict[str, Any] | None:
@@ -72,50 +50,13 @@ def parse_openapi_response(response: httpx.Response) -> frozenset[str] | None:
     return frozenset(paths) if isinstance(paths, dict) else None
 
 
-def wait_until_ready(
-    base_url: str, timeout: float, interval: float = defaults.HEALTH_POLL_INTERVAL
-) -> Operation[None]:
-    """Poll ``GET /health`` until it answers 200, tolerating refused connections and 503 while loading.
+def probe_requests(routes: Sequence[TaskRoute]) -> list[Request]:
+    """The cheapest request for each task route (``{}`` or a one-character input), single attempts.
 
-    Raises:
-        ServerNotReady: when ``timeout`` seconds pass, with the last cause seen.
+    Errors are returned, not raised: the status says whether the task is served (see
+    :func:`classify_probe`).
     """
-    deadline = time.monotonic() + timeout
-    last_cause: str | None = None
-    while True:
-        remaining = deadline - time.monotonic()
-        try:
-            response = yield Request(
-                "GET",
-                "/health",
-                raise_for_status=False,
-                retry=False,
-                timeout=max(0.5, min(5.0, remaining)),
-            )
-        except APIConnectionError as error:
-            last_cause = str(error)
-        else:
-            if response.status_code == 200:
-                return
-            last_cause = f"/health answered HTTP {response.status_code}"
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise ServerNotReady(f"{base_url} was not ready within {timeout:g} s", last_cause)
-        yield Sleep(min(interval, remaining))
-
-
-def probe(base_url: str) -> Operation[ProbeReport]:
-    """Find which tasks the server serves, with advisories for known pitfalls.
-
-    Each task's route gets its cheapest request (``{}`` or a one-character input); the status says
-    whether the task is served (200/400/422), not served (404), inactive (501) or guarded (401).
-
-    Raises:
-        APIConnectionError: when the server cannot be reached at all.
-    """
-    info = yield from discover(base_url, strict=False)
-    routes = list(TASK_ROUTES.values())
-    requests = [
+    return [
         Request(
             "POST",
             route.path,
@@ -127,23 +68,6 @@ def probe(base_url: str) -> Operation[ProbeReport]:
         )
         for route in routes
     ]
-    responses = yield Parallel(requests, concurrency=3)
-    tasks = tuple(classify_probe(route, response) for route, response in zip(routes, responses, strict=True))
-    advisories = advisories_for(info, tasks)
-    ngram_processor: bool | None = None
-    chat_served = any(t.task == "chat" and t.status is TaskStatus.SERVED for t in tasks)
-    if chat_served and _model_matches(info, r"ocr"):
-        from .ocr import check_ngram_processor, missing_processor_message
-
-        try:
-            ngram_processor = yield from check_ngram_processor(None)
-        except APIError:
-            ngram_processor = None
-        if ngram_processor is False:
-            advisories.append(Advisory(id="ocr-ngram-processor-missing", message=missing_processor_message()))
-    return ProbeReport(
-        server=info, tasks=tasks, advisories=tuple(advisories), ngram_processor=ngram_processor
-    )
 
 
 def classify_probe(route: TaskRoute, response: httpx.Response) -> TaskProbe:
@@ -177,7 +101,8 @@ def _version_below(info: ServerInfo, version: str) -> bool:
     return parsed.known and not parsed.at_least(version)
 
 
-def _model_matches(info: ServerInfo, pattern: str) -> bool:
+def model_matches(info: ServerInfo, pattern: str) -> bool:
+    """Whether a served model's name (or its root) matches the regular expression ``pattern``."""
     names = " ".join(f"{card.id} {card.root or ''}" for card in info.models)
     return re.search(pattern, names, re.IGNORECASE) is not None
 
@@ -187,7 +112,7 @@ _QWEN3_LAST_POOLING = r"qwen3[-_]?(reranker|embedding)"
 ADVISORIES: tuple[_AdvisoryRule, ...] = (
     _AdvisoryRule(
         "last-pooling-chunked-prefill",
-        lambda info, _: _version_below(info, "0.26.0") and _model_matches(info, _QWEN3_LAST_POOLING),
+        lambda info, _: _version_below(info, "0.26.0") and model_matches(info, _QWEN3_LAST_POOLING),
         "LAST-pooling models such as Qwen3-Reranker and Qwen3-Embedding return wrong scores for long pairs "
         "that are chunk-prefilled on vLLM < 0.26.0; upgrade the server to vLLM >= 0.26.0.",
         "vLLM issue #48901",

@@ -1,38 +1,33 @@
-"""Embedding operations: ``/v1/embeddings`` (``embed``) and ``/v2/embed`` (``embed_v2``).
+"""Embeddings, the pure parts: ``/v1/embeddings`` (``embed``) and ``/v2/embed`` (``embed_v2``).
 
-Long inputs are split into batches sent with bounded concurrency and merged back in input order; the
-transport is chosen by server version and decoded straight into numpy (``vllm_tasks.decoding``).
+Checking inputs, choosing the transport by server version, building the batched requests, decoding
+the responses straight into numpy (``vllm_tasks.decoding``) and merging them in input order. The
+sending is ``vllm_tasks/_async/embeddings.py`` (and its generated sync twin).
 """
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import httpx
 import numpy as np
 import numpy.typing as npt
 
-from . import gates
+from . import defaults, gates
 from .batching import plan_batches
-from .calls import CallOptions, positive_int, resolve_model
+from .calls import CallOptions, resolve_model
 from .decoding import EMBED_DTYPES, DecodeError, EmbedDType, Endianness, decode_bytes_response, decode_raw
 from .errors import ContextLengthExceeded, DimensionsNotApplied, InvalidInputError
-from .progress import Progress
-from .steps import GetServerInfo, Operation, Parallel, Request
+from .transport import Request
 from .types.common import Usage
-from .types.embeddings import EmbeddingResult, EmbeddingType, EmbedV2Result, EncodingFormat, Truncate
+from .types.embeddings import EmbeddingResult, EmbeddingType, EmbedV2Result, EncodingFormat
 from .types.server import ServerInfo
-
-DEFAULT_BATCH_SIZE = 64
-DEFAULT_CONCURRENCY = 4
-MAX_BATCH_CHARS = 200_000
-"""A batch is also cut when its texts reach this many characters, so one request stays bounded."""
+from .validation import int_at_least
 
 V2_EMBEDDING_TYPES: tuple[str, ...] = ("float", "binary", "ubinary", "base64")
-_LOCATE_LIMIT = 64
-"""At most this many ``/tokenize`` calls are spent finding which input is over the context length."""
 
 EmbedInput = str | Sequence[str] | Sequence[int] | Sequence[Sequence[int]]
 
@@ -141,85 +136,114 @@ def decode_embeddings_response(
     return matrix, payload.get("model"), usage
 
 
-def embed(
+@dataclass(frozen=True)
+class EmbedParams:
+    """The ``/v1/embeddings`` options of one ``embed`` call (see ``Client.embed``), checked on creation.
+
+    Raises:
+        InvalidInputError: ``dimensions`` not an int >= 1, an unknown ``embed_dtype``, or ``normalize``
+            together with ``use_activation``.
+    """
+
+    dimensions: int | None = None
+    encoding_format: EncodingFormat = "auto"
+    embed_dtype: EmbedDType | None = None
+    endianness: Endianness | None = None
+    widen: bool = True
+    truncate_prompt_tokens: int | None = None
+    truncation_side: str | None = None
+    use_activation: bool | None = None
+    normalize: bool | None = None
+    add_special_tokens: bool | None = None
+
+    def __post_init__(self) -> None:
+        int_at_least("dimensions", self.dimensions, 1, "Or leave it unset.")
+        if self.embed_dtype is not None and self.embed_dtype not in EMBED_DTYPES:
+            raise InvalidInputError(
+                "embed_dtype", self.embed_dtype, "is not a vLLM embed dtype", f"Use one of {EMBED_DTYPES}."
+            )
+        if self.normalize is not None and self.use_activation is not None:
+            raise InvalidInputError(
+                "normalize",
+                self.normalize,
+                "cannot be combined with use_activation",
+                "Pass only use_activation.",
+            )
+
+
+@dataclass(frozen=True)
+class EmbedPlan:
+    """The requests of one ``embed`` call and what decoding their answers needs."""
+
+    requests: list[Request]
+    batches: list[range]
+    encoding_format: str
+    model: str | None
+    wire_dtype: str
+    wire_endianness: str
+    sizes: list[int] = field(default_factory=list)
+
+
+def embed_inputs(
     input: EmbedInput | None,
-    *,
     messages: Sequence[Mapping[str, Any]] | Sequence[Sequence[Mapping[str, Any]]] | None,
-    call: CallOptions,
-    client_model: str | None,
-    dimensions: int | None,
-    encoding_format: EncodingFormat,
-    embed_dtype: EmbedDType | None,
-    endianness: Endianness | None,
-    widen: bool,
-    truncate_prompt_tokens: int | None,
-    truncation_side: str | None,
-    use_activation: bool | None,
-    normalize: bool | None,
-    add_special_tokens: bool | None,
-    batch_size: int,
-    concurrency: int,
-    show_progress: bool,
-) -> Operation[EmbeddingResult]:
-    """The ``embed`` operation (see ``Client.embed`` for the arguments)."""
+) -> list[Any]:
+    """The prompts of an ``embed`` call: texts, token-id lists, or checked conversations.
+
+    Raises:
+        InvalidInputError: both or neither of ``input`` and ``messages``, or a bad element.
+    """
     if (input is None) == (messages is None):
         raise InvalidInputError(
             "input", input, "exactly one of input= and messages= is needed", "Pass texts as input=..."
         )
-    batch_size = positive_int("batch_size", batch_size)
-    concurrency = positive_int("concurrency", concurrency)
-    if dimensions is not None and (
-        isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1
-    ):
-        raise InvalidInputError("dimensions", dimensions, "must be an integer >= 1", "Or leave it unset.")
-    if embed_dtype is not None and embed_dtype not in EMBED_DTYPES:
-        raise InvalidInputError(
-            "embed_dtype", embed_dtype, "is not a vLLM embed dtype", f"Use one of {EMBED_DTYPES}."
-        )
-    if normalize is not None and use_activation is not None:
-        raise InvalidInputError(
-            "normalize", normalize, "cannot be combined with use_activation", "Pass only use_activation."
-        )
-    prompts: list[Any] = (
-        normalize_messages(messages) if messages is not None else normalize_embed_input(input)
-    )
+    if messages is not None:
+        return normalize_messages(messages)
+    return normalize_embed_input(input)
 
-    info: ServerInfo = yield GetServerInfo()
-    fmt = _choose_format(info, encoding_format)
+
+def plan_embed(
+    info: ServerInfo,
+    prompts: Sequence[Any],
+    params: EmbedParams,
+    call: CallOptions,
+    *,
+    client_model: str | None,
+    batch_size: int,
+    conversations: bool,
+) -> EmbedPlan:
+    """Check ``params`` against the server's version and build the batched ``/v1/embeddings`` requests.
+
+    Raises:
+        UnsupportedByServer: a transport, dtype or field the server's vLLM version lacks.
+    """
+    fmt = _choose_format(info, params.encoding_format)
     options: dict[str, Any] = {
-        "embed_dtype": embed_dtype,
-        "endianness": endianness,
-        "truncation_side": truncation_side,
+        "embed_dtype": params.embed_dtype,
+        "endianness": params.endianness,
+        "truncation_side": params.truncation_side,
     }
-    if messages is not None and len(prompts) > 1:
-        batched = gates.supports(info, "batched_chat_embeddings")
-        if not batched:
-            batch_size = 1
+    if conversations and len(prompts) > 1 and not gates.supports(info, "batched_chat_embeddings"):
+        batch_size = 1
     gates.require(info, _gated_features(fmt, options))
     body: dict[str, Any] = {
         "model": resolve_model(info, call.model, client_model),
         "encoding_format": fmt,
-        "dimensions": dimensions,
-        "truncate_prompt_tokens": truncate_prompt_tokens,
-        "add_special_tokens": add_special_tokens,
-        "use_activation": use_activation,
+        "dimensions": params.dimensions,
+        "truncate_prompt_tokens": params.truncate_prompt_tokens,
+        "add_special_tokens": params.add_special_tokens,
+        "use_activation": params.use_activation,
         **options,
-        **gates.normalize_fields(info, normalize),
+        **gates.normalize_fields(info, params.normalize),
     }
     body = {key: value for key, value in body.items() if value is not None}
     body.update(call.extra_body or {})
-    wire_dtype = str(body.get("embed_dtype", "float32"))
-    wire_endianness = str(body.get("endianness", "native"))
-
     sizes = [len(prompt) for prompt in prompts]
-    batches = plan_batches(sizes, batch_size, MAX_BATCH_CHARS)
+    batches = plan_batches(sizes, batch_size, defaults.EMBED_MAX_BATCH_CHARS)
     requests = []
     for batch in batches:
         items = [prompts[i] for i in batch]
-        if messages is not None:
-            payload = {"messages": items[0] if len(items) == 1 else items}
-        else:
-            payload = {"input": items}
+        payload = {"messages": items[0] if len(items) == 1 else items} if conversations else {"input": items}
         requests.append(
             Request(
                 "POST",
@@ -230,44 +254,52 @@ def embed(
                 task="embed",
             )
         )
-    progress = Progress(len(prompts), enabled=show_progress, description="embed")
-    try:
-        responses: list[httpx.Response] = yield Parallel(
-            requests, concurrency, lambda index, _: progress.advance(len(batches[index]))
-        )
-    except ContextLengthExceeded as error:
-        if messages is None:
-            yield from _locate_too_long(error, prompts, info, body.get("model"))
-        raise
-    finally:
-        progress.close()
+    return EmbedPlan(
+        requests=requests,
+        batches=batches,
+        encoding_format=fmt,
+        model=body.get("model"),
+        wire_dtype=str(body.get("embed_dtype", "float32")),
+        wire_endianness=str(body.get("endianness", "native")),
+        sizes=sizes,
+    )
 
+
+def merge_embeddings(
+    plan: EmbedPlan, responses: Sequence[httpx.Response], params: EmbedParams, info: ServerInfo
+) -> EmbeddingResult:
+    """Decode every batch's response and stack them in input order.
+
+    Raises:
+        DecodeError: a response does not match its request.
+        DimensionsNotApplied: the server ignored ``dimensions`` (vLLM < 0.24.0).
+    """
     matrices = []
     usage = Usage()
     served_model: str | None = None
-    for batch, response in zip(batches, responses, strict=True):
+    for batch, response in zip(plan.batches, responses, strict=True):
         matrix, model_name, batch_usage = decode_embeddings_response(
             response,
             expected_items=len(batch),
-            embed_dtype=wire_dtype,
-            endianness=wire_endianness,
-            widen=widen,
+            embed_dtype=plan.wire_dtype,
+            endianness=plan.wire_endianness,
+            widen=params.widen,
         )
         matrices.append(matrix)
         usage += batch_usage
         served_model = served_model or model_name
     vectors = np.concatenate(matrices) if len(matrices) > 1 else matrices[0]
-    if dimensions is not None and vectors.shape[1] != dimensions:
+    if params.dimensions is not None and vectors.shape[1] != params.dimensions:
         raise DimensionsNotApplied(
-            f"asked for dimensions={dimensions} but the server returned {vectors.shape[1]}-wide vectors "
-            f"(vLLM {info.version or 'unknown'} ignored it; vLLM >= 0.24.0 refuses unsupported values). "
-            "Use a Matryoshka model/dimension, or leave dimensions unset."
+            f"asked for dimensions={params.dimensions} but the server returned {vectors.shape[1]}-wide "
+            f"vectors (vLLM {info.version or 'unknown'} ignored it; vLLM >= 0.24.0 refuses unsupported "
+            "values). Use a Matryoshka model/dimension, or leave dimensions unset."
         )
     return EmbeddingResult(
         vectors=vectors,
-        model=served_model or str(body.get("model") or ""),
+        model=served_model or str(plan.model or ""),
         usage=usage,
-        encoding_format=fmt,
+        encoding_format=plan.encoding_format,
     )
 
 
@@ -321,56 +353,32 @@ def _content_with_images(content: Any) -> Any:
     ]
 
 
-def _locate_too_long(
-    error: ContextLengthExceeded, prompts: Sequence[Any], info: ServerInfo, model: str | None
-) -> Operation[None]:
-    """Find the first input over the context length and note its index on ``error``.
+def name_too_long_input(
+    error: ContextLengthExceeded, prompts: Sequence[Any], counts: Mapping[int, int], limit: int
+) -> None:
+    """Note on ``error`` the first input over ``limit`` tokens (``input_index`` and the message).
 
-    Token-id inputs are measured directly; texts are measured with ``/tokenize``, longest first.
+    Token-id inputs are measured by their length; texts by ``counts`` (index -> tokens, from
+    ``/tokenize``, for the longest texts only).
     """
-    limit = error.max_model_len or info.max_model_len
-    if limit is None:
-        return
-    found: int | None = None
     if prompts and isinstance(prompts[0], list):
         found = next((i for i, ids in enumerate(prompts) if len(ids) > limit), None)
     else:
-        order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))[:_LOCATE_LIMIT]
-        requests = [
-            Request("POST", "/tokenize", json={"model": model, "prompt": prompts[i]}, raise_for_status=False)
-            for i in order
-        ]
-        responses: list[httpx.Response] = yield Parallel(requests, concurrency=4)
-        over = [
-            i
-            for i, response in zip(order, responses, strict=True)
-            if response.status_code == 200 and int(response.json().get("count", 0)) > limit
-        ]
-        found = min(over) if over else None
+        found = min((i for i, count in counts.items() if count > limit), default=None)
     if found is not None:
         error.input_index = found
         error.message = f"input[{found}] is too long: {error.message}"
         error.args = (error.message,)
 
 
-def embed_v2(
-    *,
-    texts: Sequence[str] | None,
-    images: Sequence[Any] | None,
-    inputs: Sequence[Mapping[str, Any]] | None,
-    call: CallOptions,
-    client_model: str | None,
-    input_type: str | None,
-    embedding_types: Sequence[EmbeddingType | str] | None,
-    output_dimension: int | None,
-    truncate: Truncate | None,
-    max_tokens: int | None,
-    priority: int | None,
-    batch_size: int,
-    concurrency: int,
-    show_progress: bool,
-) -> Operation[EmbedV2Result]:
-    """The ``embed_v2`` operation (see ``Client.embed_v2`` for the arguments)."""
+def v2_inputs(
+    texts: Sequence[str] | None, images: Sequence[Any] | None, inputs: Sequence[Mapping[str, Any]] | None
+) -> tuple[str, list[Any]]:
+    """Which of ``texts``/``images``/``inputs`` was given, and its checked items (images encoded).
+
+    Raises:
+        InvalidInputError: not exactly one given, an empty list, or a text that is not a str.
+    """
     given = {
         name: value
         for name, value in (("texts", texts), ("images", images), ("inputs", inputs))
@@ -383,18 +391,27 @@ def embed_v2(
             "exactly one must be given",
             "Pass texts=[...] (or images/inputs).",
         )
-    field, values = next(iter(given.items()))
+    field_name, values = next(iter(given.items()))
     if isinstance(values, str | bytes) or not isinstance(values, Sequence) or len(values) == 0:
-        raise InvalidInputError(field, values, "must be a non-empty list", f"e.g. {field}=[...]")
+        raise InvalidInputError(field_name, values, "must be a non-empty list", f"e.g. {field_name}=[...]")
     items = list(values)
-    if field == "texts":
+    if field_name == "texts":
         for index, text in enumerate(items):
             if not isinstance(text, str):
                 raise InvalidInputError(f"texts[{index}]", text, "is not a str", "Pass strings in texts=.")
-    elif field == "images":
+    elif field_name == "images":
         from .images import image_to_data_url
 
         items = [item if isinstance(item, str) else image_to_data_url(item) for item in items]
+    return field_name, items
+
+
+def v2_embedding_types(embedding_types: Sequence[EmbeddingType | str] | None) -> list[str]:
+    """The requested ``/v2/embed`` types (default ``["float"]``).
+
+    Raises:
+        InvalidInputError: a type vLLM does not serve (``int8``/``uint8`` are refused by the server).
+    """
     types = list(embedding_types) if embedding_types is not None else ["float"]
     bad = [t for t in types if t not in V2_EMBEDDING_TYPES]
     if bad or not types:
@@ -405,44 +422,43 @@ def embed_v2(
             + (" (int8 and uint8 are refused by the server)" if {"int8", "uint8"} & set(bad) else ""),
             "Use 'binary'/'ubinary' for packed sign bits or 'float' for full vectors.",
         )
-    batch_size = positive_int("batch_size", batch_size)
-    concurrency = positive_int("concurrency", concurrency)
+    return types
 
-    info: ServerInfo = yield GetServerInfo()
-    features = ["/v2/embed"] + (["v2_embed_priority"] if priority is not None else [])
+
+def plan_embed_v2(
+    info: ServerInfo,
+    field_name: str,
+    items: Sequence[Any],
+    body_fields: Mapping[str, Any],
+    call: CallOptions,
+    *,
+    client_model: str | None,
+    batch_size: int,
+) -> tuple[list[Request], list[range]]:
+    """Gate ``/v2/embed`` on the server's version and build the batched requests.
+
+    Raises:
+        UnsupportedByServer: the server is older than vLLM 0.18.0 (or lacks ``priority``).
+    """
+    features = ["/v2/embed"] + (["v2_embed_priority"] if body_fields.get("priority") is not None else [])
     gates.require(info, features)
-    body: dict[str, Any] = {
-        "model": resolve_model(info, call.model, client_model),
-        "input_type": input_type,
-        "embedding_types": types,
-        "output_dimension": output_dimension,
-        "truncate": truncate,
-        "max_tokens": max_tokens,
-        "priority": priority,
-    }
+    body = {"model": resolve_model(info, call.model, client_model), **body_fields}
     body = {key: value for key, value in body.items() if value is not None}
     body.update(call.extra_body or {})
     sizes = [len(item) if isinstance(item, str) else 1 for item in items]
-    batches = plan_batches(sizes, batch_size, MAX_BATCH_CHARS)
+    batches = plan_batches(sizes, batch_size, defaults.EMBED_MAX_BATCH_CHARS)
     requests = [
         Request(
             "POST",
             "/v2/embed",
-            json={**body, field: [items[i] for i in batch]},
+            json={**body, field_name: [items[i] for i in batch]},
             headers=call.extra_headers,
             timeout=call.timeout,
             task="embed_v2",
         )
         for batch in batches
     ]
-    progress = Progress(len(items), enabled=show_progress, description="embed_v2")
-    try:
-        responses: list[httpx.Response] = yield Parallel(
-            requests, concurrency, lambda index, _: progress.advance(len(batches[index]))
-        )
-    finally:
-        progress.close()
-    return merge_v2_responses([response.json() for response in responses], types)
+    return requests, batches
 
 
 def merge_v2_responses(payloads: Sequence[Mapping[str, Any]], types: Sequence[str]) -> EmbedV2Result:

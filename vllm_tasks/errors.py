@@ -5,9 +5,12 @@ Every exception raised by the SDK derives from :class:`VLLMTasksError`::
     VLLMTasksError
     ├── InvalidInputError (also ValueError)   bad argument, caught before any request
     │   ├── AudioDecodeError                  unreadable audio input (names the file and the reason)
+    │   │   └── AudioFetchError               an audio URL could not be fetched client-side
+    │   ├── InputFetchError                   a user-given URL could not be fetched client-side
     │   └── ImageError                        image not decodable / not fetchable (client-side)
     │       ├── ImageTooLarge                 over PIL's bomb limit or the size limit
     │       └── ImageFetchError               an image URL could not be fetched client-side
+    ├── MissingDependency (also ImportError)  an optional package is not installed (names the extra)
     ├── UnsupportedByServer                   feature needs a newer vLLM or a server flag
     ├── ServerNotReady                        wait_until_ready() ran out of time
     └── APIError
@@ -84,8 +87,25 @@ class ImageTooLarge(ImageError):
     size: tuple[int, int] | None = None
 
 
-class ImageFetchError(ImageError):
-    """An image URL could not be fetched client-side (unreachable host, error status, not an image)."""
+class InputFetchError(InvalidInputError):
+    """A user-given URL (an image or audio file) could not be fetched client-side.
+
+    Attributes:
+        source: the URL.
+        reason: what went wrong (unreachable host, error status).
+    """
+
+    def __init__(self, field: str, url: str, reason: str) -> None:
+        self.source = url
+        self.reason = reason
+        # Called directly: subclasses also derive from errors whose __init__ takes other arguments.
+        InvalidInputError.__init__(
+            self, field, url, f"could not be fetched ({reason})", "Check the URL, or pass the file's bytes."
+        )
+
+
+class ImageFetchError(ImageError, InputFetchError):
+    """An image URL could not be fetched client-side (unreachable host, error status)."""
 
 
 class AudioDecodeError(InvalidInputError):
@@ -105,6 +125,24 @@ class AudioDecodeError(InvalidInputError):
             f"cannot be decoded: {reason}",
             "Check that it is a complete audio or video file (WAV, FLAC, MP3, OGG, M4A, ...).",
         )
+
+
+class AudioFetchError(InputFetchError, AudioDecodeError):
+    """An audio URL could not be fetched client-side (unreachable host, error status)."""
+
+
+class MissingDependency(VLLMTasksError, ImportError):
+    """An optional package a feature needs is not installed; the message names the extra to install.
+
+    Attributes:
+        package: the missing package's import name.
+        extra: the ``vllm-tasks`` extra that installs it.
+    """
+
+    def __init__(self, package: str, extra: str, purpose: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(f'{purpose} needs {package}: pip install "vllm-tasks[{extra}]"')
 
 
 class UnsupportedByServer(VLLMTasksError):

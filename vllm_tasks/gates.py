@@ -1,8 +1,9 @@
 """Version gates: which vLLM version (and server flag) each request feature needs.
 
-One table, :data:`FEATURES`, read from vLLM's published source releases (see the reference in
-``docs/version-gates.md``). :func:`require` checks a request's features against a server before it is
-sent; when the server hides its version the request goes out and the server's answer decides.
+One table, :data:`FEATURES`, read from vLLM's published source releases (the table in
+``docs/client.md`` lists it, with server facts the SDK does not gate). :func:`require` checks a
+request's features against a server before it is sent; when the server hides its version the request
+goes out and the server's answer decides.
 """
 
 from __future__ import annotations
@@ -40,22 +41,10 @@ FEATURES: dict[str, Feature] = {
         Feature("max_tokens_per_doc", "0.20.0", "absent in 0.19.0 sdist; PR #38827"),
         Feature("max_tokens_per_query", "0.20.0", "absent in 0.19.0 sdist; PR #38827"),
         Feature("score_instruction", "0.20.0", "`instruction` on /score and /rerank, added in 0.20.0"),
-        Feature(
-            "dimensions_validated",
-            "0.24.0",
-            "PR #46313: before 0.24.0 oversized `dimensions` were silently accepted (the client checks "
-            "the returned width instead)",
-        ),
         Feature("/v2/embed", "0.18.0", "absent in 0.17.0; PR #37074"),
         Feature("truncation_side", "0.18.0", "added with /v2/embed in 0.18.0"),
         Feature("v2_embed_priority", "0.18.0", "`priority` on /v2/embed arrived with the route"),
         Feature("transcription_beam_search", "0.18.0", "absent in 0.17.0; PR #36160"),
-        Feature(
-            "audio_backend_selection",
-            "0.30.0",
-            "PR #51826; applies to multimodal audio content only, never to /v1/audio uploads",
-            server_flag='--media-io-kwargs \'{"audio":{"audio_backend":...}}\'',
-        ),
         Feature("encoding_format_base64", "0.5.1", "PR #5935 (June 2024); present in every sdist >= 0.6.4"),
         Feature("embed_dtype", "0.11.1", "absent in 0.11.0; PR #27066"),
         Feature("endianness", "0.11.1", "absent in 0.11.0; PR #27066"),
@@ -66,8 +55,6 @@ FEATURES: dict[str, Feature] = {
         Feature("score_queries_documents", "0.16.0", "queries/documents/items and data_1/data_2 forms"),
         Feature("score_multimodal_late_interaction", "0.17.0", "PR #34574"),
         Feature("batched_chat_embeddings", "0.25.0", "`messages` as a list of conversations"),
-        Feature("padding", "0.29.0", "the `padding` pooling field"),
-        Feature("audio_watermarking", "0.32.0", "`watermarking` on audio requests"),
         Feature(
             "deepseek_ocr_ngram_xargs",
             "0.11.1",
@@ -76,27 +63,12 @@ FEATURES: dict[str, Feature] = {
                 "--logits-processors vllm.model_executor.models.deepseek_ocr:NGramPerReqLogitsProcessor"
             ),
         ),
-        Feature("token_embed_embeddings", "0.33.0", "/v1/embeddings on token_embed models (v33 source)"),
-        Feature("late_chunking", "0.33.0", "`late_chunking_params` (v33 source)"),
         Feature(
             "normalize",
             None,
             "accepted up to 0.16; silently ignored 0.17-0.25; rejected with 400 from 0.26.0 "
             "(use_activation replaces it)",
             removed_in="0.17.0",
-        ),
-        Feature("nested_error_body", "0.10.1", "0.10.0 answers flat {object: error, ...} bodies"),
-        Feature(
-            "mm_processor_kwargs",
-            None,
-            "400 unless the server trusts per-request processor kwargs",
-            server_flag="--trust-request-mm-kwargs",
-        ),
-        Feature(
-            "chat_template",
-            None,
-            "a per-request chat template is refused unless the server trusts it",
-            server_flag="--trust-request-chat-template",
         ),
     )
 }

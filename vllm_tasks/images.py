@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import defaults
+from .dependencies import require
 from .errors import ImageError, ImageTooLarge, InvalidInputError
 
 ImageInput = Any
@@ -40,7 +42,6 @@ _MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"II*\x00", "image/tiff"),
     (b"MM\x00*", "image/tiff"),
 )
-_PILLOW_FIX = "Install pillow (`pip install 'vllm-tasks[image]'`), or pass encoded PNG/JPEG bytes."
 
 
 def sniff_mime_type(data: bytes) -> str | None:
@@ -91,7 +92,7 @@ def image_to_data_url(image: ImageInput, *, field: str = "image") -> str:
 
     Raises:
         InvalidInputError: for a missing file, unrecognised bytes, or an unsupported type.
-        ImportError: for a numpy array when pillow is not installed.
+        MissingDependency: for a PIL image or numpy array when pillow is not installed.
 
     Example:
         >>> image_to_data_url(Path("cat.png"))[:22]
@@ -183,18 +184,19 @@ def _is_ndarray(value: object) -> bool:
 
 
 def _pil_to_data_url(image: Any) -> str:
+    return _data_url("image/png", _png_bytes(image))
+
+
+def _png_bytes(image: Any) -> bytes:
     buffer = io.BytesIO()
     if image.mode not in ("RGB", "RGBA", "L", "LA", "P", "I", "I;16", "1"):
         image = image.convert("RGB")
     image.save(buffer, format="PNG")
-    return f"data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode('ascii')}"
+    return buffer.getvalue()
 
 
 def _ndarray_to_pil(array: Any, field: str) -> Any:
-    try:
-        from PIL import Image
-    except ImportError as error:  # pragma: no cover - depends on the environment
-        raise ImportError(f"{field}: a numpy image needs pillow. {_PILLOW_FIX}") from error
+    Image = require("PIL.Image", "image", "a numpy image")  # noqa: N806
     shape = tuple(array.shape)
     if len(shape) not in (2, 3) or (len(shape) == 3 and shape[2] not in (1, 3, 4)):
         raise InvalidInputError(
@@ -218,10 +220,6 @@ def _ndarray_to_pil(array: Any, field: str) -> Any:
 
 PIL_MAX_PIXELS = 178_956_970
 """PIL's decompression-bomb limit (``PIL.Image.MAX_IMAGE_PIXELS``); vLLM answers 500 above it."""
-
-DEFAULT_MAX_SIDE = 4096
-"""Longest side sent by default. DeepSeek-OCR sees at most six 640-px tiles plus a 1024-px global view, so
-larger images only cost upload and server decode time; they are downscaled (or refused)."""
 
 
 @dataclass(frozen=True)
@@ -268,7 +266,7 @@ def prepare_image(
     *,
     field: str = "image",
     max_pixels: int = PIL_MAX_PIXELS,
-    max_side: int | None = DEFAULT_MAX_SIDE,
+    max_side: int | None = defaults.IMAGE_MAX_SIDE,
     downscale: bool = True,
 ) -> PreparedImage:
     """Check an image before upload and encode it as a base64 data URL.
@@ -277,7 +275,9 @@ def prepare_image(
     from the server); its pixel count is at most ``max_pixels`` (PIL's bomb limit by default: the server
     answers 500 above it, and decoding it here would cost gigabytes); its longest side is at most
     ``max_side`` (else it is downscaled with Lanczos, keeping the aspect ratio, or refused when
-    ``downscale`` is False). Needs pillow.
+    ``downscale`` is False). Needs pillow. CPU-heavy for large images: ``AsyncClient`` runs it in a worker
+    thread. The default ``max_side`` (4096): DeepSeek-OCR sees at most six 640-px tiles plus a 1024-px
+    global view, so larger images only cost upload and server decode time.
 
     Args:
         image: a path, ``bytes``, a binary file object, a PIL image, a numpy array or a ``data:`` URL
@@ -294,7 +294,7 @@ def prepare_image(
         ImageError: the data is not a decodable image.
         ImageTooLarge: over ``max_pixels``, or over ``max_side`` with ``downscale=False``.
         InvalidInputError: for an unsupported input type or an unreadable path.
-        ImportError: pillow is not installed.
+        MissingDependency: pillow is not installed.
 
     Example:
         >>> prepared = prepare_image(Path("page.png"))
@@ -302,7 +302,28 @@ def prepare_image(
         ((1240, 1754), 'data:image/png;base64,')
     """
     pil_image = _pil()
-    original: Any
+    pil, data, original = _decoded(pil_image, image, field, max_pixels)
+    width, height = size = pil.size
+    if max_side is not None and max(size) > max_side:
+        if not downscale:
+            too_large = ImageTooLarge(
+                field,
+                f"{width}x{height} image",
+                f"is larger than max_side={max_side} pixels",
+                "Pass downscale=True, raise max_side, or resize the image.",
+            )
+            too_large.size = size
+            raise too_large
+        return _downscaled(pil_image, pil, max_side, original)
+    if data is None:
+        sent = _png_bytes(pil)
+        return PreparedImage(_data_url("image/png", sent), sent, "image/png", size, size, original)
+    mime = sniff_mime_type(data) or pil_image.MIME.get(pil.format or "", "image/png")
+    return PreparedImage(_data_url(mime, data), data, mime, size, size, original)
+
+
+def _decoded(Image: Any, image: ImageInput, field: str, max_pixels: int) -> tuple[Any, bytes | None, Any]:  # noqa: N803
+    """``(PIL image fully decoded and checked, the encoded bytes or None, the caller's image to keep)``."""
     if _is_pil_image(image):
         pil, original, data = image, image, None
     elif _is_ndarray(image):
@@ -311,7 +332,7 @@ def prepare_image(
     else:
         data = _encoded_bytes(image, field)
         original = data
-        pil = _open_checked(pil_image, data, field, max_pixels)
+        pil = _open_checked(Image, data, field, max_pixels)
     width, height = pil.size
     _check_pixels(width, height, field, max_pixels)
     if width < 1 or height < 1:
@@ -323,40 +344,25 @@ def prepare_image(
             raise ImageError(
                 field, data[:16], f"does not decode completely ({error})", "The file is truncated or corrupt."
             ) from error
-    size = (width, height)
-    if max_side is not None and max(size) > max_side:
-        if not downscale:
-            too_large = ImageTooLarge(
-                field,
-                f"{width}x{height} image",
-                f"is larger than max_side={max_side} pixels",
-                "Pass downscale=True, raise max_side, or resize the image.",
-            )
-            too_large.size = size
-            raise too_large
-        scale = max_side / max(size)
-        target = (max(1, round(width * scale)), max(1, round(height * scale)))
-        resized = pil.convert("RGB") if pil.mode not in ("RGB", "L") else pil
-        resized = resized.resize(target, pil_image.Resampling.LANCZOS)
-        fmt, mime = ("JPEG", "image/jpeg") if getattr(pil, "format", None) == "JPEG" else ("PNG", "image/png")
-        buffer = io.BytesIO()
-        resized.save(buffer, format=fmt, **({"quality": 95} if fmt == "JPEG" else {}))
-        sent = buffer.getvalue()
-        return PreparedImage(_data_url(mime, sent), sent, mime, target, size, original)
-    if data is None:
-        url = _pil_to_data_url(pil)
-        sent = base64.b64decode(url.split(",", 1)[1])
-        return PreparedImage(url, sent, "image/png", size, size, original)
-    mime = sniff_mime_type(data) or pil_image.MIME.get(pil.format or "", "image/png")
-    return PreparedImage(_data_url(mime, data), data, mime, size, size, original)
+    return pil, data, original
+
+
+def _downscaled(Image: Any, pil: Any, max_side: int, original: Any) -> PreparedImage:  # noqa: N803
+    """``pil`` resized (Lanczos, aspect kept) so its longest side is ``max_side``; JPEG stays JPEG."""
+    width, height = size = pil.size
+    scale = max_side / max(size)
+    target = (max(1, round(width * scale)), max(1, round(height * scale)))
+    resized = pil.convert("RGB") if pil.mode not in ("RGB", "L") else pil
+    resized = resized.resize(target, Image.Resampling.LANCZOS)
+    fmt, mime = ("JPEG", "image/jpeg") if getattr(pil, "format", None) == "JPEG" else ("PNG", "image/png")
+    buffer = io.BytesIO()
+    resized.save(buffer, format=fmt, **({"quality": 95} if fmt == "JPEG" else {}))
+    sent = buffer.getvalue()
+    return PreparedImage(_data_url(mime, sent), sent, mime, target, size, original)
 
 
 def _pil() -> Any:
-    try:
-        from PIL import Image
-    except ImportError as error:  # pragma: no cover - depends on the environment
-        raise ImportError(f"checking images before upload needs pillow. {_PILLOW_FIX}") from error
-    return Image
+    return require("PIL.Image", "image", "checking images before upload")
 
 
 def _data_url(mime: str, data: bytes) -> str:

@@ -19,12 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from . import defaults
 from ._sync.client import Client
-from .calls import positive_int
 from .errors import InvalidInputError
 from .progress import Progress
-
-DEFAULT_CHUNK_LINES = 4096
+from .validation import positive_int
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,7 @@ def embed_file(
     source: str | os.PathLike[str],
     out: str | os.PathLike[str],
     *,
-    chunk_lines: int = DEFAULT_CHUNK_LINES,
+    chunk_lines: int = defaults.EMBED_FILE_CHUNK_LINES,
     resume: bool = True,
     show_progress: bool = False,
     **embed_options: Any,

@@ -1,4 +1,4 @@
-"""Document OCR operations: DeepSeek-OCR over ``/v1/chat/completions``, the recipe applied per request.
+"""Document OCR, the pure parts: DeepSeek-OCR over ``/v1/chat/completions``, the recipe applied per request.
 
 The recipe (vLLM's ``recipes/models/deepseek-ai/DeepSeek-OCR.yaml``): the server runs with
 ``--logits-processors vllm.model_executor.models.deepseek_ocr:NGramPerReqLogitsProcessor
@@ -7,38 +7,35 @@ The recipe (vLLM's ``recipes/models/deepseek-ai/DeepSeek-OCR.yaml``): the server
 "whitelist_token_ids": [128821, 128822]}`` (``<td>``/``</td>`` may repeat in tables).
 
 Without ``--logits-processors`` the server answers 200 and silently ignores ``vllm_xargs``, so repeated
-table cells loop until ``max_tokens``. :func:`check_ngram_processor` finds out cheaply: a text-only
-request with ``{"ngram_size": 0}`` gets 400 from a loaded processor and 200 from a server without it.
+table cells loop until ``max_tokens``. :func:`ngram_check_request` finds out cheaply: a text-only request
+with ``{"ngram_size": 0}`` gets 400 from a loaded processor and 200 from a server without it.
 
-Operations are generators (see :mod:`vllm_tasks.steps`); the clients only run them.
+This module checks options, builds requests, prepares PDF pages and parses answers; the sending is
+``vllm_tasks/_async/ocr.py`` (and its generated sync twin).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import itertools
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from . import gates, grounding
-from .calls import CallOptions, positive_int, resolve_model
-from .errors import (
-    APIConnectionError,
-    APIError,
-    BadRequestError,
-    ImageFetchError,
-    InvalidInputError,
-    UnsupportedByServer,
-)
-from .images import DEFAULT_MAX_SIDE, ImageInput, PreparedImage, is_remote_url, prepare_image
-from .progress import Progress
-from .steps import Fetch, GetServerInfo, Operation, Parallel, Request
+from . import defaults, gates, grounding
+from .calls import CallOptions
+from .errors import APIError, InvalidInputError, UnsupportedByServer
+from .images import PreparedImage, prepare_image
+from .pdf import parse_pages
+from .transport import Request
 from .types.common import Usage
 from .types.ocr import OCRBlock, OCRDocument, OCRPage, OCRResult
 from .types.server import ServerInfo
+from .validation import number_in_range, positive_int
 
 CHAT_PATH = "/v1/chat/completions"
 NGRAM_PROCESSOR_FLAG = (
@@ -55,15 +52,13 @@ PROMPTS: dict[str, str] = {
 }
 """Prompt presets: the prompts DeepSeek-OCR was trained on. Use :func:`locate` for the locate prompt."""
 
-DEFAULT_MAX_TOKENS = 4096
-DEFAULT_NGRAM_SIZE = 30
-DEFAULT_WINDOW_SIZE = 90
-DEFAULT_WHITELIST = (128821, 128822)
+# DeepSeek-OCR's recipe, not tunables: the values the model's n-gram guard was published with.
+RECIPE_NGRAM_SIZE = 30
+RECIPE_WINDOW_SIZE = 90
+RECIPE_WHITELIST = (128821, 128822)
 """``<td>`` and ``</td>`` in DeepSeek-OCR's vocabulary: tables repeat them legitimately."""
-DEFAULT_PDF_DPI = 144.0
-DEFAULT_PDF_CONCURRENCY = 4
-IMAGE_FETCH_TIMEOUT = 30.0
-PROCESSOR_CHECK_TIMEOUT = 30.0
+
+PDF_MIN_DPI, PDF_MAX_DPI = 18, 1200
 
 
 class OCRTruncatedWarning(UserWarning):
@@ -90,18 +85,75 @@ class OCRState:
 
 @dataclass(frozen=True)
 class OCROptions:
-    """The OCR request parameters shared by :func:`ocr` and :func:`ocr_pdf`."""
+    """The OCR request parameters shared by ``ocr`` and ``ocr_pdf``, checked on construction.
+
+    Raises:
+        InvalidInputError: naming the first bad argument.
+
+    Example:
+        >>> OCROptions(prompt="free", max_tokens=2048).max_tokens
+        2048
+    """
 
     prompt: str = "markdown"
-    max_tokens: int | None = DEFAULT_MAX_TOKENS
-    ngram_size: int | None = DEFAULT_NGRAM_SIZE
-    window_size: int | None = DEFAULT_WINDOW_SIZE
-    whitelist_token_ids: Sequence[int] | None = DEFAULT_WHITELIST
+    max_tokens: int | None = defaults.OCR_MAX_TOKENS
+    ngram_size: int | None = RECIPE_NGRAM_SIZE
+    window_size: int | None = RECIPE_WINDOW_SIZE
+    whitelist_token_ids: Sequence[int] | None = RECIPE_WHITELIST
     temperature: float = 0.0
     require_ngram_processor: bool = False
     fetch_urls: bool = True
-    max_side: int | None = DEFAULT_MAX_SIDE
+    max_side: int | None = defaults.IMAGE_MAX_SIDE
     downscale: bool = True
+
+    def __post_init__(self) -> None:
+        resolve_prompt(self.prompt)
+        for field in ("max_tokens", "ngram_size", "window_size", "max_side"):
+            if getattr(self, field) is not None:
+                positive_int(field, getattr(self, field))
+        ids = self.whitelist_token_ids
+        if ids is not None and (
+            isinstance(ids, str | bytes)
+            or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
+        ):
+            raise InvalidInputError(
+                "whitelist_token_ids", ids, "must be a sequence of ints", "E.g. (128821,)."
+            )
+        if isinstance(self.temperature, bool) or not isinstance(self.temperature, int | float):
+            raise InvalidInputError("temperature", self.temperature, "must be a number", "Use 0.0 for OCR.")
+
+
+@dataclass(frozen=True)
+class PDFPlan:
+    """How ``ocr_pdf`` renders and sends a PDF (see :func:`plan_pdf`).
+
+    Attributes:
+        pages: 1-based page numbers (``-1`` after a number: to the end), or ``None`` for all.
+        dpi: rendering resolution.
+        concurrency: pages in flight.
+        wave: pages rendered, encoded and sent per round (a long PDF never sits in memory).
+    """
+
+    pages: Sequence[int] | None
+    dpi: float
+    concurrency: int
+    wave: int
+
+
+def plan_pdf(pages: Sequence[int] | str | None, dpi: object, concurrency: object) -> PDFPlan:
+    """Check ``ocr_pdf``'s page arguments and choose the wave size (``2 x concurrency``, at least 4).
+
+    Raises:
+        InvalidInputError: a malformed page spec, a dpi outside 18-1200, a concurrency below 1.
+
+    Example:
+        >>> plan_pdf("1-3", 144, 4)
+        PDFPlan(pages=[1, 2, 3], dpi=144.0, concurrency=4, wave=8)
+    """
+    workers = positive_int("concurrency", concurrency)
+    resolution = number_in_range("dpi", dpi, PDF_MIN_DPI, PDF_MAX_DPI, "Use 144 (the default).")
+    selected = parse_pages(pages) if isinstance(pages, str) else pages
+    return PDFPlan(selected, resolution, workers, max(2 * workers, 4))
 
 
 def locate(text: str) -> str:
@@ -120,6 +172,10 @@ def resolve_prompt(prompt: str) -> str:
 
     Raises:
         InvalidInputError: for an empty or non-string prompt.
+
+    Example:
+        >>> resolve_prompt("free")
+        'Free OCR.'
     """
     if not isinstance(prompt, str) or not prompt.strip():
         raise InvalidInputError(
@@ -132,37 +188,13 @@ def resolve_prompt(prompt: str) -> str:
     return prompt
 
 
-def validate_options(options: OCROptions) -> None:
-    """Check the OCR parameters before any request.
-
-    Raises:
-        InvalidInputError: naming the first bad argument.
-    """
-    resolve_prompt(options.prompt)
-    if options.max_tokens is not None:
-        positive_int("max_tokens", options.max_tokens)
-    if options.ngram_size is not None:
-        positive_int("ngram_size", options.ngram_size)
-    if options.window_size is not None:
-        positive_int("window_size", options.window_size)
-    if options.whitelist_token_ids is not None and (
-        isinstance(options.whitelist_token_ids, str | bytes)
-        or not all(isinstance(i, int) and not isinstance(i, bool) for i in options.whitelist_token_ids)
-    ):
-        raise InvalidInputError(
-            "whitelist_token_ids",
-            options.whitelist_token_ids,
-            "must be a sequence of ints",
-            "E.g. (128821,).",
-        )
-    if isinstance(options.temperature, bool) or not isinstance(options.temperature, int | float):
-        raise InvalidInputError("temperature", options.temperature, "must be a number", "Use 0.0 for OCR.")
-    if options.max_side is not None:
-        positive_int("max_side", options.max_side)
-
-
 def vllm_xargs(options: OCROptions) -> dict[str, Any] | None:
-    """The ``vllm_xargs`` of a request, or ``None`` when the n-gram guard is off (``ngram_size=None``)."""
+    """The ``vllm_xargs`` of a request, or ``None`` when the n-gram guard is off (``ngram_size=None``).
+
+    Example:
+        >>> vllm_xargs(OCROptions(window_size=None, whitelist_token_ids=None))
+        {'ngram_size': 30}
+    """
     if options.ngram_size is None:
         return None
     xargs: dict[str, Any] = {"ngram_size": options.ngram_size}
@@ -176,7 +208,12 @@ def vllm_xargs(options: OCROptions) -> dict[str, Any] | None:
 def build_body(
     image_url: str, options: OCROptions, model: str | None, extra_body: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """The ``/v1/chat/completions`` body for one image: image part first, then the prompt."""
+    """The ``/v1/chat/completions`` body for one image: image part first, then the prompt.
+
+    Example:
+        >>> build_body("data:image/png;base64,...", OCROptions(), "ocr", None)["max_tokens"]
+        4096
+    """
     body: dict[str, Any] = {
         "messages": [
             {
@@ -202,21 +239,31 @@ def build_body(
     return body
 
 
-def check_ngram_processor(
-    model: str | None = None, *, extra_headers: Mapping[str, str] | None = None
-) -> Operation[bool | None]:
-    """Whether the server runs DeepSeek-OCR's n-gram logits processor (one text-only request, < 0.1 s).
+def page_request(image_url: str, options: OCROptions, model: str | None, call: CallOptions) -> Request:
+    """The chat-completions request for one image (a URL, or the data URL of a prepared image).
 
-    Sends ``vllm_xargs {"ngram_size": 0}`` with ``max_tokens: 1``: a loaded processor rejects it with 400
-    ("`ngram_size` has to be a strictly positive integer"); a server without the processor ignores
-    ``vllm_xargs`` and answers 200.
+    Example:
+        >>> page_request(prepared.data_url, OCROptions(), "ocr", CallOptions()).path
+        '/v1/chat/completions'
+    """
+    body = build_body(image_url, options, model, call.extra_body)
+    return Request(
+        "POST", CHAT_PATH, json=body, headers=call.extra_headers, timeout=call.timeout, task="chat"
+    )
 
-    Returns:
-        True (loaded), False (``vllm_xargs`` ignored), or None (another 400: inconclusive).
 
-    Raises:
-        EndpointNotServed: the server's model does not serve chat completions.
-        APIError: for other failures.
+def ngram_check_request(
+    model: str | None, extra_headers: Mapping[str, str] | None, timeout: float
+) -> Request:
+    """The one-token request that tells whether DeepSeek-OCR's n-gram logits processor is loaded.
+
+    It sends ``vllm_xargs {"ngram_size": 0}`` with ``max_tokens: 1``: a loaded processor rejects it with
+    400 ("`ngram_size` has to be a strictly positive integer"); a server without the processor ignores
+    ``vllm_xargs`` and answers 200. Single attempt.
+
+    Example:
+        >>> ngram_check_request("ocr", None, 30.0).json["vllm_xargs"]
+        {'ngram_size': 0}
     """
     body: dict[str, Any] = {
         "messages": [{"role": "user", "content": "."}],
@@ -225,44 +272,36 @@ def check_ngram_processor(
     }
     if model:
         body["model"] = model
-    try:
-        yield Request(
-            "POST",
-            CHAT_PATH,
-            json=body,
-            headers=extra_headers,
-            task="chat",
-            retry=False,
-            timeout=PROCESSOR_CHECK_TIMEOUT,
-        )
-    except BadRequestError as error:
-        return True if "ngram_size" in error.message else None
-    return False
+    return Request(
+        "POST", CHAT_PATH, json=body, headers=extra_headers, task="chat", retry=False, timeout=timeout
+    )
 
 
-def ensure_ngram_processor(
-    state: OCRState,
-    options: OCROptions,
-    info: ServerInfo,
-    model: str | None,
-    extra_headers: Mapping[str, str] | None,
-) -> Operation[None]:
-    """Gate ``vllm_xargs`` on the server version, then check the processor once per client.
+def uses_ngram_processor(options: OCROptions, info: ServerInfo) -> bool:
+    """Whether the call sends ``vllm_xargs`` (so the processor matters); gated on the server version.
 
     Raises:
-        UnsupportedByServer: vLLM < 0.11.1, or (``require_ngram_processor=True``) no processor.
+        UnsupportedByServer: ``vllm_xargs`` on vLLM < 0.11.1.
 
-    Warns:
-        NGramProcessorMissingWarning: the first time a client finds the processor missing.
+    Example:
+        >>> uses_ngram_processor(OCROptions(ngram_size=None), info)
+        False
     """
     if options.ngram_size is None:
-        return
+        return False
     gates.require(info, ["deepseek_ocr_ngram_xargs"])
-    if not state.checked:
-        state.ngram_processor = yield from check_ngram_processor(model, extra_headers=extra_headers)
-        state.checked = True
-        if state.ngram_processor is False and not options.require_ngram_processor:
-            warnings.warn(missing_processor_message(), NGramProcessorMissingWarning, stacklevel=5)
+    return True
+
+
+def require_ngram_processor(state: OCRState, options: OCROptions, info: ServerInfo) -> None:
+    """Refuse a call that requires the processor when the check found it missing.
+
+    Raises:
+        UnsupportedByServer: ``require_ngram_processor=True`` and the server ignores ``vllm_xargs``.
+
+    Example:
+        >>> require_ngram_processor(OCRState(True, True), OCROptions(require_ngram_processor=True), info)
+    """
     if state.ngram_processor is False and options.require_ngram_processor:
         raise UnsupportedByServer(
             "deepseek_ocr_ngram_xargs",
@@ -274,7 +313,12 @@ def ensure_ngram_processor(
 
 
 def missing_processor_message() -> str:
-    """The warning text for a server without the n-gram processor."""
+    """The warning text for a server without the n-gram processor.
+
+    Example:
+        >>> "--logits-processors" in missing_processor_message()
+        True
+    """
     return (
         "This server ignores vllm_xargs: DeepSeek-OCR's n-gram repetition guard is not loaded, so tables "
         f"and repeated lines can loop until max_tokens. Start the server with `{NGRAM_PROCESSOR_FLAG}` "
@@ -283,35 +327,30 @@ def missing_processor_message() -> str:
     )
 
 
-def load_image(
-    image: ImageInput, options: OCROptions, *, field: str = "image"
-) -> Operation[PreparedImage | str]:
-    """Check and encode an image; an ``http(s)`` URL is fetched client-side first (unless
-    ``fetch_urls=False``: then the URL itself is returned, for the server to fetch).
+def truncated_message(result: OCRResult) -> str:
+    """The :class:`OCRTruncatedWarning` text for one image cut short by ``max_tokens``.
 
-    Raises:
-        ImageFetchError: the URL cannot be fetched or does not answer 200.
-        ImageError, ImageTooLarge: see :func:`vllm_tasks.images.prepare_image`.
+    Example:
+        >>> truncated_message(result)[:26]
+        'OCR output hit max_tokens '
     """
-    if is_remote_url(image):
-        url = str(image).strip()
-        if not options.fetch_urls:
-            return url
-        try:
-            response: httpx.Response = yield Fetch(url, timeout=IMAGE_FETCH_TIMEOUT)
-        except APIConnectionError as error:
-            raise ImageFetchError(
-                field,
-                url,
-                f"could not be fetched ({error.message})",
-                "Check the URL, or pass the image bytes.",
-            ) from error
-        if response.status_code != 200:
-            raise ImageFetchError(
-                field, url, f"answered HTTP {response.status_code}", "Check the URL, or pass the image bytes."
-            )
-        image = response.content
-    return prepare_image(image, field=field, max_side=options.max_side, downscale=options.downscale)
+    return (
+        f"OCR output hit max_tokens ({result.usage.completion_tokens} tokens): the page is incomplete. "
+        "Raise max_tokens (DeepSeek-OCR's context is 8192 tokens)."
+    )
+
+
+def truncated_pages_message(pages: Sequence[int]) -> str:
+    """The :class:`OCRTruncatedWarning` text for PDF pages cut short by ``max_tokens``.
+
+    Example:
+        >>> truncated_pages_message([3, 7])[:35]
+        'OCR output hit max_tokens on page(s'
+    """
+    return (
+        f"OCR output hit max_tokens on page(s) {', '.join(map(str, pages))}: those pages are "
+        "incomplete. Raise max_tokens."
+    )
 
 
 def parse_response(
@@ -319,11 +358,21 @@ def parse_response(
 ) -> OCRResult:
     """Turn a chat-completions response into an :class:`OCRResult` (boxes in original-image pixels).
 
+    Args:
+        response: the server's answer.
+        image: the prepared image that was sent (its sizes convert the boxes), or the URL sent as is.
+        prompt: the prompt text sent, recorded in the result.
+        warn: warn (pointing at the caller of this function) when the output hit ``max_tokens``.
+
     Raises:
         APIError: the body is not a chat completion.
 
     Warns:
         OCRTruncatedWarning: ``finish_reason == "length"`` (when ``warn``).
+
+    Example:
+        >>> parse_response(response, prepared, PROMPTS["markdown"]).markdown
+        '# Report ...'
     """
     try:
         payload = response.json()
@@ -334,8 +383,8 @@ def parse_response(
         model = str(payload.get("model") or "")
     except (ValueError, KeyError, IndexError, TypeError) as error:
         raise APIError(f"unexpected chat-completions response: {response.text[:200]!r}") from error
-    size = image.original_size if isinstance(image, PreparedImage) else None
-    sent = image.size if isinstance(image, PreparedImage) else None
+    prepared = image if isinstance(image, PreparedImage) else None
+    size = prepared.original_size if prepared else None
     blocks = grounding.parse_grounding(text)
     result = OCRResult(
         text=text,
@@ -356,126 +405,65 @@ def parse_response(
         model=model,
         prompt=prompt,
         image_size=size,
-        sent_size=sent,
+        sent_size=prepared.size if prepared else None,
     )
-    if isinstance(image, PreparedImage):
-        result._image = image
+    result._image = prepared
     if warn and result.truncated:
-        warnings.warn(
-            f"OCR output hit max_tokens ({usage.completion_tokens} tokens): the page is incomplete. "
-            "Raise max_tokens (DeepSeek-OCR's context is 8192 tokens).",
-            OCRTruncatedWarning,
-            stacklevel=5,  # parse_response < operation < client._run < client method < caller
-        )
+        warnings.warn(truncated_message(result), OCRTruncatedWarning, stacklevel=2)
     return result
 
 
-def ocr(
-    image: ImageInput,
-    options: OCROptions,
-    *,
-    call: CallOptions,
-    client_model: str | None,
-    state: OCRState,
-) -> Operation[OCRResult]:
-    """OCR one image: checks, processor check (once per client), one chat-completions request."""
-    validate_options(options)
-    prepared = yield from load_image(image, options)
-    info: ServerInfo = yield GetServerInfo()
-    model = resolve_model(info, call.model, client_model)
-    yield from ensure_ngram_processor(state, options, info, model, call.extra_headers)
-    url = prepared.data_url if isinstance(prepared, PreparedImage) else prepared
-    response = yield Request(
-        "POST",
-        CHAT_PATH,
-        json=build_body(url, options, model, call.extra_body),
-        headers=call.extra_headers,
-        timeout=call.timeout,
-        task="chat",
-    )
-    return parse_response(response, prepared, resolve_prompt(options.prompt))
+def prepare_pages(
+    rendered: Iterator[tuple[int, Any]], count: int, max_side: int | None
+) -> list[tuple[int, PreparedImage]]:
+    """Render (advance ``rendered``) and encode the next ``count`` pages; ``[]`` when none are left.
 
-
-def ocr_pdf(
-    pdf: Any,
-    options: OCROptions,
-    *,
-    pages: Sequence[int] | str | None,
-    dpi: float,
-    concurrency: int,
-    show_progress: bool,
-    call: CallOptions,
-    client_model: str | None,
-    state: OCRState,
-    render: Callable[[Any, Sequence[int] | None, float], tuple[int, Iterator[tuple[int, Any]]]] | None = None,
-) -> Operation[OCRDocument]:
-    """OCR PDF pages: rendered with pypdfium2 a few at a time, sent with bounded concurrency, returned in
-    page order with the joined markdown.
+    CPU-heavy (PDF rendering, PNG encoding): ``AsyncClient`` runs it in a worker thread. Each page keeps
+    its encoded bytes, not its bitmap, as the original for ``draw()``/``crop()`` (long PDFs).
 
     Raises:
-        InvalidInputError: bad page numbers, dpi or concurrency; an unreadable PDF.
-        ImportError: pypdfium2 or pillow is missing.
-    """
-    from . import pdf as pdf_module
+        ImageError, ImageTooLarge: a page cannot be encoded (see :func:`vllm_tasks.images.prepare_image`).
 
-    validate_options(options)
-    concurrency = positive_int("concurrency", concurrency)
-    if isinstance(dpi, bool) or not isinstance(dpi, int | float) or not 18 <= dpi <= 1200:
-        raise InvalidInputError("dpi", dpi, "must be a number from 18 to 1200", "Use 144 (the default).")
-    selected = pdf_module.parse_pages(pages) if isinstance(pages, str) else pages
-    total, rendered = (render or pdf_module.render_pages)(pdf, selected, float(dpi))
-    info: ServerInfo = yield GetServerInfo()
-    model = resolve_model(info, call.model, client_model)
-    yield from ensure_ngram_processor(state, options, info, model, call.extra_headers)
-    prompt = resolve_prompt(options.prompt)
-    progress = Progress(total, enabled=show_progress, description="OCR pages")
-    results: list[OCRPage] = []
-    chunk = max(2 * concurrency, 4)
-    try:
-        while True:
-            batch: list[tuple[int, PreparedImage]] = []
-            for number, pil in rendered:
-                prepared = prepare_image(pil, field=f"page {number}", max_side=options.max_side)
-                # Keep the page as encoded PNG bytes, not as a decoded bitmap (long PDFs).
-                batch.append((number, dataclasses.replace(prepared, original=prepared.data)))
-                if len(batch) == chunk:
-                    break
-            if not batch:
-                break
-            requests = [
-                Request(
-                    "POST",
-                    CHAT_PATH,
-                    json=build_body(prepared.data_url, options, model, call.extra_body),
-                    headers=call.extra_headers,
-                    timeout=call.timeout,
-                    task="chat",
-                )
-                for _, prepared in batch
-            ]
-            responses = yield Parallel(requests, concurrency, lambda _i, _r: progress.advance(1))
-            for (number, prepared), response in zip(batch, responses, strict=True):
-                page_result = parse_response(response, prepared, prompt, warn=False)
-                results.append(OCRPage(page=number, result=page_result))
-    finally:
-        progress.close()
-        close = getattr(rendered, "close", None)
-        if close is not None:
-            close()  # closes the PDF when a page failed half-way
-    truncated = [page.page for page in results if page.result.truncated]
-    if truncated:
-        warnings.warn(
-            f"OCR output hit max_tokens on page(s) {', '.join(map(str, truncated))}: those pages are "
-            "incomplete. Raise max_tokens.",
-            OCRTruncatedWarning,
-            stacklevel=4,
-        )
+    Example:
+        >>> total, rendered = render_pages("report.pdf", None, 144.0)
+        >>> [number for number, _ in prepare_pages(rendered, 4, 4096)]
+        [1, 2, 3, 4]
+    """
+    batch: list[tuple[int, PreparedImage]] = []
+    for number, page in itertools.islice(rendered, count):
+        prepared = prepare_image(page, field=f"page {number}", max_side=max_side)
+        batch.append((number, dataclasses.replace(prepared, original=prepared.data)))
+    return batch
+
+
+def close_pages(rendered: Iterator[tuple[int, Any]]) -> None:
+    """Close a page iterator (and so its PDF) that stopped half-way; a plain iterator is left alone.
+
+    Example:
+        >>> close_pages(rendered)
+    """
+    close = getattr(rendered, "close", None)
+    if close is None:
+        return
+    with contextlib.suppress(
+        ValueError
+    ):  # still advancing in a worker (a cancelled call): closed when collected
+        close()
+
+
+def merge_pages(pages: list[OCRPage]) -> OCRDocument:
+    """The document of per-page results: markdown joined with ``---``, usage summed, truncated pages listed.
+
+    Example:
+        >>> merge_pages([OCRPage(page=1, result=first), OCRPage(page=2, result=second)]).markdown
+        '# Page one\\n\\n---\\n\\n# Page two'
+    """
     usage = Usage()
-    for page in results:
+    for page in pages:
         usage = usage + page.result.usage
     return OCRDocument(
-        pages=results,
-        markdown="\n\n---\n\n".join(page.result.markdown for page in results),
+        pages=pages,
+        markdown="\n\n---\n\n".join(page.result.markdown for page in pages),
         usage=usage,
-        truncated_pages=truncated,
+        truncated_pages=[page.page for page in pages if page.result.truncated],
     )

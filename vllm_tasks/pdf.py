@@ -1,16 +1,23 @@
-"""PDF pages as images for OCR: rendered with pypdfium2 (optional extra ``image``, imported lazily)."""
+"""PDF pages as images for OCR: rendered with pypdfium2 (optional extra ``image``, imported lazily).
+
+PDFium is not thread-safe, not even across documents: every call into it here holds :data:`PDFIUM_LOCK`,
+so pages may be rendered in worker threads (``AsyncClient`` does) and by several calls at once.
+"""
 
 from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from .dependencies import require
 from .errors import InvalidInputError
 
-_PDFIUM_FIX = "Install it: pip install 'vllm-tasks[image]' (pypdfium2 and pillow)."
+PDFIUM_LOCK = threading.RLock()
+"""Held around every PDFium call of this module (PDFium crashes when called from two threads at once)."""
 _RANGE_RE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d*)\s*)?$")
 
 
@@ -74,12 +81,13 @@ def open_pdf(pdf: Any) -> Any:
 
     Raises:
         InvalidInputError: the file cannot be read or is not a PDF.
-        ImportError: pypdfium2 is not installed.
+        MissingDependency: pypdfium2 is not installed.
+
+    Example:
+        >>> with PDFIUM_LOCK:
+        ...     pages = len(open_pdf("report.pdf"))
     """
-    try:
-        import pypdfium2
-    except ImportError as error:  # pragma: no cover - depends on the environment
-        raise ImportError(f"OCR of PDFs needs pypdfium2. {_PDFIUM_FIX}") from error
+    pypdfium2 = require("pypdfium2", "image", "OCR of PDFs")
     source: Any = pdf
     if isinstance(pdf, os.PathLike | str):
         path = Path(os.fspath(pdf))
@@ -91,7 +99,8 @@ def open_pdf(pdf: Any) -> Any:
     elif hasattr(pdf, "read"):
         source = pdf.read()
     try:
-        return pypdfium2.PdfDocument(source)
+        with PDFIUM_LOCK:
+            return pypdfium2.PdfDocument(source)
     except pypdfium2.PdfiumError as error:
         raise InvalidInputError(
             "pdf", _name(pdf), f"cannot be opened ({error})", "Pass a valid PDF."
@@ -99,7 +108,7 @@ def open_pdf(pdf: Any) -> Any:
 
 
 def render_pages(pdf: Any, pages: Sequence[int] | None, dpi: float) -> tuple[int, Iterator[tuple[int, Any]]]:
-    """Render PDF pages to PIL images lazily, one at a time.
+    """Render PDF pages to PIL images lazily, one at a time (CPU-heavy: advance it in a worker thread).
 
     Args:
         pdf: a path, ``bytes`` or binary file object.
@@ -112,28 +121,49 @@ def render_pages(pdf: Any, pages: Sequence[int] | None, dpi: float) -> tuple[int
 
     Raises:
         InvalidInputError: unreadable PDF or page numbers out of range (raised here, before any rendering).
+        MissingDependency: pypdfium2 (or pillow) is not installed.
+
+    Example:
+        >>> count, pages = render_pages("report.pdf", [1, 2], 144.0)
+        >>> [(number, image.size) for number, image in pages]
+        [(1, (1190, 1684)), (2, (1190, 1684))]
     """
+    require("PIL.Image", "image", "OCR of PDFs")  # pages become PIL images
     document = open_pdf(pdf)
     try:
-        selected = _expand(pages, len(document))
+        with PDFIUM_LOCK:
+            selected = _expand(pages, len(document))
     except BaseException:
-        document.close()
+        _close(document)
         raise
 
     def iterate() -> Iterator[tuple[int, Any]]:
         try:
             for number in selected:
-                page = document[number - 1]
-                try:
-                    bitmap = page.render(scale=dpi / 72.0)
-                    image = bitmap.to_pil().convert("RGB")
-                finally:
-                    page.close()
-                yield number, image
+                yield number, _render(document, number, dpi)
         finally:
-            document.close()
+            _close(document)
 
     return len(selected), iterate()
+
+
+def _render(document: Any, number: int, dpi: float) -> Any:
+    """Page ``number`` (1-based) as an RGB PIL image that holds no PDFium memory."""
+    with PDFIUM_LOCK:
+        page = document[number - 1]
+        try:
+            bitmap = page.render(scale=dpi / 72.0)
+            try:
+                return bitmap.to_pil().convert("RGB")  # a copy: the bitmap can go
+            finally:
+                bitmap.close()
+        finally:
+            page.close()
+
+
+def _close(document: Any) -> None:
+    with PDFIUM_LOCK:
+        document.close()
 
 
 def _name(pdf: Any) -> str:

@@ -4,25 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import InvalidInputError
+from .dependencies import require
 
 
 class Progress:
     """Counts finished items; draws a tqdm bar when enabled.
 
     Raises:
-        InvalidInputError: when enabled and tqdm is not installed.
+        MissingDependency: when enabled and tqdm is not installed.
     """
 
     def __init__(self, total: int, *, enabled: bool, description: str) -> None:
         self._bar: Any = None
         if enabled:
-            try:
-                from tqdm.auto import tqdm
-            except ImportError as error:
-                raise InvalidInputError(
-                    "show_progress", True, "needs tqdm", "Install it: pip install 'vllm-tasks[progress]'."
-                ) from error
+            tqdm = require("tqdm.auto", "progress", "show_progress=True").tqdm
             self._bar = tqdm(total=total, desc=description, unit="item")
 
     def advance(self, count: int) -> None:

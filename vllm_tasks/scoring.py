@@ -1,10 +1,12 @@
-"""Scoring operations: ``rerank``, ``score``, ``classify``, ``pool``, and the ``maxsim`` helper.
+"""Scoring, the pure parts: ``rerank``, ``score``, ``classify``, ``pool``, and the ``maxsim`` helper.
 
-Written once as operations (see :mod:`vllm_tasks.steps`) and driven by both clients.
+Checking inputs, splitting token limits between server and client, building the batched requests,
+explaining length errors and merging the answers. The sending is ``vllm_tasks/_async/scoring.py`` (and its
+generated sync twin).
 
 Splitting and merging: a long document list is sent as several ``/rerank`` (or ``/score``) requests of at
-most ``batch_size`` documents and :data:`MAX_REQUEST_BYTES` of JSON, with bounded concurrency, and the
-answers are merged into one global ranking. This is **exact** for every scorer vLLM serves: a
+most ``batch_size`` documents and ``defaults.SCORE_MAX_REQUEST_BYTES`` of JSON, with bounded concurrency,
+and the answers are merged into one global ranking. This is **exact** for every scorer vLLM serves: a
 cross-encoder scores each (query, document) pair on its own, a bi-encoder compares two independent
 embeddings, and a late-interaction model computes MaxSim per pair. (The listwise ``JinaForRanking`` model
 is the exception: it sees all documents of a request at once; use ``batch_size >= len(documents)``.)
@@ -18,27 +20,22 @@ refuses, the routes listed by ``/openapi.json`` decide (``/classify`` -> cross-e
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import httpx
 import numpy as np
 import numpy.typing as npt
 
-from . import gates, images
+from . import defaults, gates, images
 from .batching import plan_batches
-from .calls import resolve_model
-from .errors import (
-    APIError,
-    BadRequestError,
-    ContextLengthExceeded,
-    InternalServerError,
-    InvalidInputError,
-    RequestTooLargeError,
-)
-from .progress import Progress
-from .steps import CLIENT_DEFAULT, GetServerInfo, Operation, Parallel, Request, TimeoutLike
+from .calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
+from .errors import APIError, BadRequestError, ContextLengthExceeded, InternalServerError, InvalidInputError
+from .tasks import TaskName
+from .transport import Request
 from .types.common import Usage
 from .types.scoring import (
     ClassificationResult,
@@ -49,21 +46,24 @@ from .types.scoring import (
     ScorerKind,
 )
 from .types.server import ServerInfo
-
-DEFAULT_BATCH_SIZE = 128
-"""Documents (or pairs) per ``/rerank``, ``/score``, ``/classify`` or ``/pooling`` request."""
-DEFAULT_CONCURRENCY = 4
-"""Requests in flight at once when a call is split."""
-MAX_REQUEST_BYTES = 8 * 1024 * 1024
-"""A request's JSON body stays under this (images make documents large); the Rust front end and many
-proxies refuse bodies over 32 MiB."""
+from .validation import int_at_least
 
 Fallback = Literal["error", "client"]
 ScoreInput = str | dict[str, Any]
 """What the server accepts for one side of a pair: a string or ``{"content": [content parts]}``."""
+PairMode = Literal["1:1", "1:N", "N:N"]
 
 POOLING_TASKS = ("embed", "classify", "token_embed", "token_classify", "embed&token_classify", "plugin")
 _SCORER_PROBE_INPUT = "a"
+
+LENGTH_HINT = (
+    "Cut long documents with max_tokens_per_doc=N (vLLM >= 0.20.0; max_tokens_per_doc_fallback='client' "
+    "on older servers), or let the server cut each prompt with truncate_prompt_tokens=-1."
+)
+QUERY_TOO_LONG_HINT = (
+    "vLLM 0.32 answers this when the query alone does not fit the model's context while "
+    "max_tokens_per_doc is set; cut the query with max_tokens_per_query=N."
+)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -183,33 +183,147 @@ def _is_single(value: Any) -> bool:
     )
 
 
-def _check_int(field: str, value: int | None, minimum: int, fix: str = "") -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInputError(field, value, f"must be an integer >= {minimum}", fix)
+@dataclass(frozen=True)
+class ScorePairs:
+    """The checked inputs of a ``rerank`` or ``score`` call, as the server accepts them.
+
+    Attributes:
+        firsts: the query (``rerank``: one) or ``text_1``'s inputs.
+        seconds: the documents or ``text_2``'s inputs; batches split this side.
+        fields: the caller's names of the two sides, for messages (``("query", "documents")``).
+        mode: how the sides pair: ``"1:1"``, ``"1:N"`` (the first broadcast) or ``"N:N"`` (zipped).
+    """
+
+    firsts: list[ScoreInput]
+    seconds: list[ScoreInput]
+    fields: tuple[str, str]
+    mode: PairMode = "1:N"
 
 
-def _check_common(
-    *,
-    batch_size: int,
-    concurrency: int,
-    truncate_prompt_tokens: int | None,
-    extra_body: Mapping[str, Any] | None,
-) -> None:
-    _check_int("batch_size", batch_size, 1)
-    _check_int("concurrency", concurrency, 1)
-    _check_int(
-        "truncate_prompt_tokens", truncate_prompt_tokens, -1, "Use -1 for the model's maximum, or None."
+def rerank_inputs(query: Any, documents: Iterable[Any], text_field: str) -> tuple[list[Any], ScorePairs]:
+    """The caller's documents as a list, and the query and documents as the server accepts them.
+
+    Converting encodes images, so the async client runs this in a worker thread.
+
+    Raises:
+        InvalidInputError: ``documents`` is not a non-empty list, or an input is not convertible.
+
+    Example:
+        >>> docs, pairs = rerank_inputs("capital?", [{"text": "Paris"}], "text")
+        >>> pairs.seconds
+        ['Paris']
+    """
+    docs = _as_list(documents, "documents")
+    if not docs:
+        raise InvalidInputError("documents", docs, "is empty", "Pass at least one document.")
+    query_input = to_score_input(query, "query", text_field)
+    inputs = [to_score_input(doc, f"documents[{i}]", text_field) for i, doc in enumerate(docs)]
+    return docs, ScorePairs([query_input], inputs, ("query", "documents"))
+
+
+def score_inputs(text_1: Any, text_2: Any, text_field: str) -> ScorePairs:
+    """Both sides of a ``score`` call as the server accepts them, and how they pair.
+
+    Raises:
+        InvalidInputError: an empty side, a pairing vLLM refuses (N:M, N:1), or an input that is not
+            convertible.
+
+    Example:
+        >>> score_inputs("capital?", ["Paris", "Rome"], "text").mode
+        '1:N'
+    """
+    side_1 = [text_1] if _is_single(text_1) else _as_list(text_1, "text_1")
+    side_2 = [text_2] if _is_single(text_2) else _as_list(text_2, "text_2")
+    mode = pair_mode(len(side_1), len(side_2))
+    inputs_1 = [to_score_input(v, f"text_1[{i}]", text_field) for i, v in enumerate(side_1)]
+    inputs_2 = [to_score_input(v, f"text_2[{i}]", text_field) for i, v in enumerate(side_2)]
+    return ScorePairs(inputs_1, inputs_2, ("text_1", "text_2"), mode)
+
+
+def pair_mode(len_1: int, len_2: int) -> PairMode:
+    """How vLLM pairs two sides: 1:1, 1:N (the first side broadcast) or N:N (zipped, not a product).
+
+    Raises:
+        InvalidInputError: for an empty side, or lengths that are none of these (N:M, and N:1 where
+            only the *first* side may be broadcast).
+
+    Example:
+        >>> pair_mode(1, 3)
+        '1:N'
+    """
+    if len_1 == 0 or len_2 == 0:
+        side = "text_1" if len_1 == 0 else "text_2"
+        raise InvalidInputError(side, [], "is empty", "Pass at least one input on each side.")
+    if len_1 == 1:
+        return "1:1" if len_2 == 1 else "1:N"
+    if len_1 == len_2:
+        return "N:N"
+    raise InvalidInputError(
+        "text_1/text_2",
+        f"{len_1} and {len_2} inputs",
+        "pair as neither 1:1, 1:N nor N:N (vLLM broadcasts only a single text_1, and zips equal lengths)",
+        "Pass one text_1 for many text_2, or equal-length lists; for N:1 swap the sides.",
     )
-    if extra_body is not None and not isinstance(extra_body, Mapping):
-        raise InvalidInputError("extra_body", extra_body, "must be a mapping", "Pass a dict of fields.")
+
+
+def check_truncate_prompt_tokens(value: int | None) -> int | None:
+    """Check ``truncate_prompt_tokens``: ``None``, -1 (the model's maximum) or a count.
+
+    Raises:
+        InvalidInputError: for anything below -1 or not an int.
+
+    Example:
+        >>> check_truncate_prompt_tokens(-1)
+        -1
+    """
+    return int_at_least("truncate_prompt_tokens", value, -1, "Use -1 for the model's maximum, or None.")
+
+
+@dataclass(frozen=True)
+class ScoreParams:
+    """The options ``rerank`` and ``score`` share (see ``Client.rerank``), checked on creation.
+
+    Raises:
+        InvalidInputError: an empty ``text_field``, a bad fallback, a negative token limit, a
+            ``truncate_prompt_tokens`` below -1, or an ``instruction`` that is not a string.
+    """
+
+    text_field: str = "text"
+    max_tokens_per_doc: int | None = None
+    max_tokens_per_query: int | None = None
+    fallback: Fallback = "error"
+    instruction: str | None = None
+    use_activation: bool | None = None
+    truncate_prompt_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text_field, str) or not self.text_field:
+            raise InvalidInputError("text_field", self.text_field, "must be a non-empty string", "")
+        if self.fallback not in ("error", "client"):
+            raise InvalidInputError(
+                "max_tokens_per_doc_fallback", self.fallback, "must be 'error' or 'client'", ""
+            )
+        int_at_least("max_tokens_per_doc", self.max_tokens_per_doc, 0, "Use 0 or None for no limit.")
+        int_at_least("max_tokens_per_query", self.max_tokens_per_query, 0, "Use 0 or None for no limit.")
+        check_truncate_prompt_tokens(self.truncate_prompt_tokens)
+        if self.instruction is not None and not isinstance(self.instruction, str):
+            raise InvalidInputError("instruction", self.instruction, "must be a string", "")
 
 
 def _json_size(value: Any) -> int:
     if isinstance(value, str):
         return len(value.encode()) + 8
     return len(json.dumps(value)) + 8
+
+
+def json_sizes(values: Sequence[Any]) -> list[int]:
+    """Each value's size in a request's JSON body (bytes, with a little overhead), for batching.
+
+    Example:
+        >>> json_sizes(["abc"])
+        [11]
+    """
+    return [_json_size(value) for value in values]
 
 
 def _body(common: Mapping[str, Any], extra_body: Mapping[str, Any] | None, **fields: Any) -> dict[str, Any]:
@@ -220,25 +334,20 @@ def _body(common: Mapping[str, Any], extra_body: Mapping[str, Any] | None, **fie
     return body
 
 
-def _max_model_len(info: ServerInfo, model: str | None) -> int | None:
-    """The context length of ``model`` (a LoRA card: its base model's), when the server states it."""
+def max_model_len(info: ServerInfo, model: str | None) -> int | None:
+    """The context length of ``model`` (a LoRA card: its base model's), when the server states it.
+
+    Example:
+        >>> max_model_len(info, "minilm-rerank")
+        512
+    """
     try:
         card = info.model_card(model)
     except KeyError:
         return None
     if card.max_model_len is None and card.parent is not None:
-        return _max_model_len(info, card.parent)
+        return max_model_len(info, card.parent)
     return card.max_model_len
-
-
-def _request(
-    path: str,
-    body: dict[str, Any],
-    task: Any,
-    extra_headers: Mapping[str, str] | None,
-    timeout: TimeoutLike,
-) -> Request:
-    return Request("POST", path, json=body, headers=extra_headers, timeout=timeout, task=task)
 
 
 def _json(response: httpx.Response, what: str) -> dict[str, Any]:
@@ -254,6 +363,13 @@ def _json(response: httpx.Response, what: str) -> dict[str, Any]:
 def _usage(payload: Mapping[str, Any]) -> Usage:
     usage = payload.get("usage")
     return Usage.model_validate(usage) if isinstance(usage, Mapping) else Usage()
+
+
+def _data(payload: Mapping[str, Any], what: str) -> list[dict[str, Any]]:
+    data = payload.get("data")
+    if not isinstance(data, list):
+        raise APIError(f"{what}: answer without 'data': {str(payload)[:200]!r}")
+    return data
 
 
 # --------------------------------------------------------------------------------------------------
@@ -311,44 +427,12 @@ def scorer_from_probe(response: httpx.Response | None, info: ServerInfo) -> Scor
     return ScorerKind.UNKNOWN
 
 
-def scorer_kind_op(
-    model: str | None = None,
-    *,
-    cache: MutableMapping[str, ScorerKind] | None = None,
-    timeout: TimeoutLike = CLIENT_DEFAULT,
-) -> Operation[ScorerKind]:
-    """Find (or read from ``cache``) which kind of scorer the server's model is.
-
-    Args:
-        model: the served model name; ``None`` for the server's default.
-        cache: a per-client mapping ``model -> kind``, filled by this operation.
-        timeout: for the ``/pooling`` probe.
-
-    Returns:
-        The :class:`ScorerKind`.
-
-    Example:
-        >>> client._run(scorer_kind_op("minilm-rerank", cache={}))
-        <ScorerKind.CROSS_ENCODER: 'cross-encoder'>
-    """
-    info: ServerInfo = yield GetServerInfo()
-    name = resolve_model(info, model)
-    key = name or ""
-    if cache is not None and key in cache:
-        return cache[key]
-    response = yield scorer_probe_request(name, timeout)
-    kind = scorer_from_probe(response, info)
-    if cache is not None:
-        cache[key] = kind
-    return kind
-
-
 # --------------------------------------------------------------------------------------------------
 # Token limits (server-side from vLLM 0.20.0, else client-side via /tokenize + /detokenize)
 # --------------------------------------------------------------------------------------------------
 
 
-def _token_limits(
+def split_token_limits(
     info: ServerInfo,
     *,
     max_tokens_per_doc: int | None,
@@ -356,17 +440,27 @@ def _token_limits(
     fallback: Fallback,
     model: str | None = None,
 ) -> tuple[dict[str, int], dict[str, int]]:
-    """Split the limits into (sent to the server, applied by the client); raise when neither works."""
-    if fallback not in ("error", "client"):
-        raise InvalidInputError("max_tokens_per_doc_fallback", fallback, "must be 'error' or 'client'", "")
+    """Split the token limits into (sent to the server, applied by the client).
+
+    The values are checked by :class:`ScoreParams`; here they meet the server: each must be below the
+    model's ``max_model_len``, and a server without the field (vLLM < 0.20.0) gets it applied client-side
+    when ``fallback`` is ``"client"``.
+
+    Raises:
+        InvalidInputError: a limit not below the model's context length.
+        UnsupportedByServer: the server lacks the field and ``fallback`` is ``"error"``.
+
+    Example:
+        >>> split_token_limits(info_0_19, max_tokens_per_doc=64, max_tokens_per_query=None, fallback="client")
+        ({}, {'max_tokens_per_doc': 64})
+    """
     server: dict[str, int] = {}
     client: dict[str, int] = {}
-    max_len = _max_model_len(info, model)
+    max_len = max_model_len(info, model)
     for name, value in (
         ("max_tokens_per_doc", max_tokens_per_doc),
         ("max_tokens_per_query", max_tokens_per_query),
     ):
-        _check_int(name, value, 0, "Use 0 or None for no limit.")
         if not value:
             continue
         if max_len is not None and value >= max_len:
@@ -385,177 +479,210 @@ def _token_limits(
     return server, client
 
 
-def truncate_texts_op(
-    texts: Sequence[str],
-    limit: int,
-    *,
-    model: str | None,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    extra_headers: Mapping[str, str] | None = None,
-    timeout: TimeoutLike = CLIENT_DEFAULT,
-) -> Operation[list[str]]:
-    """Cut each text to its first ``limit`` tokens with the server's tokenizer.
-
-    ``POST /tokenize`` (without special tokens) counts each text; texts over the limit are rebuilt from
-    their first ``limit`` tokens with ``POST /detokenize``. This is the client-side stand-in for
-    ``max_tokens_per_doc`` on vLLM < 0.20.0; decoding may normalise the text (an uncased tokenizer
-    lowercases it), which the model would have done anyway.
-
-    Args:
-        texts: the texts to cut.
-        limit: the most tokens each may keep.
-        model: the served model whose tokenizer counts.
-        concurrency: requests in flight at once.
-        extra_headers: extra headers for the requests.
-        timeout: per-request timeout.
-
-    Returns:
-        The texts, truncated where needed, in order.
-
-    Raises:
-        APIStatusError: when ``/tokenize`` or ``/detokenize`` fails.
+def split_texts(inputs: Sequence[ScoreInput]) -> tuple[list[int], list[str]]:
+    """The positions and values of the text inputs (multimodal ones are not cut client-side).
 
     Example:
-        >>> client._run(truncate_texts_op(["a very long text ..."], 3, model="minilm"))
-        ['a very long']
+        >>> split_texts(["a", {"content": []}, "b"])
+        ([0, 2], ['a', 'b'])
     """
-    requests = [
-        _request(
-            "/tokenize",
-            _body({"model": model}, None, prompt=text, add_special_tokens=False),
-            None,
-            extra_headers,
-            timeout,
-        )
-        for text in texts
-    ]
-    responses = yield Parallel(requests, concurrency)
-    out = list(texts)
-    cut: list[tuple[int, list[int]]] = []
-    for index, response in enumerate(responses):
-        tokens = _json(response, "/tokenize").get("tokens")
-        if isinstance(tokens, list) and len(tokens) > limit:
-            cut.append((index, tokens[:limit]))
-    if cut:
-        detokenized = yield Parallel(
-            [
-                _request(
-                    "/detokenize", _body({"model": model}, None, tokens=tokens), None, extra_headers, timeout
-                )
-                for _, tokens in cut
-            ],
-            concurrency,
-        )
-        for (index, _), response in zip(cut, detokenized, strict=True):
-            prompt = _json(response, "/detokenize").get("prompt")
-            if isinstance(prompt, str):
-                out[index] = prompt
-    return out
-
-
-def _truncate_inputs_op(
-    inputs: list[ScoreInput],
-    limit: int | None,
-    *,
-    model: str | None,
-    concurrency: int,
-    extra_headers: Mapping[str, str] | None,
-    timeout: TimeoutLike,
-) -> Operation[list[ScoreInput]]:
-    if not limit:
-        return inputs
     positions = [i for i, value in enumerate(inputs) if isinstance(value, str)]
-    texts = [inputs[i] for i in positions]
-    truncated = yield from truncate_texts_op(
-        [t for t in texts if isinstance(t, str)],
-        limit,
-        model=model,
-        concurrency=concurrency,
-        extra_headers=extra_headers,
-        timeout=timeout,
-    )
+    return positions, [value for value in inputs if isinstance(value, str)]
+
+
+def replace_texts(
+    inputs: Sequence[ScoreInput], positions: Sequence[int], texts: Sequence[str]
+) -> list[ScoreInput]:
+    """``inputs`` with the values at ``positions`` replaced by ``texts`` (see :func:`split_texts`).
+
+    Example:
+        >>> replace_texts(["long a", {"content": []}], [0], ["a"])
+        ['a', {'content': []}]
+    """
     out = list(inputs)
-    for position, text in zip(positions, truncated, strict=True):
+    for position, text in zip(positions, texts, strict=True):
         out[position] = text
     return out
 
 
 # --------------------------------------------------------------------------------------------------
-# Sending scoring requests (with the scorer probe) and explaining length errors
+# Planning /rerank and /score requests
 # --------------------------------------------------------------------------------------------------
 
-LENGTH_HINT = (
-    "Cut long documents with max_tokens_per_doc=N (vLLM >= 0.20.0; max_tokens_per_doc_fallback='client' "
-    "on older servers), or let the server cut each prompt with truncate_prompt_tokens=-1."
-)
-QUERY_TOO_LONG_HINT = (
-    "vLLM 0.32 answers this when the query alone does not fit the model's context while "
-    "max_tokens_per_doc is set; cut the query with max_tokens_per_query=N."
-)
-_LOCATE_LIMIT = 32
 
+@dataclass(frozen=True)
+class ScoringSetup:
+    """What every ``/rerank`` or ``/score`` request of one call shares, checked against the server.
 
-def _send_scoring_op(
-    requests: list[Request],
-    *,
-    info: ServerInfo,
-    model: str | None,
-    concurrency: int,
-    timeout: TimeoutLike,
-    scorer_cache: MutableMapping[str, ScorerKind] | None,
-    firsts: Sequence[ScoreInput],
-    seconds: Sequence[ScoreInput],
-    fields: tuple[str, str],
-    batch_sizes: Sequence[int] = (),
-    show_progress: bool = False,
-) -> Operation[tuple[list[httpx.Response], ScorerKind]]:
-    """Send ``/rerank`` or ``/score`` requests (plus the scorer probe on first use); explain errors.
-
-    A :class:`ContextLengthExceeded` gets the offending input's position (``input_index``, found with
-    ``/tokenize``) and how to cut it; vLLM 0.32's 500 for an over-long query with ``max_tokens_per_doc``
-    gets an explanation.
+    Attributes:
+        info: the server's description.
+        model: the model named in the requests.
+        pairs: the inputs (client-side truncated once :meth:`with_inputs` has been applied).
+        call: the per-call options (``extra_body``, headers, timeout).
+        fields: the JSON fields common to every request.
+        client_limits: token limits to apply client-side (``max_tokens_per_doc``/``_query``).
     """
-    key = model or ""
-    known = scorer_cache.get(key) if scorer_cache is not None else None
-    if known is None:
-        requests = [*requests, scorer_probe_request(model, timeout)]
-    progress = Progress(sum(batch_sizes), enabled=show_progress, description=fields[1])
 
-    def advance(index: int, _: httpx.Response) -> None:
-        if index < len(batch_sizes):
-            progress.advance(batch_sizes[index])
+    info: ServerInfo
+    model: str | None
+    pairs: ScorePairs
+    call: CallOptions
+    fields: dict[str, Any]
+    client_limits: dict[str, int]
 
-    try:
-        responses: list[httpx.Response] = yield Parallel(requests, concurrency, advance)
-    except ContextLengthExceeded as error:
-        yield from _locate_too_long_op(
-            error,
-            firsts,
-            seconds,
-            fields=fields,
-            limit=error.max_model_len or _max_model_len(info, model),
-            model=model,
-            kind=known,
+    def with_inputs(self, firsts: list[ScoreInput], seconds: list[ScoreInput]) -> ScoringSetup:
+        """This setup with the inputs replaced (after client-side truncation)."""
+        pairs = dataclasses.replace(self.pairs, firsts=firsts, seconds=seconds)
+        return dataclasses.replace(self, pairs=pairs)
+
+
+def plan_scoring(
+    info: ServerInfo,
+    pairs: ScorePairs,
+    params: ScoreParams,
+    call: CallOptions,
+    *,
+    client_model: str | None,
+    scorer_kinds: Mapping[str, ScorerKind],
+) -> ScoringSetup:
+    """Check a ``rerank``/``score`` call against the server and gather what its requests share.
+
+    Args:
+        info: the server's description.
+        pairs: the checked inputs.
+        params: the call's options.
+        call: the per-call options.
+        client_model: the client's model (used when the call names none).
+        scorer_kinds: the client's cache ``model -> ScorerKind`` (multimodal late interaction is gated).
+
+    Raises:
+        InvalidInputError: a token limit not below the model's context length.
+        UnsupportedByServer: a field (or multimodal input) the server's vLLM version lacks.
+
+    Example:
+        >>> setup = plan_scoring(info, pairs, ScoreParams(), CallOptions(),
+        ...                      client_model=None, scorer_kinds={})
+        >>> setup.fields["model"]
+        'minilm-rerank'
+    """
+    name = resolve_model(info, call.model, client_model)
+    server_limits, client_limits = split_token_limits(
+        info,
+        max_tokens_per_doc=params.max_tokens_per_doc,
+        max_tokens_per_query=params.max_tokens_per_query,
+        fallback=params.fallback,
+        model=name,
+    )
+    features = []
+    if params.instruction is not None:
+        features.append("score_instruction")
+    if any(is_multimodal(value) for value in pairs.firsts + pairs.seconds):
+        features.append("score_multimodal")
+        if scorer_kinds.get(name or "") is ScorerKind.LATE_INTERACTION:
+            features.append("score_multimodal_late_interaction")
+    gates.require(info, features)
+    fields = {
+        "model": name,
+        "instruction": params.instruction,
+        "use_activation": params.use_activation,
+        "truncate_prompt_tokens": params.truncate_prompt_tokens,
+        **server_limits,
+    }
+    return ScoringSetup(info, name, pairs, call, fields, client_limits)
+
+
+def plan_rerank_requests(setup: ScoringSetup, batches: Sequence[range], top_n: int | None) -> list[Request]:
+    """One ``/rerank`` request per batch of documents (``top_n`` only where it cuts the batch).
+
+    Example:
+        >>> [len(r.json["documents"]) for r in plan_rerank_requests(setup, [range(0, 2), range(2, 3)], None)]
+        [2, 1]
+    """
+    call = setup.call
+    return [
+        Request(
+            "POST",
+            "/rerank",
+            json=_body(
+                setup.fields,
+                call.extra_body,
+                query=setup.pairs.firsts[0],
+                documents=[setup.pairs.seconds[i] for i in batch],
+                top_n=top_n if top_n and top_n < len(batch) else None,
+            ),
+            headers=call.extra_headers,
+            timeout=call.timeout,
+            task="rerank",
         )
-        raise
-    except InternalServerError as error:
-        if "sequence to truncate too short" in error.message.lower():
-            error.message = f"{error.message} {QUERY_TOO_LONG_HINT}"
-            error.args = (error.message,)
-        raise
-    finally:
-        progress.close()
-    if known is None:
-        known = scorer_from_probe(responses.pop(), info)
-        if scorer_cache is not None:
-            scorer_cache[key] = known
-    return responses, known
+        for batch in batches
+    ]
 
 
-def _smaller_batches(batches: Sequence[range], sizes: Sequence[int]) -> tuple[int, int] | None:
+def score_keys(info: ServerInfo) -> tuple[str, str]:
+    """The ``/score`` field names this server reads: ``queries``/``documents`` from vLLM 0.16.0.
+
+    Example:
+        >>> score_keys(info_0_15)
+        ('text_1', 'text_2')
+    """
+    return (
+        ("queries", "documents") if gates.supports(info, "score_queries_documents") else ("text_1", "text_2")
+    )
+
+
+def plan_score_requests(
+    setup: ScoringSetup, batches: Sequence[range], keys: tuple[str, str]
+) -> list[Request]:
+    """One ``/score`` request per batch of pairs, the sides named ``keys`` (see :func:`score_keys`).
+
+    A broadcast side is sent as a single value, a zipped side as the batch's slice.
+
+    Example:
+        >>> plan_score_requests(setup, [range(0, 2)], ("queries", "documents"))[0].json["queries"]
+        'capital?'
+    """
+    pairs, call = setup.pairs, setup.call
+    requests = []
+    for batch in batches:
+        first: Any = pairs.firsts[0] if pairs.mode != "N:N" else [pairs.firsts[i] for i in batch]
+        second: Any = pairs.seconds[0] if pairs.mode == "1:1" else [pairs.seconds[i] for i in batch]
+        body = _body(setup.fields, call.extra_body, **{keys[0]: first, keys[1]: second})
+        requests.append(
+            Request(
+                "POST", "/score", json=body, headers=call.extra_headers, timeout=call.timeout, task="score"
+            )
+        )
+    return requests
+
+
+def wants_text_1_text_2(error: BadRequestError, info: ServerInfo, keys: tuple[str, str]) -> bool:
+    """Whether a 400 to a ``queries``/``documents`` request means the server only reads ``text_1``/``text_2``.
+
+    A server that hides its version may predate that form (vLLM < 0.16): its validation error names the
+    ``text_1``/``text_2`` fields it expected.
+
+    Example:
+        >>> wants_text_1_text_2(error, info_hidden_version, ("queries", "documents"))
+        True
+    """
+    return (
+        not isinstance(error, ContextLengthExceeded)
+        and not info.parsed_version.known
+        and keys[0] == "queries"
+        and "text_1" in error.message
+    )
+
+
+def smaller_batches(batches: Sequence[range], sizes: Sequence[int]) -> tuple[int, int] | None:
     """After a 413 (a proxy's or server's body limit): half the largest batch's count and bytes.
 
-    Returns ``None`` when every batch already holds one item (nothing left to split).
+    Returns:
+        The new ``(batch_size, max_bytes)``, or ``None`` when every batch already holds one item
+        (nothing left to split).
+
+    Example:
+        >>> smaller_batches([range(0, 4)], [10, 10, 10, 10])
+        (2, 20)
     """
     largest = max(batches, key=len)
     if len(largest) <= 1:
@@ -564,59 +691,56 @@ def _smaller_batches(batches: Sequence[range], sizes: Sequence[int]) -> tuple[in
     return max(1, len(largest) // 2), max(1, heaviest // 2)
 
 
-def _locate_too_long_op(
-    error: ContextLengthExceeded,
-    firsts: Sequence[ScoreInput],
-    seconds: Sequence[ScoreInput],
-    *,
-    fields: tuple[str, str],
-    limit: int | None,
-    model: str | None,
+# --------------------------------------------------------------------------------------------------
+# Explaining errors
+# --------------------------------------------------------------------------------------------------
+
+
+def _too_long(
+    pairs: ScorePairs,
+    first_counts: Mapping[int, int],
+    second_counts: Mapping[int, int],
+    limit: int,
     kind: ScorerKind | None,
-) -> Operation[None]:
-    """Name the first input that makes a pair too long (on ``error``), and add how to cut it.
+) -> tuple[str, int] | None:
+    over_second = [i for i, n in second_counts.items() if n > limit]
+    over_first = [i for i, n in first_counts.items() if n > limit]
+    if over_second:
+        return pairs.fields[1], min(over_second)
+    if over_first:
+        return pairs.fields[0], min(over_first)
+    if kind in (ScorerKind.BI_ENCODER, ScorerKind.LATE_INTERACTION):
+        return None
+    # A cross-encoder reads query and document as one prompt. Each count includes the special tokens
+    # of a single sequence; a pair shares one start token.
+    zipped = len(pairs.firsts) > 1
+    pair_over = [
+        i for i, n in second_counts.items() if n + first_counts.get(i if zipped else 0, 0) - 1 > limit
+    ]
+    return (pairs.fields[1], min(pair_over)) if pair_over else None
 
-    The longest texts of each side are measured with ``/tokenize``: a document over the limit on its
-    own is the culprit for every scorer, then the query; for a cross-encoder (which reads query and
-    document as one prompt) the first document whose pair is over the limit.
+
+def name_too_long_pair(
+    error: ContextLengthExceeded,
+    pairs: ScorePairs,
+    first_counts: Mapping[int, int],
+    second_counts: Mapping[int, int],
+    *,
+    limit: int | None,
+    kind: ScorerKind | None,
+) -> None:
+    """Name on ``error`` the first input that makes a pair too long, and add how to cut it.
+
+    A document over ``limit`` on its own is the culprit for every scorer, then the query; for a
+    cross-encoder (which reads query and document as one prompt) the first document whose pair is over
+    it. The counts (index -> tokens) come from ``/tokenize`` for the longest texts of each side.
+
+    Example:
+        >>> name_too_long_pair(error, pairs, {0: 12}, {0: 3, 1: 300}, limit=256, kind=None)
+        >>> error.input_index
+        1
     """
-    found: tuple[str, int] | None = None
-    if limit is not None:
-
-        def longest(values: Sequence[ScoreInput]) -> list[int]:
-            texts = [i for i, v in enumerate(values) if isinstance(v, str)]
-            return sorted(texts, key=lambda i: -len(values[i]))[:_LOCATE_LIMIT]
-
-        first_idx, second_idx = longest(firsts), longest(seconds)
-        requests = [
-            Request(
-                "POST",
-                "/tokenize",
-                json=_body({"model": model}, None, prompt=values[i]),
-                raise_for_status=False,
-            )
-            for values, indices in ((firsts, first_idx), (seconds, second_idx))
-            for i in indices
-        ]
-        responses: list[httpx.Response] = yield Parallel(requests, concurrency=4)
-        counts = [int(r.json().get("count", 0)) if r.status_code == 200 else 0 for r in responses]
-        first_counts = dict(zip(first_idx, counts[: len(first_idx)], strict=True))
-        second_counts = dict(zip(second_idx, counts[len(first_idx) :], strict=True))
-        over_second = [i for i, n in second_counts.items() if n > limit]
-        over_first = [i for i, n in first_counts.items() if n > limit]
-        if over_second:
-            found = (fields[1], min(over_second))
-        elif over_first:
-            found = (fields[0], min(over_first))
-        elif kind not in (ScorerKind.BI_ENCODER, ScorerKind.LATE_INTERACTION):
-            # Each count includes the special tokens of a single sequence; a pair shares one start token.
-            pairs = [
-                i
-                for i, n in second_counts.items()
-                if n + first_counts.get(i if len(firsts) > 1 else 0, 0) - 1 > limit
-            ]
-            if pairs:
-                found = (fields[1], min(pairs))
+    found = _too_long(pairs, first_counts, second_counts, limit, kind) if limit is not None else None
     prefix = ""
     if found is not None:
         field, index = found
@@ -627,154 +751,22 @@ def _locate_too_long_op(
     error.args = (error.message,)
 
 
-# --------------------------------------------------------------------------------------------------
-# rerank
-# --------------------------------------------------------------------------------------------------
-
-
-def rerank_op(
-    query: Any,
-    documents: Iterable[Any],
-    *,
-    model: str | None = None,
-    top_n: int | None = None,
-    text_field: str = "text",
-    max_tokens_per_doc: int | None = None,
-    max_tokens_per_query: int | None = None,
-    max_tokens_per_doc_fallback: Fallback = "error",
-    instruction: str | None = None,
-    use_activation: bool | None = None,
-    truncate_prompt_tokens: int | None = None,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    show_progress: bool = False,
-    extra_body: Mapping[str, Any] | None = None,
-    extra_headers: Mapping[str, str] | None = None,
-    timeout: TimeoutLike = CLIENT_DEFAULT,
-    scorer_cache: MutableMapping[str, ScorerKind] | None = None,
-) -> Operation[RerankResult]:
-    """Rank ``documents`` by relevance to ``query`` with ``POST /rerank``.
-
-    Validates everything before sending, gates version-dependent fields, splits the documents into
-    requests (``batch_size``, :data:`MAX_REQUEST_BYTES`), sends them ``concurrency`` at a time and merges
-    the answers into one global ranking with the caller's documents. The arguments are those of
-    ``Client.rerank`` (documented there), plus ``scorer_cache``: a per-client ``model -> ScorerKind``
-    mapping that saves the scorer probe after the first call.
-
-    Returns:
-        RerankResult: the hits, best first, with the caller's documents.
-
-    Raises:
-        InvalidInputError: bad arguments (before any request).
-        UnsupportedByServer: a field the server's vLLM version lacks.
-        ContextLengthExceeded: a pair is too long (``input_index`` names the document when found).
+def explain_query_too_long(error: InternalServerError) -> None:
+    """Add to vLLM 0.32's 500 for an over-long query with ``max_tokens_per_doc`` how to avoid it.
 
     Example:
-        >>> client._run(rerank_op("capital of France?", ["Paris", "Bananas"], top_n=1)).indices
-        [0]
+        >>> explain_query_too_long(error)
+        >>> "max_tokens_per_query=N" in error.message
+        True
     """
-    docs = _as_list(documents, "documents")
-    if not docs:
-        raise InvalidInputError("documents", docs, "is empty", "Pass at least one document.")
-    if not isinstance(text_field, str) or not text_field:
-        raise InvalidInputError("text_field", text_field, "must be a non-empty string", "")
-    query_input = to_score_input(query, "query", text_field)
-    inputs = [to_score_input(doc, f"documents[{i}]", text_field) for i, doc in enumerate(docs)]
-    _check_int("top_n", top_n, 0, "Use 0 or None to return every document.")
-    _check_common(
-        batch_size=batch_size,
-        concurrency=concurrency,
-        truncate_prompt_tokens=truncate_prompt_tokens,
-        extra_body=extra_body,
-    )
-    if instruction is not None and not isinstance(instruction, str):
-        raise InvalidInputError("instruction", instruction, "must be a string", "")
+    if "sequence to truncate too short" in error.message.lower():
+        error.message = f"{error.message} {QUERY_TOO_LONG_HINT}"
+        error.args = (error.message,)
 
-    info: ServerInfo = yield GetServerInfo()
-    name = resolve_model(info, model)
-    server_limits, client_limits = _token_limits(
-        info,
-        max_tokens_per_doc=max_tokens_per_doc,
-        max_tokens_per_query=max_tokens_per_query,
-        fallback=max_tokens_per_doc_fallback,
-        model=name,
-    )
-    features = []
-    if instruction is not None:
-        features.append("score_instruction")
-    if is_multimodal(query_input) or any(is_multimodal(value) for value in inputs):
-        features.append("score_multimodal")
-        if scorer_cache is not None and scorer_cache.get(name or "") is ScorerKind.LATE_INTERACTION:
-            features.append("score_multimodal_late_interaction")
-    gates.require(info, features)
 
-    inputs = yield from _truncate_inputs_op(
-        inputs,
-        client_limits.get("max_tokens_per_doc"),
-        model=name,
-        concurrency=concurrency,
-        extra_headers=extra_headers,
-        timeout=timeout,
-    )
-    truncated_query = yield from _truncate_inputs_op(
-        [query_input],
-        client_limits.get("max_tokens_per_query"),
-        model=name,
-        concurrency=1,
-        extra_headers=extra_headers,
-        timeout=timeout,
-    )
-    query_input = truncated_query[0]
-
-    common = {
-        "model": name,
-        "instruction": instruction,
-        "use_activation": use_activation,
-        "truncate_prompt_tokens": truncate_prompt_tokens,
-        **server_limits,
-    }
-    sizes = [_json_size(value) for value in inputs]
-    max_bytes = MAX_REQUEST_BYTES
-    while True:
-        batches = plan_batches(sizes, batch_size, max_bytes)
-        requests = [
-            _request(
-                "/rerank",
-                _body(
-                    common,
-                    extra_body,
-                    query=query_input,
-                    documents=[inputs[i] for i in batch],
-                    top_n=top_n if top_n and top_n < len(batch) else None,
-                ),
-                "rerank",
-                extra_headers,
-                timeout,
-            )
-            for batch in batches
-        ]
-        try:
-            responses, scorer = yield from _send_scoring_op(
-                requests,
-                info=info,
-                model=name,
-                concurrency=concurrency,
-                timeout=timeout,
-                scorer_cache=scorer_cache,
-                firsts=[query_input],
-                seconds=inputs,
-                fields=("query", "documents"),
-                batch_sizes=[len(batch) for batch in batches],
-                show_progress=show_progress,
-            )
-        except RequestTooLargeError:
-            smaller = _smaller_batches(batches, sizes)
-            if smaller is None:
-                raise
-            batch_size, max_bytes = smaller
-            continue
-        break
-    return merge_rerank(responses, batches, docs, top_n=top_n, model=name, scorer=scorer)
+# --------------------------------------------------------------------------------------------------
+# Merging /rerank and /score answers
+# --------------------------------------------------------------------------------------------------
 
 
 def merge_rerank(
@@ -835,174 +827,21 @@ def merge_rerank(
     )
 
 
-# --------------------------------------------------------------------------------------------------
-# score
-# --------------------------------------------------------------------------------------------------
-
-
-def pair_mode(len_1: int, len_2: int) -> Literal["1:1", "1:N", "N:N"]:
-    """How vLLM pairs two sides: 1:1, 1:N (the first side broadcast) or N:N (zipped, not a product).
+def merge_scores(
+    responses: Sequence[httpx.Response], batches: Sequence[range], *, model: str | None, scorer: ScorerKind
+) -> ScoreResult:
+    """Merge ``/score`` answers for consecutive batches of pairs into scores in pair order.
 
     Raises:
-        InvalidInputError: for an empty side, or lengths that are none of these (N:M, and N:1 where
-            only the *first* side may be broadcast).
+        APIError: an answer without ``data``, or with a score count that does not match its batch.
 
     Example:
-        >>> pair_mode(1, 3)
-        '1:N'
-    """
-    if len_1 == 0 or len_2 == 0:
-        side = "text_1" if len_1 == 0 else "text_2"
-        raise InvalidInputError(side, [], "is empty", "Pass at least one input on each side.")
-    if len_1 == 1:
-        return "1:1" if len_2 == 1 else "1:N"
-    if len_1 == len_2:
-        return "N:N"
-    raise InvalidInputError(
-        "text_1/text_2",
-        f"{len_1} and {len_2} inputs",
-        "pair as neither 1:1, 1:N nor N:N (vLLM broadcasts only a single text_1, and zips equal lengths)",
-        "Pass one text_1 for many text_2, or equal-length lists; for N:1 swap the sides.",
-    )
-
-
-def score_op(
-    text_1: Any,
-    text_2: Any,
-    *,
-    model: str | None = None,
-    text_field: str = "text",
-    max_tokens_per_doc: int | None = None,
-    max_tokens_per_query: int | None = None,
-    max_tokens_per_doc_fallback: Fallback = "error",
-    instruction: str | None = None,
-    use_activation: bool | None = None,
-    truncate_prompt_tokens: int | None = None,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    show_progress: bool = False,
-    extra_body: Mapping[str, Any] | None = None,
-    extra_headers: Mapping[str, str] | None = None,
-    timeout: TimeoutLike = CLIENT_DEFAULT,
-    scorer_cache: MutableMapping[str, ScorerKind] | None = None,
-) -> Operation[ScoreResult]:
-    """Score pairs with ``POST /score``; scores come back in pair order.
-
-    The arguments are those of ``Client.score`` (documented there), plus ``scorer_cache`` as for
-    :func:`rerank_op`. Pairs are split into requests of ``batch_size`` pairs.
-
-    Returns:
-        ScoreResult: ``scores`` in pair order and the scorer kind.
-
-    Raises:
-        InvalidInputError: bad arguments or a pairing vLLM refuses (N:M, N:1), before any request.
-        UnsupportedByServer: a field the server's vLLM version lacks.
-
-    Example:
-        >>> client._run(score_op("capital of France?", ["Paris", "Bananas"])).scores
+        >>> merge_scores([response], [range(0, 2)], model="m", scorer=ScorerKind.CROSS_ENCODER).scores
         array([0.86, 0.01])
     """
-    side_1 = [text_1] if _is_single(text_1) else _as_list(text_1, "text_1")
-    side_2 = [text_2] if _is_single(text_2) else _as_list(text_2, "text_2")
-    mode = pair_mode(len(side_1), len(side_2))
-    inputs_1 = [to_score_input(v, f"text_1[{i}]", text_field) for i, v in enumerate(side_1)]
-    inputs_2 = [to_score_input(v, f"text_2[{i}]", text_field) for i, v in enumerate(side_2)]
-    _check_common(
-        batch_size=batch_size,
-        concurrency=concurrency,
-        truncate_prompt_tokens=truncate_prompt_tokens,
-        extra_body=extra_body,
-    )
-    info: ServerInfo = yield GetServerInfo()
-    name = resolve_model(info, model)
-    server_limits, client_limits = _token_limits(
-        info,
-        max_tokens_per_doc=max_tokens_per_doc,
-        max_tokens_per_query=max_tokens_per_query,
-        fallback=max_tokens_per_doc_fallback,
-        model=name,
-    )
-    features = []
-    if instruction is not None:
-        features.append("score_instruction")
-    if any(is_multimodal(v) for v in inputs_1 + inputs_2):
-        features.append("score_multimodal")
-        if scorer_cache is not None and scorer_cache.get(name or "") is ScorerKind.LATE_INTERACTION:
-            features.append("score_multimodal_late_interaction")
-    gates.require(info, features)
-    inputs_1 = yield from _truncate_inputs_op(
-        inputs_1,
-        client_limits.get("max_tokens_per_query"),
-        model=name,
-        concurrency=concurrency,
-        extra_headers=extra_headers,
-        timeout=timeout,
-    )
-    inputs_2 = yield from _truncate_inputs_op(
-        inputs_2,
-        client_limits.get("max_tokens_per_doc"),
-        model=name,
-        concurrency=concurrency,
-        extra_headers=extra_headers,
-        timeout=timeout,
-    )
-    keys = (
-        ("queries", "documents") if gates.supports(info, "score_queries_documents") else ("text_1", "text_2")
-    )
-    common = {
-        "model": name,
-        "instruction": instruction,
-        "use_activation": use_activation,
-        "truncate_prompt_tokens": truncate_prompt_tokens,
-        **server_limits,
-    }
-    sizes = [_json_size(v) for v in inputs_2]
-    batches = plan_batches(sizes, batch_size, MAX_REQUEST_BYTES)
-
-    def build(names: tuple[str, str]) -> list[Request]:
-        built = []
-        for batch in batches:
-            first: Any = inputs_1[0] if mode != "N:N" else [inputs_1[i] for i in batch]
-            second: Any = inputs_2[0] if mode == "1:1" else [inputs_2[i] for i in batch]
-            body = _body(common, extra_body, **{names[0]: first, names[1]: second})
-            built.append(_request("/score", body, "score", extra_headers, timeout))
-        return built
-
-    def send(names: tuple[str, str]) -> Operation[tuple[list[httpx.Response], ScorerKind]]:
-        return _send_scoring_op(
-            build(names),
-            info=info,
-            model=name,
-            concurrency=concurrency,
-            timeout=timeout,
-            scorer_cache=scorer_cache,
-            firsts=inputs_1,
-            seconds=inputs_2,
-            fields=("text_1", "text_2"),
-            batch_sizes=[len(batch) for batch in batches],
-            show_progress=show_progress,
-        )
-
-    while True:
-        try:
-            responses, scorer = yield from send(keys)
-        except BadRequestError as error:
-            # A server that hides its version may predate the queries/documents form (vLLM < 0.16):
-            # its validation error names the text_1/text_2 fields it expected; ask again in that form.
-            if info.parsed_version.known or keys[0] != "queries" or "text_1" not in error.message:
-                raise
-            keys = ("text_1", "text_2")
-            continue
-        except RequestTooLargeError:
-            smaller = _smaller_batches(batches, sizes)
-            if smaller is None:
-                raise
-            batches = plan_batches(sizes, *smaller)
-            continue
-        break
     scores: list[float] = []
     usage = Usage()
-    served_model = name
+    served_model = model
     for response, batch in zip(responses, batches, strict=True):
         payload = _json(response, "/score")
         entries = sorted(_data(payload, "/score"), key=lambda entry: int(entry["index"]))
@@ -1019,19 +858,21 @@ def score_op(
     )
 
 
-def _data(payload: Mapping[str, Any], what: str) -> list[dict[str, Any]]:
-    data = payload.get("data")
-    if not isinstance(data, list):
-        raise APIError(f"{what}: answer without 'data': {str(payload)[:200]!r}")
-    return data
-
-
 # --------------------------------------------------------------------------------------------------
 # classify and pool
 # --------------------------------------------------------------------------------------------------
 
 
-def _text_inputs(value: Any, field: str) -> list[str]:
+def text_inputs(value: Any, field: str = "input") -> list[str]:
+    """Check ``classify``/``pool`` input: a string or a non-empty list of strings.
+
+    Raises:
+        InvalidInputError: naming the offending element.
+
+    Example:
+        >>> text_inputs("hello")
+        ['hello']
+    """
     texts = [value] if isinstance(value, str) else _as_list(value, field)
     if not texts:
         raise InvalidInputError(field, texts, "is empty", "Pass at least one text.")
@@ -1041,33 +882,62 @@ def _text_inputs(value: Any, field: str) -> list[str]:
     return texts
 
 
-def _batched_op(
+def check_pool_task(task: str | None) -> None:
+    """Check ``pool``'s ``task``: ``None`` or one of :data:`POOLING_TASKS`.
+
+    Raises:
+        InvalidInputError: another name; the removed ``score`` and ``encode`` tasks say what replaced them.
+
+    Example:
+        >>> check_pool_task("token_embed")
+    """
+    if task is not None and task not in POOLING_TASKS:
+        fix = {
+            "score": "The `score` task was removed in vLLM 0.19; use 'classify'.",
+            "encode": "The `encode` task was removed; use 'token_embed' or 'token_classify'.",
+        }.get(task, "")
+        raise InvalidInputError("task", task, f"must be one of {', '.join(POOLING_TASKS)}", fix)
+
+
+def plan_pooling_requests(
     path: str,
-    task: Any,
-    texts: list[str],
-    common: Mapping[str, Any],
+    task: TaskName,
+    texts: Sequence[str],
+    fields: Mapping[str, Any],
+    call: CallOptions,
     *,
     batch_size: int,
-    concurrency: int,
-    extra_body: Mapping[str, Any] | None,
-    extra_headers: Mapping[str, str] | None,
-    timeout: TimeoutLike,
-    show_progress: bool = False,
-) -> Operation[tuple[list[dict[str, Any]], Usage, str | None]]:
-    batches = plan_batches([_json_size(t) for t in texts], batch_size, MAX_REQUEST_BYTES)
+) -> tuple[list[Request], list[range]]:
+    """The batched ``/classify`` or ``/pooling`` requests of ``texts`` and the batches they carry.
+
+    Batches hold at most ``batch_size`` texts and ``defaults.SCORE_MAX_REQUEST_BYTES`` of JSON; ``fields``
+    (``None`` values left out) and ``call.extra_body`` go into every body.
+
+    Example:
+        >>> requests, batches = plan_pooling_requests(
+        ...     "/classify", "classify", ["a", "b"], {}, CallOptions(), batch_size=1
+        ... )
+        >>> batches
+        [range(0, 1), range(1, 2)]
+    """
+    batches = plan_batches(json_sizes(texts), batch_size, defaults.SCORE_MAX_REQUEST_BYTES)
     requests = [
-        _request(
-            path, _body(common, extra_body, input=[texts[i] for i in batch]), task, extra_headers, timeout
+        Request(
+            "POST",
+            path,
+            json=_body(fields, call.extra_body, input=[texts[i] for i in batch]),
+            headers=call.extra_headers,
+            timeout=call.timeout,
+            task=task,
         )
         for batch in batches
     ]
-    progress = Progress(len(texts), enabled=show_progress, description=path.strip("/"))
-    try:
-        responses = yield Parallel(
-            requests, concurrency, lambda index, _: progress.advance(len(batches[index]))
-        )
-    finally:
-        progress.close()
+    return requests, batches
+
+
+def _merge_entries(
+    responses: Sequence[httpx.Response], batches: Sequence[range], path: str
+) -> tuple[list[dict[str, Any]], Usage, str | None]:
     entries: list[dict[str, Any]] = []
     usage = Usage()
     model: str | None = None
@@ -1082,135 +952,50 @@ def _batched_op(
     return entries, usage, model
 
 
-def classify_op(
-    input: Any,
-    *,
-    model: str | None = None,
-    use_activation: bool | None = None,
-    truncate_prompt_tokens: int | None = None,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    show_progress: bool = False,
-    extra_body: Mapping[str, Any] | None = None,
-    extra_headers: Mapping[str, str] | None = None,
-    timeout: TimeoutLike = CLIENT_DEFAULT,
-) -> Operation[ClassificationResult]:
-    """Classify texts with ``POST /classify``, split into requests of ``batch_size`` texts.
+def merge_classify(
+    responses: Sequence[httpx.Response], batches: Sequence[range], model: str | None
+) -> ClassificationResult:
+    """Merge ``/classify`` answers into labels and a ``[n, num_classes]`` probability matrix.
 
-    The arguments are those of ``Client.classify`` (documented there).
-
-    Returns:
-        ClassificationResult: labels, ``probs`` ``[n, num_classes]``, ``num_classes``.
+    Args:
+        responses: one answer per batch.
+        batches: the input positions each request carried.
+        model: the model named in the requests (else the served one is reported).
 
     Raises:
-        InvalidInputError: bad arguments (before any request).
-        EndpointNotServed: the model's active task is not ``classify``.
+        APIError: an answer without ``data``, or with a result count that does not match its batch.
 
     Example:
-        >>> client._run(classify_op(["great", "awful"])).probs.shape
+        >>> merge_classify([response], [range(0, 2)], "m").probs.shape
         (2, 2)
     """
-    texts = _text_inputs(input, "input")
-    _check_common(
-        batch_size=batch_size,
-        concurrency=concurrency,
-        truncate_prompt_tokens=truncate_prompt_tokens,
-        extra_body=extra_body,
-    )
-    info: ServerInfo = yield GetServerInfo()
-    name = resolve_model(info, model)
-    common = {
-        "model": name,
-        "use_activation": use_activation,
-        "truncate_prompt_tokens": truncate_prompt_tokens,
-    }
-    entries, usage, served = yield from _batched_op(
-        "/classify",
-        "classify",
-        texts,
-        common,
-        batch_size=batch_size,
-        concurrency=concurrency,
-        extra_body=extra_body,
-        extra_headers=extra_headers,
-        timeout=timeout,
-        show_progress=show_progress,
-    )
+    entries, usage, served = _merge_entries(responses, batches, "/classify")
     probs = np.array([entry["probs"] for entry in entries], dtype=np.float64)
     num_classes = int(entries[0].get("num_classes") or probs.shape[1])
     return ClassificationResult(
         labels=[entry.get("label") for entry in entries],
         probs=probs,
         num_classes=num_classes,
-        model=name or served or "",
+        model=model or served or "",
         usage=usage,
     )
 
 
-def pool_op(
-    input: Any,
-    *,
-    task: str | None = None,
-    model: str | None = None,
-    use_activation: bool | None = None,
-    truncate_prompt_tokens: int | None = None,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    show_progress: bool = False,
-    extra_body: Mapping[str, Any] | None = None,
-    extra_headers: Mapping[str, str] | None = None,
-    timeout: TimeoutLike = CLIENT_DEFAULT,
-) -> Operation[PoolingResult]:
-    """Run the model's pooler with ``POST /pooling``, split into requests of ``batch_size`` texts.
-
-    The arguments are those of ``Client.pool`` (documented there).
-
-    Returns:
-        PoolingResult: one array per input (a matrix per input on ``token_*`` tasks).
+def merge_pool(
+    responses: Sequence[httpx.Response], batches: Sequence[range], model: str | None
+) -> PoolingResult:
+    """Merge ``/pooling`` answers into one float32 array per input (a matrix on ``token_*`` tasks).
 
     Raises:
-        InvalidInputError: bad arguments or a removed task name (before any request).
-        BadRequestError: ``task`` is not the server's active pooling task.
+        APIError: an answer without ``data``, or with a result count that does not match its batch.
 
     Example:
-        >>> client._run(pool_op("hello world")).data[0].shape
+        >>> merge_pool([response], [range(0, 1)], "m").data[0].shape
         (384,)
     """
-    texts = _text_inputs(input, "input")
-    if task is not None and task not in POOLING_TASKS:
-        fix = {
-            "score": "The `score` task was removed in vLLM 0.19; use 'classify'.",
-            "encode": "The `encode` task was removed; use 'token_embed' or 'token_classify'.",
-        }.get(task, "")
-        raise InvalidInputError("task", task, f"must be one of {', '.join(POOLING_TASKS)}", fix)
-    _check_common(
-        batch_size=batch_size,
-        concurrency=concurrency,
-        truncate_prompt_tokens=truncate_prompt_tokens,
-        extra_body=extra_body,
-    )
-    info: ServerInfo = yield GetServerInfo()
-    name = resolve_model(info, model)
-    common = {
-        "model": name,
-        "task": task,
-        "use_activation": use_activation,
-        "truncate_prompt_tokens": truncate_prompt_tokens,
-    }
-    entries, usage, served = yield from _batched_op(
-        "/pooling",
-        "pooling",
-        texts,
-        common,
-        batch_size=batch_size,
-        concurrency=concurrency,
-        extra_body=extra_body,
-        extra_headers=extra_headers,
-        timeout=timeout,
-        show_progress=show_progress,
-    )
+    entries, usage, served = _merge_entries(responses, batches, "/pooling")
     data = [np.asarray(entry["data"], dtype=np.float32) for entry in entries]
-    return PoolingResult(data=data, model=name or served or "", usage=usage)
+    return PoolingResult(data=data, model=model or served or "", usage=usage)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
-"""Speech-to-text operations (``/v1/audio/transcriptions`` and ``/v1/audio/translations``) and parsing.
+"""Speech-to-text (``/v1/audio/transcriptions`` and ``/v1/audio/translations``): pure code.
 
-Everything here is shared by ``Client`` and ``AsyncClient``: the operations are generators over
-:mod:`vllm_tasks.steps`, the parsers and mergers are pure functions.
+Request building, chunk planning, response parsing, merging and the stream parser; no I/O. The
+client's flows (``vllm_tasks/_async/audio.py``) call these and run the CPU-bound ones (decoding,
+resampling, encoding) through :func:`~vllm_tasks.offload.async_offload`.
 
 What vLLM 0.32 does and this module corrects (measured with whisper-base on the CPU fixture):
 
@@ -16,6 +17,7 @@ What vLLM 0.32 does and this module corrects (measured with whisper-base on the 
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -28,11 +30,11 @@ import httpx
 import numpy as np
 
 from . import audio as audio_io
-from . import gates
-from .calls import resolve_model
-from .errors import AudioDecodeError, InvalidInputError, StreamError
-from .steps import CLIENT_DEFAULT, Fetch, GetServerInfo, Operation, Parallel, Request, Stream, TimeoutLike
+from . import defaults, gates
+from .calls import CallOptions
+from .errors import InvalidInputError, StreamError
 from .tasks import TaskName
+from .transport import Request
 from .types.audio import (
     ResponseFormat,
     Transcription,
@@ -41,6 +43,7 @@ from .types.audio import (
     TranscriptionUsage,
 )
 from .types.server import ServerInfo
+from .validation import positive_int
 
 logger = logging.getLogger("vllm_tasks")
 
@@ -50,10 +53,9 @@ TASK_NAMES: dict[Task, TaskName] = {"transcribe": "transcription", "translate": 
 RESPONSE_FORMATS = ("json", "text", "verbose_json", "srt", "vtt")
 SERVER_CHUNK_SECONDS = 30.0
 """Whisper's window: vLLM splits anything longer server-side."""
-DEFAULT_SIZE_LIMIT = 25 * 1024 * 1024
-"""vLLM's default ``VLLM_MAX_AUDIO_CLIP_FILESIZE_MB`` (25 MiB)."""
 
 ChunkingMode = Literal["auto", "server", "client"]
+ServerFormat = Literal["json", "verbose_json"]
 Requests = Iterable[Request]
 """Requests still to send (a stream's further pieces), built lazily."""
 _NO_SAMPLES = np.zeros(0, dtype=np.float32)
@@ -74,15 +76,22 @@ class ChunkingOptions:
             join are removed when merging.
         concurrency: pieces in flight at once.
         size_limit: an upload larger than this (bytes) is split even when short.
+
+    Raises:
+        InvalidInputError: an unknown mode, a limit outside (0, 30], a negative overlap, a
+            non-positive search window or concurrency.
+
+    Example:
+        >>> await client.transcribe("talk.mp3", chunking=ChunkingOptions(concurrency=4))
     """
 
     mode: ChunkingMode = "auto"
-    max_seconds: float = 30.0
-    segment_max_seconds: float = 20.0
-    search_seconds: float = 5.0
-    overlap_seconds: float = 0.5
-    concurrency: int = 8
-    size_limit: int = DEFAULT_SIZE_LIMIT
+    max_seconds: float = defaults.AUDIO_CHUNK_SECONDS
+    segment_max_seconds: float = defaults.AUDIO_SEGMENT_CHUNK_SECONDS
+    search_seconds: float = defaults.AUDIO_CUT_SEARCH_SECONDS
+    overlap_seconds: float = defaults.AUDIO_CHUNK_OVERLAP_SECONDS
+    concurrency: int = defaults.AUDIO_CONCURRENCY
+    size_limit: int = defaults.AUDIO_SIZE_LIMIT
 
     def __post_init__(self) -> None:
         if self.mode not in ("auto", "server", "client"):
@@ -95,18 +104,37 @@ class ChunkingOptions:
                 raise InvalidInputError(name, value, "must be in (0, 30]", "Whisper sees 30 s at a time.")
         if self.overlap_seconds < 0 or self.search_seconds <= 0:
             raise InvalidInputError("overlap_seconds", self.overlap_seconds, "must be >= 0", "")
-        if self.concurrency < 1:
-            raise InvalidInputError("concurrency", self.concurrency, "must be >= 1", "")
+        positive_int("concurrency", self.concurrency)
 
 
 Chunking = ChunkingMode | ChunkingOptions
 
 
+def chunking_options(chunking: Chunking) -> ChunkingOptions:
+    """The options for a ``chunking`` argument (a mode name or the options themselves).
+
+    Raises:
+        InvalidInputError: an unknown mode.
+
+    Example:
+        >>> chunking_options("server").mode
+        'server'
+    """
+    if isinstance(chunking, ChunkingOptions):
+        return chunking
+    if chunking not in ("auto", "server", "client"):
+        raise InvalidInputError("chunking", chunking, "unknown mode", "Use 'auto', 'server' or 'client'.")
+    return ChunkingOptions(mode=chunking)
+
+
 @dataclass(frozen=True)
 class SpeechParams:
-    """The form fields of one transcription/translation request, as the caller gave them."""
+    """The task's form fields of one transcription/translation request, as the caller gave them.
 
-    model: str | None = None
+    The call's model, ``extra_body``, ``extra_headers`` and ``timeout`` travel apart, in
+    :class:`~vllm_tasks.calls.CallOptions`.
+    """
+
     language: str | None = None
     prompt: str | None = None
     response_format: ResponseFormat = "json"
@@ -123,9 +151,6 @@ class SpeechParams:
     max_completion_tokens: int | None = None
     vllm_xargs: Mapping[str, Any] | None = None
     to_language: str | None = None
-    extra_body: Mapping[str, Any] | None = None
-    extra_headers: Mapping[str, str] | None = None
-    timeout: TimeoutLike = CLIENT_DEFAULT
     stream_include_usage: bool | None = None
 
 
@@ -140,6 +165,9 @@ def validate(params: SpeechParams, *, task: Task, stream: bool) -> None:
     Raises:
         InvalidInputError: unknown ``response_format``, beam search with streaming, ``n`` without beam
             search, a format a stream cannot produce, bad ``timestamp_granularities``.
+
+    Example:
+        >>> validate(SpeechParams(response_format="srt"), task="transcribe", stream=False)
     """
     if params.response_format not in RESPONSE_FORMATS:
         raise InvalidInputError(
@@ -162,21 +190,19 @@ def validate(params: SpeechParams, *, task: Task, stream: bool) -> None:
     if params.n is not None and params.n != 1 and not params.use_beam_search:
         raise InvalidInputError("n", params.n, "is the beam width; vLLM ignores it without beam search", "")
     if params.timestamp_granularities is not None:
-        if isinstance(params.timestamp_granularities, str):
-            raise InvalidInputError(
-                "timestamp_granularities", params.timestamp_granularities, "must be a list", ""
-            )
-        if task == "translate":
-            raise InvalidInputError(
-                "timestamp_granularities", params.timestamp_granularities, "translations have none", ""
-            )
-        for item in params.timestamp_granularities:
-            if item not in ("word", "segment"):
-                raise InvalidInputError(
-                    "timestamp_granularities", item, "unknown", "Use 'word' or 'segment'."
-                )
+        _validate_granularities(params.timestamp_granularities, task)
     if params.stream_include_usage and not stream:
         raise InvalidInputError("stream_include_usage", True, "needs a stream (vLLM answers 400)", "")
+
+
+def _validate_granularities(granularities: Sequence[str], task: Task) -> None:
+    if isinstance(granularities, str):
+        raise InvalidInputError("timestamp_granularities", granularities, "must be a list", "")
+    if task == "translate":
+        raise InvalidInputError("timestamp_granularities", granularities, "translations have none", "")
+    for item in granularities:
+        if item not in ("word", "segment"):
+            raise InvalidInputError("timestamp_granularities", item, "unknown", "Use 'word' or 'segment'.")
 
 
 def check_server(params: SpeechParams, info: ServerInfo) -> None:
@@ -201,19 +227,32 @@ def _form_value(value: Any) -> str | list[str]:
     return str(value)
 
 
-def server_format(response_format: ResponseFormat) -> Literal["json", "verbose_json"]:
-    """What to ask vLLM for: segments for verbose_json/srt/vtt, else json (``text`` also answers JSON)."""
+def server_format(response_format: ResponseFormat) -> ServerFormat:
+    """What to ask vLLM for: segments for verbose_json/srt/vtt, else json (``text`` also answers JSON).
+
+    Example:
+        >>> server_format("srt")
+        'verbose_json'
+    """
     return "verbose_json" if response_format in ("verbose_json", "srt", "vtt") else "json"
 
 
 def form_fields(
     params: SpeechParams,
+    call: CallOptions,
     *,
     model: str | None,
-    fmt: Literal["json", "verbose_json"],
+    fmt: ServerFormat,
     stream: bool = False,
 ) -> dict[str, str | list[str]]:
-    """The multipart form fields (strings; ``timestamp_granularities[]`` with its brackets)."""
+    """The multipart form fields (strings; ``timestamp_granularities[]`` with its brackets).
+
+    ``call.extra_body`` is merged last (dicts sent as JSON).
+
+    Example:
+        >>> form_fields(SpeechParams(language="en"), CallOptions(), model="whisper", fmt="json")
+        {'model': 'whisper', 'language': 'en', 'response_format': 'json'}
+    """
     fields: dict[str, Any] = {
         "model": model,
         "language": params.language,
@@ -238,28 +277,35 @@ def form_fields(
         fields["stream"] = True
         if params.stream_include_usage:
             fields["stream_include_usage"] = True
-    if params.extra_body:
-        fields.update(params.extra_body)
+    if call.extra_body:
+        fields.update(call.extra_body)
     return {key: _form_value(value) for key, value in fields.items() if value is not None}
 
 
 def build_request(
     params: SpeechParams,
+    call: CallOptions,
     upload: audio_io.Upload,
     *,
     task: Task,
     model: str | None,
-    fmt: Literal["json", "verbose_json"],
+    fmt: ServerFormat,
     stream: bool = False,
 ) -> Request:
-    """The ``Request`` step for one upload."""
+    """The multipart ``Request`` for one upload.
+
+    Example:
+        >>> params, call = SpeechParams(language="en"), CallOptions()
+        >>> build_request(params, call, upload, task="transcribe", model="w", fmt="json").path
+        '/v1/audio/transcriptions'
+    """
     return Request(
         "POST",
         PATHS[task],
-        data=form_fields(params, model=model, fmt=fmt, stream=stream),
+        data=form_fields(params, call, model=model, fmt=fmt, stream=stream),
         files={"file": (upload.filename, upload.content, upload.content_type)},
-        headers=params.extra_headers,
-        timeout=params.timeout,
+        headers=call.extra_headers,
+        timeout=call.timeout,
         task=TASK_NAMES[task],
     )
 
@@ -621,74 +667,25 @@ def _stream_error(event: Mapping[str, Any]) -> StreamError:
 
 
 # --------------------------------------------------------------------------------------------------
-# Operations
+# Planning client-side chunks (CPU-bound helpers: the async client offloads them)
 # --------------------------------------------------------------------------------------------------
 
 
-def _chunking_options(chunking: Chunking) -> ChunkingOptions:
-    if isinstance(chunking, ChunkingOptions):
-        return chunking
-    if chunking not in ("auto", "server", "client"):
-        raise InvalidInputError("chunking", chunking, "unknown mode", "Use 'auto', 'server' or 'client'.")
-    return ChunkingOptions(mode=chunking)
+def should_split(
+    source: audio_io.AudioSource, options: ChunkingOptions, prepare: str, *, limit_seconds: float
+) -> bool:
+    """Whether to split ``source`` client-side: longer than ``limit_seconds`` or over the size limit.
 
+    Reads the header (``chunking="client"`` too, so that an undecodable input fails here, before any
+    request). Undecodable without a decoder installed: sent whole (the server decides).
 
-def load_source(audio: audio_io.AudioInput, timeout: TimeoutLike) -> Operation[audio_io.AudioSource]:
-    """Resolve an input; an http(s) URL is downloaded (without the client's API key)."""
-    if audio_io.is_url(audio):
-        url = str(audio)
-        seconds = timeout if isinstance(timeout, int | float) else 60.0
-        response = yield Fetch(url, timeout=float(seconds))
-        if not isinstance(response, httpx.Response):
-            raise TypeError("Fetch must return an httpx.Response")
-        if response.status_code >= 400:
-            raise AudioDecodeError(url, f"download failed with HTTP {response.status_code}")
-        return audio_io.from_url_bytes(url, response.content)
-    return audio_io.resolve(audio)
+    Raises:
+        AudioDecodeError: the input cannot be decoded.
 
-
-def transcribe_operation(
-    audio: audio_io.AudioInput,
-    params: SpeechParams,
-    *,
-    task: Task = "transcribe",
-    client_model: str | None = None,
-    chunking: Chunking = "auto",
-    prepare: audio_io.PrepareMode = "auto",
-) -> Operation[Transcription]:
-    """Transcribe (or translate) one input: one request, or client-side chunks sent concurrently."""
-    validate(params, task=task, stream=False)
-    options = _chunking_options(chunking)
-    # The input is read (and decoded, unless prepare="never") first: a bad one fails before any request.
-    source = yield from load_source(audio, params.timeout)
-    chunked = _should_chunk(source, options, prepare)
-    upload = None if chunked else audio_io.prepare_upload(source, prepare)
-    info: ServerInfo = yield GetServerInfo()
-    check_server(params, info)
-    model = resolve_model(info, params.model, client_model)
-    if upload is None:
-        result = yield from _chunked(source, params, options, task=task, model=model)
-        return result
-    fmt = server_format(params.response_format)
-    if fmt == "verbose_json" and (upload.duration or 0) > SERVER_CHUNK_SECONDS:
-        logger.warning(
-            "%s: verbose_json on %.0f s of audio with server-side chunking: vLLM drops the pieces in "
-            "which the model emitted no timestamps; use chunking='auto' for complete segments",
-            source.name,
-            upload.duration,
-        )
-    response = yield build_request(params, upload, task=task, model=model, fmt=fmt)
-    return parse_response(
-        response,
-        task=task,
-        model=model,
-        response_format=params.response_format,
-        language=params.language,
-        duration=upload.duration,
-    )
-
-
-def _should_chunk(source: audio_io.AudioSource, options: ChunkingOptions, prepare: str) -> bool:
+    Example:
+        >>> should_split(source, ChunkingOptions(), "auto", limit_seconds=SERVER_CHUNK_SECONDS)
+        True
+    """
     if options.mode == "server" or prepare == "never":
         return False
     if options.mode == "client":
@@ -698,162 +695,167 @@ def _should_chunk(source: audio_io.AudioSource, options: ChunkingOptions, prepar
         return False  # cannot measure it: the server decides (and splits)
     meta = audio_io.info(source)
     size = source.size()
-    return meta.duration > SERVER_CHUNK_SECONDS or (size is not None and size > options.size_limit)
+    return meta.duration > limit_seconds or (size is not None and size > options.size_limit)
 
 
-def _chunked(
-    source: audio_io.AudioSource,
+def plan_chunks(
+    source: audio_io.AudioSource, options: ChunkingOptions, *, max_seconds: float, overlap_seconds: float
+) -> Iterator[audio_io.AudioChunk]:
+    """The client-side pieces of ``source``, lazily: decoding happens as the iterator is advanced
+    (advance it off the event loop, e.g. with :func:`next_wave`).
+
+    Example:
+        >>> chunks = plan_chunks(source, ChunkingOptions(), max_seconds=30.0, overlap_seconds=0.5)
+    """
+    return audio_io.iter_chunks(
+        audio_io.iter_samples(source),
+        max_seconds=max_seconds,
+        search_seconds=min(options.search_seconds, max_seconds / 3),
+        overlap_seconds=min(overlap_seconds, max_seconds / 4),
+    )
+
+
+def chunk_seconds(options: ChunkingOptions, fmt: ServerFormat) -> float:
+    """The longest piece for this server format (shorter when segments are wanted)."""
+    return options.segment_max_seconds if fmt == "verbose_json" else options.max_seconds
+
+
+def chunk_upload(source: audio_io.AudioSource, chunk: audio_io.AudioChunk) -> audio_io.Upload:
+    """The upload of one piece: its samples encoded (FLAC, else WAV), named ``<stem>-NNNN.<ext>``."""
+    content, ext, mime = audio_io.encode(chunk.samples)
+    stem = source.filename.rsplit(".", 1)[0] or "audio"
+    rate = audio_io.TARGET_RATE
+    return audio_io.Upload(f"{stem}-{chunk.index:04d}.{ext}", content, mime, len(chunk.samples) / rate)
+
+
+@dataclass(frozen=True)
+class ChunkUpload:
+    """A piece and what to upload for it (``None``: silent, not sent)."""
+
+    chunk: audio_io.AudioChunk
+    upload: audio_io.Upload | None
+
+
+def next_wave(
+    source: audio_io.AudioSource, chunks: Iterator[audio_io.AudioChunk], size: int
+) -> list[ChunkUpload]:
+    """Decode the next ``size`` pieces and encode the uploads of the audible ones (CPU-bound).
+
+    Waves bound memory for very long files; an empty list means the input is done.
+
+    Example:
+        >>> wave = await async_offload(next_wave, source, chunks, 16)
+    """
+    return [
+        ChunkUpload(chunk, None if chunk.silent else chunk_upload(source, chunk))
+        for chunk in itertools.islice(chunks, size)
+    ]
+
+
+def audible(wave: Sequence[ChunkUpload]) -> list[tuple[audio_io.AudioChunk, audio_io.Upload]]:
+    """The pieces of a wave that are sent, with their uploads."""
+    return [(item.chunk, item.upload) for item in wave if item.upload is not None]
+
+
+def parse_pieces(
+    sent: Sequence[tuple[audio_io.AudioChunk, audio_io.Upload]],
+    responses: Sequence[httpx.Response],
     params: SpeechParams,
-    options: ChunkingOptions,
     *,
     task: Task,
     model: str | None,
-) -> Operation[Transcription]:
-    fmt = server_format(params.response_format)
-    limit = options.segment_max_seconds if fmt == "verbose_json" else options.max_seconds
-    search = min(options.search_seconds, limit / 3)
-    chunks = audio_io.iter_chunks(
-        audio_io.iter_samples(source),
-        max_seconds=limit,
-        search_seconds=search,
-        overlap_seconds=min(options.overlap_seconds, limit / 4),
-    )
-    parts: list[ChunkResult] = []
-    sent = 0
-    wave_size = options.concurrency * 2  # chunks decoded ahead: bounds memory for very long files
-    while True:
-        wave = [chunk for _, chunk in zip(range(wave_size), chunks, strict=False)]
-        if not wave:
-            break
-        to_send = [chunk for chunk in wave if not chunk.silent]
-        uploads = {chunk.index: _chunk_upload(source, chunk) for chunk in to_send}
-        requests = [build_request(params, uploads[c.index], task=task, model=model, fmt=fmt) for c in to_send]
-        responses = (yield Parallel(requests, options.concurrency)) if requests else []
-        sent += len(requests)
-        results: dict[int, Transcription] = {}
-        for chunk, response in zip(to_send, responses, strict=True):
-            results[chunk.index] = parse_response(
-                response,
-                task=task,
-                model=model,
-                response_format=params.response_format,
-                language=params.language,
-                duration=chunk.end - chunk.start,
-            )
-        # whisper-base sometimes stops emitting timestamp tokens: vLLM's verbose_json then drops the
-        # text after the last timestamp pair (or all of it). Where speech goes on after the last
-        # segment, ask again with json for the whole text and give the rest a segment of its own.
-        missing = [c for c in to_send if fmt == "verbose_json" and text_missing(c, results[c.index])]
-        if missing:
-            retry = [
-                build_request(params, uploads[c.index], task=task, model=model, fmt="json") for c in missing
-            ]
-            sent += len(retry)
-            for chunk, response in zip(missing, (yield Parallel(retry, options.concurrency)), strict=True):
-                full = parse_response(
-                    response, task=task, model=model, response_format=params.response_format
-                )
-                results[chunk.index] = complete_segments(
-                    results[chunk.index], full.text, chunk.end - chunk.start
-                )
-        # Keep the timings only: the samples of finished pieces are dropped (bounded memory).
-        parts.extend(
-            ChunkResult(replace(chunk, samples=_NO_SAMPLES), results.get(chunk.index)) for chunk in wave
+) -> dict[int, Transcription]:
+    """The transcriptions of sent pieces, by piece index (each piece's duration filled in)."""
+    return {
+        chunk.index: parse_response(
+            response,
+            task=task,
+            model=model,
+            response_format=params.response_format,
+            language=params.language,
+            duration=chunk.end - chunk.start,
         )
-    merged = merge_chunks(
-        parts,
-        task=task,
-        model=model,
-        response_format=params.response_format,
-        language=params.language,
-        overlap_seconds=options.overlap_seconds,
-    )
-    return merged.model_copy(update={"requests": sent})
+        for (chunk, _), response in zip(sent, responses, strict=True)
+    }
 
 
-def _chunk_upload(source: audio_io.AudioSource, chunk: audio_io.AudioChunk) -> audio_io.Upload:
-    content, ext, mime = audio_io.encode(chunk.samples)
-    stem = source.filename.rsplit(".", 1)[0] or "audio"
-    return audio_io.Upload(f"{stem}-{chunk.index:04d}.{ext}", content, mime, len(chunk.samples) / 16000)
+def pieces_missing_text(
+    sent: Sequence[tuple[audio_io.AudioChunk, audio_io.Upload]], results: Mapping[int, Transcription]
+) -> list[tuple[audio_io.AudioChunk, audio_io.Upload]]:
+    """The ``verbose_json`` pieces whose segments lost text (:func:`text_missing`; CPU-bound).
+
+    whisper-base sometimes stops emitting timestamp tokens: vLLM's verbose_json then drops the text
+    after the last timestamp pair (or all of it). Such pieces are asked again with json.
+    """
+    return [(chunk, upload) for chunk, upload in sent if text_missing(chunk, results[chunk.index])]
 
 
-def stream_operation(
-    audio: audio_io.AudioInput,
+def complete_pieces(
+    results: dict[int, Transcription],
+    missing: Sequence[tuple[audio_io.AudioChunk, audio_io.Upload]],
+    responses: Sequence[httpx.Response],
     params: SpeechParams,
     *,
-    task: Task = "transcribe",
-    client_model: str | None = None,
-    chunking: Chunking = "auto",
-    prepare: audio_io.PrepareMode = "auto",
-) -> Operation[tuple[Any, StreamParser, Iterator[Request]]]:
-    """Open a transcription stream: returns ``(line iterator, parser, more requests)``.
+    task: Task,
+    model: str | None,
+) -> None:
+    """Give each piece in ``missing`` the whole text of its json answer (:func:`complete_segments`)."""
+    for (chunk, _), response in zip(missing, responses, strict=True):
+        full = parse_response(response, task=task, model=model, response_format=params.response_format)
+        results[chunk.index] = complete_segments(results[chunk.index], full.text, chunk.end - chunk.start)
 
-    Audio within vLLM's limits goes in one request (vLLM splits audio over 30 s and streams each piece
-    in turn). Longer audio (over 10 minutes, vLLM's decode limit, or over the upload size limit) and
-    ``chunking="client"`` are split client-side without overlap (streamed text cannot be taken back);
-    ``more`` then yields the request of each further piece, built (decoded, encoded) only when the
-    client reaches it.
+
+def wave_results(wave: Sequence[ChunkUpload], results: Mapping[int, Transcription]) -> list[ChunkResult]:
+    """The wave's pieces with their transcriptions; only the timings are kept (samples dropped)."""
+    return [
+        ChunkResult(replace(item.chunk, samples=_NO_SAMPLES), results.get(item.chunk.index)) for item in wave
+    ]
+
+
+def log_server_chunking(name: str, fmt: ServerFormat, duration: float | None) -> None:
+    """Warn (log) that vLLM drops segments of long audio it splits itself."""
+    if fmt == "verbose_json" and (duration or 0) > SERVER_CHUNK_SECONDS:
+        logger.warning(
+            "%s: verbose_json on %.0f s of audio with server-side chunking: vLLM drops the pieces in "
+            "which the model emitted no timestamps; use chunking='auto' for complete segments",
+            name,
+            duration,
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# Streams of client-side pieces
+# --------------------------------------------------------------------------------------------------
+
+
+def stream_requests(
+    source: audio_io.AudioSource,
+    options: ChunkingOptions,
+    params: SpeechParams,
+    call: CallOptions,
+    *,
+    task: Task,
+    model: str | None,
+) -> Iterator[Request]:
+    """The streamed requests of ``source``'s audible pieces, without overlap (streamed text cannot be
+    taken back), built lazily: advancing the iterator decodes and encodes the next piece (CPU-bound:
+    advance it with :func:`next_request` off the event loop).
+
+    Example:
+        >>> requests = stream_requests(source, ChunkingOptions(), SpeechParams(), CallOptions(),
+        ...                            task="transcribe", model="whisper-base")
     """
-    validate(params, task=task, stream=True)
-    options = _chunking_options(chunking)
-    source = yield from load_source(audio, params.timeout)
-    pieces = _stream_pieces(source, options, prepare)  # a bad input fails before any request
-    upload = None if pieces is not None else audio_io.prepare_upload(source, prepare)
-    info: ServerInfo = yield GetServerInfo()
-    check_server(params, info)
-    model = resolve_model(info, params.model, client_model)
-    duration: float | None
-    if pieces is None:
-        assert upload is not None
-        requests: Iterator[Request] = iter(
-            [build_request(params, upload, task=task, model=model, fmt="json", stream=True)]
-        )
-        duration = upload.duration
-    else:
-        requests = (
-            build_request(params, _chunk_upload(source, c), task=task, model=model, fmt="json", stream=True)
-            for c in pieces
-            if not c.silent
-        )
-        duration = audio_io.info(source).duration or None
-    first = next(requests, None)
-    if first is None:  # nothing but silence
-        first = build_request(
-            params, audio_io.prepare_upload(source, prepare), task=task, model=model, fmt="json", stream=True
-        )
-    lines = yield Stream(first)
-    parser = StreamParser(
-        task=task,
-        model=model,
-        language=params.language,
-        duration=duration,
-        response_format=params.response_format,
-    )
-    return lines, parser, requests
+    chunks = plan_chunks(source, options, max_seconds=options.max_seconds, overlap_seconds=0.0)
+    for chunk in chunks:
+        if not chunk.silent:
+            upload = chunk_upload(source, chunk)
+            yield build_request(params, call, upload, task=task, model=model, fmt="json", stream=True)
 
 
-STREAM_LIMIT_SECONDS = 600.0
-"""vLLM's ``VLLM_MAX_AUDIO_DECODE_DURATION_S`` default: a longer upload is refused (400)."""
+def next_request(requests: Iterator[Request]) -> Request | None:
+    """The next request of a lazy iterator (``None`` when done); building it may decode and encode.
 
-
-def _stream_pieces(
-    source: audio_io.AudioSource, options: ChunkingOptions, prepare: str
-) -> Iterator[audio_io.AudioChunk] | None:
-    """Client-side pieces for a stream, or ``None`` to send the file whole."""
-    if options.mode == "server" or prepare == "never":
-        return None
-    if options.mode != "client":
-        if source.samples is None and not audio_io.have_decoder():
-            return None
-        meta = audio_io.info(source)
-        size = source.size()
-        if meta.duration <= STREAM_LIMIT_SECONDS and (size is None or size <= options.size_limit):
-            return None
-    else:
-        audio_io.info(source)  # raises for undecodable input
-    return audio_io.iter_chunks(
-        audio_io.iter_samples(source),
-        max_seconds=options.max_seconds,
-        search_seconds=min(options.search_seconds, options.max_seconds / 3),
-        overlap_seconds=0.0,
-    )
+    Example:
+        >>> request = await async_offload(next_request, requests)
+    """
+    return next(requests, None)

@@ -1,7 +1,9 @@
-"""HTTP transport: httpx underneath, tenacity retries, vLLM error mapping.
+"""The sealed transport: everything that touches the network goes through its public methods.
 
-``SyncTransport`` and ``AsyncTransport`` share everything but the waiting: request building, error
-mapping and the retry policy (``vllm_tasks.retries``) are common code.
+``SyncTransport`` and ``AsyncTransport`` have the same methods (``send``, ``send_all``, ``open_stream``,
+``fetch``, ``sleep``), so the async client code in ``vllm_tasks/_async/`` turns into the sync client by
+token replacement (``scripts/unasync.py``). They share request building, error mapping and the retry
+policy (``vllm_tasks.retries``); only the waiting differs (threads or asyncio tasks).
 """
 
 from __future__ import annotations
@@ -9,32 +11,58 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
+from .calls import CLIENT_DEFAULT, TimeoutLike
 from .config import ClientConfig
 from .errors import APIConnectionError, APITimeoutError, error_from_response
 from .retries import Backoff, is_retryable
-from .steps import CLIENT_DEFAULT, Request
+from .tasks import TaskName
+from .version import __version__
 
 logger = logging.getLogger("vllm_tasks")
 
 sync_sleep: Callable[[float], None] = time.sleep
 async_sleep: Callable[[float], Any] = asyncio.sleep
 
+OnResponse = Callable[[int, httpx.Response], None]
+"""Called as ``on_response(index, response)`` as each of ``send_all``'s requests completes."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """One HTTP request to the vLLM server (``path`` relative to the client's base URL).
+
+    An error status raises the mapped :class:`~vllm_tasks.errors.APIStatusError`, unless
+    ``raise_for_status`` is False. ``retry=False`` makes a single attempt.
+    """
+
+    method: str
+    path: str
+    json: Any = None
+    data: Mapping[str, Any] | None = None
+    files: Any = None
+    params: Mapping[str, Any] | None = None
+    headers: Mapping[str, str] | None = None
+    timeout: TimeoutLike = CLIENT_DEFAULT
+    task: TaskName | None = None
+    raise_for_status: bool = True
+    retry: bool = True
+
 
 class _TransportBase:
     def __init__(self, config: ClientConfig, backoff: Backoff | None = None) -> None:
         self.config = config
-        self.max_retries = config.max_retries
         self.backoff = backoff or Backoff()
 
     def _attempts(self, request: Request) -> int:
-        return self.max_retries + 1 if request.retry else 1
+        return self.config.max_retries + 1 if request.retry else 1
 
     def _build(self, http: httpx.Client | httpx.AsyncClient, request: Request) -> httpx.Request:
         # URL, headers and timeout are applied per request so that an injected client is not mutated.
@@ -51,17 +79,29 @@ class _TransportBase:
         )
 
     @staticmethod
+    def _fetch_request(url: str, timeout: float) -> httpx.Request:
+        # Built without the client: none of its headers, cookies or auth go to a third-party host.
+        return httpx.Request(
+            "GET",
+            url,
+            headers={"User-Agent": f"vllm-tasks/{__version__}"},
+            extensions={"timeout": httpx.Timeout(timeout).as_dict()},
+        )
+
+    @staticmethod
     def _check(request: Request, response: httpx.Response) -> httpx.Response:
         if response.status_code >= 400 and request.raise_for_status:
             raise error_from_response(response, task=request.task)
         return response
 
     @staticmethod
-    def _transport_error(request: Request, url: httpx.URL, error: httpx.TransportError) -> APIConnectionError:
+    def _connection_error(
+        method: str, url: httpx.URL | str, error: httpx.TransportError
+    ) -> APIConnectionError:
         kind = APITimeoutError if isinstance(error, httpx.TimeoutException) else APIConnectionError
         what = "timed out" if kind is APITimeoutError else "could not connect"
         detail = str(error) or type(error).__name__
-        return kind(f"{request.method} {url} {what}: {detail}", method=request.method, url=str(url))
+        return kind(f"{method} {url} {what}: {detail}", method=method, url=str(url))
 
     @staticmethod
     def _log_retry(state: RetryCallState) -> None:
@@ -71,14 +111,14 @@ class _TransportBase:
 
 
 class SyncTransport(_TransportBase):
-    """Sends :class:`~vllm_tasks.steps.Request` steps with an ``httpx.Client``."""
+    """Sends requests with an ``httpx.Client``; concurrency on a thread pool."""
 
     def __init__(self, http: httpx.Client, config: ClientConfig, backoff: Backoff | None = None) -> None:
         super().__init__(config, backoff)
         self.http = http
 
     def send(self, request: Request) -> httpx.Response:
-        """Send with retries; raise the mapped error for an error status (see ``Request``)."""
+        """Send with retries; the body is read. Raises the mapped error for an error status."""
         retrying = Retrying(
             stop=stop_after_attempt(self._attempts(request)),
             wait=self.backoff,
@@ -94,16 +134,16 @@ class SyncTransport(_TransportBase):
         try:
             response = self.http.send(built)
         except httpx.TransportError as error:
-            raise self._transport_error(request, built.url, error) from error
+            raise self._connection_error(request.method, built.url, error) from error
         return self._check(request, response)
 
     def send_all(
-        self,
-        requests: Sequence[Request],
-        concurrency: int,
-        on_response: Callable[[int, httpx.Response], None] | None = None,
+        self, requests: Sequence[Request], concurrency: int, on_response: OnResponse | None = None
     ) -> list[httpx.Response]:
-        """Send ``requests`` on a thread pool, at most ``concurrency`` at once; responses in order."""
+        """Send ``requests``, at most ``concurrency`` at once; the responses in request order.
+
+        The first failure cancels the requests not yet started and is raised.
+        """
         if concurrency <= 1 or len(requests) <= 1:
             responses = []
             for index, request in enumerate(requests):
@@ -130,16 +170,48 @@ class SyncTransport(_TransportBase):
                     future.cancel()
         return [response for response in results if response is not None]
 
+    def open_stream(self, request: Request) -> LineStream:
+        """Send once (a retry after output began would repeat it) and return the body's lines as they
+        arrive. An error status is read in full and raised as the mapped error.
+        """
+        built = self._build(self.http, request)
+        try:
+            response = self.http.send(built, stream=True)
+        except httpx.TransportError as error:
+            raise self._connection_error(request.method, built.url, error) from error
+        if response.status_code >= 400:
+            try:
+                response.read()
+            finally:
+                response.close()
+            raise error_from_response(response, task=request.task)
+        return LineStream(response)
+
+    def fetch(self, url: str, *, timeout: float) -> httpx.Response:
+        """GET a user-given absolute URL (an image or audio file), following redirects, one attempt.
+
+        None of the client's headers, API key, auth or cookies are sent. An error status is returned
+        as is; a connection failure raises :class:`~vllm_tasks.errors.APIConnectionError`.
+        """
+        try:
+            return self.http.send(self._fetch_request(url, timeout), auth=None, follow_redirects=True)
+        except httpx.TransportError as error:
+            raise self._connection_error("GET", url, error) from error
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` (between polls)."""
+        sync_sleep(seconds)
+
 
 class AsyncTransport(_TransportBase):
-    """Sends :class:`~vllm_tasks.steps.Request` steps with an ``httpx.AsyncClient``."""
+    """Sends requests with an ``httpx.AsyncClient``; concurrency as asyncio tasks."""
 
     def __init__(self, http: httpx.AsyncClient, config: ClientConfig, backoff: Backoff | None = None) -> None:
         super().__init__(config, backoff)
         self.http = http
 
     async def send(self, request: Request) -> httpx.Response:
-        """Send with retries; raise the mapped error for an error status (see ``Request``)."""
+        """Send with retries; the body is read. Raises the mapped error for an error status."""
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self._attempts(request)),
             wait=self.backoff,
@@ -156,33 +228,119 @@ class AsyncTransport(_TransportBase):
         try:
             response = await self.http.send(built)
         except httpx.TransportError as error:
-            raise self._transport_error(request, built.url, error) from error
+            raise self._connection_error(request.method, built.url, error) from error
         return self._check(request, response)
 
     async def send_all(
-        self,
-        requests: Sequence[Request],
-        concurrency: int,
-        on_response: Callable[[int, httpx.Response], None] | None = None,
+        self, requests: Sequence[Request], concurrency: int, on_response: OnResponse | None = None
     ) -> list[httpx.Response]:
-        """Send ``requests`` as asyncio tasks, at most ``concurrency`` at once; responses in order."""
-        semaphore = asyncio.Semaphore(max(1, concurrency))
+        """Send ``requests``, at most ``concurrency`` at once; the responses in request order.
 
-        async def one(index: int, request: Request) -> httpx.Response:
-            async with semaphore:
-                response = await self.send(request)
-            if on_response is not None:
-                on_response(index, response)
-            return response
+        The first failure cancels the other requests and is raised.
+        """
+        # A few workers pull the next request from one shared iterator: no task (and no semaphore
+        # waiter) per request, so 1,000 requests do not mean 1,000 callbacks in one loop iteration.
+        results: list[httpx.Response | None] = [None] * len(requests)
+        pending = iter(range(len(requests)))
 
-        tasks = [asyncio.ensure_future(one(index, request)) for index, request in enumerate(requests)]
+        async def worker() -> None:
+            for index in pending:
+                results[index] = response = await self.send(requests[index])
+                if on_response is not None:
+                    on_response(index, response)
+                await asyncio.sleep(0)  # let the loop run others even when the answer came without I/O
+
+        workers = [asyncio.ensure_future(worker()) for _ in range(min(max(1, concurrency), len(requests)))]
         try:
-            return list(await asyncio.gather(*tasks))
+            await asyncio.gather(*workers)
         except BaseException:
-            for task in tasks:
+            for task in workers:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*workers, return_exceptions=True)
             raise
+        return [response for response in results if response is not None]
+
+    async def open_stream(self, request: Request) -> AsyncLineStream:
+        """Send once (a retry after output began would repeat it) and return the body's lines as they
+        arrive. An error status is read in full and raised as the mapped error.
+        """
+        built = self._build(self.http, request)
+        try:
+            response = await self.http.send(built, stream=True)
+        except httpx.TransportError as error:
+            raise self._connection_error(request.method, built.url, error) from error
+        if response.status_code >= 400:
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+            raise error_from_response(response, task=request.task)
+        return AsyncLineStream(response)
+
+    async def fetch(self, url: str, *, timeout: float) -> httpx.Response:
+        """GET a user-given absolute URL (an image or audio file), following redirects, one attempt.
+
+        None of the client's headers, API key, auth or cookies are sent. An error status is returned
+        as is; a connection failure raises :class:`~vllm_tasks.errors.APIConnectionError`.
+        """
+        try:
+            return await self.http.send(self._fetch_request(url, timeout), auth=None, follow_redirects=True)
+        except httpx.TransportError as error:
+            raise self._connection_error("GET", url, error) from error
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` (between polls)."""
+        await async_sleep(seconds)
+
+
+class _LineStreamBase:
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+
+    def _broken(self, error: httpx.TransportError) -> APIConnectionError:
+        detail = str(error) or type(error).__name__
+        request = self.response.request
+        message = f"{request.method} {request.url}: the stream broke: {detail}"
+        return APIConnectionError(message, method=request.method, url=str(request.url))
+
+
+class LineStream(_LineStreamBase):
+    """The lines of a streamed response body; iterate it once. Closes the response when done.
+
+    A connection that breaks mid-stream raises :class:`~vllm_tasks.errors.APIConnectionError`.
+    """
+
+    def __iter__(self) -> Iterator[str]:
+        try:
+            yield from self.response.iter_lines()
+        except httpx.TransportError as error:
+            raise self._broken(error) from error
+        finally:
+            self.response.close()
+
+    def close(self) -> None:
+        """Release the connection (safe to call twice)."""
+        self.response.close()
+
+
+class AsyncLineStream(_LineStreamBase):
+    """The lines of a streamed response body; iterate it once. Closes the response when done.
+
+    A connection that breaks mid-stream raises :class:`~vllm_tasks.errors.APIConnectionError`.
+    """
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        try:
+            async for line in self.response.aiter_lines():
+                yield line
+        except httpx.TransportError as error:
+            raise self._broken(error) from error
+        finally:
+            await self.response.aclose()
+
+    async def close(self) -> None:
+        """Release the connection (safe to call twice)."""
+        await self.response.aclose()
 
 
 def merge_headers(*layers: Mapping[str, str] | None) -> dict[str, str]:

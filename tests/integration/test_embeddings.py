@@ -9,10 +9,10 @@ import subprocess
 import textwrap
 from typing import Any
 
-import fixture_servers as fs
 import httpx
 import numpy as np
 import pytest
+from fixture_pins import models_dir, venv_python
 
 import vllm_tasks as vt
 
@@ -63,7 +63,7 @@ def test_embed_agrees_with_sentence_transformers(embed_client: vt.Client) -> Non
     )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     done = subprocess.run(
-        [str(fs.venv_python()), "-c", script, str(fs.models_dir() / "minilm")],
+        [str(venv_python()), "-c", script, str(models_dir() / "minilm")],
         input=json.dumps(TEXTS),
         capture_output=True,
         text=True,

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import json
 
-import fixture_servers as fs
+import gpu_recipes
+from fixture_pins import MODELS
+from fixture_table import FIXTURES, TEST_API_KEY
+from launcher import FixtureServer
 from pytest_plugin import FIXTURE_NAMES
 
 
 def test_fixture_table():
-    assert {"embed", "embed-mrl", "rerank", "api-key"} <= set(fs.FIXTURES)
+    assert {"embed", "embed-mrl", "rerank", "api-key"} <= set(FIXTURES)
     assert FIXTURE_NAMES["vllm_embed_mrl"] == "embed-mrl"
-    for f in fs.FIXTURES.values():
-        assert f.model_dir in fs.MODELS
+    for f in FIXTURES.values():
+        assert f.model_dir in MODELS
         assert "--served-model-name" not in f.args and "--port" not in f.args
-    assert fs.FIXTURES["api-key"].api_key == fs.TEST_API_KEY
-    srv = fs.FixtureServer("embed-mrl", port=12345)
+    assert FIXTURES["api-key"].api_key == TEST_API_KEY
+    srv = FixtureServer("embed-mrl", port=12345)
     assert srv.base_url == "http://127.0.0.1:12345"
     assert srv.model == "minilm-mrl" and srv.api_key is None
     cmd = srv.command
@@ -24,7 +27,7 @@ def test_fixture_table():
 
 
 def test_gpu_recipes_table():
-    recipes = fs.gpu_recipes()
+    recipes = gpu_recipes.recipes()
     models = {r["model"] for r in recipes.values()}
     for needed in (
         "Qwen/Qwen3-Embedding-0.6B",
@@ -42,12 +45,12 @@ def test_gpu_recipes_table():
     ):
         assert needed in models
     for r in recipes.values():
-        cmd = fs.gpu_recipe_command(r, host="127.0.0.1", port=8000, vllm="vllm")
+        cmd = gpu_recipes.recipe_command(r, host="127.0.0.1", port=8000, vllm="vllm")
         assert cmd[:3] == ["vllm", "serve", r["model"]]
         for i, arg in enumerate(cmd):
             if arg in ("--hf-overrides", "--pooler-config"):
                 json.loads(cmd[i + 1])
             if arg == "--chat-template":
-                assert (fs.TEMPLATES_DIR / "qwen3_reranker.jinja").exists() and cmd[i + 1].startswith(
-                    str(fs.TEMPLATES_DIR)
-                )
+                templates = gpu_recipes.TEMPLATES_DIR
+                assert (templates / "qwen3_reranker.jinja").exists()
+                assert cmd[i + 1].startswith(str(templates))

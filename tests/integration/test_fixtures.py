@@ -10,9 +10,10 @@ import json
 import math
 import subprocess
 
-import fixture_servers as fs
 import httpx
 import pytest
+from fixture_pins import VLLM_VERSION, models_dir, venv_python
+from fixture_table import BASE_ENV, TEST_API_KEY
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +39,7 @@ def test_embed_embeddings(vllm_embed):
     assert [d["index"] for d in body["data"]] == [0, 1]
     assert [len(v) for v in vecs] == [384, 384]
     assert all(abs(_norm(v) - 1.0) < 1e-3 for v in vecs)
-    assert httpx.get(vllm_embed.base_url + "/version").json() == {"version": fs.VLLM_VERSION}
+    assert httpx.get(vllm_embed.base_url + "/version").json() == {"version": VLLM_VERSION}
 
 
 def test_embed_matches_sentence_transformers(vllm_embed):
@@ -53,12 +54,12 @@ def test_embed_matches_sentence_transformers(vllm_embed):
         "print(json.dumps(m.encode(json.loads(sys.argv[2]), normalize_embeddings=True).tolist()))"
     )
     out = subprocess.run(
-        [str(fs.venv_python()), "-c", script, str(fs.models_dir() / "minilm"), json.dumps(texts)],
+        [str(venv_python()), "-c", script, str(models_dir() / "minilm"), json.dumps(texts)],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
-        env={**fs.BASE_ENV, "PATH": "/usr/bin:/bin"},
+        env={**BASE_ENV, "PATH": "/usr/bin:/bin"},
     )
     assert out.returncode == 0, out.stderr[-2000:]
     ref = json.loads(out.stdout.strip().splitlines()[-1])
@@ -107,7 +108,7 @@ def test_rerank_cross_encoder(vllm_rerank):
 
 
 def test_api_key(vllm_api_key):
-    assert vllm_api_key.api_key == fs.TEST_API_KEY
+    assert vllm_api_key.api_key == TEST_API_KEY
     url = vllm_api_key.base_url + "/v1/embeddings"
     body = {"model": vllm_api_key.model, "input": ["hello"]}
     no_key = httpx.post(url, json=body, timeout=60)

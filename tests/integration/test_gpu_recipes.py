@@ -15,11 +15,12 @@ import struct
 import wave
 import zlib
 
-import fixture_servers as fs
+import gpu_recipes
 import httpx
 import pytest
+from launcher import FixtureStartError
 
-RECIPES = fs.gpu_recipes()
+RECIPES = gpu_recipes.recipes()
 
 pytestmark = [pytest.mark.gpu, pytest.mark.integration]
 
@@ -65,7 +66,7 @@ def _png(width: int = 64, height: int = 32) -> bytes:
     )
 
 
-def _check(srv: fs.GpuRecipeServer, check: dict) -> None:
+def _check(srv: gpu_recipes.GpuRecipeServer, check: dict) -> None:
     url, model = srv.base_url, srv.model
     kind = check["kind"]
     with httpx.Client(timeout=300) as c:
@@ -146,10 +147,10 @@ def _check(srv: fs.GpuRecipeServer, check: dict) -> None:
 def test_gpu_recipe(name: str) -> None:
     _need_vllm()
     recipe = RECIPES[name]
-    srv = fs.GpuRecipeServer(name)
+    srv = gpu_recipes.GpuRecipeServer(name)
     try:
         srv.start()
-    except fs.FixtureStartError as e:
+    except FixtureStartError as e:
         pytest.fail(str(e), pytrace=False)
     try:
         _check(srv, recipe["check"])

@@ -16,7 +16,9 @@ SERVER_FIXTURES = Path(__file__).resolve().parents[2] / "server-fixtures"
 CONFTEST = """
 import json, os, sys
 sys.path.insert(0, {server_fixtures!r})
-import fixture_servers as fs
+import fixture_pins
+import launcher
+from fixture_table import FIXTURES
 
 EVENTS = os.environ["EVENTS_FILE"]
 
@@ -27,12 +29,14 @@ def log(*event):
 class FakeServer:
     def __init__(self, name, port=None):
         self.name, self.port = name, 1000 + len(name)
-        self.model, self.api_key = fs.FIXTURES[name].served_model_name, fs.FIXTURES[name].api_key
+        self.model, self.api_key = FIXTURES[name].served_model_name, FIXTURES[name].api_key
         self.base_url = "http://fake:%d" % self.port
         self.log_path, self.start_seconds, self.running = None, 0.0, False
     def start(self, timeout=None):
         if os.environ.get("FAIL_START") == self.name:
-            raise fs.FixtureStartError("fixture %r died\\n--- last lines ---\\nBOOM in the log" % self.name)
+            raise launcher.FixtureStartError(
+                "fixture %r died\\n--- last lines ---\\nBOOM in the log" % self.name
+            )
         log("start", self.name)
         self.running = True
         return self
@@ -42,9 +46,9 @@ class FakeServer:
     def rss_mib(self):
         return 0.0
 
-fs.FixtureServer = FakeServer
+launcher.FixtureServer = FakeServer
 if not os.environ.get("SETUP_MISSING"):
-    fs.setup_missing = lambda fixtures=None: []
+    fixture_pins.setup_missing = lambda fixtures=None: []
 pytest_plugins = ["pytest_plugin"]
 """
 

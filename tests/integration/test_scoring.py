@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import fixture_servers as fs
 import httpx
 import numpy as np
 import pytest
+from fixture_pins import models_dir, venv_python
 
 import vllm_tasks as vt
 
@@ -138,7 +138,7 @@ def test_scores_equal_sentence_transformers_cross_encoder(rerank_client: vt.Clie
     )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     done = subprocess.run(
-        [str(fs.venv_python()), "-c", script, str(fs.models_dir() / "minilm-rerank")],
+        [str(venv_python()), "-c", script, str(models_dir() / "minilm-rerank")],
         input=json.dumps([QUERY, DOCS]),
         capture_output=True,
         text=True,

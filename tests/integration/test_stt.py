@@ -31,7 +31,6 @@ FOX, NUMBERS, FRENCH, LONG = (AUDIO / n for n in ("fox.wav", "numbers.wav", "fre
 NUMBER_WORDS = dict(
     enumerate(["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"])
 )
-ACCURACY: dict[str, float] = {}
 
 
 def words(text: str) -> list[str]:
@@ -79,7 +78,6 @@ def audio_url() -> Iterator[str]:
 def test_words_recovered(client: vt.Client, name: str) -> None:
     result = client.transcribe(AUDIO / name, language="en")
     score = words_recovered(REFERENCE[name], result.text)
-    ACCURACY[name] = score
     print(f"\n{name}: {score:.0%} of {len(words(REFERENCE[name]))} words: {result.text!r}")
     assert score >= 0.85
 
@@ -341,9 +339,3 @@ def test_cli_transcribe(vllm_stt: Any, tmp_path: Path) -> None:
     assert json.loads(as_json.stdout)["text"].lower().startswith("the quick")
     missing = cli(str(tmp_path / "missing.wav"), *url)
     assert missing.returncode == 64 and "missing.wav" in missing.stderr
-
-
-def test_report_accuracy() -> None:
-    """Prints the words recovered per fixture (measured by test_words_recovered in this session)."""
-    for name, score in ACCURACY.items():
-        print(f"accuracy {name}: {score:.1%} words recovered")

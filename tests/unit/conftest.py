@@ -43,8 +43,6 @@ def no_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
     monkeypatch.setattr(transport, "sync_sleep", slept.append)
     monkeypatch.setattr(transport, "async_sleep", fake_async_sleep)
-    monkeypatch.setattr("vllm_tasks._sync.base.sync_sleep", slept.append)
-    monkeypatch.setattr("vllm_tasks._async.base.async_sleep", fake_async_sleep)
     return slept
 
 

@@ -12,7 +12,7 @@ import pytest
 import soundfile as sf
 
 from vllm_tasks import audio
-from vllm_tasks.errors import AudioDecodeError, InvalidInputError
+from vllm_tasks.errors import AudioDecodeError, InvalidInputError, MissingDependency
 
 AUDIO = Path(__file__).resolve().parent.parent / "data" / "audio"
 RATE = audio.TARGET_RATE
@@ -165,7 +165,7 @@ def test_no_decoder_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     source = audio.resolve(AUDIO / "fox.wav")
     upload = audio.prepare_upload(source, "auto")  # sent untouched: the server decodes
     assert upload.content == (AUDIO / "fox.wav").read_bytes()
-    with pytest.raises(InvalidInputError, match=r"vllm-tasks\[audio\]"):
+    with pytest.raises(MissingDependency, match=r"vllm-tasks\[audio\]"):
         audio.prepare_upload(source, "always")
     # Arrays need no decoder.
     upload = audio.prepare_upload(audio.resolve((tone(0.5), RATE)))

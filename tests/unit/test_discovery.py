@@ -122,7 +122,7 @@ def test_wait_until_ready_raises_with_last_cause(
     make_client: Any, httpx_mock: HTTPXMock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = iter(range(0, 1000, 1))
-    monkeypatch.setattr("vllm_tasks.discovery.time.monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr("vllm_tasks._async.discovery.time.monotonic", lambda: float(next(clock)))
     httpx_mock.add_response(url=f"{BASE}/health", status_code=503, is_reusable=True)
     with pytest.raises(vt.ServerNotReady) as info:
         make_client().wait_until_ready(timeout=5)

@@ -12,7 +12,7 @@ import pytest
 from pytest_httpx import HTTPXMock
 
 import vllm_tasks as vt
-from vllm_tasks import scoring
+from vllm_tasks import defaults, scoring
 from vllm_tasks.types.scoring import ScorerKind
 
 from .conftest import BASE
@@ -156,7 +156,7 @@ def test_rerank_splits_and_merges_into_the_single_request_ranking(
 def test_rerank_splits_by_request_size(
     make_client: Any, httpx_mock: HTTPXMock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(scoring, "MAX_REQUEST_BYTES", 40)
+    monkeypatch.setattr(defaults, "SCORE_MAX_REQUEST_BYTES", 40)
     mock_server(httpx_mock, "rerank")
     httpx_mock.add_callback(rerank_callback("rerank"), url=f"{BASE}/rerank", is_reusable=True)
     result = make_client().rerank(QUERY, DOCS)
@@ -703,16 +703,16 @@ def test_max_model_len_of_the_requested_model_and_of_a_loras_base() -> None:
         ),
         routes=None,
     )
-    assert scoring._max_model_len(info, "long") == 8192
-    assert scoring._max_model_len(info, "lora") == 256
-    assert scoring._max_model_len(info, None) == 256
-    assert scoring._max_model_len(info, "unknown") is None
-    limits = scoring._token_limits(
+    assert scoring.max_model_len(info, "long") == 8192
+    assert scoring.max_model_len(info, "lora") == 256
+    assert scoring.max_model_len(info, None) == 256
+    assert scoring.max_model_len(info, "unknown") is None
+    limits = scoring.split_token_limits(
         info, max_tokens_per_doc=1000, max_tokens_per_query=None, fallback="error", model="long"
     )
     assert limits == ({"max_tokens_per_doc": 1000}, {})
     with pytest.raises(vt.InvalidInputError, match=r"max_model_len \(256\)"):
-        scoring._token_limits(
+        scoring.split_token_limits(
             info, max_tokens_per_doc=1000, max_tokens_per_query=None, fallback="error", model="lora"
         )
 

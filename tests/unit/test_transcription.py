@@ -18,6 +18,7 @@ from pytest_httpx import HTTPXMock
 
 import vllm_tasks as vt
 from vllm_tasks import audio, transcription
+from vllm_tasks.calls import CallOptions
 from vllm_tasks.transcription import ChunkResult, SpeechParams, StreamParser
 from vllm_tasks.types.audio import Transcription, TranscriptionSegment, format_timestamp
 
@@ -276,9 +277,9 @@ def test_form_fields() -> None:
         use_beam_search=True,
         n=2,
         vllm_xargs={"a": 1},
-        extra_body={"hotwords": "vLLM", "priority": 3, "flag": False},
     )
-    fields = transcription.form_fields(params, model="m", fmt="verbose_json")
+    call = CallOptions(extra_body={"hotwords": "vLLM", "priority": 3, "flag": False})
+    fields = transcription.form_fields(params, call, model="m", fmt="verbose_json")
     assert fields == {
         "model": "m",
         "language": "en",
@@ -293,7 +294,7 @@ def test_form_fields() -> None:
         "flag": "false",
     }
     streamed = transcription.form_fields(
-        SpeechParams(stream_include_usage=True), model=None, fmt="json", stream=True
+        SpeechParams(stream_include_usage=True), CallOptions(), model=None, fmt="json", stream=True
     )
     assert streamed == {"response_format": "json", "stream": "true", "stream_include_usage": "true"}
 

@@ -1,4 +1,4 @@
-"""The asynchronous client's core: configuration, the operation driver, discovery.
+"""The asynchronous client's core: configuration, the transport, discovery (``server_info``, ``probe``).
 
 Source of truth: ``vllm_tasks/_sync/`` is generated from ``vllm_tasks/_async/`` by ``scripts/unasync.py``.
 """
@@ -6,20 +6,19 @@ Source of truth: ``vllm_tasks/_sync/`` is generated from ``vllm_tasks/_async/`` 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeVar, cast
+from typing import Self
 
 import httpx
 
-from .. import defaults, discovery
+from .. import defaults
 from ..config import ClientConfig, TimeoutArg
-from ..errors import APIConnectionError, InvalidInputError, VLLMTasksError, error_from_response
-from ..steps import Fetch, GetServerInfo, Operation, Parallel, Request, Sleep, Step, Stream
-from ..transport import AsyncTransport, async_sleep
+from ..errors import InvalidInputError
+from ..progress import Progress
+from ..transport import AsyncTransport, Request
 from ..types.server import ProbeReport, ServerInfo
-
-T = TypeVar("T")
+from . import discovery
 
 
 class AsyncClientBase:
@@ -122,11 +121,11 @@ class AsyncClientBase:
         if self._server_info is None or refresh:
             async with self._server_info_lock:
                 if self._server_info is None or refresh:
-                    self._server_info = await self._run(discovery.discover(self._config.base_url))
+                    self._server_info = await discovery.discover(self._transport, self._config.base_url)
         return self._server_info
 
     async def wait_until_ready(
-        self, timeout: float = 600.0, *, interval: float = defaults.HEALTH_POLL_INTERVAL
+        self, timeout: float = defaults.READY_TIMEOUT, *, interval: float = defaults.HEALTH_POLL_INTERVAL
     ) -> None:
         """Wait until ``GET /health`` answers 200 (the model is loaded).
 
@@ -140,7 +139,7 @@ class AsyncClientBase:
         """
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
             raise InvalidInputError("timeout", timeout, "must be a positive number of seconds", "")
-        await self._run(discovery.wait_until_ready(self._config.base_url, float(timeout), interval))
+        await discovery.wait_until_ready(self._transport, self._config.base_url, float(timeout), interval)
 
     async def probe(self) -> ProbeReport:
         """Check which tasks the server serves, and which known pitfalls apply to it.
@@ -157,89 +156,27 @@ class AsyncClientBase:
             >>> report.served_tasks
             ['embed', 'embed_v2', 'score', 'rerank', 'pooling']
         """
-        return await self._run(discovery.probe(self._config.base_url))
+        return await discovery.probe(self._transport, self._config.base_url)
 
-    async def _run(self, operation: Operation[T]) -> T:
-        """Drive an operation: perform each step it yields, send back the result or the error."""
-        outcome: Any = None
-        error: VLLMTasksError | None = None
-        while True:
-            try:
-                step = operation.throw(error) if error is not None else operation.send(outcome)
-            except StopIteration as stop:
-                return cast(T, stop.value)
-            outcome, error = None, None
-            try:
-                outcome = await self._perform(step)
-            except VLLMTasksError as raised:
-                error = raised
+    async def _send_batches(
+        self,
+        requests: Sequence[Request],
+        *,
+        concurrency: int,
+        counts: Sequence[int],
+        show_progress: bool,
+        description: str,
+    ) -> list[httpx.Response]:
+        """Send a call's requests, ``concurrency`` at a time; the progress bar counts ``counts[i]`` items
+        when request ``i`` is done (requests beyond ``counts``, e.g. a probe, count none).
+        """
+        progress = Progress(sum(counts), enabled=show_progress, description=description)
 
-    async def _perform(self, step: Step) -> Any:
-        if isinstance(step, Request):
-            return await self._transport.send(step)
-        if isinstance(step, Parallel):
-            return await self._transport.send_all(step.requests, step.concurrency, step.on_response)
-        if isinstance(step, Sleep):
-            return await async_sleep(step.seconds)
-        if isinstance(step, GetServerInfo):
-            return await self.server_info(refresh=step.refresh)
-        if isinstance(step, Stream):
-            return await self._open_stream(step.request)
-        if isinstance(step, Fetch):
-            return await self._fetch(step)
-        raise TypeError(f"unknown step {step!r}")
+        def advance(index: int, _: httpx.Response) -> None:
+            if index < len(counts):
+                progress.advance(counts[index])
 
-    async def _fetch(self, step: Fetch) -> httpx.Response:
-        """GET a third-party URL with none of this client's headers: the API key never leaves for it."""
-        request = self._http.build_request("GET", step.url, timeout=step.timeout)
-        request.headers.pop("Authorization", None)  # an injected http_client may carry default headers
         try:
-            return await self._http.send(request, follow_redirects=True)
-        except httpx.TransportError as error:
-            detail = str(error) or type(error).__name__
-            message = f"GET {step.url} failed: {detail}"
-            raise APIConnectionError(message, method="GET", url=step.url) from error
-
-    async def _open_stream(self, request: Request) -> AsyncLineStream:
-        """Send ``request`` and return its body's lines as they arrive; an error status raises here."""
-        transport = self._transport
-        built = transport._build(self._http, request)
-        try:
-            response = await self._http.send(built, stream=True)
-        except httpx.TransportError as error:
-            raise transport._transport_error(request, built.url, error) from error
-        if response.status_code >= 400:
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-            raise error_from_response(response, task=request.task)
-        return AsyncLineStream(response, request)
-
-
-class AsyncLineStream:
-    """The lines of a streamed response body (``Stream`` step); closes the response when done.
-
-    Iterate it once; ``close()`` releases the connection early. A connection that breaks mid-stream
-    raises :class:`~vllm_tasks.errors.APIConnectionError`.
-    """
-
-    def __init__(self, response: httpx.Response, request: Request) -> None:
-        self.response = response
-        self._request = request
-
-    async def __aiter__(self) -> AsyncIterator[str]:
-        try:
-            async for line in self.response.aiter_lines():
-                yield line
-        except httpx.TransportError as error:
-            detail = str(error) or type(error).__name__
-            url = str(self.response.request.url)
-            message = f"{self._request.method} {url}: the stream broke: {detail}"
-            raise APIConnectionError(message, method=self._request.method, url=url) from error
+            return await self._transport.send_all(requests, concurrency, advance)
         finally:
-            await self.response.aclose()
-
-    async def close(self) -> None:
-        """Release the connection (safe to call twice)."""
-        await self.response.aclose()
+            progress.close()

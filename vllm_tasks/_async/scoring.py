@@ -1,19 +1,33 @@
-"""Scoring methods of the asynchronous client: ``rerank``, ``score``, ``classify``, ``pool``.
+"""Scoring methods of the asynchronous client: ``rerank``, ``score``, ``classify``, ``pool``,
+``scorer_kind``.
 
-Thin wrappers over the operations in ``vllm_tasks.scoring``; ``vllm_tasks/_sync/scoring.py`` is generated
-from this file by ``scripts/unasync.py``.
+The pure parts (input checks, planning, merging) are in ``vllm_tasks.scoring``;
+``vllm_tasks/_sync/scoring.py`` is generated from this file by ``scripts/unasync.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
-from .. import scoring
-from ..scoring import DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, Fallback
-from ..steps import CLIENT_DEFAULT, TimeoutLike
+import httpx
+
+from .. import defaults, scoring
+from ..batching import plan_batches
+from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike, resolve_model
+from ..errors import BadRequestError, ContextLengthExceeded, InternalServerError, RequestTooLargeError
+from ..offload import async_offload
+from ..scoring import Fallback, ScoreInput, ScoringSetup
+from ..tasks import TaskName
+from ..transport import Request
 from ..types.scoring import ClassificationResult, PoolingResult, RerankResult, ScoreResult, ScorerKind
+from ..validation import int_at_least
 from .base import AsyncClientBase
+from .tokenizing import count_longest, truncate_texts
+
+T = TypeVar("T")
+Sent = tuple[list[httpx.Response], list[range], ScorerKind]
+"""A scoring call's answers, the batches they answer, and the scorer kind."""
 
 
 class AsyncScoringMethods(AsyncClientBase):
@@ -39,8 +53,8 @@ class AsyncScoringMethods(AsyncClientBase):
         instruction: str | None = None,
         use_activation: bool | None = None,
         truncate_prompt_tokens: int | None = None,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        concurrency: int = DEFAULT_CONCURRENCY,
+        batch_size: int = defaults.SCORE_BATCH_SIZE,
+        concurrency: int = defaults.CONCURRENCY,
         show_progress: bool = False,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
@@ -90,28 +104,24 @@ class AsyncScoringMethods(AsyncClientBase):
             >>> result.results[0].document
             'Paris is...'
         """
-        return await self._run(
-            scoring.rerank_op(
-                query,
-                documents,
-                model=model or self.model,
-                top_n=top_n,
-                text_field=text_field,
-                max_tokens_per_doc=max_tokens_per_doc,
-                max_tokens_per_query=max_tokens_per_query,
-                max_tokens_per_doc_fallback=max_tokens_per_doc_fallback,
-                instruction=instruction,
-                use_activation=use_activation,
-                truncate_prompt_tokens=truncate_prompt_tokens,
-                batch_size=batch_size,
-                concurrency=concurrency,
-                show_progress=show_progress,
-                extra_body=extra_body,
-                extra_headers=extra_headers,
-                timeout=timeout,
-                scorer_cache=self._scorer_cache(),
-            )
+        call = CallOptions(model, extra_body, extra_headers, timeout)
+        batching = Batching(batch_size, concurrency, show_progress)
+        params = scoring.ScoreParams(
+            text_field=text_field,
+            max_tokens_per_doc=max_tokens_per_doc,
+            max_tokens_per_query=max_tokens_per_query,
+            fallback=max_tokens_per_doc_fallback,
+            instruction=instruction,
+            use_activation=use_activation,
+            truncate_prompt_tokens=truncate_prompt_tokens,
         )
+        int_at_least("top_n", top_n, 0, "Use 0 or None to return every document.")
+        docs, pairs = await async_offload(scoring.rerank_inputs, query, documents, params.text_field)
+        setup = await self._prepare_scoring(pairs, params, call, batching)
+        responses, batches, scorer = await self._send_scoring(
+            setup, batching, lambda batches: scoring.plan_rerank_requests(setup, batches, top_n)
+        )
+        return scoring.merge_rerank(responses, batches, docs, top_n=top_n, model=setup.model, scorer=scorer)
 
     async def score(
         self,
@@ -125,8 +135,8 @@ class AsyncScoringMethods(AsyncClientBase):
         instruction: str | None = None,
         use_activation: bool | None = None,
         truncate_prompt_tokens: int | None = None,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        concurrency: int = DEFAULT_CONCURRENCY,
+        batch_size: int = defaults.SCORE_BATCH_SIZE,
+        concurrency: int = defaults.CONCURRENCY,
         show_progress: bool = False,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
@@ -169,27 +179,33 @@ class AsyncScoringMethods(AsyncClientBase):
             >>> (await client.score("capital of France?", ["Paris", "Bananas"])).scores
             array([0.86, 0.01])
         """
-        return await self._run(
-            scoring.score_op(
-                text_1,
-                text_2,
-                model=model or self.model,
-                text_field=text_field,
-                max_tokens_per_doc=max_tokens_per_doc,
-                max_tokens_per_query=max_tokens_per_query,
-                max_tokens_per_doc_fallback=max_tokens_per_doc_fallback,
-                instruction=instruction,
-                use_activation=use_activation,
-                truncate_prompt_tokens=truncate_prompt_tokens,
-                batch_size=batch_size,
-                concurrency=concurrency,
-                show_progress=show_progress,
-                extra_body=extra_body,
-                extra_headers=extra_headers,
-                timeout=timeout,
-                scorer_cache=self._scorer_cache(),
-            )
+        call = CallOptions(model, extra_body, extra_headers, timeout)
+        batching = Batching(batch_size, concurrency, show_progress)
+        params = scoring.ScoreParams(
+            text_field=text_field,
+            max_tokens_per_doc=max_tokens_per_doc,
+            max_tokens_per_query=max_tokens_per_query,
+            fallback=max_tokens_per_doc_fallback,
+            instruction=instruction,
+            use_activation=use_activation,
+            truncate_prompt_tokens=truncate_prompt_tokens,
         )
+        pairs = await async_offload(scoring.score_inputs, text_1, text_2, params.text_field)
+        setup = await self._prepare_scoring(pairs, params, call, batching)
+        keys = scoring.score_keys(setup.info)
+        try:
+            responses, batches, scorer = await self._send_scoring(
+                setup, batching, lambda batches: scoring.plan_score_requests(setup, batches, keys)
+            )
+        except BadRequestError as error:
+            if not scoring.wants_text_1_text_2(error, setup.info, keys):
+                raise
+            responses, batches, scorer = await self._send_scoring(
+                setup,
+                batching,
+                lambda batches: scoring.plan_score_requests(setup, batches, ("text_1", "text_2")),
+            )
+        return scoring.merge_scores(responses, batches, model=setup.model, scorer=scorer)
 
     async def classify(
         self,
@@ -197,8 +213,8 @@ class AsyncScoringMethods(AsyncClientBase):
         *,
         use_activation: bool | None = None,
         truncate_prompt_tokens: int | None = None,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        concurrency: int = DEFAULT_CONCURRENCY,
+        batch_size: int = defaults.SCORE_BATCH_SIZE,
+        concurrency: int = defaults.CONCURRENCY,
         show_progress: bool = False,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
@@ -230,19 +246,15 @@ class AsyncScoringMethods(AsyncClientBase):
             >>> (await client.classify(["great!", "awful"])).labels
             ['positive', 'negative']
         """
-        return await self._run(
-            scoring.classify_op(
-                input,
-                model=model or self.model,
-                use_activation=use_activation,
-                truncate_prompt_tokens=truncate_prompt_tokens,
-                batch_size=batch_size,
-                concurrency=concurrency,
-                show_progress=show_progress,
-                extra_body=extra_body,
-                extra_headers=extra_headers,
-                timeout=timeout,
-            )
+        call = CallOptions(model, extra_body, extra_headers, timeout)
+        batching = Batching(batch_size, concurrency, show_progress)
+        texts = scoring.text_inputs(input)
+        fields = {
+            "use_activation": use_activation,
+            "truncate_prompt_tokens": scoring.check_truncate_prompt_tokens(truncate_prompt_tokens),
+        }
+        return await self._pool_texts(
+            "/classify", "classify", texts, fields, call=call, batching=batching, merge=scoring.merge_classify
         )
 
     async def pool(
@@ -252,8 +264,8 @@ class AsyncScoringMethods(AsyncClientBase):
         task: str | None = None,
         use_activation: bool | None = None,
         truncate_prompt_tokens: int | None = None,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        concurrency: int = DEFAULT_CONCURRENCY,
+        batch_size: int = defaults.SCORE_BATCH_SIZE,
+        concurrency: int = defaults.CONCURRENCY,
         show_progress: bool = False,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
@@ -290,20 +302,17 @@ class AsyncScoringMethods(AsyncClientBase):
             >>> (await client.pool("hello world")).data[0].shape
             (384,)
         """
-        return await self._run(
-            scoring.pool_op(
-                input,
-                task=task,
-                model=model or self.model,
-                use_activation=use_activation,
-                truncate_prompt_tokens=truncate_prompt_tokens,
-                batch_size=batch_size,
-                concurrency=concurrency,
-                show_progress=show_progress,
-                extra_body=extra_body,
-                extra_headers=extra_headers,
-                timeout=timeout,
-            )
+        call = CallOptions(model, extra_body, extra_headers, timeout)
+        batching = Batching(batch_size, concurrency, show_progress)
+        texts = scoring.text_inputs(input)
+        scoring.check_pool_task(task)
+        fields = {
+            "task": task,
+            "use_activation": use_activation,
+            "truncate_prompt_tokens": scoring.check_truncate_prompt_tokens(truncate_prompt_tokens),
+        }
+        return await self._pool_texts(
+            "/pooling", "pooling", texts, fields, call=call, batching=batching, merge=scoring.merge_pool
         )
 
     async def scorer_kind(self, *, model: str | None = None) -> ScorerKind:
@@ -319,4 +328,133 @@ class AsyncScoringMethods(AsyncClientBase):
             >>> await client.scorer_kind()
             <ScorerKind.CROSS_ENCODER: 'cross-encoder'>
         """
-        return await self._run(scoring.scorer_kind_op(model or self.model, cache=self._scorer_cache()))
+        info = await self.server_info()
+        name = resolve_model(info, model, self.model)
+        cache = self._scorer_cache()
+        if (name or "") not in cache:
+            response = await self._transport.send(scoring.scorer_probe_request(name))
+            cache[name or ""] = scoring.scorer_from_probe(response, info)
+        return cache[name or ""]
+
+    # ----------------------------------------------------------------------------------------------
+    # The flow rerank and score share
+    # ----------------------------------------------------------------------------------------------
+
+    async def _prepare_scoring(
+        self, pairs: scoring.ScorePairs, params: scoring.ScoreParams, call: CallOptions, batching: Batching
+    ) -> ScoringSetup:
+        """Check the call against the server (token limits, gates) and cut texts client-side if asked."""
+        info = await self.server_info()
+        setup = scoring.plan_scoring(
+            info, pairs, params, call, client_model=self.model, scorer_kinds=self._scorer_cache()
+        )
+        limits = setup.client_limits
+        firsts = await self._truncate(setup, pairs.firsts, limits.get("max_tokens_per_query"), batching)
+        seconds = await self._truncate(setup, pairs.seconds, limits.get("max_tokens_per_doc"), batching)
+        return setup.with_inputs(firsts, seconds)
+
+    async def _truncate(
+        self, setup: ScoringSetup, inputs: list[ScoreInput], limit: int | None, batching: Batching
+    ) -> list[ScoreInput]:
+        if not limit:
+            return inputs
+        positions, texts = scoring.split_texts(inputs)
+        cut = await truncate_texts(
+            self._transport,
+            texts,
+            limit,
+            setup.model,
+            concurrency=batching.concurrency,
+            headers=setup.call.extra_headers,
+            timeout=setup.call.timeout,
+        )
+        return scoring.replace_texts(inputs, positions, cut)
+
+    async def _send_scoring(
+        self, setup: ScoringSetup, batching: Batching, build: Callable[[list[range]], list[Request]]
+    ) -> Sent:
+        """Send the call's requests in batches; after a 413, split the batches in half and send again."""
+        sizes = scoring.json_sizes(setup.pairs.seconds)
+        batch_size, max_bytes = batching.batch_size, defaults.SCORE_MAX_REQUEST_BYTES
+        while True:
+            batches = plan_batches(sizes, batch_size, max_bytes)
+            try:
+                responses, scorer = await self._send_with_probe(setup, build(batches), batches, batching)
+            except RequestTooLargeError:
+                smaller = scoring.smaller_batches(batches, sizes)
+                if smaller is None:
+                    raise
+                batch_size, max_bytes = smaller
+                continue
+            return responses, batches, scorer
+
+    async def _send_with_probe(
+        self, setup: ScoringSetup, requests: list[Request], batches: Sequence[range], batching: Batching
+    ) -> tuple[list[httpx.Response], ScorerKind]:
+        """Send ``requests`` (plus the scorer probe on the model's first use); explain length errors."""
+        cache = self._scorer_cache()
+        known = cache.get(setup.model or "")
+        if known is None:
+            requests = [*requests, scoring.scorer_probe_request(setup.model, setup.call.timeout)]
+        try:
+            responses = await self._send_batches(
+                requests,
+                concurrency=batching.concurrency,
+                counts=[len(batch) for batch in batches],
+                show_progress=batching.show_progress,
+                description=setup.pairs.fields[1],
+            )
+        except ContextLengthExceeded as error:
+            await self._name_too_long(error, setup, known)
+            raise
+        except InternalServerError as error:
+            scoring.explain_query_too_long(error)
+            raise
+        if known is None:
+            known = scoring.scorer_from_probe(responses.pop(), setup.info)
+            cache[setup.model or ""] = known
+        return responses, known
+
+    async def _name_too_long(
+        self, error: ContextLengthExceeded, setup: ScoringSetup, kind: ScorerKind | None
+    ) -> None:
+        """Name the input that made a pair too long (measured with ``/tokenize``) and how to cut it."""
+        limit = error.max_model_len or scoring.max_model_len(setup.info, setup.model)
+        first_counts: dict[int, int] = {}
+        second_counts: dict[int, int] = {}
+        if limit is not None:
+            first_counts = await count_longest(self._transport, setup.pairs.firsts, setup.model)
+            second_counts = await count_longest(self._transport, setup.pairs.seconds, setup.model)
+        scoring.name_too_long_pair(error, setup.pairs, first_counts, second_counts, limit=limit, kind=kind)
+
+    # ----------------------------------------------------------------------------------------------
+    # classify and pool
+    # ----------------------------------------------------------------------------------------------
+
+    async def _pool_texts(
+        self,
+        path: str,
+        task: TaskName,
+        texts: list[str],
+        fields: Mapping[str, Any],
+        *,
+        call: CallOptions,
+        batching: Batching,
+        merge: Callable[[list[httpx.Response], list[range], str | None], T],
+    ) -> T:
+        """Send ``texts`` to ``/classify`` or ``/pooling`` in batches and ``merge`` the answers."""
+        info = await self.server_info()
+        name = resolve_model(info, call.model, self.model)
+        requests, batches = scoring.plan_pooling_requests(
+            path, task, texts, {"model": name, **fields}, call, batch_size=batching.batch_size
+        )
+        responses = await self._send_batches(
+            requests,
+            concurrency=batching.concurrency,
+            counts=[len(batch) for batch in batches],
+            show_progress=batching.show_progress,
+            description=path.strip("/"),
+        )
+        if sum(len(response.content) for response in responses) > defaults.OFFLOAD_DECODE_BYTES:
+            return await async_offload(merge, responses, batches, name)
+        return merge(responses, batches, name)

@@ -1,5 +1,9 @@
 # GENERATED from vllm_tasks/_async/audio.py by scripts/unasync.py: do not edit.
-"""Speech-to-text methods of the synchronous client: ``transcribe``, ``translate``, ``transcribe_stream``."""
+"""Speech-to-text methods of the synchronous client: ``transcribe``, ``translate``, ``transcribe_stream``.
+
+CPU-bound audio work (reading, decoding, resampling, encoding) goes through :mod:`vllm_tasks.offload`:
+a worker thread in the async client, so that its event loop keeps serving while a long file is prepared.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
-from .. import transcription
+from .. import audio as audio_io
+from .. import defaults, transcription
 from ..audio import AudioInput, PrepareMode
-from ..steps import CLIENT_DEFAULT, TimeoutLike
-from ..transcription import Chunking, Requests, SpeechParams, StreamParser
+from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
+from ..errors import AudioFetchError
+from ..offload import sync_offload
+from ..transcription import Chunking, ChunkingOptions, Requests, SpeechParams, StreamParser, Task
+from ..transport import LineStream, SyncTransport
 from ..types.audio import ResponseFormat, Transcription, TranscriptionStreamEvent
-from .base import ClientBase, LineStream
+from .base import ClientBase
+from .fetching import fetch_input
 
 
 class TranscriptionStream:
@@ -21,6 +30,13 @@ class TranscriptionStream:
     ``for event in stream`` yields a :class:`~vllm_tasks.types.audio.TranscriptionDelta` per
     piece of text, then one :class:`~vllm_tasks.types.audio.Transcription` (also kept as ``result``).
     Use it as a context manager (or call ``close()``) to release the connection if you stop early.
+
+    Args:
+        lines: the open stream of the first piece.
+        parser: the parser that turns lines into events.
+        transport: where further pieces are sent (``transport.open_stream``); ``None`` for one piece.
+        more: the requests of further client-side pieces (long audio), built lazily: each piece is
+            decoded and encoded when the previous one is done (off the event loop in the async client).
 
     Raises (while iterating):
         StreamError: the server sent an error frame after the stream had started.
@@ -32,12 +48,12 @@ class TranscriptionStream:
         lines: LineStream,
         parser: StreamParser,
         *,
-        client: ClientBase | None = None,
+        transport: SyncTransport | None = None,
         more: Requests = (),
     ) -> None:
         self._lines = lines
         self._parser = parser
-        self._client = client
+        self._transport = transport
         self._more = iter(more)
         self.result: Transcription | None = None
         """The final result, once the stream has been read to the end."""
@@ -50,11 +66,13 @@ class TranscriptionStream:
                         yield delta
                 self._lines.close()
                 # Long audio: the next client-side piece is decoded and sent when this one is done.
-                request = next(self._more, None)
-                if request is None or self._client is None:
+                if self._transport is None:
+                    break
+                request = sync_offload(transcription.next_request, self._more)
+                if request is None:
                     break
                 self._parser.new_piece()
-                self._lines = self._client._open_stream(request)
+                self._lines = self._transport.open_stream(request)
         finally:
             self._lines.close()
         self.result = self._parser.finish()
@@ -157,8 +175,8 @@ class AudioMethods(ClientBase):
             >>> result = client.transcribe("meeting.mp3", language="en", response_format="srt")
             >>> print(result.to_srt())
         """
+        call = CallOptions(model, extra_body, extra_headers, timeout)
         params = SpeechParams(
-            model=model,
             language=language,
             prompt=prompt,
             response_format=response_format,
@@ -174,15 +192,8 @@ class AudioMethods(ClientBase):
             repetition_penalty=repetition_penalty,
             max_completion_tokens=max_completion_tokens,
             vllm_xargs=vllm_xargs,
-            extra_body=extra_body,
-            extra_headers=extra_headers,
-            timeout=timeout,
         )
-        return self._run(
-            transcription.transcribe_operation(
-                audio, params, task="transcribe", client_model=self.model, chunking=chunking, prepare=prepare
-            )
-        )
+        return self._transcribe(audio, params, call, task="transcribe", chunking=chunking, prepare=prepare)
 
     def translate(
         self,
@@ -223,8 +234,8 @@ class AudioMethods(ClientBase):
             >>> (client.translate("bonjour.wav", language="fr")).text
             'Hello.'
         """
+        call = CallOptions(model, extra_body, extra_headers, timeout)
         params = SpeechParams(
-            model=model,
             language=language,
             prompt=prompt,
             response_format=response_format,
@@ -239,15 +250,8 @@ class AudioMethods(ClientBase):
             repetition_penalty=repetition_penalty,
             max_completion_tokens=max_completion_tokens,
             vllm_xargs=vllm_xargs,
-            extra_body=extra_body,
-            extra_headers=extra_headers,
-            timeout=timeout,
         )
-        return self._run(
-            transcription.transcribe_operation(
-                audio, params, task="translate", client_model=self.model, chunking=chunking, prepare=prepare
-            )
-        )
+        return self._transcribe(audio, params, call, task="translate", chunking=chunking, prepare=prepare)
 
     def transcribe_stream(
         self,
@@ -294,7 +298,7 @@ class AudioMethods(ClientBase):
             (other arguments: as for :meth:`transcribe`; ``response_format`` must be json or text.)
 
         Returns:
-            TranscriptionStream: an async iterator (and async context manager).
+            TranscriptionStream: iterate it for the events; also a context manager.
 
         Raises:
             InvalidInputError: ``use_beam_search`` or a segment format with streaming.
@@ -306,8 +310,8 @@ class AudioMethods(ClientBase):
             ...     for event in stream:
             ...         print(event.text, end="", flush=True)
         """
+        call = CallOptions(model, extra_body, extra_headers, timeout)
         params = SpeechParams(
-            model=model,
             language=language,
             prompt=prompt,
             response_format=response_format,
@@ -321,14 +325,160 @@ class AudioMethods(ClientBase):
             vllm_xargs=vllm_xargs,
             use_beam_search=use_beam_search,
             stream_include_usage=include_usage,
-            extra_body=extra_body,
-            extra_headers=extra_headers,
-            timeout=timeout,
         )
-        task: transcription.Task = "translate" if translate else "transcribe"
-        lines, parser, more = self._run(
-            transcription.stream_operation(
-                audio, params, task=task, client_model=self.model, chunking=chunking, prepare=prepare
+        task: Task = "translate" if translate else "transcribe"
+        return self._stream(audio, params, call, task=task, chunking=chunking, prepare=prepare)
+
+    def _audio_source(self, audio: AudioInput, call: CallOptions) -> audio_io.AudioSource:
+        """Resolve an input (off the event loop); an http(s) URL is downloaded without the API key."""
+        if audio_io.is_url(audio):
+            url = str(audio)
+            data = fetch_input(
+                self._transport, url, field="audio", error=AudioFetchError, timeout=call.timeout
             )
+            return audio_io.from_url_bytes(url, data)
+        return sync_offload(audio_io.resolve, audio)
+
+    def _transcribe(
+        self,
+        audio: AudioInput,
+        params: SpeechParams,
+        call: CallOptions,
+        *,
+        task: Task,
+        chunking: Chunking,
+        prepare: PrepareMode,
+    ) -> Transcription:
+        """One request, or client-side pieces sent concurrently and merged."""
+        transcription.validate(params, task=task, stream=False)
+        options = transcription.chunking_options(chunking)
+        # The input is read (and decoded, unless prepare="never") first: a bad one fails before any request.
+        source = self._audio_source(audio, call)
+        limit = transcription.SERVER_CHUNK_SECONDS
+        chunked = sync_offload(transcription.should_split, source, options, prepare, limit_seconds=limit)
+        upload = None if chunked else sync_offload(audio_io.prepare_upload, source, prepare)
+        info = self.server_info()
+        transcription.check_server(params, info)
+        model = resolve_model(info, call.model, self.model)
+        if upload is None:
+            return self._transcribe_pieces(source, params, call, options, task=task, model=model)
+        fmt = transcription.server_format(params.response_format)
+        transcription.log_server_chunking(source.name, fmt, upload.duration)
+        request = transcription.build_request(params, call, upload, task=task, model=model, fmt=fmt)
+        response = self._transport.send(request)
+        return transcription.parse_response(
+            response,
+            task=task,
+            model=model,
+            response_format=params.response_format,
+            language=params.language,
+            duration=upload.duration,
         )
-        return TranscriptionStream(lines, parser, client=self, more=more)
+
+    def _transcribe_pieces(
+        self,
+        source: audio_io.AudioSource,
+        params: SpeechParams,
+        call: CallOptions,
+        options: ChunkingOptions,
+        *,
+        task: Task,
+        model: str | None,
+    ) -> Transcription:
+        """Split client-side; each wave of pieces is decoded and encoded off the event loop, then sent."""
+        fmt = transcription.server_format(params.response_format)
+        limit = transcription.chunk_seconds(options, fmt)
+        chunks = transcription.plan_chunks(
+            source, options, max_seconds=limit, overlap_seconds=options.overlap_seconds
+        )
+        wave_size = options.concurrency * 2  # pieces decoded ahead: bounds memory for very long files
+        parts: list[transcription.ChunkResult] = []
+        sent = 0
+        while wave := sync_offload(transcription.next_wave, source, chunks, wave_size):
+            results, count = self._send_wave(wave, params, call, options, task=task, model=model)
+            sent += count
+            parts.extend(transcription.wave_results(wave, results))
+        merged = transcription.merge_chunks(
+            parts,
+            task=task,
+            model=model,
+            response_format=params.response_format,
+            language=params.language,
+            overlap_seconds=options.overlap_seconds,
+        )
+        return merged.model_copy(update={"requests": sent})
+
+    def _send_wave(
+        self,
+        wave: list[transcription.ChunkUpload],
+        params: SpeechParams,
+        call: CallOptions,
+        options: ChunkingOptions,
+        *,
+        task: Task,
+        model: str | None,
+    ) -> tuple[dict[int, Transcription], int]:
+        """Transcribe a wave's audible pieces; returns their results by index and the requests sent."""
+        fmt = transcription.server_format(params.response_format)
+        sent = transcription.audible(wave)
+        requests = [
+            transcription.build_request(params, call, up, task=task, model=model, fmt=fmt) for _, up in sent
+        ]
+        responses = self._transport.send_all(requests, options.concurrency) if requests else []
+        results = transcription.parse_pieces(sent, responses, params, task=task, model=model)
+        if fmt != "verbose_json" or not sent:
+            return results, len(requests)
+        # Where speech goes on after the last segment, ask again with json for the whole text.
+        missing = sync_offload(transcription.pieces_missing_text, sent, results)
+        if not missing:
+            return results, len(requests)
+        retry = [
+            transcription.build_request(params, call, up, task=task, model=model, fmt="json")
+            for _, up in missing
+        ]
+        responses = self._transport.send_all(retry, options.concurrency)
+        transcription.complete_pieces(results, missing, responses, params, task=task, model=model)
+        return results, len(requests) + len(retry)
+
+    def _stream(
+        self,
+        audio: AudioInput,
+        params: SpeechParams,
+        call: CallOptions,
+        *,
+        task: Task,
+        chunking: Chunking,
+        prepare: PrepareMode,
+    ) -> TranscriptionStream:
+        """Open the stream of the first piece (the whole file, or its first client-side piece)."""
+        transcription.validate(params, task=task, stream=True)
+        options = transcription.chunking_options(chunking)
+        source = self._audio_source(audio, call)
+        limit = defaults.AUDIO_STREAM_LIMIT_SECONDS
+        split = sync_offload(transcription.should_split, source, options, prepare, limit_seconds=limit)
+        upload = None if split else sync_offload(audio_io.prepare_upload, source, prepare)
+        info = self.server_info()
+        transcription.check_server(params, info)
+        model = resolve_model(info, call.model, self.model)
+        duration = upload.duration if upload is not None else None
+        # Long audio: the pieces' requests are built lazily, each decoded and encoded off the event loop.
+        pieces = transcription.stream_requests(source, options, params, call, task=task, model=model)
+        more = pieces if split else iter(())
+        first = sync_offload(transcription.next_request, more)
+        if split:
+            duration = (sync_offload(audio_io.info, source)).duration or None
+        if first is None:  # sent whole, or nothing but silence
+            if upload is None:
+                upload = sync_offload(audio_io.prepare_upload, source, prepare)
+            first = transcription.build_request(
+                params, call, upload, task=task, model=model, fmt="json", stream=True
+            )
+        lines = self._transport.open_stream(first)
+        parser = StreamParser(
+            task=task,
+            model=model,
+            language=params.language,
+            duration=duration,
+            response_format=params.response_format,
+        )
+        return TranscriptionStream(lines, parser, transport=self._transport, more=more)

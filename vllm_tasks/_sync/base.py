@@ -1,5 +1,5 @@
 # GENERATED from vllm_tasks/_async/base.py by scripts/unasync.py: do not edit.
-"""The synchronous client's core: configuration, the operation driver, discovery.
+"""The synchronous client's core: configuration, the transport, discovery (``server_info``, ``probe``).
 
 Source of truth: ``vllm_tasks/_sync/`` is generated from ``vllm_tasks/_async/`` by ``scripts/unasync.py``.
 """
@@ -7,20 +7,19 @@ Source of truth: ``vllm_tasks/_sync/`` is generated from ``vllm_tasks/_async/`` 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeVar, cast
+from typing import Self
 
 import httpx
 
-from .. import defaults, discovery
+from .. import defaults
 from ..config import ClientConfig, TimeoutArg
-from ..errors import APIConnectionError, InvalidInputError, VLLMTasksError, error_from_response
-from ..steps import Fetch, GetServerInfo, Operation, Parallel, Request, Sleep, Step, Stream
-from ..transport import SyncTransport, sync_sleep
+from ..errors import InvalidInputError
+from ..progress import Progress
+from ..transport import Request, SyncTransport
 from ..types.server import ProbeReport, ServerInfo
-
-T = TypeVar("T")
+from . import discovery
 
 
 class ClientBase:
@@ -123,11 +122,11 @@ class ClientBase:
         if self._server_info is None or refresh:
             with self._server_info_lock:
                 if self._server_info is None or refresh:
-                    self._server_info = self._run(discovery.discover(self._config.base_url))
+                    self._server_info = discovery.discover(self._transport, self._config.base_url)
         return self._server_info
 
     def wait_until_ready(
-        self, timeout: float = 600.0, *, interval: float = defaults.HEALTH_POLL_INTERVAL
+        self, timeout: float = defaults.READY_TIMEOUT, *, interval: float = defaults.HEALTH_POLL_INTERVAL
     ) -> None:
         """Wait until ``GET /health`` answers 200 (the model is loaded).
 
@@ -141,7 +140,7 @@ class ClientBase:
         """
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
             raise InvalidInputError("timeout", timeout, "must be a positive number of seconds", "")
-        self._run(discovery.wait_until_ready(self._config.base_url, float(timeout), interval))
+        discovery.wait_until_ready(self._transport, self._config.base_url, float(timeout), interval)
 
     def probe(self) -> ProbeReport:
         """Check which tasks the server serves, and which known pitfalls apply to it.
@@ -158,89 +157,27 @@ class ClientBase:
             >>> report.served_tasks
             ['embed', 'embed_v2', 'score', 'rerank', 'pooling']
         """
-        return self._run(discovery.probe(self._config.base_url))
+        return discovery.probe(self._transport, self._config.base_url)
 
-    def _run(self, operation: Operation[T]) -> T:
-        """Drive an operation: perform each step it yields, send back the result or the error."""
-        outcome: Any = None
-        error: VLLMTasksError | None = None
-        while True:
-            try:
-                step = operation.throw(error) if error is not None else operation.send(outcome)
-            except StopIteration as stop:
-                return cast(T, stop.value)
-            outcome, error = None, None
-            try:
-                outcome = self._perform(step)
-            except VLLMTasksError as raised:
-                error = raised
+    def _send_batches(
+        self,
+        requests: Sequence[Request],
+        *,
+        concurrency: int,
+        counts: Sequence[int],
+        show_progress: bool,
+        description: str,
+    ) -> list[httpx.Response]:
+        """Send a call's requests, ``concurrency`` at a time; the progress bar counts ``counts[i]`` items
+        when request ``i`` is done (requests beyond ``counts``, e.g. a probe, count none).
+        """
+        progress = Progress(sum(counts), enabled=show_progress, description=description)
 
-    def _perform(self, step: Step) -> Any:
-        if isinstance(step, Request):
-            return self._transport.send(step)
-        if isinstance(step, Parallel):
-            return self._transport.send_all(step.requests, step.concurrency, step.on_response)
-        if isinstance(step, Sleep):
-            return sync_sleep(step.seconds)
-        if isinstance(step, GetServerInfo):
-            return self.server_info(refresh=step.refresh)
-        if isinstance(step, Stream):
-            return self._open_stream(step.request)
-        if isinstance(step, Fetch):
-            return self._fetch(step)
-        raise TypeError(f"unknown step {step!r}")
+        def advance(index: int, _: httpx.Response) -> None:
+            if index < len(counts):
+                progress.advance(counts[index])
 
-    def _fetch(self, step: Fetch) -> httpx.Response:
-        """GET a third-party URL with none of this client's headers: the API key never leaves for it."""
-        request = self._http.build_request("GET", step.url, timeout=step.timeout)
-        request.headers.pop("Authorization", None)  # an injected http_client may carry default headers
         try:
-            return self._http.send(request, follow_redirects=True)
-        except httpx.TransportError as error:
-            detail = str(error) or type(error).__name__
-            message = f"GET {step.url} failed: {detail}"
-            raise APIConnectionError(message, method="GET", url=step.url) from error
-
-    def _open_stream(self, request: Request) -> LineStream:
-        """Send ``request`` and return its body's lines as they arrive; an error status raises here."""
-        transport = self._transport
-        built = transport._build(self._http, request)
-        try:
-            response = self._http.send(built, stream=True)
-        except httpx.TransportError as error:
-            raise transport._transport_error(request, built.url, error) from error
-        if response.status_code >= 400:
-            try:
-                response.read()
-            finally:
-                response.close()
-            raise error_from_response(response, task=request.task)
-        return LineStream(response, request)
-
-
-class LineStream:
-    """The lines of a streamed response body (``Stream`` step); closes the response when done.
-
-    Iterate it once; ``close()`` releases the connection early. A connection that breaks mid-stream
-    raises :class:`~vllm_tasks.errors.APIConnectionError`.
-    """
-
-    def __init__(self, response: httpx.Response, request: Request) -> None:
-        self.response = response
-        self._request = request
-
-    def __iter__(self) -> Iterator[str]:
-        try:
-            for line in self.response.iter_lines():
-                yield line
-        except httpx.TransportError as error:
-            detail = str(error) or type(error).__name__
-            url = str(self.response.request.url)
-            message = f"{self._request.method} {url}: the stream broke: {detail}"
-            raise APIConnectionError(message, method=self._request.method, url=url) from error
+            return self._transport.send_all(requests, concurrency, advance)
         finally:
-            self.response.close()
-
-    def close(self) -> None:
-        """Release the connection (safe to call twice)."""
-        self.response.close()
+            progress.close()

@@ -6,12 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import embeddings
-from ..calls import CallOptions
+import httpx
+
+from .. import defaults, embeddings
+from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike
 from ..decoding import EmbedDType, Endianness
-from ..steps import CLIENT_DEFAULT, TimeoutLike
+from ..errors import ContextLengthExceeded
+from ..offload import sync_offload
 from ..types.embeddings import EmbeddingResult, EmbeddingType, EmbedV2Result, EncodingFormat, Truncate
 from .base import ClientBase
+from .tokenizing import count_longest
 
 
 class EmbeddingMethods(ClientBase):
@@ -33,8 +37,8 @@ class EmbeddingMethods(ClientBase):
         use_activation: bool | None = None,
         normalize: bool | None = None,
         add_special_tokens: bool | None = None,
-        batch_size: int = embeddings.DEFAULT_BATCH_SIZE,
-        concurrency: int = embeddings.DEFAULT_CONCURRENCY,
+        batch_size: int = defaults.EMBED_BATCH_SIZE,
+        concurrency: int = defaults.CONCURRENCY,
         show_progress: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -87,27 +91,61 @@ class EmbeddingMethods(ClientBase):
             >>> result.vectors.shape
             (2, 384)
         """
-        return self._run(
-            embeddings.embed(
-                input,
-                messages=messages,
-                call=CallOptions(model, extra_body, extra_headers, timeout),
-                client_model=self._config.model,
-                dimensions=dimensions,
-                encoding_format=encoding_format,
-                embed_dtype=embed_dtype,
-                endianness=endianness,
-                widen=widen,
-                truncate_prompt_tokens=truncate_prompt_tokens,
-                truncation_side=truncation_side,
-                use_activation=use_activation,
-                normalize=normalize,
-                add_special_tokens=add_special_tokens,
-                batch_size=batch_size,
-                concurrency=concurrency,
-                show_progress=show_progress,
-            )
+        call = CallOptions(model, extra_body, extra_headers, timeout)
+        params = embeddings.EmbedParams(
+            dimensions=dimensions,
+            encoding_format=encoding_format,
+            embed_dtype=embed_dtype,
+            endianness=endianness,
+            widen=widen,
+            truncate_prompt_tokens=truncate_prompt_tokens,
+            truncation_side=truncation_side,
+            use_activation=use_activation,
+            normalize=normalize,
+            add_special_tokens=add_special_tokens,
         )
+        batching = Batching(batch_size, concurrency, show_progress)
+        prompts = embeddings.embed_inputs(input, messages)
+        return self._embed(prompts, params, call, batching, conversations=messages is not None)
+
+    def _embed(
+        self,
+        prompts: list[Any],
+        params: embeddings.EmbedParams,
+        call: CallOptions,
+        batching: Batching,
+        *,
+        conversations: bool,
+    ) -> EmbeddingResult:
+        info = self.server_info()
+        # Planning 50,000 inputs takes ~20 ms: too long for the event loop.
+        plan = sync_offload(
+            embeddings.plan_embed,
+            info,
+            prompts,
+            params,
+            call,
+            client_model=self.model,
+            batch_size=batching.batch_size,
+            conversations=conversations,
+        )
+        try:
+            responses = self._send_batches(
+                plan.requests,
+                concurrency=batching.concurrency,
+                counts=[len(batch) for batch in plan.batches],
+                show_progress=batching.show_progress,
+                description="embed",
+            )
+        except ContextLengthExceeded as error:
+            limit = error.max_model_len or info.max_model_len
+            if not conversations and limit is not None:
+                counts = count_longest(self._transport, prompts, plan.model)
+                embeddings.name_too_long_input(error, prompts, counts, limit)
+            raise
+        if _body_bytes(responses) > defaults.OFFLOAD_DECODE_BYTES:
+            return sync_offload(embeddings.merge_embeddings, plan, responses, params, info)
+        return embeddings.merge_embeddings(plan, responses, params, info)
 
     def embed_v2(
         self,
@@ -122,8 +160,8 @@ class EmbeddingMethods(ClientBase):
         truncate: Truncate | None = None,
         max_tokens: int | None = None,
         priority: int | None = None,
-        batch_size: int = embeddings.DEFAULT_BATCH_SIZE,
-        concurrency: int = embeddings.DEFAULT_CONCURRENCY,
+        batch_size: int = defaults.EMBED_BATCH_SIZE,
+        concurrency: int = defaults.CONCURRENCY,
         show_progress: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -165,21 +203,31 @@ class EmbeddingMethods(ClientBase):
             >>> result.ubinary.shape
             (1, 48)
         """
-        return self._run(
-            embeddings.embed_v2(
-                texts=texts,
-                images=images,
-                inputs=inputs,
-                call=CallOptions(model, extra_body, extra_headers, timeout),
-                client_model=self._config.model,
-                input_type=input_type,
-                embedding_types=embedding_types,
-                output_dimension=output_dimension,
-                truncate=truncate,
-                max_tokens=max_tokens,
-                priority=priority,
-                batch_size=batch_size,
-                concurrency=concurrency,
-                show_progress=show_progress,
-            )
+        call = CallOptions(model, extra_body, extra_headers, timeout)
+        batching = Batching(batch_size, concurrency, show_progress)
+        field_name, items = embeddings.v2_inputs(texts, images, inputs)
+        types = embeddings.v2_embedding_types(embedding_types)
+        info = self.server_info()
+        body_fields = {
+            "input_type": input_type,
+            "embedding_types": types,
+            "output_dimension": output_dimension,
+            "truncate": truncate,
+            "max_tokens": max_tokens,
+            "priority": priority,
+        }
+        requests, batches = embeddings.plan_embed_v2(
+            info, field_name, items, body_fields, call, client_model=self.model, batch_size=batch_size
         )
+        responses = self._send_batches(
+            requests,
+            concurrency=batching.concurrency,
+            counts=[len(batch) for batch in batches],
+            show_progress=batching.show_progress,
+            description="embed_v2",
+        )
+        return embeddings.merge_v2_responses([response.json() for response in responses], types)
+
+
+def _body_bytes(responses: list[httpx.Response]) -> int:
+    return sum(len(response.content) for response in responses)

@@ -1,32 +1,42 @@
 # GENERATED from vllm_tasks/_async/ocr.py by scripts/unasync.py: do not edit.
 """OCR methods of the synchronous client: ``ocr``, ``ocr_pdf`` and ``check_ngram_processor``.
 
-Thin wrappers over the operations in ``vllm_tasks.ocr``; ``vllm_tasks/_sync/ocr.py`` is generated from
-this file by ``scripts/unasync.py``.
+The pure parts (options, requests, page preparation, parsing) are in ``vllm_tasks.ocr``; the CPU-heavy
+steps (image decoding and encoding, PDF rendering) go through ``sync_offload``.
+``vllm_tasks/_sync/ocr.py`` is generated from this file by ``scripts/unasync.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from .. import ocr as ocr_ops
-from ..calls import CallOptions
-from ..images import DEFAULT_MAX_SIDE, ImageInput
-from ..steps import CLIENT_DEFAULT, TimeoutLike
-from ..types.ocr import OCRDocument, OCRResult
-from ..types.server import ProbeReport
+from .. import defaults, pdf
+from .. import ocr as ocr_parts
+from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
+from ..errors import ImageFetchError
+from ..images import ImageInput, PreparedImage, is_remote_url, prepare_image
+from ..offload import sync_offload
+from ..progress import Progress
+from ..types.ocr import OCRDocument, OCRPage, OCRResult
+from ..types.server import ProbeReport, ServerInfo
+from . import discovery
 from .base import ClientBase
+from .fetching import fetch_input
 
 
 class OCRMethods(ClientBase):
     """``ocr`` and ``ocr_pdf``: DeepSeek-OCR through ``/v1/chat/completions`` with the recipe applied."""
 
-    def _ocr_state(self) -> ocr_ops.OCRState:
-        state: ocr_ops.OCRState | None = getattr(self, "_ocr_server_state", None)
+    def _ocr_state(self) -> ocr_parts.OCRState:
+        """What this client learned about the server's n-gram processor (made on first use)."""
+        state: ocr_parts.OCRState | None = getattr(self, "_ocr_server_state", None)
         if state is None:
-            state = ocr_ops.OCRState()
+            state = ocr_parts.OCRState()
             self._ocr_server_state = state
+            self._ocr_check_lock = threading.Lock()
         return state
 
     def ocr(
@@ -35,14 +45,14 @@ class OCRMethods(ClientBase):
         *,
         prompt: str = "markdown",
         model: str | None = None,
-        max_tokens: int | None = ocr_ops.DEFAULT_MAX_TOKENS,
-        ngram_size: int | None = ocr_ops.DEFAULT_NGRAM_SIZE,
-        window_size: int | None = ocr_ops.DEFAULT_WINDOW_SIZE,
-        whitelist_token_ids: Sequence[int] | None = ocr_ops.DEFAULT_WHITELIST,
+        max_tokens: int | None = defaults.OCR_MAX_TOKENS,
+        ngram_size: int | None = ocr_parts.RECIPE_NGRAM_SIZE,
+        window_size: int | None = ocr_parts.RECIPE_WINDOW_SIZE,
+        whitelist_token_ids: Sequence[int] | None = ocr_parts.RECIPE_WHITELIST,
         temperature: float = 0.0,
         require_ngram_processor: bool = False,
         fetch_urls: bool = True,
-        max_side: int | None = DEFAULT_MAX_SIDE,
+        max_side: int | None = defaults.IMAGE_MAX_SIDE,
         downscale: bool = True,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -99,7 +109,7 @@ class OCRMethods(ClientBase):
             >>> print(result.markdown)
             >>> result.draw().save("page-boxes.png")
         """
-        options = ocr_ops.OCROptions(
+        options = ocr_parts.OCROptions(
             prompt=prompt,
             max_tokens=max_tokens,
             ngram_size=ngram_size,
@@ -111,33 +121,81 @@ class OCRMethods(ClientBase):
             max_side=max_side,
             downscale=downscale,
         )
-        return self._run(
-            ocr_ops.ocr(
-                image,
-                options,
-                call=CallOptions(model, extra_body, extra_headers, timeout),
-                client_model=self._config.model,
-                state=self._ocr_state(),
-            )
+        return self._ocr(image, options, CallOptions(model, extra_body, extra_headers, timeout))
+
+    def _ocr(self, image: ImageInput, options: ocr_parts.OCROptions, call: CallOptions) -> OCRResult:
+        prepared = self._load_image(image, options)
+        info = self.server_info()
+        model = resolve_model(info, call.model, self.model)
+        self._ensure_ngram_processor(options, info, model, call.extra_headers)
+        url = prepared.data_url if isinstance(prepared, PreparedImage) else prepared
+        response = self._transport.send(ocr_parts.page_request(url, options, model, call))
+        result = ocr_parts.parse_response(
+            response, prepared, ocr_parts.resolve_prompt(options.prompt), warn=False
         )
+        if result.truncated:  # stacklevel: _ocr < ocr < the caller
+            warnings.warn(ocr_parts.truncated_message(result), ocr_parts.OCRTruncatedWarning, stacklevel=3)
+        return result
+
+    def _load_image(self, image: ImageInput, options: ocr_parts.OCROptions) -> PreparedImage | str:
+        """Check and encode an image (in a worker thread); an ``http(s)`` URL is fetched first, unless
+        ``fetch_urls=False``: then the URL itself is returned, for the server to fetch.
+        """
+        if is_remote_url(image):
+            url = str(image).strip()
+            if not options.fetch_urls:
+                return url
+            image = fetch_input(
+                self._transport, url, field="image", error=ImageFetchError, timeout=defaults.FETCH_TIMEOUT
+            )
+        return sync_offload(
+            prepare_image, image, field="image", max_side=options.max_side, downscale=options.downscale
+        )
+
+    def _ensure_ngram_processor(
+        self,
+        options: ocr_parts.OCROptions,
+        info: ServerInfo,
+        model: str | None,
+        extra_headers: Mapping[str, str] | None,
+    ) -> None:
+        """Gate ``vllm_xargs`` on the server version, then check the processor once per client."""
+        if not ocr_parts.uses_ngram_processor(options, info):
+            return
+        state = self._ocr_state()
+        if not state.checked:
+            with self._ocr_check_lock:
+                if not state.checked:
+                    state.ngram_processor = discovery.check_ngram_processor(
+                        self._transport, model, extra_headers=extra_headers
+                    )
+                    state.checked = True
+                    if state.ngram_processor is False and not options.require_ngram_processor:
+                        # stacklevel: here < _ocr / _ocr_pdf < ocr / ocr_pdf < the caller
+                        warnings.warn(
+                            ocr_parts.missing_processor_message(),
+                            ocr_parts.NGramProcessorMissingWarning,
+                            stacklevel=4,
+                        )
+        ocr_parts.require_ngram_processor(state, options, info)
 
     def ocr_pdf(
         self,
         pdf: Any,
         *,
         pages: Sequence[int] | str | None = None,
-        dpi: float = ocr_ops.DEFAULT_PDF_DPI,
-        concurrency: int = ocr_ops.DEFAULT_PDF_CONCURRENCY,
+        dpi: float = defaults.OCR_PDF_DPI,
+        concurrency: int = defaults.OCR_PDF_CONCURRENCY,
         show_progress: bool = False,
         prompt: str = "markdown",
         model: str | None = None,
-        max_tokens: int | None = ocr_ops.DEFAULT_MAX_TOKENS,
-        ngram_size: int | None = ocr_ops.DEFAULT_NGRAM_SIZE,
-        window_size: int | None = ocr_ops.DEFAULT_WINDOW_SIZE,
-        whitelist_token_ids: Sequence[int] | None = ocr_ops.DEFAULT_WHITELIST,
+        max_tokens: int | None = defaults.OCR_MAX_TOKENS,
+        ngram_size: int | None = ocr_parts.RECIPE_NGRAM_SIZE,
+        window_size: int | None = ocr_parts.RECIPE_WINDOW_SIZE,
+        whitelist_token_ids: Sequence[int] | None = ocr_parts.RECIPE_WHITELIST,
         temperature: float = 0.0,
         require_ngram_processor: bool = False,
-        max_side: int | None = DEFAULT_MAX_SIDE,
+        max_side: int | None = defaults.IMAGE_MAX_SIDE,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
         timeout: TimeoutLike = CLIENT_DEFAULT,
@@ -163,14 +221,14 @@ class OCRMethods(ClientBase):
 
         Raises:
             InvalidInputError: bad page numbers, dpi or concurrency; a file that is not a PDF.
-            ImportError: pypdfium2 or pillow is not installed (``pip install 'vllm-tasks[image]'``).
+            MissingDependency: pypdfium2 or pillow is not installed (``pip install "vllm-tasks[image]"``).
             UnsupportedByServer, EndpointNotServed: as for :meth:`ocr`.
 
         Example:
             >>> doc = client.ocr_pdf("report.pdf", pages="1-5", concurrency=4)
             >>> open("report.md", "w").write(doc.markdown)
         """
-        options = ocr_ops.OCROptions(
+        options = ocr_parts.OCROptions(
             prompt=prompt,
             max_tokens=max_tokens,
             ngram_size=ngram_size,
@@ -180,19 +238,60 @@ class OCRMethods(ClientBase):
             require_ngram_processor=require_ngram_processor,
             max_side=max_side,
         )
-        return self._run(
-            ocr_ops.ocr_pdf(
-                pdf,
-                options,
-                pages=pages,
-                dpi=dpi,
-                concurrency=concurrency,
-                show_progress=show_progress,
-                call=CallOptions(model, extra_body, extra_headers, timeout),
-                client_model=self._config.model,
-                state=self._ocr_state(),
+        plan = ocr_parts.plan_pdf(pages, dpi, concurrency)
+        call = CallOptions(model, extra_body, extra_headers, timeout)
+        return self._ocr_pdf(pdf, options, plan, call, show_progress=show_progress)
+
+    def _ocr_pdf(
+        self,
+        source: Any,
+        options: ocr_parts.OCROptions,
+        plan: ocr_parts.PDFPlan,
+        call: CallOptions,
+        *,
+        show_progress: bool,
+    ) -> OCRDocument:
+        # Opening the PDF checks it and the page numbers before any request.
+        total, rendered = sync_offload(pdf.render_pages, source, plan.pages, plan.dpi)
+        try:
+            info = self.server_info()
+            model = resolve_model(info, call.model, self.model)
+            self._ensure_ngram_processor(options, info, model, call.extra_headers)
+            progress = Progress(total, enabled=show_progress, description="OCR pages")
+            try:
+                pages = self._ocr_pages(rendered, options, plan, call, model=model, progress=progress)
+            finally:
+                progress.close()
+        finally:
+            sync_offload(ocr_parts.close_pages, rendered)  # the PDF, when a page failed half-way
+        document = ocr_parts.merge_pages(pages)
+        if document.truncated_pages:  # stacklevel: _ocr_pdf < ocr_pdf < the caller
+            message = ocr_parts.truncated_pages_message(document.truncated_pages)
+            warnings.warn(message, ocr_parts.OCRTruncatedWarning, stacklevel=3)
+        return document
+
+    def _ocr_pages(
+        self,
+        rendered: Iterator[tuple[int, Any]],
+        options: ocr_parts.OCROptions,
+        plan: ocr_parts.PDFPlan,
+        call: CallOptions,
+        *,
+        model: str | None,
+        progress: Progress,
+    ) -> list[OCRPage]:
+        """Render and encode ``plan.wave`` pages at a time (in a worker thread), then send them."""
+        prompt = ocr_parts.resolve_prompt(options.prompt)
+        pages: list[OCRPage] = []
+        while batch := sync_offload(ocr_parts.prepare_pages, rendered, plan.wave, options.max_side):
+            requests = [ocr_parts.page_request(image.data_url, options, model, call) for _, image in batch]
+            responses = self._transport.send_all(
+                requests, plan.concurrency, lambda _index, _response: progress.advance(1)
             )
-        )
+            for (number, image), response in zip(batch, responses, strict=True):
+                result = ocr_parts.parse_response(response, image, prompt, warn=False)
+                pages.append(OCRPage(page=number, result=result))
+        return pages
 
     def check_ngram_processor(self, *, model: str | None = None, refresh: bool = False) -> bool | None:
         """Whether the server runs DeepSeek-OCR's n-gram logits processor (cached per client).
@@ -211,9 +310,9 @@ class OCRMethods(ClientBase):
         """
         state = self._ocr_state()
         if refresh or not state.checked:
-            check = ocr_ops.check_ngram_processor(model or self._config.model)
-            state.ngram_processor = self._run(check)
-            state.checked = True
+            with self._ocr_check_lock:
+                found = discovery.check_ngram_processor(self._transport, model or self.model)
+                state.ngram_processor, state.checked = found, True
         return state.ngram_processor
 
     def probe(self) -> ProbeReport:

@@ -90,13 +90,15 @@ class OCRResult(BaseModel):
             line_width: box outline width in pixels.
 
         Raises:
-            ImportError: pillow is not installed.
+            MissingDependency: pillow is not installed.
 
         Example:
             >>> result.draw().save("page-boxes.png")
         """
-        from PIL import ImageDraw, ImageFont
+        from ..dependencies import require
 
+        ImageDraw = require("PIL.ImageDraw", "image", "drawing OCR boxes")  # noqa: N806
+        ImageFont = require("PIL.ImageFont", "image", "drawing OCR boxes")  # noqa: N806
         canvas = self._original(image).convert("RGB")
         draw = ImageDraw.Draw(canvas)
         try:  # a caption size that stays readable on large pages (pillow >= 10.1)
@@ -126,7 +128,7 @@ class OCRResult(BaseModel):
             image: the image that was OCR'd; default: the one this result was made from.
 
         Raises:
-            ImportError: pillow is not installed.
+            MissingDependency: pillow is not installed.
 
         Example:
             >>> for i, figure in enumerate(result.crop()):

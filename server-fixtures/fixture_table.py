@@ -1,0 +1,156 @@
+"""The CPU fixture table: which vLLM fixtures exist, the model directory each serves, its flags and env.
+
+Data only (standard library); ``launcher.FixtureServer(name)`` starts an entry, ``server-fixtures/setup``
+builds the model directories they name, and the pytest plugin makes one session fixture per entry.
+
+To add a fixture: add one ``Fixture`` entry to ``FIXTURES``. If it needs a new model directory, add the
+name to ``fixture_pins.MODELS`` and a ``build_<name>`` function to ``build_models.py`` (a helper module that
+function imports goes into ``fixture_pins.BUILDER_MODULES``). pip packages it needs go into
+``fixture_pins.VENV_ADDON_PACKAGES`` (added to the existing venv; ``VENV_EXTRA_PACKAGES`` rebuilds it).
+Setup, ``serve`` and the pytest plugin pick it up from there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+#: Key the `api-key` fixture is started with (a test key, not a secret).
+TEST_API_KEY = "vllm-tasks-test-key"
+
+BASE_ENV: dict[str, str] = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+MINILM_ARGS: tuple[str, ...] = (
+    "--runner",
+    "pooling",
+    "--max-model-len",
+    "256",
+    "--dtype",
+    "float32",
+    # No torch.compile warm-up: starts in ~25 s instead of ~50 s cold, same throughput on this CPU.
+    "--enforce-eager",
+)
+
+
+#: DeepSeek-OCR on CPU: tiny language model, real vision encoder and processor, weights from a fixed seed.
+#: The recipe's flags (--no-enable-prefix-caching, --mm-processor-cache-gb 0) plus what makes it start in
+#: about a minute on 2 cores (cpu-fixture-models.md, "DeepSeek-OCR request path").
+OCR_ARGS: tuple[str, ...] = (
+    "--load-format",
+    "dummy",
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--skip-mm-profiling",
+    "--max-model-len",
+    "4096",
+    "--no-enable-prefix-caching",
+    "--mm-processor-cache-gb",
+    "0",
+)
+OCR_NGRAM_PROCESSOR = "vllm.model_executor.models.deepseek_ocr:NGramPerReqLogitsProcessor"
+#: The torchvision stand-in (server-fixtures/torchvision_standin/) is on the OCR servers' path only.
+OCR_ENV: dict[str, str] = {
+    "PYTHONPATH": str(HERE / "torchvision_standin"),
+    "VLLM_CPU_OMP_THREADS_BIND": "0-1",
+    "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+}
+
+#: Whisper base on CPU (cpu-fixture-models.md, "Whisper base from CTranslate2 files"): weights are stored
+#: float16 and served float32 (no bf16 on this CPU); --enforce-eager skips a 2-4 minute compile.
+STT_ARGS: tuple[str, ...] = ("--max-model-len", "448", "--enforce-eager", "--dtype", "float32")
+
+
+@dataclasses.dataclass(frozen=True)
+class Fixture:
+    """One CPU server recipe."""
+
+    name: str
+    model_dir: str  # directory under <cache>/models
+    served_model_name: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    api_key: str | None = None
+    # Idle 2-core machine: MiniLM is up in ~30 s; with the cores shared we saw up to 220 s.
+    start_timeout: float = 600.0
+    description: str = ""
+
+
+FIXTURES: dict[str, Fixture] = {
+    f.name: f
+    for f in (
+        Fixture(
+            name="embed",
+            model_dir="minilm",
+            served_model_name="minilm",
+            args=MINILM_ARGS,
+            description="all-MiniLM-L6-v2 bi-encoder, 384 dims: /v1/embeddings, /v2/embed, /score, /rerank",
+        ),
+        Fixture(
+            name="embed-mrl",
+            model_dir="minilm",
+            served_model_name="minilm-mrl",
+            args=(*MINILM_ARGS, "--hf-overrides", json.dumps({"matryoshka_dimensions": [128, 256, 384]})),
+            description="the same weights declared Matryoshka [128, 256, 384]: `dimensions` works",
+        ),
+        Fixture(
+            name="rerank",
+            model_dir="minilm-rerank",
+            served_model_name="minilm-rerank",
+            args=MINILM_ARGS,
+            description="MiniLM encoder + seeded 1-label head: cross-encoder /score, /rerank, /classify",
+        ),
+        Fixture(
+            name="api-key",
+            model_dir="minilm",
+            served_model_name="minilm",
+            args=(*MINILM_ARGS, "--api-key", TEST_API_KEY),
+            api_key=TEST_API_KEY,
+            description="`embed` started with --api-key",
+        ),
+        Fixture(
+            name="late-interaction",
+            model_dir="minilm",
+            served_model_name="minilm-colbert",
+            args=(*MINILM_ARGS, "--pooler-config", json.dumps({"task": "token_embed"})),
+            description="MiniLM with token_embed active: /pooling per-token vectors, MaxSim /score and "
+            "/rerank, /v1/embeddings 501",
+        ),
+        Fixture(
+            name="ocr",
+            model_dir="deepseek-ocr-tiny",
+            served_model_name="deepseek-ocr-tiny",
+            args=(*OCR_ARGS, "--logits-processors", OCR_NGRAM_PROCESSOR),
+            env=OCR_ENV,
+            start_timeout=600.0,
+            description="DeepSeek-OCR (tiny LM, dummy weights) with the recipe's flags: /v1/chat/completions",
+        ),
+        Fixture(
+            name="ocr-no-processor",
+            model_dir="deepseek-ocr-tiny",
+            served_model_name="deepseek-ocr-tiny",
+            args=OCR_ARGS,
+            env=OCR_ENV,
+            start_timeout=600.0,
+            description="`ocr` without --logits-processors: vllm_xargs are silently ignored",
+        ),
+        Fixture(
+            name="stt",
+            model_dir="whisper-base",
+            served_model_name="whisper-base",
+            args=STT_ARGS,
+            description="openai/whisper-base from CTranslate2 files: /v1/audio/transcriptions, /translations",
+        ),
+    )
+}

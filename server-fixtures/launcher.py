@@ -1,0 +1,286 @@
+"""Start and stop vLLM servers as process groups: free ports, /health wait, logs, memory, clean stop.
+
+Standard library only, so that any Python (the project's dev venv, CI's system python) can import it:
+
+    import sys; sys.path.insert(0, "server-fixtures")
+    from launcher import FixtureServer
+    with FixtureServer("embed") as srv:          # starts, waits for /health
+        print(srv.base_url, srv.model, srv.api_key)
+
+``Server`` runs any command line; ``FixtureServer`` runs an entry of ``fixture_table.FIXTURES`` from the
+fixture venv that ``server-fixtures/setup`` builds (``fixture_pins``); ``gpu_recipes.GpuRecipeServer``
+runs a production recipe. Logs go to ``<cache>/logs``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import fixture_pins
+from fixture_table import BASE_ENV, FIXTURES
+
+HERE = Path(__file__).resolve().parent
+
+
+def logs_dir() -> Path:
+    return fixture_pins.cache_dir() / "logs"
+
+
+class FixtureStartError(RuntimeError):
+    """The server did not become healthy; the message carries the log tail."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _set_pdeathsig() -> None:
+    """Child side of Popen: new session (own process group) and SIGTERM if the launching process dies.
+    The child is group_guard.py, which turns that SIGTERM into a SIGTERM/SIGKILL of the whole group."""
+    os.setsid()
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def _http_status(url: str, timeout: float = 2.0) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def _rss_kib_of_group(pgid: int) -> int:
+    """Sum of VmRSS over all processes in a process group (Linux /proc), in KiB."""
+    total = 0
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            stat = (p / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if int(fields[2]) != pgid:  # fields: state ppid pgrp ...
+                continue
+            for line in (p / "status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+class Server:
+    """A command line started in its own process group that serves HTTP with a /health route."""
+
+    def __init__(
+        self,
+        name: str,
+        command: Sequence[str],
+        *,
+        port: int,
+        host: str = "127.0.0.1",
+        env: Mapping[str, str] | None = None,
+        model: str | None = None,
+        api_key: str | None = None,
+        start_timeout: float = 300.0,
+    ) -> None:
+        self.name = name
+        self.command = list(command)
+        self.host = host
+        self.port = port
+        self.env = dict(env or {})
+        self.model = model
+        self.api_key = api_key
+        self.start_timeout = start_timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path: Path | None = None
+        self.start_seconds: float | None = None
+        self._log_file = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"<{type(self).__name__} {self.name} {self.base_url} {state}>"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, timeout: float | None = None) -> Server:
+        if self.running:
+            return self
+        if timeout is None:
+            env_timeout = os.environ.get("VLLM_TASKS_FIXTURE_START_TIMEOUT")
+            timeout = float(env_timeout) if env_timeout else self.start_timeout
+        logs_dir().mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        self.log_path = logs_dir() / f"{self.name}-{stamp}-{self.port}.log"
+        self._log_file = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
+        self._log_file.write(("$ " + " ".join(self.command) + "\n").encode())
+        self._log_file.flush()
+        env = {**os.environ, **self.env}
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "group_guard.py"), *self.command],
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+            preexec_fn=_set_pdeathsig,  # noqa: PLW1509 (called before any thread starts in the child)
+        )
+        deadline = t0 + timeout
+        while True:
+            if self.proc.poll() is not None:
+                code = self.proc.returncode
+                self.stop()
+                raise FixtureStartError(
+                    f"vLLM fixture {self.name!r} exited with code {code} before /health answered.\n"
+                    f"log: {self.log_path}\n--- last lines ---\n{self.log_tail(60)}"
+                )
+            if _http_status(self.base_url + "/health") == 200:
+                break
+            if time.monotonic() > deadline:
+                self.stop()
+                raise FixtureStartError(
+                    f"vLLM fixture {self.name!r} did not answer /health within {timeout:.0f} s.\n"
+                    f"log: {self.log_path}\n--- last lines ---\n{self.log_tail(60)}"
+                )
+            time.sleep(0.5)
+        self.start_seconds = time.monotonic() - t0
+        return self
+
+    def rss_mib(self) -> float:
+        """Resident memory of the whole process group (server + engine core), MiB."""
+        if not self.running or self.proc is None:
+            return 0.0
+        return _rss_kib_of_group(self.proc.pid) / 1024
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM the process group, wait, then SIGKILL whatever is left. Leaves no process behind."""
+        proc = self.proc
+        if proc is not None:
+            pgid = proc.pid
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                proc.poll()
+                if not _group_alive(pgid):
+                    break
+                time.sleep(0.2)
+            else:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pgid, signal.SIGKILL)
+                while _group_alive(pgid) and time.monotonic() < deadline + 10:
+                    proc.poll()
+                    time.sleep(0.1)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+            self.proc = None
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def log_tail(self, n: int = 40) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return "(no log)"
+        with open(self.log_path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 256 * 1024))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+        return "\n".join(lines[-n:])
+
+    def __enter__(self) -> Server:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # Zombies still count for killpg; treat a group whose members are all zombies as gone.
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            stat = (p / "stat").read_text()
+        except OSError:
+            continue
+        rest = stat[stat.rindex(")") + 2 :].split()
+        if int(rest[2]) == pgid and rest[0] != "Z":
+            return True
+    return False
+
+
+class FixtureServer(Server):
+    """A named CPU fixture from ``FIXTURES``, started from the fixture venv."""
+
+    def __init__(self, name: str, port: int | None = None, *, host: str = "127.0.0.1") -> None:
+        if name not in FIXTURES:
+            raise KeyError(f"unknown fixture {name!r}; known: {', '.join(FIXTURES)}")
+        fx = FIXTURES[name]
+        self.fixture = fx
+        port = port or free_port(host)
+        command = [
+            str(fixture_pins.venv_python()),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(fixture_pins.models_dir() / fx.model_dir),
+            "--served-model-name",
+            fx.served_model_name,
+            "--host",
+            host,
+            "--port",
+            str(port),
+            *fx.args,
+        ]
+        super().__init__(
+            name,
+            command,
+            port=port,
+            host=host,
+            env={**BASE_ENV, "VLLM_CACHE_ROOT": str(fixture_pins.cache_dir() / "vllm-cache"), **fx.env},
+            model=fx.served_model_name,
+            api_key=fx.api_key,
+            start_timeout=fx.start_timeout,
+        )
+
+    def start(self, timeout: float | None = None) -> FixtureServer:
+        missing = fixture_pins.setup_missing([self.name])
+        if missing:
+            raise FixtureStartError(
+                f"vLLM fixture {self.name!r}: setup is not done ({'; '.join(missing)}). "
+                "Run server-fixtures/setup first."
+            )
+        super().start(timeout)
+        return self

@@ -1,0 +1,127 @@
+"""Server discovery, readiness and probing over the asynchronous transport.
+
+The parsing of each answer is pure code in ``vllm_tasks.discovery``; this module only sends.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from .. import defaults
+from ..discovery import (
+    advisories_for,
+    classify_probe,
+    model_matches,
+    parse_models_response,
+    parse_openapi_response,
+    parse_version_response,
+    probe_requests,
+)
+from ..errors import APIConnectionError, APIError, BadRequestError, ServerNotReady
+from ..ocr import missing_processor_message, ngram_check_request
+from ..tasks import TASK_ROUTES
+from ..transport import AsyncTransport, Request
+from ..types.server import Advisory, ProbeReport, ServerInfo, TaskStatus
+
+
+async def discover(transport: AsyncTransport, base_url: str, *, strict: bool = True) -> ServerInfo:
+    """Read ``/version``, ``/v1/models`` and ``/openapi.json`` (concurrently) into a ``ServerInfo``.
+
+    Args:
+        transport: the client's transport.
+        base_url: recorded in the result.
+        strict: when True a failing ``/v1/models`` raises (e.g. :class:`AuthenticationError`); when
+            False (probing) it gives an empty model list.
+    """
+    version_response, models_response, openapi_response = await transport.send_all(
+        [
+            Request("GET", "/version", raise_for_status=False),
+            Request("GET", "/v1/models", raise_for_status=strict),
+            Request("GET", "/openapi.json", raise_for_status=False),
+        ],
+        concurrency=3,
+    )
+    return ServerInfo(
+        base_url=base_url,
+        version=parse_version_response(version_response),
+        models=parse_models_response(models_response),
+        routes=parse_openapi_response(openapi_response),
+    )
+
+
+async def wait_until_ready(transport: AsyncTransport, base_url: str, timeout: float, interval: float) -> None:
+    """Poll ``GET /health`` until it answers 200, tolerating refused connections and 503 while loading.
+
+    Raises:
+        ServerNotReady: when ``timeout`` seconds pass, with the last cause seen.
+    """
+    deadline = time.monotonic() + timeout
+    last_cause: str | None = None
+    while True:
+        remaining = deadline - time.monotonic()
+        health = Request(
+            "GET", "/health", raise_for_status=False, retry=False, timeout=max(0.5, min(5.0, remaining))
+        )
+        try:
+            response = await transport.send(health)
+        except APIConnectionError as error:
+            last_cause = str(error)
+        else:
+            if response.status_code == 200:
+                return
+            last_cause = f"/health answered HTTP {response.status_code}"
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise ServerNotReady(f"{base_url} was not ready within {timeout:g} s", last_cause)
+        await transport.sleep(min(interval, remaining))
+
+
+async def probe(transport: AsyncTransport, base_url: str) -> ProbeReport:
+    """Find which tasks the server serves, with advisories for known pitfalls.
+
+    Each task's route gets its cheapest request (``{}`` or a one-character input); the status says
+    whether the task is served (200/400/422), not served (404), inactive (501) or guarded (401).
+
+    Raises:
+        APIConnectionError: when the server cannot be reached at all.
+    """
+    info = await discover(transport, base_url, strict=False)
+    routes = list(TASK_ROUTES.values())
+    responses = await transport.send_all(probe_requests(routes), concurrency=3)
+    tasks = tuple(classify_probe(route, response) for route, response in zip(routes, responses, strict=True))
+    advisories = advisories_for(info, tasks)
+    ngram_processor: bool | None = None
+    chat_served = any(t.task == "chat" and t.status is TaskStatus.SERVED for t in tasks)
+    if chat_served and model_matches(info, r"ocr"):
+        try:
+            ngram_processor = await check_ngram_processor(transport)
+        except APIError:
+            ngram_processor = None
+        if ngram_processor is False:
+            advisories.append(Advisory(id="ocr-ngram-processor-missing", message=missing_processor_message()))
+    return ProbeReport(
+        server=info, tasks=tasks, advisories=tuple(advisories), ngram_processor=ngram_processor
+    )
+
+
+async def check_ngram_processor(
+    transport: AsyncTransport, model: str | None = None, *, extra_headers: Mapping[str, str] | None = None
+) -> bool | None:
+    """Whether the server runs DeepSeek-OCR's n-gram logits processor (one text-only request, < 0.1 s).
+
+    A loaded processor rejects ``vllm_xargs {"ngram_size": 0}`` with 400 ("`ngram_size` has to be a
+    strictly positive integer"); a server without it ignores ``vllm_xargs`` and answers 200.
+
+    Returns:
+        True (loaded), False (``vllm_xargs`` ignored), or None (another 400: inconclusive).
+
+    Raises:
+        EndpointNotServed: the server's model does not serve chat completions.
+        APIError: for other failures.
+    """
+    try:
+        await transport.send(ngram_check_request(model, extra_headers, defaults.PROCESSOR_CHECK_TIMEOUT))
+    except BadRequestError as error:
+        return True if "ngram_size" in error.message else None
+    return False

@@ -1,0 +1,58 @@
+"""Checks of caller-given arguments, shared by every task: each failure is an ``InvalidInputError``
+naming the argument, the value and the fix.
+"""
+
+from __future__ import annotations
+
+from typing import overload
+
+from .errors import InvalidInputError
+
+
+def positive_int(field: str, value: object) -> int:
+    """Check a count argument (``batch_size``, ``concurrency``, ...): an int >= 1.
+
+    Raises:
+        InvalidInputError: for anything else (``bool`` included).
+
+    Example:
+        >>> positive_int("batch_size", 8)
+        8
+    """
+    return int_at_least(field, value, 1, f"For example {field}=8.")
+
+
+@overload
+def int_at_least(field: str, value: None, minimum: int, fix: str = "") -> None: ...
+@overload
+def int_at_least(field: str, value: object, minimum: int, fix: str = "") -> int: ...
+def int_at_least(field: str, value: object, minimum: int, fix: str = "") -> int | None:
+    """Check an optional integer argument: ``None`` passes, else an int >= ``minimum``.
+
+    Raises:
+        InvalidInputError: for a bool, a non-int or a value below ``minimum``.
+
+    Example:
+        >>> int_at_least("top_n", 3, 0)
+        3
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidInputError(field, value, f"must be an integer >= {minimum}", fix)
+    return value
+
+
+def number_in_range(field: str, value: object, low: float, high: float, fix: str = "") -> float:
+    """Check a number argument (int or float, not bool) within ``[low, high]``.
+
+    Raises:
+        InvalidInputError: for a bool, a non-number or a value outside the range.
+
+    Example:
+        >>> number_in_range("dpi", 144, 18, 1200)
+        144.0
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise InvalidInputError(field, value, f"must be a number from {low:g} to {high:g}", fix)
+    return float(value)
