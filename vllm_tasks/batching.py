@@ -22,6 +22,9 @@ def plan_batches(sizes: Sequence[int], batch_size: int, max_size: int) -> list[r
         >>> plan_batches([10] * 5, 2, 100)
         [range(0, 2), range(2, 4), range(4, 5)]
     """
+    count = len(sizes)
+    if sizes and max(sizes) * batch_size <= max_size:  # no batch can reach max_size: plain count steps
+        return [range(start, min(start + batch_size, count)) for start in range(0, count, batch_size)]
     batches: list[range] = []
     start, current = 0, 0
     for index, size in enumerate(sizes):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import operator
 import re
 import sys
@@ -20,16 +19,11 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 
 from .errors import APIError
 
-_json_loads: Callable[[str], Any]
-try:
-    import orjson
-
-    _json_loads = orjson.loads
-except ImportError:  # pragma: no cover - orjson is a dependency; the stdlib parser is only slower
-    _json_loads = json.loads
+_json_loads: Callable[[str], Any] = orjson.loads
 
 EmbedDType = Literal["float32", "float16", "bfloat16", "fp8_e4m3", "fp8_e5m2"]
 Endianness = Literal["native", "big", "little"]

@@ -21,6 +21,7 @@ from .batching import plan_batches
 from .calls import CallOptions, resolve_model
 from .decoding import EMBED_DTYPES, DecodeError, EmbedDType, Endianness, decode_bytes_response, decode_raw
 from .errors import ContextLengthExceeded, DimensionsNotApplied, InvalidInputError
+from .responses import json_object
 from .transport import Request
 from .types.common import Usage
 from .types.embeddings import EmbeddingResult, EmbeddingType, EmbedV2Result, EncodingFormat
@@ -50,6 +51,8 @@ def normalize_embed_input(value: object) -> list[str] | list[list[int]]:
     items = list(value)
     if not items:
         raise InvalidInputError("input", items, "is empty", "Pass at least one text.")
+    if set(map(type, items)) == {str}:  # the common case, checked at C speed
+        return cast(list[str], items)
     if all(isinstance(item, int) and not isinstance(item, bool) for item in items):
         return [cast(list[int], items)]
     if all(isinstance(item, str) for item in items):
@@ -121,7 +124,7 @@ def decode_embeddings_response(
             widen=widen,
         )
         return matrix, meta.get("model"), Usage.model_validate(meta.get("usage") or {})
-    payload = response.json()
+    payload = json_object(response, "/v1/embeddings")
     data = sorted(payload.get("data") or [], key=lambda item: int(item["index"]))
     if len(data) != expected_items:
         raise DecodeError(f"the server returned {len(data)} embeddings for {expected_items} inputs")
@@ -238,7 +241,7 @@ def plan_embed(
     }
     body = {key: value for key, value in body.items() if value is not None}
     body.update(call.extra_body or {})
-    sizes = [len(prompt) for prompt in prompts]
+    sizes = list(map(len, prompts))
     batches = plan_batches(sizes, batch_size, defaults.EMBED_MAX_BATCH_CHARS)
     requests = []
     for batch in batches:

@@ -34,6 +34,7 @@ from . import defaults, gates, images
 from .batching import plan_batches
 from .calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
 from .errors import APIError, BadRequestError, ContextLengthExceeded, InternalServerError, InvalidInputError
+from .responses import json_object
 from .tasks import TaskName
 from .transport import Request
 from .types.common import Usage
@@ -348,16 +349,6 @@ def max_model_len(info: ServerInfo, model: str | None) -> int | None:
     if card.max_model_len is None and card.parent is not None:
         return max_model_len(info, card.parent)
     return card.max_model_len
-
-
-def _json(response: httpx.Response, what: str) -> dict[str, Any]:
-    try:
-        payload = response.json()
-    except ValueError as error:
-        raise APIError(f"{what}: the server's answer is not JSON: {response.text[:200]!r}") from error
-    if not isinstance(payload, dict):
-        raise APIError(f"{what}: unexpected answer {str(payload)[:200]!r}")
-    return payload
 
 
 def _usage(payload: Mapping[str, Any]) -> Usage:
@@ -806,7 +797,7 @@ def merge_rerank(
     usage = Usage()
     served_model = model
     for response, batch in zip(responses, batches, strict=True):
-        payload = _json(response, "/rerank")
+        payload = json_object(response, "/rerank")
         results = payload.get("results")
         if not isinstance(results, list):
             raise APIError(f"/rerank: answer without 'results': {response.text[:200]!r}")
@@ -843,7 +834,7 @@ def merge_scores(
     usage = Usage()
     served_model = model
     for response, batch in zip(responses, batches, strict=True):
-        payload = _json(response, "/score")
+        payload = json_object(response, "/score")
         entries = sorted(_data(payload, "/score"), key=lambda entry: int(entry["index"]))
         if len(entries) != len(batch):
             raise APIError(f"/score: {len(entries)} scores for {len(batch)} pairs")
@@ -942,7 +933,7 @@ def _merge_entries(
     usage = Usage()
     model: str | None = None
     for response, batch in zip(responses, batches, strict=True):
-        payload = _json(response, path)
+        payload = json_object(response, path)
         data = sorted(_data(payload, path), key=lambda entry: int(entry["index"]))
         if len(data) != len(batch):
             raise APIError(f"{path}: {len(data)} results for {len(batch)} inputs")

@@ -9,6 +9,7 @@ policy (``vllm_tasks.retries``); only the waiting differs (threads or asyncio ta
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import orjson
 from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from .calls import CLIENT_DEFAULT, TimeoutLike
@@ -60,21 +62,32 @@ class _TransportBase:
     def __init__(self, config: ClientConfig, backoff: Backoff | None = None) -> None:
         self.config = config
         self.backoff = backoff or Backoff()
+        self._urls: dict[str, httpx.URL] = {}
+        self._headers = merge_headers(config.headers)
+        self._json_headers = merge_headers(self._headers, {"Content-Type": "application/json"})
 
     def _attempts(self, request: Request) -> int:
         return self.config.max_retries + 1 if request.retry else 1
 
+    def _url(self, path: str) -> httpx.URL:
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = httpx.URL(self.config.base_url + path)
+        return url
+
     def _build(self, http: httpx.Client | httpx.AsyncClient, request: Request) -> httpx.Request:
         # URL, headers and timeout are applied per request so that an injected client is not mutated.
         timeout = self.config.timeout if request.timeout is CLIENT_DEFAULT else request.timeout
+        content = None if request.json is None else json_bytes(request.json)
+        headers = self._headers if content is None else self._json_headers
         return http.build_request(
             request.method,
-            self.config.base_url + request.path,
-            json=request.json,
+            self._url(request.path),
+            content=content,
             data=request.data,
             files=request.files,
             params=request.params,
-            headers=merge_headers(self.config.headers, request.headers),
+            headers=merge_headers(headers, request.headers) if request.headers else headers,
             timeout=timeout,
         )
 
@@ -341,6 +354,16 @@ class AsyncLineStream(_LineStreamBase):
     async def close(self) -> None:
         """Release the connection (safe to call twice)."""
         await self.response.aclose()
+
+
+def json_bytes(value: Any) -> bytes:
+    """A request's JSON body: orjson (tens of times faster than ``json`` on large bodies such as OCR's
+    data-URL images), with the stdlib as the fallback for what orjson refuses (e.g. non-string keys).
+    """
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 def merge_headers(*layers: Mapping[str, str] | None) -> dict[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -39,6 +40,7 @@ class ServerVersion:
     local: str | None = None
 
     @classmethod
+    @functools.lru_cache(maxsize=64)  # a handful of version strings, parsed on every gate check
     def parse(cls, text: str) -> ServerVersion:
         """Parse a version string such as ``0.32.0``, ``0.11.1.post2``, ``0.32.0+cpu`` or ``dev``.
 

@@ -130,3 +130,68 @@ def test_backoff_is_exponential_and_capped() -> None:
 @pytest.mark.parametrize("value", ["soon", "", "Wed, 99 Foo 2026"])
 def test_bad_retry_after_is_ignored(value: str) -> None:
     assert retry_after_seconds(httpx.Headers({"retry-after": value})) is None
+
+
+# --------------------------------------------------------------------------------- the sealed transport
+
+
+def test_fetch_sends_none_of_an_injected_clients_auth_headers_or_cookies(httpx_mock: HTTPXMock) -> None:
+    """A user-given image URL is fetched without the key, the injected client's auth, headers or cookies."""
+    from vllm_tasks.config import ClientConfig
+    from vllm_tasks.transport import SyncTransport
+
+    httpx_mock.add_response(url="https://images.example/page.png", content=b"png bytes")
+    http = httpx.Client(
+        auth=("user", "secret"), headers={"X-Team": "rag", "Authorization": "Bearer k"}, cookies={"s": "1"}
+    )
+    config = ClientConfig.create(
+        BASE, api_key="sk-key", model=None, timeout=5.0, max_retries=0, headers={"X-Extra": "1"}
+    )
+    response = SyncTransport(http, config).fetch("https://images.example/page.png", timeout=5.0)
+    assert response.content == b"png bytes"
+    sent = httpx_mock.get_requests()[0]
+    assert {"authorization", "x-team", "x-extra", "cookie"}.isdisjoint(sent.headers)
+    assert sent.headers["user-agent"].startswith("vllm-tasks/")
+    http.close()
+
+
+def test_json_bodies_are_encoded_with_orjson_and_fall_back_for_what_it_refuses() -> None:
+    import json
+
+    import numpy as np
+
+    from vllm_tasks.transport import json_bytes
+
+    assert json.loads(json_bytes({"input": ["é", "b"], "ids": np.arange(3), "n": 1.5})) == {
+        "input": ["é", "b"],
+        "ids": [0, 1, 2],
+        "n": 1.5,
+    }
+    assert json.loads(json_bytes({1: "non-string key"})) == {"1": "non-string key"}
+
+
+def test_json_object_types_every_bad_answer() -> None:
+    from vllm_tasks.responses import json_object
+
+    assert json_object(httpx.Response(200, json={"count": 3}), "/tokenize") == {"count": 3}
+    with pytest.raises(vt.APIError, match="/tokenize: the server's answer is not JSON"):
+        json_object(httpx.Response(200, text="<html>"), "/tokenize")
+    with pytest.raises(vt.APIError, match="unexpected answer"):
+        json_object(httpx.Response(200, json=[1, 2]), "/tokenize")
+
+
+def test_a_missing_optional_package_names_the_extra() -> None:
+    from vllm_tasks.dependencies import require
+
+    with pytest.raises(vt.MissingDependency, match=r'pip install "vllm-tasks\[audio\]"') as raised:
+        require("no_such_module_for_vllm_tasks", "audio", "decoding audio")
+    assert isinstance(raised.value, ImportError) and raised.value.extra == "audio"
+    assert require("json", "audio", "x").__name__ == "json"
+
+
+def test_fetch_errors_are_one_family() -> None:
+    image = vt.ImageFetchError("image", "https://x/a.png", "the host answered HTTP 404")
+    audio = vt.AudioFetchError("audio", "https://x/a.wav", "could not connect")
+    assert isinstance(image, vt.InputFetchError) and isinstance(image, vt.ImageError)
+    assert isinstance(audio, vt.InputFetchError) and isinstance(audio, vt.AudioDecodeError)
+    assert audio.source == "https://x/a.wav" and "could not be fetched (could not connect)" in str(audio)

@@ -342,6 +342,32 @@ class AsyncAudioMethods(AsyncClientBase):
             return audio_io.from_url_bytes(url, data)
         return await async_offload(audio_io.resolve, audio)
 
+    async def _prepare(
+        self,
+        audio: AudioInput,
+        params: SpeechParams,
+        call: CallOptions,
+        *,
+        task: Task,
+        chunking: Chunking,
+        prepare: PrepareMode,
+        stream: bool,
+    ) -> tuple[audio_io.AudioSource, ChunkingOptions, audio_io.Upload | None, str | None]:
+        """Check the call, read the input (and decode it, unless prepare="never": a bad input fails
+        before any request), and gate it on the server; returns the source, the chunking options, the
+        upload (``None`` when it is split client-side) and the model to name.
+        """
+        transcription.validate(params, task=task, stream=stream)
+        options = transcription.chunking_options(chunking)
+        source = await self._audio_source(audio, call)
+        # A stream is split client-side only past vLLM's decode limit: the server splits it at 30 s.
+        limit = defaults.AUDIO_STREAM_LIMIT_SECONDS if stream else transcription.SERVER_CHUNK_SECONDS
+        split = await async_offload(transcription.should_split, source, options, prepare, limit_seconds=limit)
+        upload = None if split else await async_offload(audio_io.prepare_upload, source, prepare)
+        info = await self.server_info()
+        transcription.check_server(params, info)
+        return source, options, upload, resolve_model(info, call.model, self.model)
+
     async def _transcribe(
         self,
         audio: AudioInput,
@@ -353,18 +379,9 @@ class AsyncAudioMethods(AsyncClientBase):
         prepare: PrepareMode,
     ) -> Transcription:
         """One request, or client-side pieces sent concurrently and merged."""
-        transcription.validate(params, task=task, stream=False)
-        options = transcription.chunking_options(chunking)
-        # The input is read (and decoded, unless prepare="never") first: a bad one fails before any request.
-        source = await self._audio_source(audio, call)
-        limit = transcription.SERVER_CHUNK_SECONDS
-        chunked = await async_offload(
-            transcription.should_split, source, options, prepare, limit_seconds=limit
+        source, options, upload, model = await self._prepare(
+            audio, params, call, task=task, chunking=chunking, prepare=prepare, stream=False
         )
-        upload = None if chunked else await async_offload(audio_io.prepare_upload, source, prepare)
-        info = await self.server_info()
-        transcription.check_server(params, info)
-        model = resolve_model(info, call.model, self.model)
         if upload is None:
             return await self._transcribe_pieces(source, params, call, options, task=task, model=model)
         fmt = transcription.server_format(params.response_format)
@@ -456,15 +473,10 @@ class AsyncAudioMethods(AsyncClientBase):
         prepare: PrepareMode,
     ) -> AsyncTranscriptionStream:
         """Open the stream of the first piece (the whole file, or its first client-side piece)."""
-        transcription.validate(params, task=task, stream=True)
-        options = transcription.chunking_options(chunking)
-        source = await self._audio_source(audio, call)
-        limit = defaults.AUDIO_STREAM_LIMIT_SECONDS
-        split = await async_offload(transcription.should_split, source, options, prepare, limit_seconds=limit)
-        upload = None if split else await async_offload(audio_io.prepare_upload, source, prepare)
-        info = await self.server_info()
-        transcription.check_server(params, info)
-        model = resolve_model(info, call.model, self.model)
+        source, options, upload, model = await self._prepare(
+            audio, params, call, task=task, chunking=chunking, prepare=prepare, stream=True
+        )
+        split = upload is None
         duration = upload.duration if upload is not None else None
         # Long audio: the pieces' requests are built lazily, each decoded and encoded off the event loop.
         pieces = transcription.stream_requests(source, options, params, call, task=task, model=model)

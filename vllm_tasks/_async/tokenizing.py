@@ -11,7 +11,7 @@ import httpx
 
 from .. import defaults
 from ..calls import CLIENT_DEFAULT, TimeoutLike
-from ..errors import APIError
+from ..responses import json_object
 from ..transport import AsyncTransport, Request
 
 
@@ -109,7 +109,7 @@ async def truncate_texts(
             [request("/detokenize", tokens=kept) for _, kept in cut], concurrency
         )
         for (index, _), response in zip(cut, decoded, strict=True):
-            prompt = _object(response, "/detokenize").get("prompt")
+            prompt = json_object(response, "/detokenize").get("prompt")
             if isinstance(prompt, str):
                 out[index] = prompt
     return out
@@ -119,17 +119,7 @@ def _over_limit(responses: Sequence[httpx.Response], limit: int) -> list[tuple[i
     """(index, first ``limit`` tokens) of each ``/tokenize`` answer with more than ``limit`` tokens."""
     cut = []
     for index, response in enumerate(responses):
-        tokens = _object(response, "/tokenize").get("tokens")
+        tokens = json_object(response, "/tokenize").get("tokens")
         if isinstance(tokens, list) and len(tokens) > limit:
             cut.append((index, tokens[:limit]))
     return cut
-
-
-def _object(response: httpx.Response, what: str) -> dict[str, Any]:
-    try:
-        payload = response.json()
-    except ValueError as error:
-        raise APIError(f"{what}: the server's answer is not JSON: {response.text[:200]!r}") from error
-    if not isinstance(payload, dict):
-        raise APIError(f"{what}: unexpected answer {str(payload)[:200]!r}")
-    return payload

@@ -13,6 +13,7 @@ from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike
 from ..decoding import EmbedDType, Endianness
 from ..errors import ContextLengthExceeded
 from ..offload import sync_offload
+from ..responses import json_object
 from ..types.embeddings import EmbeddingResult, EmbeddingType, EmbedV2Result, EncodingFormat, Truncate
 from .base import ClientBase
 from .tokenizing import count_longest
@@ -226,7 +227,8 @@ class EmbeddingMethods(ClientBase):
             show_progress=batching.show_progress,
             description="embed_v2",
         )
-        return embeddings.merge_v2_responses([response.json() for response in responses], types)
+        payloads = [json_object(response, "/v2/embed") for response in responses]
+        return embeddings.merge_v2_responses(payloads, types)
 
 
 def _body_bytes(responses: list[httpx.Response]) -> int:
