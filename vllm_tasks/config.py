@@ -11,6 +11,7 @@ import httpx
 
 from . import defaults
 from .errors import InvalidInputError
+from .validation import int_at_least, is_number
 from .version import __version__
 
 TimeoutArg = float | httpx.Timeout | None
@@ -53,10 +54,7 @@ class ClientConfig:
             raise InvalidInputError(
                 "model", model, "must be a non-empty string", "Pass a served model name or None."
             )
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise InvalidInputError(
-                "max_retries", max_retries, "must be an integer >= 0", "Use 0 to disable retries."
-            )
+        int_at_least("max_retries", max_retries, 0, "Use 0 to disable retries.")
         all_headers = {"User-Agent": f"vllm-tasks/{__version__}"}
         for name, value in (headers or {}).items():
             if not isinstance(name, str) or not isinstance(value, str):
@@ -121,7 +119,7 @@ def _timeout(value: TimeoutArg) -> httpx.Timeout:
         return value
     if value is None:
         return httpx.Timeout(None)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+    if not is_number(value) or not value > 0:
         raise InvalidInputError(
             "timeout",
             value,

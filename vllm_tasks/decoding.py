@@ -110,23 +110,31 @@ def decode_raw(
     return out
 
 
-def decode_base64(
-    text: str,
+def decode_base64_rows(
+    texts: Sequence[str],
     embed_dtype: EmbedDType | str = "float32",
     endianness: Endianness | str = "little",
     *,
     widen: bool = True,
 ) -> npt.NDArray[Any]:
-    """Decode one base64 embedding (vLLM's ``encoding_format="base64"``) into a 1-D array.
+    """Decode base64 embeddings (vLLM's ``encoding_format="base64"``, one string per input) into an
+    ``(n, d)`` matrix, in one ``np.frombuffer`` over the joined bytes.
 
     Raises:
-        DecodeError: for invalid base64 or a length that does not fit the dtype.
+        DecodeError: for a string that is not valid base64, or lengths that do not give equal rows.
+
+    Example:
+        >>> decode_base64_rows(["AAAAPwAAAMA="])
+        array([[ 0.5, -2. ]], dtype=float32)
     """
     try:
-        raw = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError) as error:
+        raw = b"".join(base64.b64decode(text, validate=True) for text in texts)
+    except (binascii.Error, ValueError, TypeError) as error:
         raise DecodeError(f"invalid base64 embedding: {error}") from error
-    return decode_raw(raw, embed_dtype, endianness, widen=widen)
+    flat = decode_raw(raw, embed_dtype, endianness, widen=widen)
+    if not texts or flat.size % len(texts):
+        raise DecodeError(f"{flat.size} values cannot be split into {len(texts)} equal vectors")
+    return flat.reshape(len(texts), -1)
 
 
 def stack_rows(rows: Sequence[npt.NDArray[Any]], dtype: npt.DTypeLike = np.float32) -> npt.NDArray[Any]:

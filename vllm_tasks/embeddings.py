@@ -7,7 +7,6 @@ sending is ``vllm_tasks/_async/embeddings.py`` (and its generated sync twin).
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -19,7 +18,14 @@ import numpy.typing as npt
 from . import defaults, gates
 from .batching import plan_batches
 from .calls import CallOptions, resolve_model
-from .decoding import EMBED_DTYPES, DecodeError, EmbedDType, Endianness, decode_bytes_response, decode_raw
+from .decoding import (
+    EMBED_DTYPES,
+    DecodeError,
+    EmbedDType,
+    Endianness,
+    decode_base64_rows,
+    decode_bytes_response,
+)
 from .errors import ContextLengthExceeded, DimensionsNotApplied, InvalidInputError
 from .responses import json_object
 from .transport import Request
@@ -130,8 +136,9 @@ def decode_embeddings_response(
         raise DecodeError(f"the server returned {len(data)} embeddings for {expected_items} inputs")
     usage = Usage.model_validate(payload.get("usage") or {})
     if data and isinstance(data[0]["embedding"], str):
-        raw = b"".join(base64.b64decode(item["embedding"]) for item in data)
-        matrix = decode_raw(raw, embed_dtype, endianness, widen=widen).reshape(len(data), -1)
+        matrix = decode_base64_rows(
+            [item["embedding"] for item in data], embed_dtype, endianness, widen=widen
+        )
     else:
         matrix = np.asarray([item["embedding"] for item in data], dtype=np.float32)
         if matrix.ndim != 2:
@@ -504,5 +511,4 @@ def _v2_array(name: str, values: Sequence[Any]) -> npt.NDArray[Any]:
     if name == "ubinary":
         return np.asarray(values, dtype=np.uint8).reshape(len(values), -1)
     # base64 on /v2/embed is always little-endian float32, whatever embed_dtype would say.
-    raw = b"".join(base64.b64decode(text) for text in values)
-    return decode_raw(raw, "float32", "little").reshape(len(values), -1)
+    return decode_base64_rows(values, "float32", "little")

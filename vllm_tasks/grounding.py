@@ -205,19 +205,3 @@ def to_pixels(box: Box, size: tuple[int, int]) -> Box:
         round(x2 / COORD_MAX * width),
         round(y2 / COORD_MAX * height),
     )
-
-
-def render_grounding(blocks: Iterable[GroundedBlock]) -> str:
-    """Write blocks back in DeepSeek-OCR's format (the inverse of :func:`parse_grounding` for complete,
-    tag-free blocks); used by tests and fakes."""
-    out: list[str] = []
-    for block in blocks:
-        if block.label is None:
-            out.append(block.content)
-            continue
-        out.append(f"{REF_OPEN}{block.label}{REF_CLOSE}")
-        if block.boxes:
-            boxes = ", ".join(f"[{x1}, {y1}, {x2}, {y2}]" for x1, y1, x2, y2 in block.boxes)
-            out.append(f"{DET_OPEN}[{boxes}]{DET_CLOSE}")
-        out.append(block.content)
-    return "".join(out)

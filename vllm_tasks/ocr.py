@@ -35,7 +35,7 @@ from .transport import Request
 from .types.common import Usage
 from .types.ocr import OCRBlock, OCRDocument, OCRPage, OCRResult
 from .types.server import ServerInfo
-from .validation import number_in_range, positive_int
+from .validation import is_number, number_in_range, positive_int
 
 CHAT_PATH = "/v1/chat/completions"
 NGRAM_PROCESSOR_FLAG = (
@@ -119,7 +119,7 @@ class OCROptions:
             raise InvalidInputError(
                 "whitelist_token_ids", ids, "must be a sequence of ints", "E.g. (128821,)."
             )
-        if isinstance(self.temperature, bool) or not isinstance(self.temperature, int | float):
+        if not is_number(self.temperature):
             raise InvalidInputError("temperature", self.temperature, "must be a number", "Use 0.0 for OCR.")
 
 

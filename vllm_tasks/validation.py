@@ -4,7 +4,7 @@ naming the argument, the value and the fix.
 
 from __future__ import annotations
 
-from typing import overload
+from typing import TypeGuard, overload
 
 from .errors import InvalidInputError
 
@@ -55,4 +55,29 @@ def number_in_range(field: str, value: object, low: float, high: float, fix: str
     """
     if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
         raise InvalidInputError(field, value, f"must be a number from {low:g} to {high:g}", fix)
+    return float(value)
+
+
+def is_number(value: object) -> TypeGuard[int | float]:
+    """Whether ``value`` is an int or a float (``bool`` is not a number here).
+
+    Example:
+        >>> is_number(2.5), is_number(True)
+        (True, False)
+    """
+    return not isinstance(value, bool) and isinstance(value, int | float)
+
+
+def positive_number(field: str, value: object, fix: str = "") -> float:
+    """Check a number argument (seconds, a rate) that must be > 0.
+
+    Raises:
+        InvalidInputError: for a bool, a non-number, zero or a negative value.
+
+    Example:
+        >>> positive_number("timeout", 30)
+        30.0
+    """
+    if not is_number(value) or not value > 0:
+        raise InvalidInputError(field, value, "must be a positive number", fix)
     return float(value)

@@ -18,7 +18,7 @@ from vllm_tasks import decoding
 from vllm_tasks.decoding import (
     FP8_E4M3_TO_FLOAT16,
     DecodeError,
-    decode_base64,
+    decode_base64_rows,
     decode_bytes_response,
     decode_raw,
     unpackbits,
@@ -84,7 +84,7 @@ def test_decode_raw_never_crashes_on_arbitrary_bytes(raw: bytes, dtype: str) -> 
 @given(st.text(max_size=40))
 def test_decode_base64_never_crashes(text: str) -> None:
     with contextlib.suppress(DecodeError):
-        decode_base64(text)
+        decode_base64_rows([text])
 
 
 def test_unknown_dtype_and_bad_length() -> None:
@@ -141,7 +141,12 @@ def test_unpackbits_binary_and_ubinary_agree() -> None:
 
 def test_base64_helper() -> None:
     values = np.array([0.5, -2.0], dtype="<f4")
-    np.testing.assert_array_equal(decode_base64(base64.b64encode(values.tobytes()).decode()), values)
+    text = base64.b64encode(values.tobytes()).decode()
+    np.testing.assert_array_equal(decode_base64_rows([text, text]), np.stack([values, values]))
+    with pytest.raises(DecodeError, match="invalid base64"):
+        decode_base64_rows(["not base64!"])
+    with pytest.raises(DecodeError, match="cannot be split into 2 equal vectors"):
+        decode_base64_rows([text, base64.b64encode(values[:1].tobytes()).decode()])
 
 
 # --- `bytes` metadata: the vectorised layout check and the remembered `data` arrays -----------------

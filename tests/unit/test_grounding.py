@@ -7,11 +7,22 @@ several boxes; coordinates are 0-999 of the image's width and height.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vllm_tasks import grounding
-from vllm_tasks.grounding import GroundedBlock, parse_boxes, parse_grounding, render_grounding, to_markdown
+from vllm_tasks.grounding import (
+    DET_CLOSE,
+    DET_OPEN,
+    REF_CLOSE,
+    REF_OPEN,
+    GroundedBlock,
+    parse_boxes,
+    parse_grounding,
+    to_markdown,
+)
 
 # A page as DeepSeek-OCR writes it for "<|grounding|>Convert the document to markdown."
 MARKDOWN_PAGE = (
@@ -38,6 +49,22 @@ OCR_LINES = (
     "<|ref|>Milk 1.99<|/ref|><|det|>[[100, 120, 900, 150]]<|/det|>\n"
     "<|ref|>Bread 2.49<|/ref|><|det|>[[100, 160, 900, 190]]<|/det|>\n"
 )
+
+
+def render_grounding(blocks: Iterable[GroundedBlock]) -> str:
+    """Write blocks back in DeepSeek-OCR's format (the inverse of :func:`parse_grounding` for complete,
+    tag-free blocks)."""
+    out: list[str] = []
+    for block in blocks:
+        if block.label is None:
+            out.append(block.content)
+            continue
+        out.append(f"{REF_OPEN}{block.label}{REF_CLOSE}")
+        if block.boxes:
+            boxes = ", ".join(f"[{x1}, {y1}, {x2}, {y2}]" for x1, y1, x2, y2 in block.boxes)
+            out.append(f"{DET_OPEN}[{boxes}]{DET_CLOSE}")
+        out.append(block.content)
+    return "".join(out)
 
 
 def test_markdown_page_blocks_labels_boxes_and_text() -> None:

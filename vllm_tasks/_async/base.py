@@ -18,6 +18,7 @@ from ..errors import InvalidInputError
 from ..progress import Progress
 from ..transport import AsyncTransport, Request
 from ..types.server import ProbeReport, ServerInfo
+from ..validation import positive_number
 from . import discovery
 
 
@@ -137,9 +138,8 @@ class AsyncClientBase:
         Example:
             >>> await client.wait_until_ready(timeout=120)
         """
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-            raise InvalidInputError("timeout", timeout, "must be a positive number of seconds", "")
-        await discovery.wait_until_ready(self._transport, self._config.base_url, float(timeout), interval)
+        seconds = positive_number("timeout", timeout, "For example timeout=120 (seconds).")
+        await discovery.wait_until_ready(self._transport, self._config.base_url, seconds, interval)
 
     async def probe(self) -> ProbeReport:
         """Check which tasks the server serves, and which known pitfalls apply to it.

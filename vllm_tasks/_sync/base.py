@@ -19,6 +19,7 @@ from ..errors import InvalidInputError
 from ..progress import Progress
 from ..transport import Request, SyncTransport
 from ..types.server import ProbeReport, ServerInfo
+from ..validation import positive_number
 from . import discovery
 
 
@@ -138,9 +139,8 @@ class ClientBase:
         Example:
             >>> client.wait_until_ready(timeout=120)
         """
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-            raise InvalidInputError("timeout", timeout, "must be a positive number of seconds", "")
-        discovery.wait_until_ready(self._transport, self._config.base_url, float(timeout), interval)
+        seconds = positive_number("timeout", timeout, "For example timeout=120 (seconds).")
+        discovery.wait_until_ready(self._transport, self._config.base_url, seconds, interval)
 
     def probe(self) -> ProbeReport:
         """Check which tasks the server serves, and which known pitfalls apply to it.
