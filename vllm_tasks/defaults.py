@@ -25,6 +25,8 @@ HEALTH_POLL_INTERVAL = 1.0
 READY_TIMEOUT = 600.0
 """``wait_until_ready()``: a large model can take minutes to load."""
 PROBE_TIMEOUT = 30.0
+PROBE_CONCURRENCY = 3
+"""Task routes probed at once by ``probe()``."""
 FETCH_TIMEOUT = 60.0
 """Downloading a user-given image or audio URL client-side."""
 PROCESSOR_CHECK_TIMEOUT = 30.0

@@ -88,7 +88,7 @@ async def probe(transport: AsyncTransport, base_url: str) -> ProbeReport:
     """
     info = await discover(transport, base_url, strict=False)
     routes = list(TASK_ROUTES.values())
-    responses = await transport.send_all(probe_requests(routes), concurrency=3)
+    responses = await transport.send_all(probe_requests(routes), concurrency=defaults.PROBE_CONCURRENCY)
     tasks = tuple(classify_probe(route, response) for route, response in zip(routes, responses, strict=True))
     advisories = advisories_for(info, tasks)
     ngram_processor: bool | None = None

@@ -89,7 +89,7 @@ def probe(transport: SyncTransport, base_url: str) -> ProbeReport:
     """
     info = discover(transport, base_url, strict=False)
     routes = list(TASK_ROUTES.values())
-    responses = transport.send_all(probe_requests(routes), concurrency=3)
+    responses = transport.send_all(probe_requests(routes), concurrency=defaults.PROBE_CONCURRENCY)
     tasks = tuple(classify_probe(route, response) for route, response in zip(routes, responses, strict=True))
     advisories = advisories_for(info, tasks)
     ngram_processor: bool | None = None
