@@ -147,7 +147,7 @@ class SyncTransport(_TransportBase):
         try:
             response = self.http.send(built)
         except httpx.TransportError as error:
-            raise self._connection_error(request.method, built.url, error) from error
+            raise self._connection_error(request.method, built.url, error) from _headerless(error)
         return self._check(request, response)
 
     def send_all(
@@ -191,7 +191,7 @@ class SyncTransport(_TransportBase):
         try:
             response = self.http.send(built, stream=True)
         except httpx.TransportError as error:
-            raise self._connection_error(request.method, built.url, error) from error
+            raise self._connection_error(request.method, built.url, error) from _headerless(error)
         if response.status_code >= 400:
             try:
                 response.read()
@@ -209,7 +209,7 @@ class SyncTransport(_TransportBase):
         try:
             return self.http.send(self._fetch_request(url, timeout), auth=None, follow_redirects=True)
         except httpx.TransportError as error:
-            raise self._connection_error("GET", url, error) from error
+            raise self._connection_error("GET", url, error) from _headerless(error)
 
     def sleep(self, seconds: float) -> None:
         """Wait ``seconds`` (between polls)."""
@@ -241,7 +241,7 @@ class AsyncTransport(_TransportBase):
         try:
             response = await self.http.send(built)
         except httpx.TransportError as error:
-            raise self._connection_error(request.method, built.url, error) from error
+            raise self._connection_error(request.method, built.url, error) from _headerless(error)
         return self._check(request, response)
 
     async def send_all(
@@ -281,7 +281,7 @@ class AsyncTransport(_TransportBase):
         try:
             response = await self.http.send(built, stream=True)
         except httpx.TransportError as error:
-            raise self._connection_error(request.method, built.url, error) from error
+            raise self._connection_error(request.method, built.url, error) from _headerless(error)
         if response.status_code >= 400:
             try:
                 await response.aread()
@@ -299,7 +299,7 @@ class AsyncTransport(_TransportBase):
         try:
             return await self.http.send(self._fetch_request(url, timeout), auth=None, follow_redirects=True)
         except httpx.TransportError as error:
-            raise self._connection_error("GET", url, error) from error
+            raise self._connection_error("GET", url, error) from _headerless(error)
 
     async def sleep(self, seconds: float) -> None:
         """Wait ``seconds`` (between polls)."""
@@ -327,7 +327,7 @@ class LineStream(_LineStreamBase):
         try:
             yield from self.response.iter_lines()
         except httpx.TransportError as error:
-            raise self._broken(error) from error
+            raise self._broken(error) from _headerless(error)
         finally:
             self.response.close()
 
@@ -347,13 +347,19 @@ class AsyncLineStream(_LineStreamBase):
             async for line in self.response.aiter_lines():
                 yield line
         except httpx.TransportError as error:
-            raise self._broken(error) from error
+            raise self._broken(error) from _headerless(error)
         finally:
             await self.response.aclose()
 
     async def close(self) -> None:
         """Release the connection (safe to call twice)."""
         await self.response.aclose()
+
+
+def _headerless(error: httpx.TransportError) -> httpx.TransportError:
+    """The same httpx error without its request: an exception chain must not carry the API key (a
+    request's headers) to a log or a traceback."""
+    return type(error)(str(error))
 
 
 def json_bytes(value: Any) -> bytes:

@@ -195,3 +195,19 @@ def test_fetch_errors_are_one_family() -> None:
     assert isinstance(image, vt.InputFetchError) and isinstance(image, vt.ImageError)
     assert isinstance(audio, vt.InputFetchError) and isinstance(audio, vt.AudioDecodeError)
     assert audio.source == "https://x/a.wav" and "could not be fetched (could not connect)" in str(audio)
+
+
+def test_no_exception_chain_carries_the_api_key(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_exception(httpx.ConnectError("refused"), is_reusable=True)
+    client = make_client(api_key="sk-secret-key")
+    with pytest.raises(vt.APIConnectionError) as raised:
+        client.server_info()
+    chain: BaseException | None = raised.value
+    while chain is not None:
+        request = getattr(chain, "_request", None)
+        assert request is None or "sk-secret-key" not in str(request.headers)
+        chain = chain.__cause__ or chain.__context__
+    cause = raised.value.__cause__
+    assert isinstance(cause, httpx.ConnectError) and str(cause) == "refused"
+    with pytest.raises(RuntimeError):
+        _ = cause.request  # httpx raises when no request is attached
