@@ -42,6 +42,7 @@ from .errors import (
     ServerNotReady,
     ServiceUnavailableError,
     StreamError,
+    UnexpectedResponse,
     UnprocessableEntityError,
     UnsupportedByServer,
     VLLMTasksError,
@@ -50,6 +51,7 @@ from .jobs import EmbedFileReport, embed_file
 from .ocr import NGramProcessorMissingWarning, OCRTruncatedWarning, locate
 from .scoring import maxsim
 from .transcription import ChunkingOptions
+from .transport import FetchLimits
 from .types import Advisory, ModelCard, ProbeReport, ServerInfo, TaskProbe, TaskStatus
 from .types.audio import Transcription, TranscriptionDelta, TranscriptionSegment, TranscriptionUsage
 from .types.common import Usage
@@ -90,6 +92,7 @@ __all__ = [
     "EmbedV2Result",
     "EmbeddingResult",
     "EndpointNotServed",
+    "FetchLimits",
     "ImageError",
     "ImageFetchError",
     "ImageTooLarge",
@@ -129,6 +132,7 @@ __all__ = [
     "TranscriptionSegment",
     "TranscriptionStream",
     "TranscriptionUsage",
+    "UnexpectedResponse",
     "UnprocessableEntityError",
     "UnsupportedByServer",
     "Usage",

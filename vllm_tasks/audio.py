@@ -187,6 +187,7 @@ def _from_array(pair: tuple[Any, int]) -> AudioSource:
     array, rate = pair
     if isinstance(rate, bool) or not isinstance(rate, int | np.integer) or rate <= 0:
         raise InvalidInputError("audio[1]", rate, "the sample rate must be a positive int", "e.g. 16000")
+    check_sample_rate("audio[1]", int(rate))
     samples = np.asarray(array)
     if samples.ndim not in (1, 2) or samples.size == 0:
         raise InvalidInputError(
@@ -238,13 +239,42 @@ def _open_target(source: AudioSource) -> str | io.BytesIO:
     return io.BytesIO(source.data or b"")
 
 
+def check_sample_rate(field: str, rate: int) -> None:
+    """Refuse a sample rate below ``defaults.AUDIO_MIN_SAMPLE_RATE`` (1000 Hz).
+
+    At 1 Hz a few thousand samples are hours of "audio": hundreds of requests for nothing.
+
+    Raises:
+        InvalidInputError: naming the rate.
+
+    Example:
+        >>> check_sample_rate("audio[1]", 16000)
+    """
+    minimum = defaults.AUDIO_MIN_SAMPLE_RATE
+    if rate < minimum:
+        raise InvalidInputError(
+            field,
+            rate,
+            f"a sample rate of {rate} Hz is below {minimum} Hz, too low for speech",
+            "Pass the audio's real sample rate (e.g. 16000), or fix the file's header.",
+        )
+
+
 def info(source: AudioSource) -> AudioInfo:
     """Sample rate, channels, duration and format, read from the header (soundfile, then PyAV).
 
     Raises:
         AudioDecodeError: neither decoder can read it (the reasons of both are in the message).
+        InvalidInputError: the sample rate is below ``defaults.AUDIO_MIN_SAMPLE_RATE``.
         MissingDependency: neither soundfile nor PyAV is installed (arrays need none).
     """
+    meta = _header(source)
+    if meta.sample_rate > 0:  # PyAV may not know it (0): the decoder then decides
+        check_sample_rate(f"audio ({source.name})", meta.sample_rate)
+    return meta
+
+
+def _header(source: AudioSource) -> AudioInfo:
     if source.samples is not None:
         rate = source.sample_rate or TARGET_RATE
         return AudioInfo(rate, 1, len(source.samples) / rate, "array")
@@ -472,7 +502,35 @@ def _stem(name: str) -> str:
     return stem or "audio"
 
 
-def prepare_upload(source: AudioSource, prepare: PrepareMode = "auto") -> Upload:
+_SPLIT_FIX = (
+    "Use chunking='auto' or 'client' (split client-side into small pieces), or raise "
+    "ChunkingOptions.size_limit if the server accepts larger uploads."
+)
+
+
+def check_upload_size(source: AudioSource, size_limit: int = defaults.AUDIO_SIZE_LIMIT) -> None:
+    """Refuse an input to be uploaded as it is when it is over ``size_limit`` bytes, before reading it.
+
+    Raises:
+        InvalidInputError: naming the size and the limit.
+
+    Example:
+        >>> check_upload_size(AudioSource(name="<bytes>", data=b"RIFF..."))
+    """
+    size = source.size()
+    if size is not None and size > size_limit:
+        raise InvalidInputError(
+            "audio",
+            source.name,
+            f"is {size} bytes, over the server's upload limit of {size_limit} bytes (vLLM's "
+            "VLLM_MAX_AUDIO_CLIP_FILESIZE_MB, 25 MiB by default); it was not read",
+            _SPLIT_FIX,
+        )
+
+
+def prepare_upload(
+    source: AudioSource, prepare: PrepareMode = "auto", *, size_limit: int = defaults.AUDIO_SIZE_LIMIT
+) -> Upload:
     """What to upload for ``source``.
 
     ``never`` sends the bytes untouched. ``auto``/``always`` check that the audio decodes (so that an
@@ -481,8 +539,12 @@ def prepare_upload(source: AudioSource, prepare: PrepareMode = "auto") -> Upload
     16 kHz and re-encoded (FLAC, or WAV without soundfile). Without soundfile and PyAV, ``auto`` sends
     the bytes untouched and ``always`` raises.
 
+    Inputs sent as they are must fit ``size_limit`` (vLLM refuses larger uploads): a larger one is
+    refused before it is read. One decoded whole must be under ``defaults.AUDIO_MAX_DECODED_SECONDS``.
+
     Raises:
         AudioDecodeError: the input cannot be decoded.
+        InvalidInputError: too large to send whole (split it client-side: ``chunking="auto"``).
         MissingDependency: ``prepare="always"`` without a decoder.
     """
     if source.samples is not None:
@@ -491,10 +553,20 @@ def prepare_upload(source: AudioSource, prepare: PrepareMode = "auto") -> Upload
             f"{_stem(source.filename)}.{ext}", content, mime, len(source.samples) / (source.sample_rate or 1)
         )
     if prepare == "never" or (prepare == "auto" and not have_decoder()):
+        check_upload_size(source, size_limit)
         return Upload(source.filename, source.read_bytes(), "application/octet-stream", None)
     meta = info(source)
     if meta.format.upper() in _UPLOAD_AS_IS and meta.channels == 1 and meta.sample_rate == TARGET_RATE:
+        check_upload_size(source, size_limit)
         return Upload(source.filename, source.read_bytes(), f"audio/{meta.format.lower()}", meta.duration)
+    if meta.duration > defaults.AUDIO_MAX_DECODED_SECONDS:
+        raise InvalidInputError(
+            "audio",
+            source.name,
+            f"is {meta.duration:.0f} s long: over {defaults.AUDIO_MAX_DECODED_SECONDS:.0f} s to decode in "
+            "memory and send whole",
+            _SPLIT_FIX,
+        )
     samples = decode(source)
     content, ext, mime = encode(samples)
     return Upload(f"{_stem(source.filename)}.{ext}", content, mime, len(samples) / TARGET_RATE)

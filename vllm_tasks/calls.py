@@ -9,7 +9,7 @@ from typing import Any
 from .config import TimeoutArg
 from .errors import InvalidInputError
 from .types.server import ServerInfo
-from .validation import positive_int
+from .validation import header_values, positive_int, timeout_value
 
 TimeoutLike = TimeoutArg
 
@@ -32,6 +32,11 @@ class CallOptions:
         extra_body: extra JSON (or form) fields merged into every request of the call.
         extra_headers: extra headers for every request of the call.
         timeout: per-request timeout; ``CLIENT_DEFAULT`` uses the client's.
+
+    Raises:
+        InvalidInputError: ``extra_body``/``extra_headers`` not a mapping, a header name or value not
+            ASCII text on one line, or a timeout that is not ``None``, a positive finite number or an
+            ``httpx.Timeout`` of such numbers.
     """
 
     model: str | None = None
@@ -48,6 +53,9 @@ class CallOptions:
             raise InvalidInputError(
                 "extra_headers", self.extra_headers, "must be a mapping", "Pass a dict of header values."
             )
+        header_values("extra_headers", self.extra_headers)
+        if self.timeout is not CLIENT_DEFAULT:
+            timeout_value("timeout", self.timeout)
 
 
 def resolve_model(info: ServerInfo, requested: str | None, client_model: str | None = None) -> str | None:

@@ -1,7 +1,7 @@
 """The ``vllm-tasks`` console script: operator tools over the same client.
 
 Exit codes: 0 success, 1 the server answered with an error, 2 the server could not be reached, 64 bad
-usage.
+usage, 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ EXIT_OK = 0
 EXIT_SERVER_ERROR = 1
 EXIT_UNREACHABLE = 2
 EXIT_USAGE = 64
+EXIT_INTERRUPTED = 130
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,10 +102,18 @@ def add_embed_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 def _read_text_lines(path: str) -> list[str]:
-    if path == "-":
-        return sys.stdin.read().splitlines()
-    with open(path, encoding="utf-8") as handle:
-        return handle.read().splitlines()
+    try:
+        if path == "-":
+            return sys.stdin.read().splitlines()
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().splitlines()
+    except UnicodeDecodeError as error:
+        raise InvalidInputError(
+            "--file",
+            "<stdin>" if path == "-" else path,
+            f"is not UTF-8 text ({error.reason} at byte {error.start})",
+            "Convert it to UTF-8 first, e.g. `iconv -f latin1 -t utf-8`.",
+        ) from None
 
 
 def run_embed(args: argparse.Namespace, client: Client) -> int:
@@ -149,12 +158,7 @@ def run_rerank(args: argparse.Namespace, client: Client) -> int:
     """The ``rerank`` sub-command: prints ``score<TAB>index<TAB>document`` lines, best first."""
     documents = list(args.documents)
     if args.file is not None:
-        if args.file == "-":
-            lines = sys.stdin.read().splitlines()
-        else:
-            with open(args.file, encoding="utf-8") as handle:
-                lines = handle.read().splitlines()
-        documents.extend(line for line in lines if line.strip())
+        documents.extend(line for line in _read_text_lines(args.file) if line.strip())
     if not documents:
         print("vllm-tasks rerank: no documents (pass them as arguments or with --file)", file=sys.stderr)
         return EXIT_USAGE
@@ -422,6 +426,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as error:  # an input or output file that cannot be read or written
         print(f"vllm-tasks: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback, the shell's code for SIGINT
+        print("vllm-tasks: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from . import defaults
-from .errors import InvalidInputError
-from .validation import int_at_least, is_number
+from .errors import InvalidInputError, redact_url
+from .validation import header_values, int_at_least, is_number, timeout_value
 from .version import __version__
 
 TimeoutArg = float | httpx.Timeout | None
@@ -19,7 +19,11 @@ TimeoutArg = float | httpx.Timeout | None
 
 @dataclass(frozen=True)
 class ClientConfig:
-    """Validated settings of a client. ``repr`` never shows the API key."""
+    """Validated settings of a client. ``repr`` never shows the API key or URL credentials.
+
+    ``base_url`` keeps any ``user:password@`` for requests (httpx sends it as Basic auth);
+    ``display_url`` is the same URL without them, for reprs, messages and reports.
+    """
 
     base_url: str
     api_key: str | None
@@ -30,7 +34,12 @@ class ClientConfig:
 
     def __repr__(self) -> str:
         key = "set" if self.api_key else "none"
-        return f"ClientConfig(base_url={self.base_url!r}, model={self.model!r}, api_key={key})"
+        return f"ClientConfig(base_url={self.display_url!r}, model={self.model!r}, api_key={key})"
+
+    @property
+    def display_url(self) -> str:
+        """``base_url`` without credentials (``http://user:KEY@host`` -> ``http://host``)."""
+        return redact_url(self.base_url)
 
     @classmethod
     def create(
@@ -50,18 +59,25 @@ class ClientConfig:
         """
         url = _base_url(base_url)
         key = _api_key(api_key)
+        if key is not None and httpx.URL(url).userinfo:
+            # httpx turns URL credentials into Basic auth, which replaces the Bearer header: the key
+            # would silently never be sent.
+            raise InvalidInputError(
+                "base_url",
+                redact_url(url),
+                "has user:password credentials and an api_key is set too (only one can be sent)",
+                "Put the key in api_key= (or VLLM_API_KEY) and drop the credentials from the URL, or unset "
+                "the key when the URL's credentials are what a proxy in front of vLLM needs.",
+            )
         if model is not None and (not isinstance(model, str) or not model.strip()):
             raise InvalidInputError(
                 "model", model, "must be a non-empty string", "Pass a served model name or None."
             )
         int_at_least("max_retries", max_retries, 0, "Use 0 to disable retries.")
-        all_headers = {"User-Agent": f"vllm-tasks/{__version__}"}
-        for name, value in (headers or {}).items():
-            if not isinstance(name, str) or not isinstance(value, str):
-                raise InvalidInputError(
-                    f"headers[{name!r}]", type(value).__name__, "header names and values must be str", ""
-                )
-            all_headers[name] = value
+        if headers is not None and not isinstance(headers, Mapping):
+            raise InvalidInputError("headers", headers, "must be a mapping", "Pass a dict of header values.")
+        header_values("headers", headers)
+        all_headers = {"User-Agent": f"vllm-tasks/{__version__}", **(headers or {})}
         if key is not None:
             all_headers["Authorization"] = f"Bearer {key}"
         return cls(
@@ -86,7 +102,7 @@ def _base_url(value: str | httpx.URL | None) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidInputError(
             "base_url",
-            text,
+            redact_url(text),
             "is not an http(s) URL with a host",
             "Pass the server's root URL, e.g. 'http://localhost:8000'.",
         )
@@ -116,10 +132,11 @@ def _api_key(value: str | None) -> str | None:
 
 def _timeout(value: TimeoutArg) -> httpx.Timeout:
     if isinstance(value, httpx.Timeout):
+        timeout_value("timeout", value)  # each part None or a positive finite number
         return value
     if value is None:
         return httpx.Timeout(None)
-    if not is_number(value) or not value > 0:
+    if not is_number(value) or not value > 0 or value == float("inf"):
         raise InvalidInputError(
             "timeout",
             value,

@@ -28,6 +28,10 @@ _json_loads: Callable[[str], Any] = orjson.loads
 EmbedDType = Literal["float32", "float16", "bfloat16", "fp8_e4m3", "fp8_e5m2"]
 Endianness = Literal["native", "big", "little"]
 EMBED_DTYPES: tuple[EmbedDType, ...] = ("float32", "float16", "bfloat16", "fp8_e4m3", "fp8_e5m2")
+ENDIANNESS: tuple[Endianness, ...] = ("native", "big", "little")
+FINITE_DTYPES = frozenset({"float32", "bfloat16", "json"})
+"""Wire dtypes whose values must be finite. A float16 or fp8 cast of a healthy model's output can
+overflow to inf or NaN (float16 above 65504, fp8_e4m3 above 448), so those are not checked."""
 
 _ITEM_SIZE: dict[str, int] = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1}
 
@@ -90,15 +94,17 @@ def decode_raw(
         raise DecodeError(
             f"{len(raw)} bytes is not a whole number of {embed_dtype} values ({size} bytes each)"
         )
+    if endianness not in ENDIANNESS:
+        raise DecodeError(f"unknown endianness {endianness!r}; expected one of {', '.join(ENDIANNESS)}")
     order = _byte_order(endianness)
     out: npt.NDArray[Any]
     if embed_dtype == "float32":
-        out = np.frombuffer(raw, dtype=f"{order}f4")
+        out = check_finite(np.frombuffer(raw, dtype=f"{order}f4"), embed_dtype)
     elif embed_dtype == "float16":
         out = np.frombuffer(raw, dtype=f"{order}f2")
     elif embed_dtype == "bfloat16":
         bits = np.frombuffer(raw, dtype=f"{order}u2").astype(np.uint32) << 16
-        return bits.view(np.float32)
+        return check_finite(bits.view(np.float32), embed_dtype)
     elif embed_dtype == "fp8_e4m3":
         out = FP8_E4M3_TO_FLOAT16[np.frombuffer(raw, dtype=np.uint8)]
     else:  # fp8_e5m2 is the upper byte of an IEEE float16
@@ -108,6 +114,30 @@ def decode_raw(
     if out.dtype.byteorder == ">" or (out.dtype.byteorder == "=" and sys.byteorder == "big"):
         return out.astype(out.dtype.newbyteorder("<"))
     return out
+
+
+def check_finite(values: npt.NDArray[Any], embed_dtype: str = "float32") -> npt.NDArray[Any]:
+    """``values`` unchanged, after checking that every value is finite (for :data:`FINITE_DTYPES`).
+
+    Two SIMD passes (``min``/``max`` propagate NaN and show infinities), no temporary array.
+
+    Raises:
+        DecodeError: naming the first row (of a 2-D array) or position holding NaN or infinity.
+
+    Example:
+        >>> check_finite(np.array([1.0, 2.0], dtype=np.float32))
+        array([1., 2.], dtype=float32)
+    """
+    if embed_dtype not in FINITE_DTYPES or values.size == 0:
+        return values
+    if np.isfinite(values.min()) and np.isfinite(values.max()):
+        return values
+    bad = np.argwhere(~np.isfinite(values))[0]
+    where = f"row {bad[0]}" if values.ndim == 2 else f"position {bad[0]}"
+    raise DecodeError(
+        f"the server sent a non-finite value (NaN or infinity) at {where} of {embed_dtype} embeddings; "
+        "the payload is corrupt or the model produced invalid output"
+    )
 
 
 def decode_base64_rows(
@@ -121,20 +151,55 @@ def decode_base64_rows(
     ``(n, d)`` matrix, in one ``np.frombuffer`` over the joined bytes.
 
     Raises:
-        DecodeError: for a string that is not valid base64, or lengths that do not give equal rows.
+        DecodeError: for a string that is not valid base64, rows of different or zero widths, or a
+            non-finite value (see :func:`check_finite`).
 
     Example:
         >>> decode_base64_rows(["AAAAPwAAAMA="])
         array([[ 0.5, -2. ]], dtype=float32)
     """
     try:
-        raw = b"".join(base64.b64decode(text, validate=True) for text in texts)
+        parts = [base64.b64decode(text, validate=True) for text in texts]
     except (binascii.Error, ValueError, TypeError) as error:
         raise DecodeError(f"invalid base64 embedding: {error}") from error
-    flat = decode_raw(raw, embed_dtype, endianness, widen=widen)
-    if not texts or flat.size % len(texts):
-        raise DecodeError(f"{flat.size} values cannot be split into {len(texts)} equal vectors")
+    widths = set(map(len, parts))
+    if len(widths) != 1 or 0 in widths:
+        raise DecodeError(
+            f"{sum(widths)} bytes cannot be split into {len(texts)} equal vectors (row sizes "
+            f"{sorted(widths)[:5]} bytes)"
+        )
+    flat = decode_raw(b"".join(parts), embed_dtype, endianness, widen=widen)
     return flat.reshape(len(texts), -1)
+
+
+def float_rows(rows: Sequence[Any], dtype: npt.DTypeLike = np.float32) -> npt.NDArray[Any]:
+    """JSON rows of numbers as an ``(n, d)`` array: every row a list of ``d > 0`` numbers (no bools,
+    strings or nesting), every value finite once cast to ``dtype``.
+
+    Raises:
+        DecodeError: naming what is wrong.
+
+    Example:
+        >>> float_rows([[1, 2.5]])
+        array([[1. , 2.5]], dtype=float32)
+    """
+    if not all(isinstance(row, list) for row in rows):
+        raise DecodeError("every vector must be a list of numbers")
+    widths = set(map(len, rows))
+    if len(widths) != 1 or 0 in widths:
+        raise DecodeError(f"the server returned vectors of widths {sorted(widths)[:10]}: not one width > 0")
+    kinds: set[type] = set()
+    for row in rows:
+        kinds.update(map(type, row))
+    if not kinds <= {float, int}:
+        names = sorted(kind.__name__ for kind in kinds - {float, int})
+        raise DecodeError(f"vectors hold values that are not numbers ({', '.join(names)})")
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported as non-finite below
+            matrix = np.asarray(rows, dtype=dtype)
+    except (ValueError, OverflowError) as error:
+        raise DecodeError(f"vectors hold numbers out of range: {error}") from None
+    return check_finite(matrix, "json")
 
 
 def stack_rows(rows: Sequence[npt.NDArray[Any]], dtype: npt.DTypeLike = np.float32) -> npt.NDArray[Any]:
@@ -157,6 +222,7 @@ def decode_bytes_response(
     *,
     expected_items: int,
     embed_dtype: EmbedDType | str,
+    endianness: Endianness | str = "native",
     widen: bool = True,
 ) -> tuple[npt.NDArray[Any], dict[str, Any]]:
     """Decode an ``encoding_format="bytes"`` (or ``"bytes_only"``) response body.
@@ -165,12 +231,17 @@ def decode_bytes_response(
     decoded with one ``np.frombuffer``; its ``data`` list is remembered, so a later header that repeats
     it verbatim (the same batch size, dtype and width) only has its other fields parsed.
 
+    Every item is checked: indices exactly ``0..n-1``, byte ranges that tile the body exactly (no gap,
+    overlap or slack), a known dtype and byte order, a ``shape`` of ``[d]`` with ``d`` the values its
+    bytes hold, the same ``d > 0`` for every item, finite values (:func:`check_finite`).
+
     Args:
         body: the raw body: every item's bytes concatenated in request order.
         metadata: the ``metadata`` header (JSON with per-item ``start``/``end``/``shape``/``embed_dtype``/
             ``endianness``, plus ``model`` and ``usage``), or ``None`` for ``bytes_only``.
         expected_items: how many inputs the request had.
         embed_dtype: the requested dtype (used when there is no metadata).
+        endianness: the requested byte order (used when there is no metadata).
         widen: see :func:`decode_raw`.
 
     Returns:
@@ -178,38 +249,104 @@ def decode_bytes_response(
         ``meta["data"]``'s dicts may be shared between calls: treat them as read-only.
 
     Raises:
-        DecodeError: when the body does not match the metadata.
+        DecodeError: when the body does not match the metadata or the request.
     """
+    if expected_items <= 0:
+        raise DecodeError(f"cannot decode a response for {expected_items} inputs")
     if metadata is None:
-        flat = decode_raw(body, embed_dtype, "native", widen=widen)
-        if expected_items == 0 or flat.size % expected_items:
+        flat = decode_raw(body, embed_dtype, endianness, widen=widen)
+        if not flat.size or flat.size % expected_items:
             raise DecodeError(f"{flat.size} values cannot be split into {expected_items} equal vectors")
         return flat.reshape(expected_items, -1), {}
     view = memoryview(body)
     known = _known_layout(metadata, expected_items, len(body))
     if known is not None:
         return _decode_block(view, known[1], widen), known[0]
-    try:
-        meta = _json_loads(metadata)
-        items: list[dict[str, Any]] = meta["data"]
-    except (ValueError, KeyError, TypeError) as error:
-        raise DecodeError(f"unreadable `metadata` header: {error}") from error
-    layout = _uniform_layout(items) if isinstance(items, list) else None
-    in_order = layout is not None
-    if layout is None:
-        try:
-            if any(item["index"] != position for position, item in enumerate(items)):
-                items = sorted(items, key=lambda item: int(item["index"]))
-                layout = _uniform_layout(items)
-        except (ValueError, KeyError, TypeError, OverflowError) as error:
-            raise DecodeError(f"unreadable `metadata` header: {error}") from error
+    meta = _parse_metadata(metadata)
+    items: list[Any] = meta["data"]
     if len(items) != expected_items:
         raise DecodeError(f"the server returned {len(items)} embeddings for {expected_items} inputs")
-    if layout is not None and layout.end <= len(body):
-        if in_order:
-            _remember_layout(metadata, items, layout)
+    layout = _uniform_layout(items)
+    if layout is not None and layout.end == len(body):
+        _remember_layout(metadata, items, layout)
         return _decode_block(view, layout, widen), meta
-    return _decode_items(view, items, embed_dtype, widen), meta
+    checked = _checked_items(items, embed_dtype, len(body))
+    return _decode_items(view, checked, widen), meta
+
+
+def _parse_metadata(metadata: str) -> dict[str, Any]:
+    try:
+        meta = _json_loads(metadata)
+    except ValueError as error:
+        raise DecodeError(f"unreadable `metadata` header: {error}") from error
+    if not isinstance(meta, dict) or not isinstance(meta.get("data"), list):
+        raise DecodeError(f"the `metadata` header has no `data` list: {metadata[:200]!r}")
+    return meta
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One checked ``metadata`` item."""
+
+    start: int
+    end: int
+    embed_dtype: str
+    endianness: str
+
+
+def _checked_items(items: list[Any], embed_dtype: str, body_size: int) -> list[_Item]:
+    """The items in index order, each checked (see :func:`decode_bytes_response`).
+
+    Raises:
+        DecodeError: naming the first item that is wrong.
+    """
+    by_index: dict[int, _Item] = {}
+    widths: set[int] = set()
+    for position, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise DecodeError(f"`metadata` item {position} is not an object: {str(item)[:100]!r}")
+        index, start, end = item.get("index"), item.get("start"), item.get("end")
+        if not (type(index) is int and type(start) is int and type(end) is int):
+            raise DecodeError(f"`metadata` item {position} needs integer index, start and end: {item}")
+        if index in by_index or not 0 <= index < len(items):
+            indices = [entry.get("index") if isinstance(entry, dict) else None for entry in items]
+            raise DecodeError(f"`metadata` indices must be exactly 0..{len(items) - 1}, got {indices[:20]}")
+        dtype = item.get("embed_dtype", embed_dtype)
+        size = _ITEM_SIZE.get(dtype) if isinstance(dtype, str) else None
+        if size is None:
+            raise DecodeError(f"`metadata` item {index}: unknown embed_dtype {dtype!r}")
+        order = item.get("endianness", "native")
+        if order not in ENDIANNESS:
+            raise DecodeError(f"`metadata` item {index}: unknown endianness {order!r}")
+        values, rest = divmod(end - start, size)
+        if start < 0 or end > body_size or values <= 0 or rest:
+            raise DecodeError(
+                f"`metadata` item {index} spans bytes {start}..{end} of a {body_size}-byte body: not a "
+                f"positive whole number of {dtype} values"
+            )
+        if item.get("shape") != [values]:
+            raise DecodeError(
+                f"`metadata` item {index} declares shape {item.get('shape')!r} but its {end - start} bytes "
+                f"hold {values} {dtype} values"
+            )
+        widths.add(values)
+        by_index[index] = _Item(start, end, dtype, order)
+    if len(widths) > 1:
+        raise DecodeError(f"the server returned vectors of different widths {sorted(widths)}")
+    _check_tiling(list(by_index.values()), body_size)
+    return [by_index[index] for index in range(len(items))]
+
+
+def _check_tiling(items: list[_Item], body_size: int) -> None:
+    """The items' byte ranges must cover ``body[0:body_size]`` exactly once."""
+    position = 0
+    for item in sorted(items, key=lambda entry: entry.start):
+        if item.start != position:
+            what = "overlap" if item.start < position else "gap"
+            raise DecodeError(f"the `metadata` byte ranges {what} at byte {min(item.start, position)}")
+        position = item.end
+    if position != body_size:
+        raise DecodeError(f"the `metadata` items cover {position} bytes of a {body_size}-byte body")
 
 
 @dataclass(frozen=True)
@@ -230,7 +367,8 @@ _ITEM_FIELDS = operator.itemgetter("index", "start", "end", "embed_dtype", "endi
 
 
 def _uniform_layout(items: list[Any]) -> _Layout | None:
-    """The layout when the items are in index order, equally wide and contiguous from byte 0, else None.
+    """The layout when the items are in index order, equally wide, contiguous from byte 0 and shaped
+    ``[d]`` as their bytes say, else None (the per-item path then names the fault).
 
     Vectorised over the items (C-level ``map``/``zip`` and tuple comparisons, no per-item Python code);
     anything unusual (a missing key, a float offset, mixed dtypes) returns None for the per-item path.
@@ -247,6 +385,8 @@ def _uniform_layout(items: list[Any]) -> _Layout | None:
     width, count = end - start, len(rows)
     size = _ITEM_SIZE.get(dtype)
     if start != 0 or width <= 0 or size is None or width % size:
+        return None
+    if shape != [width // size]:
         return None
     indices, starts, ends, dtypes, orders, shapes = zip(*rows, strict=True)
     if (
@@ -266,26 +406,14 @@ def _decode_block(view: memoryview, layout: _Layout, widen: bool) -> npt.NDArray
     return flat.reshape(layout.count, -1)
 
 
-def _decode_items(
-    view: memoryview, items: list[dict[str, Any]], embed_dtype: str, widen: bool
-) -> npt.NDArray[Any]:
-    """Decode item by item (any order, gaps, mixed dtypes); rows must come out equally long."""
-    rows = []
-    for item in items:
-        try:
-            start, end = int(item["start"]), int(item["end"])
-        except (ValueError, KeyError, TypeError, OverflowError) as error:
-            raise DecodeError(f"unreadable `metadata` header: item {item.get('index')}: {error}") from error
-        if end > len(view) or start > end or start < 0:
-            raise DecodeError(f"item {item['index']} spans bytes {start}..{end} of a {len(view)}-byte body")
-        row = decode_raw(
-            view[start:end],
-            item.get("embed_dtype", embed_dtype),
-            item.get("endianness", "native"),
-            widen=widen,
-        )
-        rows.append(row.reshape(-1))
-    return stack_rows(rows, rows[0].dtype if rows else np.float32)
+def _decode_items(view: memoryview, items: list[_Item], widen: bool) -> npt.NDArray[Any]:
+    """Decode checked items (any order in the body, mixed dtypes) into rows in index order."""
+    rows = [
+        decode_raw(view[item.start : item.end], item.embed_dtype, item.endianness, widen=widen)
+        for item in items
+    ]
+    dtypes = {row.dtype for row in rows}
+    return stack_rows(rows, np.float32 if len(dtypes) > 1 else rows[0].dtype)
 
 
 # Remembered `data` arrays, by item count. vLLM writes the same `data` text for every response of one
@@ -313,7 +441,7 @@ def _known_layout(metadata: str, count: int, body_size: int) -> tuple[dict[str, 
         if at < 0 or not metadata.startswith(layout.text, at):
             continue
         before, after = metadata[:at], metadata[at + len(layout.text) :]
-        if layout.end > body_size or _NUL_ESCAPE in before or _NUL_ESCAPE in after:
+        if layout.end != body_size or _NUL_ESCAPE in before or _NUL_ESCAPE in after:
             return None
         try:
             meta = _json_loads(before + _SLOT_JSON + after)

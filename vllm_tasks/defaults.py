@@ -19,7 +19,8 @@ MAX_RETRIES = 2
 RETRY_INITIAL_DELAY = 0.5
 RETRY_MAX_DELAY = 8.0
 RETRY_AFTER_CAP = 60.0
-"""A ``Retry-After`` longer than this is ignored in favour of the normal backoff."""
+"""The longest ``Retry-After`` honoured: a server asking for a longer wait ends the retries with its error
+(``retry_after`` says what it asked), instead of being retried sooner than it asked."""
 
 HEALTH_POLL_INTERVAL = 1.0
 READY_TIMEOUT = 600.0
@@ -28,7 +29,15 @@ PROBE_TIMEOUT = 30.0
 PROBE_CONCURRENCY = 3
 """Task routes probed at once by ``probe()``."""
 FETCH_TIMEOUT = 60.0
-"""Downloading a user-given image or audio URL client-side."""
+"""Downloading a user-given image or audio URL client-side: the longest wait for each read."""
+FETCH_MAX_BYTES = 256 * 1024 * 1024
+"""A user-given URL's body larger than this is refused (``FetchLimits.max_bytes``): an endless body must
+not fill the memory."""
+FETCH_DEADLINE = 300.0
+"""Seconds a whole user-URL download may take, redirects included (``FetchLimits.deadline``): a server
+trickling one byte a second must not hold the call forever."""
+FETCH_MAX_REDIRECTS = 10
+"""Redirects followed when fetching a user-given URL."""
 PROCESSOR_CHECK_TIMEOUT = 30.0
 """The one-token request that tells whether DeepSeek-OCR's n-gram processor is loaded."""
 
@@ -72,10 +81,17 @@ AUDIO_MIN_CHUNK_SECONDS = 0.2
 """A tail shorter than this after the last cut joins the previous piece."""
 AUDIO_DECODE_BLOCK_SECONDS = 10.0
 """Audio is decoded and resampled in blocks of this many seconds (bounded memory)."""
+AUDIO_MIN_SAMPLE_RATE = 1000
+"""Audio at a lower sample rate is refused (a 1 Hz rate makes hours of "audio" from a few samples)."""
+AUDIO_MAX_DECODED_SECONDS = 4 * 3600.0
+"""Audio sent whole (``chunking="server"``) is decoded in memory first: longer audio (about 0.9 GiB of
+16 kHz float32) is refused; client-side chunking decodes it piece by piece instead."""
 
 # --- OCR ----------------------------------------------------------------------------------------------
 OCR_MAX_TOKENS = 4096
 OCR_PDF_DPI = 144.0
+PDF_MAX_PAGE_PIXELS = 100_000_000
+"""A PDF page larger than this at the requested dpi (about 400 MB as a bitmap) is refused before rendering."""
 OCR_PDF_CONCURRENCY = 4
 IMAGE_MAX_SIDE = 4096
 """Images with a longer side are downscaled before upload (DeepSeek-OCR tiles at 1024 px anyway)."""

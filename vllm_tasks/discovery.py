@@ -11,12 +11,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import orjson
 
 from . import defaults
 from .errors import parse_error_body
+from .responses import json_object, malformed, validated
 from .tasks import TaskRoute
 from .transport import Request
 from .types.server import Advisory, ModelCard, ServerInfo, TaskProbe, TaskStatus
+
+MODELS_PATH = "/v1/models"
 
 
 def _json_body(response: httpx.Response) -> dict[str, Any] | None:
@@ -24,8 +28,8 @@ def _json_body(response: httpx.Response) -> dict[str, Any] | None:
     if response.status_code != 200:
         return None
     try:
-        payload = response.json()
-    except ValueError:
+        payload = orjson.loads(response.content)
+    except orjson.JSONDecodeError:
         return None
     return payload if isinstance(payload, dict) else None
 
@@ -37,11 +41,19 @@ def parse_version_response(response: httpx.Response) -> str | None:
 
 
 def parse_models_response(response: httpx.Response) -> tuple[ModelCard, ...]:
-    """The model cards of a ``GET /v1/models`` response (empty for an error or malformed body)."""
-    cards = (_json_body(response) or {}).get("data")
-    if not isinstance(cards, list):
+    """The model cards of a ``GET /v1/models`` response (empty for an error status).
+
+    Raises:
+        UnexpectedResponse: a 2xx that is not vLLM's model list (a redirect, an HTML page, an empty
+            body, a card without a string ``id`` or with fields of the wrong type).
+        APIStatusError: a 200 whose body is vLLM's error object.
+    """
+    if response.status_code >= 400:
         return ()
-    return tuple(ModelCard.model_validate(card) for card in cards if isinstance(card, dict) and "id" in card)
+    cards = json_object(response, MODELS_PATH).get("data")
+    if not isinstance(cards, list) or not all(isinstance(card, dict) for card in cards):
+        raise malformed(response, MODELS_PATH, "not a model list (no `data` list of objects)")
+    return tuple(validated(response, MODELS_PATH, ModelCard, card) for card in cards)
 
 
 def parse_openapi_response(response: httpx.Response) -> frozenset[str] | None:

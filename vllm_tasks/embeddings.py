@@ -7,6 +7,7 @@ sending is ``vllm_tasks/_async/embeddings.py`` (and its generated sync twin).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -25,9 +26,20 @@ from .decoding import (
     Endianness,
     decode_base64_rows,
     decode_bytes_response,
+    float_rows,
 )
 from .errors import ContextLengthExceeded, DimensionsNotApplied, InvalidInputError
-from .responses import json_object
+from .responses import (
+    check_status,
+    in_index_order,
+    index_problem,
+    json_object,
+    media_type,
+    request_of,
+    text_or_none,
+    unexpected,
+    usage_of,
+)
 from .transport import Request
 from .types.common import Usage
 from .types.embeddings import EmbeddingResult, EmbeddingType, EmbedV2Result, EncodingFormat
@@ -63,6 +75,15 @@ def normalize_embed_input(value: object) -> list[str] | list[list[int]]:
         return [cast(list[int], items)]
     if all(isinstance(item, str) for item in items):
         return cast(list[str], items)
+    for index, item in enumerate(items):
+        if isinstance(item, bytes | bytearray | memoryview):
+            # bytes are a Sequence of ints: without this they would go out as token ids.
+            raise InvalidInputError(
+                f"input[{index}]",
+                item,
+                "is bytes, not text",
+                "Decode it first, e.g. input=[data.decode('utf-8')]; token ids go as lists of ints.",
+            )
     if all(isinstance(item, Sequence) and not isinstance(item, str) for item in items):
         prompts: list[list[int]] = []
         for index, item in enumerate(items):
@@ -104,46 +125,134 @@ def _gated_features(fmt: str, options: Mapping[str, Any]) -> list[str]:
     return features
 
 
+EMBEDDINGS_PATH = "/v1/embeddings"
+RAW_FORMATS = ("bytes", "bytes_only")
+_RAW_TYPES = ("application/octet-stream", "")
+
+
 def decode_embeddings_response(
     response: httpx.Response,
     *,
     expected_items: int,
+    encoding_format: str,
     embed_dtype: str,
     endianness: str,
     widen: bool,
 ) -> tuple[npt.NDArray[Any], str | None, Usage]:
     """Decode one ``/v1/embeddings`` response of any transport into ``(matrix, model, usage)``.
 
-    JSON bodies may hold float lists or base64 strings; binary bodies are ``bytes`` (with the
-    ``metadata`` header) or ``bytes_only``.
+    JSON bodies may hold float lists or base64 strings; a raw body (``application/octet-stream``) is
+    read only when ``encoding_format`` asked for one: ``bytes`` (its ``metadata`` header is required)
+    or ``bytes_only`` (decoded with the requested ``embed_dtype`` and ``endianness``). Every answer is
+    checked: one row per input, indices exactly ``0..n-1``, equal widths > 0, finite values (float32,
+    bfloat16 and JSON; a float16 or fp8 cast may overflow legitimately).
+
+    Args:
+        response: the server's answer to one request of ``expected_items`` inputs.
+        expected_items: how many inputs the request carried.
+        encoding_format: the format the request asked for.
+        embed_dtype: the dtype the request asked for (``float32`` when it named none).
+        endianness: the byte order the request asked for (``native`` when it named none).
+        widen: see :func:`~vllm_tasks.decoding.decode_raw`.
 
     Raises:
-        DecodeError: when the payload does not match the request.
+        DecodeError: the payload does not match the request.
+        UnexpectedResponse: not vLLM's answer (a redirect, an empty body, an HTML page, ...).
+        APIStatusError: a 200 whose body is vLLM's error object (the server's error).
     """
-    content_type = response.headers.get("content-type", "")
-    if "json" not in content_type:
-        matrix, meta = decode_bytes_response(
-            response.content,
-            response.headers.get("metadata"),
+    kind = media_type(response)
+    try:
+        if encoding_format in RAW_FORMATS and kind in _RAW_TYPES:
+            return _decode_raw_body(
+                response,
+                expected_items=expected_items,
+                encoding_format=encoding_format,
+                embed_dtype=embed_dtype,
+                endianness=endianness,
+                widen=widen,
+            )
+        if encoding_format in RAW_FORMATS and "json" not in kind:
+            raise unexpected(
+                response, EMBEDDINGS_PATH, f"a {kind} body where {encoding_format} embeddings were expected"
+            )
+        payload = json_object(response, EMBEDDINGS_PATH, task="embed")
+        return _decode_json_body(
+            response,
+            payload,
             expected_items=expected_items,
             embed_dtype=embed_dtype,
+            endianness=endianness,
             widen=widen,
         )
-        return matrix, meta.get("model"), Usage.model_validate(meta.get("usage") or {})
-    payload = json_object(response, "/v1/embeddings")
-    data = sorted(payload.get("data") or [], key=lambda item: int(item["index"]))
+    except DecodeError as error:
+        request = request_of(response)
+        method, url = (request.method, str(request.url)) if request is not None else (None, None)
+        where = f" ({method} {url})" if request is not None else ""
+        raise DecodeError(f"{EMBEDDINGS_PATH}: {error.message}{where}", method=method, url=url) from None
+
+
+def _decode_raw_body(
+    response: httpx.Response,
+    *,
+    expected_items: int,
+    encoding_format: str,
+    embed_dtype: str,
+    endianness: str,
+    widen: bool,
+) -> tuple[npt.NDArray[Any], str | None, Usage]:
+    check_status(response, EMBEDDINGS_PATH)
+    metadata = response.headers.get("metadata")
+    if encoding_format == "bytes" and metadata is None:
+        raise unexpected(response, EMBEDDINGS_PATH, "a raw body without the `metadata` header of `bytes`")
+    matrix, meta = decode_bytes_response(
+        response.content,
+        metadata,
+        expected_items=expected_items,
+        embed_dtype=embed_dtype,
+        endianness=endianness,
+        widen=widen,
+    )
+    return matrix, text_or_none(meta.get("model")), usage_of(response, EMBEDDINGS_PATH, meta.get("usage"))
+
+
+def _decode_json_body(
+    response: httpx.Response,
+    payload: dict[str, Any],
+    *,
+    expected_items: int,
+    embed_dtype: str,
+    endianness: str,
+    widen: bool,
+) -> tuple[npt.NDArray[Any], str | None, Usage]:
+    data = payload.get("data")
+    if not isinstance(data, list):
+        raise DecodeError(f"the answer has no `data` list: {str(payload)[:200]!r}")
     if len(data) != expected_items:
         raise DecodeError(f"the server returned {len(data)} embeddings for {expected_items} inputs")
-    usage = Usage.model_validate(payload.get("usage") or {})
-    if data and isinstance(data[0]["embedding"], str):
-        matrix = decode_base64_rows(
-            [item["embedding"] for item in data], embed_dtype, endianness, widen=widen
-        )
+    problem = index_problem(data)
+    if problem is not None:
+        raise DecodeError(problem)
+    rows = [item.get("embedding") for item in in_index_order(data)]
+    if all(isinstance(row, str) for row in rows):
+        matrix = decode_base64_rows(cast(list[str], rows), embed_dtype, endianness, widen=widen)
+    elif all(isinstance(row, list) for row in rows):
+        matrix = float_rows(rows)
     else:
-        matrix = np.asarray([item["embedding"] for item in data], dtype=np.float32)
-        if matrix.ndim != 2:
-            raise DecodeError(f"expected one vector per input, got an array of shape {matrix.shape}")
-    return matrix, payload.get("model"), usage
+        raise DecodeError("every `embedding` must be a list of numbers or a base64 string")
+    usage = usage_of(response, EMBEDDINGS_PATH, payload.get("usage"))
+    return matrix, text_or_none(payload.get("model")), usage
+
+
+ENCODING_FORMATS: tuple[str, ...] = ("auto", "float", "base64", "bytes", "bytes_only")
+ENDIANNESSES: tuple[str, ...] = ("native", "big", "little")
+TRUNCATION_SIDES: tuple[str, ...] = ("left", "right")
+
+
+def _one_of(field_name: str, value: object, allowed: tuple[str, ...], *, optional: bool = False) -> None:
+    if optional and value is None:
+        return
+    if not isinstance(value, str) or value not in allowed:
+        raise InvalidInputError(field_name, value, "is not a valid value", f"Use one of {allowed}.")
 
 
 @dataclass(frozen=True)
@@ -151,8 +260,9 @@ class EmbedParams:
     """The ``/v1/embeddings`` options of one ``embed`` call (see ``Client.embed``), checked on creation.
 
     Raises:
-        InvalidInputError: ``dimensions`` not an int >= 1, an unknown ``embed_dtype``, or ``normalize``
-            together with ``use_activation``.
+        InvalidInputError: ``dimensions`` not an int >= 1, ``truncate_prompt_tokens`` not an int >= -1,
+            an unknown ``encoding_format``, ``embed_dtype``, ``endianness`` or ``truncation_side``, or
+            ``normalize`` together with ``use_activation``.
     """
 
     dimensions: int | None = None
@@ -168,6 +278,15 @@ class EmbedParams:
 
     def __post_init__(self) -> None:
         int_at_least("dimensions", self.dimensions, 1, "Or leave it unset.")
+        _one_of("encoding_format", self.encoding_format, ENCODING_FORMATS)
+        _one_of("endianness", self.endianness, ENDIANNESSES, optional=True)
+        _one_of("truncation_side", self.truncation_side, TRUNCATION_SIDES, optional=True)
+        int_at_least(
+            "truncate_prompt_tokens",
+            self.truncate_prompt_tokens,
+            -1,
+            "Pass a token count, -1 for the model's maximum, or leave it unset.",
+        )
         if self.embed_dtype is not None and self.embed_dtype not in EMBED_DTYPES:
             raise InvalidInputError(
                 "embed_dtype", self.embed_dtype, "is not a vLLM embed dtype", f"Use one of {EMBED_DTYPES}."
@@ -291,6 +410,7 @@ def merge_embeddings(
         matrix, model_name, batch_usage = decode_embeddings_response(
             response,
             expected_items=len(batch),
+            encoding_format=plan.encoding_format,
             embed_dtype=plan.wire_dtype,
             endianness=plan.wire_endianness,
             widen=params.widen,
@@ -298,6 +418,9 @@ def merge_embeddings(
         matrices.append(matrix)
         usage += batch_usage
         served_model = served_model or model_name
+    widths = {matrix.shape[1] for matrix in matrices}
+    if len(widths) > 1:
+        raise DecodeError(f"/v1/embeddings: the batches came back with different widths {sorted(widths)}")
     vectors = np.concatenate(matrices) if len(matrices) > 1 else matrices[0]
     if params.dimensions is not None and vectors.shape[1] != params.dimensions:
         raise DimensionsNotApplied(
@@ -471,27 +594,46 @@ def plan_embed_v2(
     return requests, batches
 
 
-def merge_v2_responses(payloads: Sequence[Mapping[str, Any]], types: Sequence[str]) -> EmbedV2Result:
+def merge_v2_responses(
+    payloads: Sequence[Mapping[str, Any]], types: Sequence[str], counts: Sequence[int] | None = None
+) -> EmbedV2Result:
     """Merge ``/v2/embed`` response bodies (one per batch, in order) into one result.
 
+    Every body is checked: an ``embeddings`` object holding each requested type, one row per input
+    (``counts[i]`` rows for batch ``i`` when given), rows of one width > 0 across batches, finite floats,
+    ``binary``/``ubinary`` values in the int8/uint8 range, and ``texts``/``meta``/``id`` of the right types.
+
     Raises:
-        DecodeError: when a requested type is missing from a response.
+        DecodeError: naming the batch and what is wrong.
     """
     arrays: dict[str, list[npt.NDArray[Any]]] = {name: [] for name in types}
     texts: list[str] = []
     billed: dict[str, int] = {}
-    for payload in payloads:
-        embeddings = payload.get("embeddings") or {}
+    for batch, payload in enumerate(payloads):
+        where = f"/v2/embed (batch {batch})"
+        embeddings = payload.get("embeddings")
+        if not isinstance(embeddings, dict):
+            raise DecodeError(f"{where}: the answer has no `embeddings` object: {str(payload)[:200]!r}")
+        expected = counts[batch] if counts is not None else None
         for name in types:
             if name not in embeddings:
                 raise DecodeError(f"the server's /v2/embed response has no {name!r} embeddings")
-            arrays[name].append(_v2_array(name, embeddings[name]))
-        texts.extend(payload.get("texts") or [])
-        units = (payload.get("meta") or {}).get("billed_units") or {}
-        for key, value in units.items():
-            if isinstance(value, int | float):
-                billed[key] = billed.get(key, 0) + int(value)
+            values = embeddings[name]
+            rows = len(values) if isinstance(values, list) else -1
+            if rows <= 0 or (expected is not None and rows != expected):
+                raise DecodeError(f"{where}: {rows} {name!r} rows for {expected or 'the'} inputs")
+            try:
+                arrays[name].append(_v2_array(name, values))
+            except DecodeError as error:
+                raise DecodeError(f"{where}: {name!r}: {error.message}") from None
+        texts.extend(_v2_texts(payload.get("texts"), where))
+        _add_billed(billed, payload.get("meta"), where)
+    for name, parts in arrays.items():
+        widths = {part.shape[1] for part in parts}
+        if len(widths) > 1:
+            raise DecodeError(f"/v2/embed: the batches' {name!r} rows have different widths {sorted(widths)}")
     merged = {name: np.concatenate(parts) for name, parts in arrays.items()}
+    first_id = payloads[0].get("id") if payloads else None
     return EmbedV2Result(
         float=merged.get("float"),
         binary=merged.get("binary"),
@@ -499,16 +641,42 @@ def merge_v2_responses(payloads: Sequence[Mapping[str, Any]], types: Sequence[st
         base64=merged.get("base64"),
         texts=texts or None,
         billed_units=billed,
-        id=payloads[0].get("id") if payloads else None,
+        id=text_or_none(first_id),
     )
+
+
+def _v2_texts(value: object, where: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(text, str) for text in value):
+        raise DecodeError(f"{where}: `texts` is not a list of strings: {str(value)[:100]!r}")
+    return value
+
+
+def _add_billed(billed: dict[str, int], meta: object, where: str) -> None:
+    if meta is None:
+        return
+    units = meta.get("billed_units") if isinstance(meta, dict) else None
+    if not isinstance(meta, dict) or not isinstance(units, dict | None):
+        raise DecodeError(f"{where}: `meta.billed_units` is not an object: {str(meta)[:100]!r}")
+    for key, value in (units or {}).items():
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            billed[key] = billed.get(key, 0) + int(value)
+
+
+_V2_INT_RANGES = {"binary": (np.int8, -128, 127), "ubinary": (np.uint8, 0, 255)}
 
 
 def _v2_array(name: str, values: Sequence[Any]) -> npt.NDArray[Any]:
     if name == "float":
-        return np.asarray(values, dtype=np.float32).reshape(len(values), -1)
-    if name == "binary":
-        return np.asarray(values, dtype=np.int8).reshape(len(values), -1)
-    if name == "ubinary":
-        return np.asarray(values, dtype=np.uint8).reshape(len(values), -1)
+        return float_rows(values)
+    if name in _V2_INT_RANGES:
+        dtype, low, high = _V2_INT_RANGES[name]
+        wide = float_rows(values, np.float64)
+        if (wide != np.round(wide)).any() or wide.min() < low or wide.max() > high:
+            raise DecodeError(f"values outside the {np.dtype(dtype).name} range {low}..{high}")
+        return wide.astype(dtype)
     # base64 on /v2/embed is always little-endian float32, whatever embed_dtype would say.
+    if not all(isinstance(value, str) for value in values):
+        raise DecodeError("base64 rows must be strings")
     return decode_base64_rows(values, "float32", "little")

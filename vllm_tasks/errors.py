@@ -43,6 +43,7 @@ line or an exception chain.
 from __future__ import annotations
 
 import json
+import pickle
 import re
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -53,7 +54,20 @@ from .tasks import TASK_ROUTES, TaskName, TaskRoute, task_for_path
 
 
 class VLLMTasksError(Exception):
-    """Base class of every exception raised by vllm_tasks."""
+    """Base class of every exception raised by vllm_tasks.
+
+    Credentials in URLs (``http://user:KEY@host``) are removed from the message. Every subclass pickles
+    (for ``multiprocessing``, ``concurrent.futures.ProcessPoolExecutor``, Ray, Spark): a round trip keeps
+    the type, the message and every attribute (a value that cannot be pickled comes back as its repr).
+    """
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact_text(arg) if isinstance(arg, str) else arg for arg in args))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The default rebuilds through cls(*self.args), which fails for any __init__ with another
+        # signature; restore args and attributes without calling __init__ instead.
+        return (_restore_error, (type(self), self.args), _picklable_state(self))
 
 
 class InvalidInputError(VLLMTasksError, ValueError):
@@ -96,8 +110,9 @@ class InputFetchError(InvalidInputError):
     """
 
     def __init__(self, field: str, url: str, reason: str) -> None:
+        url = redact_url(url)
         self.source = url
-        self.reason = reason
+        self.reason = redact_text(reason)
         # Called directly: subclasses also derive from errors whose __init__ takes other arguments.
         InvalidInputError.__init__(
             self, field, url, f"could not be fetched ({reason})", "Check the URL, or pass the file's bytes."
@@ -189,7 +204,7 @@ class ServerNotReady(VLLMTasksError):
     """
 
     def __init__(self, message: str, last_cause: str | None) -> None:
-        self.last_cause = last_cause
+        self.last_cause = redact_text(last_cause) if last_cause else last_cause
         super().__init__(f"{message}; last seen: {last_cause}" if last_cause else message)
 
 
@@ -197,9 +212,9 @@ class APIError(VLLMTasksError):
     """A request to the server failed. ``method`` and ``url`` describe it (credentials removed)."""
 
     def __init__(self, message: str, *, method: str | None = None, url: str | None = None) -> None:
-        self.message = message
+        self.message = redact_text(message)
         self.method = method
-        self.url = _redact_url(url) if url else None
+        self.url = redact_url(url) if url else None
         super().__init__(message)
 
 
@@ -349,6 +364,30 @@ class ServiceUnavailableError(InternalServerError):
     """503: the engine is overloaded, still loading, or hit a retryable failure."""
 
 
+class UnexpectedResponse(APIError):
+    """The answer is not one vLLM gives: a redirect or other non-2xx status that is not an error, an
+    empty or 204 body, a content type the request does not produce (an HTML page), or a body of the
+    wrong shape. Often a proxy or load balancer answered instead of vLLM.
+
+    Attributes:
+        status_code: the HTTP status, when known.
+        content_type: the response's ``Content-Type`` (``""`` when absent).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        content_type: str = "",
+        method: str | None = None,
+        url: str | None = None,
+    ) -> None:
+        self.status_code = status_code
+        self.content_type = content_type
+        super().__init__(message, method=method, url=url)
+
+
 _BY_STATUS: dict[int, type[APIStatusError]] = {
     400: BadRequestError,
     401: AuthenticationError,
@@ -494,14 +533,59 @@ def _not_served_message(status: int, route: TaskRoute | None, path: str) -> str:
     return f"This server does not serve {path or 'this route'} (HTTP {status})."
 
 
-def _redact_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.username or parts.password:
+def redact_url(url: str) -> str:
+    """``url`` without its credentials (``http://user:KEY@host:8000/x`` -> ``http://host:8000/x``).
+
+    Example:
+        >>> redact_url("http://user:KEY@host:8000/v1")
+        'http://host:8000/v1'
+    """
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # not parseable as a URL: remove anything that looks like userinfo
+        return redact_text(url)
+    if parts.username is not None or parts.password is not None:
         host = parts.hostname or ""
-        if parts.port:
-            host = f"{host}:{parts.port}"
+        if ":" in host:  # IPv6
+            host = f"[{host}]"
+        if port is not None:
+            host = f"{host}:{port}"
         return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
     return url
+
+
+# scheme://userinfo@ : the greedy run stops at the end of the authority, so a password holding an
+# unescaped "@" is removed whole.
+_USERINFO_RE = re.compile(r"\b([A-Za-z][A-Za-z0-9+.\-]*://)[^\s/?#'\"<>]*@")
+
+
+def redact_text(text: str) -> str:
+    """``text`` with the credentials of every URL in it removed.
+
+    Example:
+        >>> redact_text("GET http://user:KEY@host:8000/health failed")
+        'GET http://host:8000/health failed'
+    """
+    return _USERINFO_RE.sub(r"\1", text) if "@" in text else text
+
+
+def _restore_error(cls: type[BaseException], args: tuple[object, ...]) -> BaseException:
+    return cls.__new__(cls, *args)
+
+
+def _picklable_state(error: BaseException) -> dict[str, object]:
+    state: dict[str, object] = {}
+    for name, value in vars(error).items():
+        state[name] = value
+        if not isinstance(value, str | int | float | bool | type(None)):
+            try:
+                pickle.dumps(value)
+            except Exception:  # any object may fail to pickle in its own way
+                state[name] = _short(value)
+    if isinstance(error, ImportError):  # C-level attributes, not in vars()
+        state.update(msg=error.msg, name=error.name, path=error.path)
+    return state
 
 
 def _as_text(value: object) -> str | None:

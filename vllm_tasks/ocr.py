@@ -28,9 +28,10 @@ import httpx
 
 from . import defaults, gates, grounding
 from .calls import CallOptions
-from .errors import APIError, InvalidInputError, UnsupportedByServer
+from .errors import InvalidInputError, UnsupportedByServer
 from .images import PreparedImage, prepare_image
 from .pdf import parse_pages
+from .responses import json_object, malformed, text_or_none, usage_of
 from .transport import Request
 from .types.common import Usage
 from .types.ocr import OCRBlock, OCRDocument, OCRPage, OCRResult
@@ -365,7 +366,9 @@ def parse_response(
         warn: warn (pointing at the caller of this function) when the output hit ``max_tokens``.
 
     Raises:
-        APIError: the body is not a chat completion.
+        UnexpectedResponse: the body is not a chat completion (a redirect, an empty body, an HTML page,
+            a field of the wrong type), naming the status and URL.
+        APIStatusError: a 200 whose body is vLLM's error object (the server's error).
 
     Warns:
         OCRTruncatedWarning: ``finish_reason == "length"`` (when ``warn``).
@@ -374,15 +377,19 @@ def parse_response(
         >>> parse_response(response, prepared, PROMPTS["markdown"]).markdown
         '# Report ...'
     """
-    try:
-        payload = response.json()
-        choice = payload["choices"][0]
-        text = choice["message"]["content"] or ""
-        finish_reason = choice.get("finish_reason")
-        usage = Usage.model_validate(payload.get("usage") or {})
-        model = str(payload.get("model") or "")
-    except (ValueError, KeyError, IndexError, TypeError) as error:
-        raise APIError(f"unexpected chat-completions response: {response.text[:200]!r}") from error
+    payload = json_object(response, CHAT_PATH, task="chat")
+    choices = payload.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    message = choice.get("message") if isinstance(choice, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    finish_reason = choice.get("finish_reason") if isinstance(choice, dict) else None
+    if not isinstance(message, dict) or "content" not in message or not isinstance(content, str | None):
+        raise malformed(response, CHAT_PATH, "not a chat completion with a message")
+    if not isinstance(finish_reason, str | None):
+        raise malformed(response, CHAT_PATH, f"finish_reason={finish_reason!r} is not a string")
+    text = content or ""
+    usage = usage_of(response, CHAT_PATH, payload.get("usage"))
+    model = text_or_none(payload.get("model")) or ""
     prepared = image if isinstance(image, PreparedImage) else None
     size = prepared.original_size if prepared else None
     blocks = grounding.parse_grounding(text)

@@ -6,6 +6,7 @@ so pages may be rendered in worker threads (``AsyncClient`` does) and by several
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import threading
@@ -13,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import defaults
 from .dependencies import require
 from .errors import InvalidInputError
 
@@ -120,7 +122,8 @@ def render_pages(pdf: Any, pages: Sequence[int] | None, dpi: float) -> tuple[int
         when the iterator is exhausted.
 
     Raises:
-        InvalidInputError: unreadable PDF or page numbers out of range (raised here, before any rendering).
+        InvalidInputError: unreadable PDF, page numbers out of range, or a page over
+            ``defaults.PDF_MAX_PAGE_PIXELS`` at ``dpi`` (raised here, before any rendering).
         MissingDependency: pypdfium2 (or pillow) is not installed.
 
     Example:
@@ -133,6 +136,7 @@ def render_pages(pdf: Any, pages: Sequence[int] | None, dpi: float) -> tuple[int
     try:
         with PDFIUM_LOCK:
             selected = _expand(pages, len(document))
+            check_page_sizes(document, selected, dpi)
     except BaseException:
         _close(document)
         raise
@@ -145,6 +149,33 @@ def render_pages(pdf: Any, pages: Sequence[int] | None, dpi: float) -> tuple[int
             _close(document)
 
     return len(selected), iterate()
+
+
+def check_page_sizes(document: Any, numbers: Sequence[int], dpi: float) -> None:
+    """Refuse a page whose bitmap at ``dpi`` would be over ``defaults.PDF_MAX_PAGE_PIXELS`` (a PDF page
+    may be 200 inches wide: rendering it would exhaust the memory). Call with :data:`PDFIUM_LOCK` held.
+
+    Raises:
+        InvalidInputError: naming the page, its size in pixels and the largest dpi that fits.
+
+    Example:
+        >>> with PDFIUM_LOCK:
+        ...     check_page_sizes(open_pdf("report.pdf"), [1, 2], 144.0)
+    """
+    limit = defaults.PDF_MAX_PAGE_PIXELS
+    scale = dpi / 72.0
+    for number in dict.fromkeys(numbers):
+        width, height = document.get_page_size(number - 1)
+        pixels = (width * scale) * (height * scale)
+        if pixels > limit:
+            fits = 72.0 * math.sqrt(limit / max(width * height, 1e-9))
+            raise InvalidInputError(
+                "pdf",
+                f"page {number}",
+                f"is {width / 72:.0f} x {height / 72:.0f} inches: {width * scale:.0f} x {height * scale:.0f} "
+                f"pixels at dpi={dpi:g}, over the {limit:,}-pixel limit",
+                f"Pass a lower dpi (at most {math.floor(fits)}) or skip the page with pages=.",
+            )
 
 
 def _render(document: Any, number: int, dpi: float) -> Any:

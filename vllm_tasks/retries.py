@@ -53,7 +53,8 @@ def retry_after_seconds(headers: dict[str, str] | object, now: float | None = No
 
 @dataclass(frozen=True)
 class Backoff:
-    """Capped exponential backoff with jitter that honours ``Retry-After`` up to a cap."""
+    """Capped exponential backoff with jitter that honours ``Retry-After`` up to a cap (a longer
+    ``Retry-After`` ends the retries: :meth:`refuses_wait`)."""
 
     initial: float = defaults.RETRY_INITIAL_DELAY
     maximum: float = defaults.RETRY_MAX_DELAY
@@ -71,6 +72,34 @@ class Backoff:
                 return asked
         base = min(self.initial * 2 ** (attempt - 1), self.maximum)
         return float(base * (1 - 0.25 * random.random()))
+
+    def refuses_wait(self, error: BaseException) -> bool:
+        """Whether ``error`` asks (``Retry-After``) for a longer wait than ``retry_after_cap``.
+
+        Such an error ends the retries: retrying sooner than the server asked would only repeat the
+        refusal. The error is annotated in place: ``retry_after`` (seconds asked) and a message that
+        names the wait and the cap.
+
+        Example:
+            >>> headers = httpx.Headers({"retry-after": "3600"})
+            >>> error = RateLimitError("busy", status_code=429, headers=headers)
+            >>> Backoff(retry_after_cap=60).refuses_wait(error), error.retry_after
+            (True, 3600.0)
+        """
+        if not isinstance(error, APIStatusError):
+            return False
+        asked = retry_after_seconds(error.headers)
+        if asked is None or asked <= self.retry_after_cap:
+            return False
+        if getattr(error, "retry_after", None) is not None:
+            return True  # annotated already
+        error.retry_after = asked  # type: ignore[attr-defined]
+        error.message = (
+            f"{error.message} (the server asked to wait {asked:g} s, over the client's cap of "
+            f"{self.retry_after_cap:g} s: not retried; try again later)"
+        )
+        error.args = (error.message,)
+        return True
 
     def __call__(self, state: RetryCallState) -> float:
         """tenacity ``wait`` hook."""

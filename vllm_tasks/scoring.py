@@ -33,8 +33,9 @@ import numpy.typing as npt
 from . import defaults, gates, images
 from .batching import plan_batches
 from .calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
+from .decoding import DecodeError, float_rows
 from .errors import APIError, BadRequestError, ContextLengthExceeded, InternalServerError, InvalidInputError
-from .responses import json_object
+from .responses import in_index_order, index_problem, json_object, malformed, text_or_none, usage_of
 from .tasks import TaskName
 from .transport import Request
 from .types.common import Usage
@@ -351,16 +352,42 @@ def max_model_len(info: ServerInfo, model: str | None) -> int | None:
     return card.max_model_len
 
 
-def _usage(payload: Mapping[str, Any]) -> Usage:
-    usage = payload.get("usage")
-    return Usage.model_validate(usage) if isinstance(usage, Mapping) else Usage()
+def _data(
+    response: httpx.Response, payload: Mapping[str, Any], what: str, count: int
+) -> list[dict[str, Any]]:
+    """``payload["data"]`` in index order: a list of ``count`` objects indexed exactly ``0..count-1``.
 
-
-def _data(payload: Mapping[str, Any], what: str) -> list[dict[str, Any]]:
+    Raises:
+        UnexpectedResponse: naming what is wrong.
+    """
     data = payload.get("data")
     if not isinstance(data, list):
-        raise APIError(f"{what}: answer without 'data': {str(payload)[:200]!r}")
-    return data
+        raise malformed(response, what, "an answer without a 'data' list")
+    if len(data) != count:
+        raise malformed(response, what, f"{len(data)} results for {count} inputs")
+    problem = index_problem(data)
+    if problem is not None:
+        raise malformed(response, what, problem)
+    return in_index_order(data)
+
+
+def _number(response: httpx.Response, what: str, entry: Mapping[str, Any], key: str) -> float:
+    """A finite number ``entry[key]`` (not a bool, a string or null)."""
+    value = entry.get(key)
+    try:
+        number = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    except OverflowError:  # an int beyond float range
+        number = None
+    if number is None or not np.isfinite(number):
+        raise malformed(response, what, f"{key}={str(value)[:50]} is not a finite number")
+    return number
+
+
+def _rows(response: httpx.Response, what: str, rows: list[Any], dtype: npt.DTypeLike) -> npt.NDArray[Any]:
+    try:
+        return float_rows(rows, dtype)
+    except DecodeError as error:
+        raise malformed(response, what, error.message) from None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -797,14 +824,10 @@ def merge_rerank(
     usage = Usage()
     served_model = model
     for response, batch in zip(responses, batches, strict=True):
-        payload = json_object(response, "/rerank")
-        results = payload.get("results")
-        if not isinstance(results, list):
-            raise APIError(f"/rerank: answer without 'results': {response.text[:200]!r}")
-        for entry in results:
-            scored.append((float(entry["relevance_score"]), batch[int(entry["index"])]))
-        usage += _usage(payload)
-        served_model = served_model or payload.get("model")
+        payload = json_object(response, "/rerank", task="rerank")
+        scored.extend(_rerank_hits(response, payload, batch, top_n))
+        usage += usage_of(response, "/rerank", payload.get("usage"))
+        served_model = served_model or text_or_none(payload.get("model"))
     scored.sort(key=lambda pair: (-pair[0], pair[1]))
     if top_n:
         scored = scored[:top_n]
@@ -816,6 +839,29 @@ def merge_rerank(
         usage=usage,
         num_requests=len(responses),
     )
+
+
+def _rerank_hits(
+    response: httpx.Response, payload: Mapping[str, Any], batch: range, top_n: int | None
+) -> list[tuple[float, int]]:
+    """``(score, position in the caller's list)`` of one batch's results, checked: as many as asked
+    (the batch, or ``top_n`` where it cut the batch), distinct indices within the batch, finite scores.
+    """
+    results = payload.get("results")
+    if not isinstance(results, list):
+        raise malformed(response, "/rerank", "an answer without a 'results' list")
+    expected = top_n if top_n and top_n < len(batch) else len(batch)
+    if len(results) != expected:
+        raise malformed(response, "/rerank", f"{len(results)} results for {expected} documents")
+    hits: list[tuple[float, int]] = []
+    seen: set[int] = set()
+    for entry in results:
+        index = entry.get("index") if isinstance(entry, dict) else None
+        if type(index) is not int or not 0 <= index < len(batch) or index in seen:
+            raise malformed(response, "/rerank", f"index {index!r} is not a distinct position in the batch")
+        seen.add(index)
+        hits.append((_number(response, "/rerank", entry, "relevance_score"), batch[index]))
+    return hits
 
 
 def merge_scores(
@@ -834,13 +880,11 @@ def merge_scores(
     usage = Usage()
     served_model = model
     for response, batch in zip(responses, batches, strict=True):
-        payload = json_object(response, "/score")
-        entries = sorted(_data(payload, "/score"), key=lambda entry: int(entry["index"]))
-        if len(entries) != len(batch):
-            raise APIError(f"/score: {len(entries)} scores for {len(batch)} pairs")
-        scores.extend(float(entry["score"]) for entry in entries)
-        usage += _usage(payload)
-        served_model = served_model or payload.get("model")
+        payload = json_object(response, "/score", task="score")
+        entries = _data(response, payload, "/score", len(batch))
+        scores.extend(_number(response, "/score", entry, "score") for entry in entries)
+        usage += usage_of(response, "/score", payload.get("usage"))
+        served_model = served_model or text_or_none(payload.get("model"))
     return ScoreResult(
         scores=np.array(scores, dtype=np.float64),
         model=served_model or "",
@@ -927,19 +971,24 @@ def plan_pooling_requests(
 
 
 def _merge_entries(
-    responses: Sequence[httpx.Response], batches: Sequence[range], path: str
-) -> tuple[list[dict[str, Any]], Usage, str | None]:
-    entries: list[dict[str, Any]] = []
+    responses: Sequence[httpx.Response], batches: Sequence[range], path: str, key: str
+) -> tuple[list[tuple[dict[str, Any], npt.NDArray[Any]]], Usage, str | None]:
+    """Each input's entry with its ``key`` array (checked numbers), in input order; usage; model."""
+    entries: list[tuple[dict[str, Any], npt.NDArray[Any]]] = []
     usage = Usage()
     model: str | None = None
+    task: TaskName = "classify" if path == "/classify" else "pooling"
     for response, batch in zip(responses, batches, strict=True):
-        payload = json_object(response, path)
-        data = sorted(_data(payload, path), key=lambda entry: int(entry["index"]))
-        if len(data) != len(batch):
-            raise APIError(f"{path}: {len(data)} results for {len(batch)} inputs")
-        entries.extend(data)
-        usage += _usage(payload)
-        model = model or payload.get("model")
+        payload = json_object(response, path, task=task)
+        for entry in _data(response, payload, path, len(batch)):
+            value = entry.get(key)
+            if not isinstance(value, list) or not value:
+                raise malformed(response, path, f"{key}={str(value)[:50]!r} is not a non-empty list")
+            nested = isinstance(value[0], list)
+            array = _rows(response, path, value if nested else [value], np.float64)
+            entries.append((entry, array if nested else array[0]))
+        usage += usage_of(response, path, payload.get("usage"))
+        model = model or text_or_none(payload.get("model"))
     return entries, usage, model
 
 
@@ -960,13 +1009,18 @@ def merge_classify(
         >>> merge_classify([response], [range(0, 2)], "m").probs.shape
         (2, 2)
     """
-    entries, usage, served = _merge_entries(responses, batches, "/classify")
-    probs = np.array([entry["probs"] for entry in entries], dtype=np.float64)
-    num_classes = int(entries[0].get("num_classes") or probs.shape[1])
+    entries, usage, served = _merge_entries(responses, batches, "/classify", "probs")
+    widths = {array.shape for _, array in entries}
+    if len(widths) != 1 or len(next(iter(widths))) != 1:
+        raise APIError(f"/classify: the server returned probabilities of shapes {sorted(widths)[:5]}")
+    probs = np.stack([array for _, array in entries])
+    labels = [entry.get("label") for entry, _ in entries]
+    if not all(label is None or isinstance(label, str) for label in labels):
+        raise APIError(f"/classify: labels that are not strings: {labels[:5]}")
     return ClassificationResult(
-        labels=[entry.get("label") for entry in entries],
+        labels=labels,
         probs=probs,
-        num_classes=num_classes,
+        num_classes=probs.shape[1],
         model=model or served or "",
         usage=usage,
     )
@@ -984,8 +1038,12 @@ def merge_pool(
         >>> merge_pool([response], [range(0, 1)], "m").data[0].shape
         (384,)
     """
-    entries, usage, served = _merge_entries(responses, batches, "/pooling")
-    data = [np.asarray(entry["data"], dtype=np.float32) for entry in entries]
+    entries, usage, served = _merge_entries(responses, batches, "/pooling", "data")
+    data = [array.astype(np.float32) for _, array in entries]
+    widths = {(array.ndim, array.shape[-1]) for array in data}
+    if len(widths) > 1:  # every pooling task gives one width ([d], or [tokens, d]) for all inputs
+        shapes = [array.shape for array in data][:5]
+        raise APIError(f"/pooling: the server returned arrays of different shapes {shapes}")
     return PoolingResult(data=data, model=model or served or "", usage=usage)
 
 

@@ -28,11 +28,13 @@ from typing import Any, Literal
 
 import httpx
 import numpy as np
+from pydantic import ValidationError
 
 from . import audio as audio_io
 from . import defaults, gates
 from .calls import CallOptions
-from .errors import InvalidInputError, StreamError
+from .errors import InvalidInputError, StreamError, UnexpectedResponse
+from .responses import json_object, malformed, server_error
 from .tasks import TaskName
 from .transport import Request
 from .types.audio import (
@@ -334,35 +336,60 @@ def parse_body(
     """A ``json`` / ``verbose_json`` response body as a :class:`Transcription` (text cleaned).
 
     Raises:
-        ValueError: the body is not an object with a ``text`` string.
+        APIStatusError: the body is vLLM's error object (the server's error, with its message).
+        UnexpectedResponse: the body is not an object with a ``text`` string, or a field has the wrong
+            type (``segments``, ``usage``, ``language``, ``duration``, ...).
     """
+    error = server_error(httpx.Response(200, json=body), body, task=TASK_NAMES[task]) if body else None
+    if error is not None:
+        raise error
     if not isinstance(body, dict) or not isinstance(body.get("text"), str):
-        raise ValueError(f"unexpected transcription response: {str(body)[:200]}")
+        raise UnexpectedResponse(f"unexpected transcription response (no `text` string): {str(body)[:200]}")
     data = dict(body)
-    segments = [TranscriptionSegment.model_validate(s) for s in data.pop("segments", None) or []]
-    for segment in segments:
-        segment.text = segment.text.strip()
+    raw_segments = data.pop("segments", None) or []
     usage_body = data.pop("usage", None)
-    usage = TranscriptionUsage.model_validate(usage_body) if isinstance(usage_body, dict) else None
     data.pop("task", None)
-    return Transcription.model_validate(
-        {
-            **data,
-            "text": clean_text(data.pop("text")),
-            "language": data.pop("language", None) or language,
-            "duration": data.pop("duration", None) or duration,
-            "segments": segments,
-            "usage": usage,
-            "model": model,
-            "task": task,
-            "response_format": response_format,
-        }
-    )
+    try:
+        if not isinstance(raw_segments, list):
+            raise UnexpectedResponse(f"`segments` is not a list: {str(raw_segments)[:100]}")
+        segments = [TranscriptionSegment.model_validate(s) for s in raw_segments]
+        for segment in segments:
+            segment.text = segment.text.strip()
+        usage = TranscriptionUsage.model_validate(usage_body) if usage_body is not None else None
+        return Transcription.model_validate(
+            {
+                **data,
+                "text": clean_text(data.pop("text")),
+                "language": data.pop("language", None) or language,
+                "duration": data.pop("duration", None) or duration,
+                "segments": segments,
+                "usage": usage,
+                "model": model,
+                "task": task,
+                "response_format": response_format,
+            }
+        )
+    except ValidationError as invalid:
+        detail = str(invalid).replace("\n", " ")[:300]
+        raise UnexpectedResponse(f"unexpected transcription response: {detail}") from None
 
 
 def parse_response(response: httpx.Response, **kwargs: Any) -> Transcription:
-    """:func:`parse_body` of a response (its JSON body)."""
-    return parse_body(response.json(), **kwargs)
+    """:func:`parse_body` of a response (its JSON body, checked with
+    :func:`~vllm_tasks.responses.json_object`).
+
+    Raises:
+        UnexpectedResponse: not a JSON transcription (a redirect, an empty body, an HTML page, a
+            body of the wrong shape), naming the status and URL.
+        APIStatusError: the body is vLLM's error object.
+    """
+    task: Task = kwargs.get("task", "transcribe")
+    path = PATHS[task]
+    payload = json_object(response, path, task=TASK_NAMES[task])
+    try:
+        return parse_body(payload, **kwargs)
+    except UnexpectedResponse as error:
+        raise malformed(response, path, error.message) from None
 
 
 _WORD = re.compile(r"[^\w']+")
@@ -543,6 +570,8 @@ class StreamParser:
     done: bool = False
     _data: list[str] = field(default_factory=list)
     _final_texts: list[str] = field(default_factory=list)
+    events: int = 0
+    """JSON events read so far (a body with none was not an event stream)."""
     _piece_usage: TranscriptionUsage | None = None
     _starts_chunk: bool = False
 
@@ -578,27 +607,42 @@ class StreamParser:
         except ValueError as error:
             raise StreamError(f"undecodable stream frame: {payload[:200]!r}", body=payload) from error
         if not isinstance(event, dict):
-            return []
-        if "error" in event:
-            raise _stream_error(event)
-        if isinstance(event.get("usage"), dict):
-            self._piece_usage = TranscriptionUsage.model_validate(event["usage"])
+            raise StreamError(f"a stream frame that is not a JSON object: {payload[:200]!r}", body=payload)
+        self.events += 1
+        if "error" in event or event.get("object") == "error":
+            raise _stream_error(event if "error" in event else {"error": event})
+        usage = event.get("usage")
+        if usage is not None:
+            try:
+                self._piece_usage = TranscriptionUsage.model_validate(usage)
+            except ValidationError:
+                message = f"a stream frame with invalid usage: {payload[:200]!r}"
+                raise StreamError(message, body=event) from None
         kind = event.get("type")
         if kind == "transcript.text.delta":
-            return self._delta(str(event.get("delta") or ""), None)
+            return self._delta(_text_field(event, "delta", payload), None)
         if kind == "transcript.text.done":
-            self._final_texts.append(str(event.get("text") or ""))
+            self._final_texts.append(_text_field(event, "text", payload))
             self.done = True
             return []
         if isinstance(kind, str) and kind.startswith("error"):
             raise _stream_error({"error": event})
+        return self._choices(event, payload)
+
+    def _choices(self, event: Mapping[str, Any], payload: str) -> list[TranscriptionDelta]:
+        choices = event.get("choices", [])
+        if not isinstance(choices, list):
+            raise StreamError(f"a stream frame whose `choices` is not a list: {payload[:200]!r}", body=event)
         deltas: list[TranscriptionDelta] = []
-        for choice in event.get("choices") or []:
-            if not isinstance(choice, dict):
-                continue
-            delta = choice.get("delta") or {}
+        for choice in choices:
+            delta = choice.get("delta") if isinstance(choice, dict) else None
             content = delta.get("content") if isinstance(delta, dict) else None
-            deltas.extend(self._delta(str(content or ""), choice.get("finish_reason")))
+            finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+            if not isinstance(delta, dict) or not isinstance(content, str | None):
+                raise StreamError(f"a stream frame without a text delta: {payload[:200]!r}", body=event)
+            if not isinstance(finish, str | None):
+                raise StreamError(f"a stream frame with finish_reason={finish!r}", body=event)
+            deltas.extend(self._delta(content or "", finish))
         return deltas
 
     def _delta(self, content: str, finish_reason: str | None) -> list[TranscriptionDelta]:
@@ -620,8 +664,13 @@ class StreamParser:
 
     def new_piece(self) -> None:
         """Start the stream of the next client-side piece (long audio): usage is summed over pieces,
-        and the next piece's text is joined with one space."""
+        and the next piece's text is joined with one space.
+
+        Raises:
+            StreamError: the previous piece's stream ended before ``[DONE]``.
+        """
         self._dispatch()
+        self._check_complete()
         self._fold_usage()
         self.done = False
         if self.text:
@@ -640,9 +689,30 @@ class StreamParser:
             summed[name] = None if a is None and b is None else (a or 0) + (b or 0)
         self.usage = self.usage.model_copy(update=summed)
 
+    def _check_complete(self) -> None:
+        if self.done:
+            return
+        if not self.events:
+            message = (
+                "the transcription stream ended without any event: not an event stream (a proxy or "
+                "load balancer answered instead of vLLM?)"
+            )
+        else:
+            message = (
+                f"the transcription stream ended before [DONE]: the text is truncated after "
+                f"{len(self.text)} characters (the connection was closed early)"
+            )
+        raise StreamError(message, body={"text": self.text})
+
     def finish(self) -> Transcription:
-        """The final result (call after the last line); handles a stream cut before ``[DONE]``."""
+        """The final result (call after the last line).
+
+        Raises:
+            StreamError: the stream ended before ``[DONE]`` (or OpenAI's ``transcript.text.done``):
+                the text would be truncated. ``body["text"]`` holds the text received.
+        """
         self._dispatch()
+        self._check_complete()
         self._fold_usage()
         text = merge_texts(self._final_texts, dedupe=False) if self._final_texts else self.text
         return Transcription(
@@ -662,8 +732,16 @@ def _stream_error(event: Mapping[str, Any]) -> StreamError:
     if isinstance(error, dict):
         message = str(error.get("message") or error)
         code = error.get("code")
-        return StreamError(message, body=dict(event), code=code if isinstance(code, int) else None)
+        code = code if isinstance(code, int) and not isinstance(code, bool) else None
+        return StreamError(message, body=dict(event), code=code)
     return StreamError(str(error), body=dict(event))
+
+
+def _text_field(event: Mapping[str, Any], key: str, payload: str) -> str:
+    value = event.get(key)
+    if not isinstance(value, str | None):
+        raise StreamError(f"a stream frame whose `{key}` is not text: {payload[:200]!r}", body=dict(event))
+    return value or ""
 
 
 # --------------------------------------------------------------------------------------------------

@@ -9,32 +9,84 @@ policy (``vllm_tasks.retries``); only the waiting differs (threads or asyncio ta
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ipaddress
 import json
 import logging
+import math
+import queue
+import socket
+import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import orjson
 from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
+from . import defaults
 from .calls import CLIENT_DEFAULT, TimeoutLike
 from .config import ClientConfig
-from .errors import APIConnectionError, APITimeoutError, error_from_response
+from .errors import (
+    APIConnectionError,
+    APITimeoutError,
+    InputFetchError,
+    InvalidInputError,
+    error_from_response,
+)
+from .responses import check_status
 from .retries import Backoff, is_retryable
 from .tasks import TaskName
+from .validation import int_at_least, is_number
 from .version import __version__
 
 logger = logging.getLogger("vllm_tasks")
 
 sync_sleep: Callable[[float], None] = time.sleep
+_REAL_SLEEP = time.sleep
 async_sleep: Callable[[float], Any] = asyncio.sleep
 
 OnResponse = Callable[[int, httpx.Response], None]
 """Called as ``on_response(index, response)`` as each of ``send_all``'s requests completes."""
+
+
+@dataclass(frozen=True)
+class FetchLimits:
+    """Bounds on downloading user-given image and audio URLs client-side (a client option).
+
+    Attributes:
+        max_bytes: the largest body accepted; a longer one is refused as soon as it passes the cap.
+        deadline: seconds the whole download may take (redirects included), however slowly the bytes
+            come: a server trickling one byte a second cannot hold the call.
+        refuse_private: refuse hosts that resolve to private, loopback, link-local or other non-public
+            addresses, redirects to them included (off by default, so local files servers work).
+        max_redirects: redirects followed.
+
+    Raises:
+        InvalidInputError: a limit that is not a positive number (``max_bytes``, ``max_redirects``: int).
+
+    Example:
+        >>> client = vllm_tasks.Client(fetch_limits=FetchLimits(max_bytes=50_000_000, refuse_private=True))
+    """
+
+    max_bytes: int = defaults.FETCH_MAX_BYTES
+    deadline: float = defaults.FETCH_DEADLINE
+    refuse_private: bool = False
+    max_redirects: int = defaults.FETCH_MAX_REDIRECTS
+
+    def __post_init__(self) -> None:
+        int_at_least("max_bytes", self.max_bytes, 1, "For example max_bytes=100_000_000.")
+        int_at_least("max_redirects", self.max_redirects, 0, "Use 0 to follow none.")
+        if not is_number(self.deadline) or not math.isfinite(self.deadline) or self.deadline <= 0:
+            raise InvalidInputError("deadline", self.deadline, "must be a positive number", "e.g. 300.")
+        if not isinstance(self.refuse_private, bool):
+            raise InvalidInputError("refuse_private", self.refuse_private, "must be a bool", "")
+
+
+class _Cancelled(Exception):
+    """Internal: ``send_all`` was abandoned (a failure or Ctrl-C); no further attempt is made."""
 
 
 @dataclass(frozen=True)
@@ -59,9 +111,12 @@ class Request:
 
 
 class _TransportBase:
-    def __init__(self, config: ClientConfig, backoff: Backoff | None = None) -> None:
+    def __init__(
+        self, config: ClientConfig, backoff: Backoff | None = None, fetch_limits: FetchLimits | None = None
+    ) -> None:
         self.config = config
         self.backoff = backoff or Backoff()
+        self.fetch_limits = fetch_limits or FetchLimits()
         self._urls: dict[str, httpx.URL] = {}
         self._headers = merge_headers(config.headers)
         self._json_headers = merge_headers(self._headers, {"Content-Type": "application/json"})
@@ -103,8 +158,12 @@ class _TransportBase:
 
     @staticmethod
     def _check(request: Request, response: httpx.Response) -> httpx.Response:
-        if response.status_code >= 400 and request.raise_for_status:
-            raise error_from_response(response, task=request.task)
+        # An answer that is not vLLM's (a proxy's redirect, a 204, an empty 200) is refused here, so
+        # that no parser reads it as an empty result; a request with raise_for_status=False sees it.
+        if request.raise_for_status:
+            if response.status_code >= 400:
+                raise error_from_response(response, task=request.task)
+            check_status(response, request.path)
         return response
 
     @staticmethod
@@ -112,9 +171,34 @@ class _TransportBase:
         method: str, url: httpx.URL | str, error: httpx.TransportError
     ) -> APIConnectionError:
         kind = APITimeoutError if isinstance(error, httpx.TimeoutException) else APIConnectionError
-        what = "timed out" if kind is APITimeoutError else "could not connect"
         detail = str(error) or type(error).__name__
-        return kind(f"{method} {url} {what}: {detail}", method=method, url=str(url))
+        return kind(f"{method} {url} {_what_failed(error)}: {detail}", method=method, url=str(url))
+
+    def _retryable(self, error: BaseException) -> bool:
+        # A Retry-After over the cap ends the retries (the error then names the wait asked for).
+        return is_retryable(error) and not self.backoff.refuses_wait(error)
+
+    def _fetch_request_within(self, url: str, timeout: float, deadline: float) -> httpx.Request:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise self._past_deadline(url)
+        try:
+            return self._fetch_request(url, min(timeout, remaining))
+        except httpx.InvalidURL as error:
+            raise InputFetchError("url", url, f"not a valid URL ({error})") from None
+
+    def _past_deadline(self, url: str) -> InputFetchError:
+        seconds = self.fetch_limits.deadline
+        return InputFetchError("url", url, f"the download took over the {seconds:g} s deadline (FetchLimits)")
+
+    def _next_hop(self, url: str, response: httpx.Response, hops: int) -> str:
+        """The target of a redirect, checked (http(s) only, at most ``max_redirects`` of them)."""
+        if hops >= self.fetch_limits.max_redirects:
+            raise InputFetchError("url", url, f"more than {self.fetch_limits.max_redirects} redirects")
+        target = response.url.join(response.headers["location"])
+        if target.scheme not in ("http", "https"):
+            raise InputFetchError("url", url, f"redirected to a {target.scheme}: URL, not http(s)")
+        return str(target)
 
     @staticmethod
     def _log_retry(state: RetryCallState) -> None:
@@ -126,23 +210,47 @@ class _TransportBase:
 class SyncTransport(_TransportBase):
     """Sends requests with an ``httpx.Client``; concurrency on a thread pool."""
 
-    def __init__(self, http: httpx.Client, config: ClientConfig, backoff: Backoff | None = None) -> None:
-        super().__init__(config, backoff)
+    def __init__(
+        self,
+        http: httpx.Client,
+        config: ClientConfig,
+        backoff: Backoff | None = None,
+        fetch_limits: FetchLimits | None = None,
+    ) -> None:
+        super().__init__(config, backoff, fetch_limits)
         self.http = http
 
     def send(self, request: Request) -> httpx.Response:
         """Send with retries; the body is read. Raises the mapped error for an error status."""
+        return self._send(request, None)
+
+    def _send(self, request: Request, cancel: threading.Event | None) -> httpx.Response:
+        """``send``; once ``cancel`` is set no further attempt starts (a retry's wait ends at once)."""
+
+        def retryable(error: BaseException) -> bool:
+            return not (cancel is not None and cancel.is_set()) and self._retryable(error)
+
+        def sleep(seconds: float) -> None:
+            if cancel is not None and sync_sleep is _REAL_SLEEP:
+                cancel.wait(seconds)  # woken by the cancellation (tests patch sync_sleep instead)
+            else:
+                sync_sleep(seconds)
+            if cancel is not None and cancel.is_set():
+                raise _Cancelled
+
         retrying = Retrying(
             stop=stop_after_attempt(self._attempts(request)),
             wait=self.backoff,
-            retry=retry_if_exception(is_retryable),
+            retry=retry_if_exception(retryable),
             reraise=True,
-            sleep=lambda seconds: sync_sleep(seconds),  # noqa: PLW0108 (tests patch sync_sleep)
+            sleep=sleep,
             before_sleep=self._log_retry,
         )
-        return retrying(self._attempt, request)
+        return retrying(self._attempt, request, cancel)
 
-    def _attempt(self, request: Request) -> httpx.Response:
+    def _attempt(self, request: Request, cancel: threading.Event | None = None) -> httpx.Response:
+        if cancel is not None and cancel.is_set():
+            raise _Cancelled
         built = self._build(self.http, request)
         try:
             response = self.http.send(built)
@@ -155,7 +263,9 @@ class SyncTransport(_TransportBase):
     ) -> list[httpx.Response]:
         """Send ``requests``, at most ``concurrency`` at once; the responses in request order.
 
-        The first failure cancels the requests not yet started and is raised.
+        The first failure, or anything raised while waiting (Ctrl-C's ``KeyboardInterrupt``, an
+        exception from ``on_response``), returns at once: requests not yet started are never sent,
+        those in flight are not retried, and their daemon threads end when their answers come.
         """
         if concurrency <= 1 or len(requests) <= 1:
             responses = []
@@ -164,23 +274,37 @@ class SyncTransport(_TransportBase):
                 if on_response is not None:
                     on_response(index, responses[-1])
             return responses
+        cancel = threading.Event()
+        answers: queue.SimpleQueue[tuple[int, httpx.Response | None, BaseException | None]]
+        answers = queue.SimpleQueue()
+        order = iter(range(len(requests)))
+        order_lock = threading.Lock()
+
+        def worker() -> None:
+            while not cancel.is_set():
+                with order_lock:
+                    index = next(order, None)
+                if index is None:
+                    return
+                try:
+                    answers.put((index, self._send(requests[index], cancel), None))
+                except BaseException as error:  # raised in the caller's thread
+                    answers.put((index, None, error))
+                    return
+
         results: list[httpx.Response | None] = [None] * len(requests)
-        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="vllm-tasks") as pool:
-            futures: dict[Future[httpx.Response], int] = {
-                pool.submit(self.send, request): index for index, request in enumerate(requests)
-            }
-            pending = set(futures)
-            try:
-                while pending:
-                    done, pending = wait(pending, return_when=FIRST_EXCEPTION)
-                    for future in done:
-                        index = futures[future]
-                        results[index] = future.result()
-                        if on_response is not None:
-                            on_response(index, future.result())
-            finally:
-                for future in pending:
-                    future.cancel()
+        try:
+            for _ in range(min(concurrency, len(requests))):
+                threading.Thread(target=worker, name="vllm-tasks-send", daemon=True).start()
+            for _ in requests:
+                index, response, error = answers.get()
+                if error is not None:
+                    raise error
+                results[index] = response
+                if on_response is not None and response is not None:
+                    on_response(index, response)
+        finally:
+            cancel.set()
         return [response for response in results if response is not None]
 
     def open_stream(self, request: Request) -> LineStream:
@@ -192,24 +316,64 @@ class SyncTransport(_TransportBase):
             response = self.http.send(built, stream=True)
         except httpx.TransportError as error:
             raise self._connection_error(request.method, built.url, error) from _headerless(error)
-        if response.status_code >= 400:
+        if not 200 <= response.status_code < 300 or response.status_code == 204:
             try:
                 response.read()
             finally:
                 response.close()
-            raise error_from_response(response, task=request.task)
+            self._check(request, response)
         return LineStream(response)
 
     def fetch(self, url: str, *, timeout: float) -> httpx.Response:
         """GET a user-given absolute URL (an image or audio file), following redirects, one attempt.
 
-        None of the client's headers, API key, auth or cookies are sent. An error status is returned
-        as is; a connection failure raises :class:`~vllm_tasks.errors.APIConnectionError`.
+        None of the client's headers, API key, auth or cookies are sent (to the first host or any it
+        redirects to). ``timeout`` bounds each read; :class:`FetchLimits` bound the whole download (size,
+        deadline) and, opted in, refuse private addresses. An error status is returned as is (its body
+        read within the same limits).
+
+        Raises:
+            InputFetchError: (``field="url"``) a limit was passed or an address refused.
+            APIConnectionError: the host cannot be reached or the connection broke.
         """
+        deadline = time.monotonic() + self.fetch_limits.deadline
+        target = url
+        for hops in range(self.fetch_limits.max_redirects + 1):
+            if self.fetch_limits.refuse_private:
+                host, port = _host_and_port(url, target)
+                try:
+                    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                except OSError as error:
+                    raise InputFetchError(
+                        "url", url, f"the host {host} cannot be resolved ({error})"
+                    ) from None
+                _refuse_private(url, host, infos)
+            response = self._fetch_once(url, target, timeout, deadline)
+            if not response.has_redirect_location:
+                return response
+            target = self._next_hop(url, response, hops)
+        raise AssertionError("unreachable")  # pragma: no cover (_next_hop raises past the limit)
+
+    def _fetch_once(self, url: str, target: str, timeout: float, deadline: float) -> httpx.Response:
+        """One GET, streamed: a redirect is returned unread; any other body is read within the limits."""
+        request = self._fetch_request_within(target, timeout, deadline)
         try:
-            return self.http.send(self._fetch_request(url, timeout), auth=None, follow_redirects=True)
+            response = self.http.send(request, auth=None, follow_redirects=False, stream=True)
+            try:
+                if response.has_redirect_location:
+                    return response
+                body = _CappedBody(url, self.fetch_limits.max_bytes, response)
+                for chunk in response.iter_bytes():
+                    body.add(chunk)
+                    if time.monotonic() > deadline:
+                        raise self._past_deadline(url)
+                return body.response()
+            finally:
+                response.close()
         except httpx.TransportError as error:
-            raise self._connection_error("GET", url, error) from _headerless(error)
+            raise self._connection_error("GET", target, error) from _headerless(error)
+        except httpx.DecodingError as error:
+            raise InputFetchError("url", url, f"the body does not decode ({error})") from None
 
     def sleep(self, seconds: float) -> None:
         """Wait ``seconds`` (between polls)."""
@@ -219,8 +383,14 @@ class SyncTransport(_TransportBase):
 class AsyncTransport(_TransportBase):
     """Sends requests with an ``httpx.AsyncClient``; concurrency as asyncio tasks."""
 
-    def __init__(self, http: httpx.AsyncClient, config: ClientConfig, backoff: Backoff | None = None) -> None:
-        super().__init__(config, backoff)
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        config: ClientConfig,
+        backoff: Backoff | None = None,
+        fetch_limits: FetchLimits | None = None,
+    ) -> None:
+        super().__init__(config, backoff, fetch_limits)
         self.http = http
 
     async def send(self, request: Request) -> httpx.Response:
@@ -228,7 +398,7 @@ class AsyncTransport(_TransportBase):
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self._attempts(request)),
             wait=self.backoff,
-            retry=retry_if_exception(is_retryable),
+            retry=retry_if_exception(self._retryable),
             reraise=True,
             sleep=lambda seconds: async_sleep(seconds),  # noqa: PLW0108
             before_sleep=self._log_retry,
@@ -282,24 +452,72 @@ class AsyncTransport(_TransportBase):
             response = await self.http.send(built, stream=True)
         except httpx.TransportError as error:
             raise self._connection_error(request.method, built.url, error) from _headerless(error)
-        if response.status_code >= 400:
+        if not 200 <= response.status_code < 300 or response.status_code == 204:
             try:
                 await response.aread()
             finally:
                 await response.aclose()
-            raise error_from_response(response, task=request.task)
+            self._check(request, response)
         return AsyncLineStream(response)
 
     async def fetch(self, url: str, *, timeout: float) -> httpx.Response:
         """GET a user-given absolute URL (an image or audio file), following redirects, one attempt.
 
-        None of the client's headers, API key, auth or cookies are sent. An error status is returned
-        as is; a connection failure raises :class:`~vllm_tasks.errors.APIConnectionError`.
+        None of the client's headers, API key, auth or cookies are sent (to the first host or any it
+        redirects to). ``timeout`` bounds each read; :class:`FetchLimits` bound the whole download (size,
+        deadline) and, opted in, refuse private addresses. An error status is returned as is (its body
+        read within the same limits).
+
+        Raises:
+            InputFetchError: (``field="url"``) a limit was passed or an address refused.
+            APIConnectionError: the host cannot be reached or the connection broke.
         """
+        deadline = time.monotonic() + self.fetch_limits.deadline
         try:
-            return await self.http.send(self._fetch_request(url, timeout), auth=None, follow_redirects=True)
+            async with asyncio.timeout(self.fetch_limits.deadline):
+                return await self._fetch_following(url, timeout, deadline)
+        except TimeoutError:
+            raise self._past_deadline(url) from None
+
+    async def _fetch_following(self, url: str, timeout: float, deadline: float) -> httpx.Response:
+        target = url
+        for hops in range(self.fetch_limits.max_redirects + 1):
+            if self.fetch_limits.refuse_private:
+                host, port = _host_and_port(url, target)
+                try:
+                    loop = asyncio.get_running_loop()
+                    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                except OSError as error:
+                    raise InputFetchError(
+                        "url", url, f"the host {host} cannot be resolved ({error})"
+                    ) from None
+                _refuse_private(url, host, infos)
+            response = await self._fetch_once(url, target, timeout, deadline)
+            if not response.has_redirect_location:
+                return response
+            target = self._next_hop(url, response, hops)
+        raise AssertionError("unreachable")  # pragma: no cover (_next_hop raises past the limit)
+
+    async def _fetch_once(self, url: str, target: str, timeout: float, deadline: float) -> httpx.Response:
+        """One GET, streamed: a redirect is returned unread; any other body is read within the limits."""
+        request = self._fetch_request_within(target, timeout, deadline)
+        try:
+            response = await self.http.send(request, auth=None, follow_redirects=False, stream=True)
+            try:
+                if response.has_redirect_location:
+                    return response
+                body = _CappedBody(url, self.fetch_limits.max_bytes, response)
+                chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())  # closed on any exit
+                async with contextlib.aclosing(chunks):
+                    async for chunk in chunks:
+                        body.add(chunk)
+                return body.response()
+            finally:
+                await response.aclose()
         except httpx.TransportError as error:
-            raise self._connection_error("GET", url, error) from _headerless(error)
+            raise self._connection_error("GET", target, error) from _headerless(error)
+        except httpx.DecodingError as error:
+            raise InputFetchError("url", url, f"the body does not decode ({error})") from None
 
     async def sleep(self, seconds: float) -> None:
         """Wait ``seconds`` (between polls)."""
@@ -354,6 +572,83 @@ class AsyncLineStream(_LineStreamBase):
     async def close(self) -> None:
         """Release the connection (safe to call twice)."""
         await self.response.aclose()
+
+
+class _CappedBody:
+    """A fetched body, collected chunk by chunk, refused as soon as it passes ``max_bytes``."""
+
+    def __init__(self, url: str, max_bytes: int, response: httpx.Response) -> None:
+        self.url = url
+        self.max_bytes = max_bytes
+        self.response_head = response
+        self.chunks: list[bytes] = []
+        self.size = 0
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > max_bytes:
+            raise self._too_large(f"it declares {int(declared)} bytes")
+
+    def _too_large(self, detail: str) -> InputFetchError:
+        return InputFetchError(
+            "url",
+            self.url,
+            f"the body is over the {self.max_bytes}-byte cap of FetchLimits.max_bytes ({detail})",
+        )
+
+    def add(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size > self.max_bytes:
+            raise self._too_large(f"{self.size} bytes read so far")
+        self.chunks.append(chunk)
+
+    def response(self) -> httpx.Response:
+        """The response with its (decoded) body in memory."""
+        head = self.response_head
+        framing = {"content-encoding", "content-length", "transfer-encoding"}
+        headers = [(k, v) for k, v in head.headers.multi_items() if k.lower() not in framing]
+        return httpx.Response(
+            head.status_code, headers=headers, content=b"".join(self.chunks), request=head.request
+        )
+
+
+def _host_and_port(url: str, target: str) -> tuple[str, int]:
+    try:
+        parsed = httpx.URL(target)
+    except httpx.InvalidURL as error:
+        raise InputFetchError("url", url, f"not a valid URL ({error})") from None
+    if not parsed.host:
+        raise InputFetchError("url", url, f"{target} has no host")
+    return parsed.host, parsed.port or (443 if parsed.scheme == "https" else 80)
+
+
+def _refuse_private(url: str, host: str, infos: Sequence[tuple[Any, ...]]) -> None:
+    """Refuse a host that resolves to any non-public address (FetchLimits.refuse_private)."""
+    for info in infos:
+        address = ipaddress.ip_address(str(info[4][0]).split("%")[0])
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        if not address.is_global or address.is_multicast:
+            raise InputFetchError(
+                "url",
+                url,
+                f"the host {host} resolves to {address}, a private, loopback or otherwise non-public "
+                "address, refused by FetchLimits(refuse_private=True)",
+            )
+
+
+def _what_failed(error: httpx.TransportError) -> str:
+    """What a transport error says happened, by the phase it happened in (a connection reset while
+    reading the answer is not "could not connect": the request may have been processed)."""
+    phases: list[tuple[type[httpx.TransportError] | tuple[type[httpx.TransportError], ...], str]] = [
+        (httpx.ConnectTimeout, "timed out connecting"),
+        (httpx.PoolTimeout, "timed out waiting for a free connection"),
+        (httpx.WriteTimeout, "timed out sending the request"),
+        (httpx.ReadTimeout, "timed out waiting for the answer"),
+        (httpx.TimeoutException, "timed out"),
+        (httpx.WriteError, "the connection broke while sending the request"),
+        ((httpx.ReadError, httpx.RemoteProtocolError), "the connection broke while reading the answer"),
+        ((httpx.ConnectError, httpx.ProxyError, httpx.UnsupportedProtocol), "could not connect"),
+    ]
+    return next((what for kind, what in phases if isinstance(error, kind)), "failed")
 
 
 def _headerless(error: httpx.TransportError) -> httpx.TransportError:

@@ -4,7 +4,11 @@ naming the argument, the value and the fix.
 
 from __future__ import annotations
 
-from typing import TypeGuard, overload
+import math
+from collections.abc import Mapping
+from typing import Any, TypeGuard, overload
+
+import httpx
 
 from .errors import InvalidInputError
 
@@ -81,3 +85,68 @@ def positive_number(field: str, value: object, fix: str = "") -> float:
     if not is_number(value) or not value > 0:
         raise InvalidInputError(field, value, "must be a positive number", fix)
     return float(value)
+
+
+def timeout_value(field: str, value: object) -> object:
+    """Check a timeout argument: ``None`` (wait forever), a positive finite number of seconds, or an
+    ``httpx.Timeout`` whose parts are each ``None`` or such a number.
+
+    Raises:
+        InvalidInputError: for a bool, a string, zero, a negative, NaN or infinite value.
+
+    Example:
+        >>> timeout_value("timeout", 30)
+        30
+    """
+    if value is None:
+        return value
+    if isinstance(value, httpx.Timeout):
+        for part, seconds in value.as_dict().items():
+            if seconds is not None and not _finite_positive(seconds):
+                raise InvalidInputError(
+                    f"{field}.{part}", seconds, "must be a positive number of seconds or None", _TIMEOUT_FIX
+                )
+        return value
+    if not _finite_positive(value):
+        raise InvalidInputError(
+            field, value, "must be a positive number of seconds, an httpx.Timeout, or None", _TIMEOUT_FIX
+        )
+    return value
+
+
+_TIMEOUT_FIX = "For example timeout=120 (seconds), or None to wait forever."
+
+
+def _finite_positive(value: object) -> bool:
+    return is_number(value) and math.isfinite(value) and value > 0
+
+
+def header_values(field: str, headers: Mapping[Any, Any] | None) -> None:
+    """Check HTTP headers given by the caller: ``str`` names and values, ASCII, on one line.
+
+    httpx would fail on anything else inside the request (or, for a line break, send a second header).
+
+    Raises:
+        InvalidInputError: naming the header, e.g. ``extra_headers['X-Id']``.
+
+    Example:
+        >>> header_values("headers", {"X-Team": "search"})
+    """
+    for name, value in (headers or {}).items():
+        for what, text in (("names", name), ("values", value)):
+            if not isinstance(text, str):
+                raise InvalidInputError(
+                    f"{field}[{name!r}]",
+                    type(text).__name__,
+                    f"header {what} must be str",
+                    "Pass e.g. {'X-Id': str(value)}.",
+                )
+            empty_name = what == "names" and not text
+            if empty_name or not text.isascii() or any(ch in text for ch in "\r\n\0"):
+                # A value is never echoed: it may be a secret (an Authorization header).
+                raise InvalidInputError(
+                    f"{field}[{name!r}]",
+                    text if what == "names" else "<not shown>",
+                    f"header {what} must be ASCII text on one line" + (", not empty" if empty_name else ""),
+                    "Encode other text (e.g. percent-encoding) before putting it in a header.",
+                )

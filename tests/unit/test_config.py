@@ -79,3 +79,18 @@ def test_injected_http_client_is_not_closed_or_mutated() -> None:
     assert "authorization" not in http.headers
     assert http.headers["X-Mine"] == "1"
     http.close()
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"X-Id": "a\r\nInjected: yes"}, {"X-Id": "é"}, {"X-Id": 5}, {"": "v"}],
+)
+def test_client_headers_are_checked_like_extra_headers(headers: dict[str, object]) -> None:
+    with pytest.raises(vt.InvalidInputError, match="headers"):
+        vt.Client("http://localhost:8000", headers=headers)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("timeout", [float("inf"), float("nan"), httpx.Timeout(5.0, read=-1.0)])
+def test_client_timeouts_must_be_finite_and_positive(timeout: object) -> None:
+    with pytest.raises(vt.InvalidInputError, match="timeout"):
+        vt.Client("http://localhost:8000", timeout=timeout)  # type: ignore[arg-type]

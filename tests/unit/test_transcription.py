@@ -260,10 +260,12 @@ def test_stream_parser_error_frames_raise_stream_error() -> None:
 
 
 def test_stream_parser_handles_a_cut_stream() -> None:
+    # Issue 11: a stream closed before [DONE] is truncated text, raised (not returned as a success).
     parser = StreamParser()
     parser.feed_all(['data: {"choices": [{"delta": {"content": " partial"}}]}'])  # no blank line, no [DONE]
-    result = parser.finish()
-    assert result.text == "partial" and not parser.done
+    with pytest.raises(vt.StreamError, match="before \\[DONE\\]") as caught:
+        parser.finish()
+    assert caught.value.body == {"text": "partial"} and not parser.done
 
 
 # ------------------------------------------------------------------------------------- form fields
@@ -613,3 +615,16 @@ def test_stream_of_short_audio_is_one_request(httpx_mock: HTTPXMock, make_client
     events = collect(client, client.transcribe_stream(AUDIO / "long45.wav"))  # 46 s: vLLM splits it
     assert events[-1].finish_reasons == ["stop", "stop"]
     assert uploaded(audio_requests(httpx_mock)[0]) == (AUDIO / "long45.wav").read_bytes()
+
+
+@pytest.mark.parametrize("status", [204, 301, 307])
+def test_a_stream_answered_by_a_redirect_or_nothing_is_a_typed_error(
+    status: int, make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    mock_server(httpx_mock, "stt")
+    headers = {"location": "https://vllm.example/v1/audio/transcriptions"} if status != 204 else {}
+    httpx_mock.add_response(
+        url=f"{BASE}/v1/audio/transcriptions", method="POST", status_code=status, headers=headers
+    )
+    with pytest.raises(vt.UnexpectedResponse, match=str(status)):
+        make_client().transcribe_stream(FOX, language="en")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import email.utils
+import json
+import signal
+import threading
 import time
 from typing import Any
 
@@ -211,3 +214,179 @@ def test_no_exception_chain_carries_the_api_key(make_client: Any, httpx_mock: HT
     assert isinstance(cause, httpx.ConnectError) and str(cause) == "refused"
     with pytest.raises(RuntimeError):
         _ = cause.request  # httpx raises when no request is attached
+
+
+# ------------------------------------------------------------- Retry-After over the cap, broken answers
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "header"),
+    [
+        (429, vt.RateLimitError, {"retry-after": "3600"}),
+        (503, vt.ServiceUnavailableError, {"retry-after": "120"}),
+        (429, vt.RateLimitError, {"retry-after-ms": "90000"}),
+    ],
+)
+def test_retry_after_over_the_cap_ends_the_retries_naming_the_wait(
+    status: int,
+    kind: type[vt.APIStatusError],
+    header: dict[str, str],
+    make_client: Any,
+    httpx_mock: HTTPXMock,
+    no_sleep: list[float],
+) -> None:
+    """A server asking for a longer wait than the cap (60 s) is not retried within a second."""
+    httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"}, is_optional=True)
+    httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}}, is_optional=True)
+    httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=status, headers=header, is_reusable=True)
+    client = make_client(max_retries=3)
+    with pytest.raises(kind) as raised:
+        client.server_info()
+    asked = retry_after_seconds(httpx.Headers(header))
+    assert raised.value.retry_after == asked  # type: ignore[attr-defined]
+    assert f"the server asked to wait {asked:g} s, over the client's cap of 60 s" in str(raised.value)
+    assert len([r for r in httpx_mock.get_requests() if r.url.path == "/v1/models"]) == 1
+    assert no_sleep == []
+
+
+def test_retry_after_within_the_cap_is_still_retried(
+    make_client: Any, httpx_mock: HTTPXMock, no_sleep: list[float]
+) -> None:
+    httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"}, is_optional=True)
+    httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}}, is_optional=True)
+    httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=429, headers={"retry-after": "60"})
+    httpx_mock.add_response(url=f"{BASE}/v1/models", json={"data": [{"id": "m"}]})
+    assert make_client(max_retries=1).server_info().default_model == "m"
+    assert no_sleep == [60.0]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [httpx.ReadError("Connection reset by peer"), httpx.RemoteProtocolError("peer closed connection")],
+)
+def test_a_connection_broken_mid_answer_is_not_reported_as_could_not_connect(
+    error: httpx.TransportError, make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    httpx_mock.add_exception(error, is_reusable=True)
+    with pytest.raises(vt.APIConnectionError) as raised:
+        make_client().server_info()
+    assert "the connection broke while reading the answer" in str(raised.value)
+    assert "could not connect" not in str(raised.value)
+    assert str(error) in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "words"),
+    [
+        (httpx.ConnectError("Connection refused"), vt.APIConnectionError, "could not connect"),
+        (httpx.ConnectTimeout("slow dns"), vt.APITimeoutError, "timed out connecting"),
+        (httpx.ReadTimeout("slow"), vt.APITimeoutError, "timed out waiting for the answer"),
+        (httpx.WriteError("broken pipe"), vt.APIConnectionError, "broke while sending the request"),
+    ],
+)
+def test_connection_failures_name_the_phase(
+    error: httpx.TransportError, kind: type[Exception], words: str, make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    httpx_mock.add_exception(error, is_reusable=True)
+    with pytest.raises(kind, match=words):
+        make_client().server_info()
+
+
+# ---------------------------------------------------------------- Ctrl-C on the sync client's send_all
+
+
+class _BlockingServer:
+    """Answers through httpx.MockTransport: every request blocks until released, then gets a 503 (which
+    the transport would retry); records which request indices were sent and when."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+        self.sent: list[tuple[int, float]] = []
+        self.four_in_flight = threading.Event()
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        index = json.loads(request.content)["i"]
+        with self.lock:
+            self.sent.append((index, time.monotonic()))
+            if len(self.sent) == 4:
+                self.four_in_flight.set()
+        if index == 0 and getattr(self, "answer_first", False):
+            return httpx.Response(200, json={"ok": True})
+        self.release.wait(10)
+        return httpx.Response(503, json={"error": {"message": "busy"}})
+
+
+def _blocking_transport(server: _BlockingServer) -> Any:
+    from vllm_tasks.config import ClientConfig
+    from vllm_tasks.transport import SyncTransport
+
+    config = ClientConfig.create(BASE, api_key=None, model=None, timeout=30.0, max_retries=3, headers=None)
+    return SyncTransport(httpx.Client(transport=httpx.MockTransport(server)), config)
+
+
+def test_ctrl_c_stops_send_all_at_once_and_nothing_is_sent_after_it() -> None:
+    """A real SIGINT to the main thread while 4 requests are in flight: control returns at once, no
+    queued request starts and the in-flight ones are not retried (they would be: 503, max_retries=3)."""
+    from vllm_tasks.transport import Request
+
+    server = _BlockingServer()
+    transport = _blocking_transport(server)
+    requests = [Request("POST", "/v1/embeddings", json={"i": i}) for i in range(12)]
+    interrupted_at: list[float] = []
+
+    def press_ctrl_c() -> None:
+        server.four_in_flight.wait(5)
+        interrupted_at.append(time.monotonic())
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+    threading.Thread(target=press_ctrl_c, daemon=True).start()
+    releaser = threading.Timer(3.0, server.release.set)  # unblocks the old code, which waited for them
+    releaser.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            transport.send_all(requests, concurrency=4)
+        returned_at = time.monotonic()
+        assert returned_at - interrupted_at[0] < 1.0
+        server.release.set()  # the in-flight answers (503) now arrive: they must not be retried
+        time.sleep(0.3)
+        with server.lock:
+            after = [index for index, at in server.sent if at > interrupted_at[0]]
+            indices = [index for index, _ in server.sent]
+        assert after == []
+        assert sorted(indices) == [0, 1, 2, 3]
+    finally:
+        releaser.cancel()
+        server.release.set()
+        transport.http.close()
+
+
+def test_a_failure_in_on_response_stops_send_all_without_retrying_the_requests_in_flight() -> None:
+    from vllm_tasks.transport import Request
+
+    server = _BlockingServer()
+    server.answer_first = True  # type: ignore[attr-defined]
+    transport = _blocking_transport(server)
+    requests = [Request("POST", "/v1/embeddings", json={"i": i}) for i in range(12)]
+
+    def on_response(index: int, _response: httpx.Response) -> None:
+        server.four_in_flight.wait(5)
+        raise RuntimeError("stop")
+
+    releaser = threading.Timer(3.0, server.release.set)
+    releaser.start()
+    try:
+        started = time.monotonic()
+        with pytest.raises(RuntimeError, match="stop"):
+            transport.send_all(requests, concurrency=4, on_response=on_response)
+        assert time.monotonic() - started < 1.0
+        server.release.set()
+        time.sleep(0.3)
+        with server.lock:
+            indices = [index for index, _ in server.sent]
+        assert len(indices) == len(set(indices)), f"a request was retried after the failure: {indices}"
+        assert len(indices) <= 5  # the 4 first, and at most one a worker took while on_response ran
+    finally:
+        releaser.cancel()
+        server.release.set()
+        transport.http.close()

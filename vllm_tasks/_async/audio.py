@@ -363,7 +363,11 @@ class AsyncAudioMethods(AsyncClientBase):
         # A stream is split client-side only past vLLM's decode limit: the server splits it at 30 s.
         limit = defaults.AUDIO_STREAM_LIMIT_SECONDS if stream else transcription.SERVER_CHUNK_SECONDS
         split = await async_offload(transcription.should_split, source, options, prepare, limit_seconds=limit)
-        upload = None if split else await async_offload(audio_io.prepare_upload, source, prepare)
+        upload = (
+            None
+            if split
+            else await async_offload(audio_io.prepare_upload, source, prepare, size_limit=options.size_limit)
+        )
         info = await self.server_info()
         transcription.check_server(params, info)
         return source, options, upload, resolve_model(info, call.model, self.model)
@@ -486,7 +490,9 @@ class AsyncAudioMethods(AsyncClientBase):
             duration = (await async_offload(audio_io.info, source)).duration or None
         if first is None:  # sent whole, or nothing but silence
             if upload is None:
-                upload = await async_offload(audio_io.prepare_upload, source, prepare)
+                upload = await async_offload(
+                    audio_io.prepare_upload, source, prepare, size_limit=options.size_limit
+                )
             first = transcription.build_request(
                 params, call, upload, task=task, model=model, fmt="json", stream=True
             )

@@ -227,7 +227,7 @@ class AsyncEmbeddingMethods(AsyncClientBase):
             description="embed_v2",
         )
         payloads = [json_object(response, "/v2/embed") for response in responses]
-        return embeddings.merge_v2_responses(payloads, types)
+        return embeddings.merge_v2_responses(payloads, types, [len(batch) for batch in batches])
 
 
 def _body_bytes(responses: list[httpx.Response]) -> int:

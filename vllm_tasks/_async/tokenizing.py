@@ -11,6 +11,7 @@ import httpx
 
 from .. import defaults
 from ..calls import CLIENT_DEFAULT, TimeoutLike
+from ..errors import VLLMTasksError
 from ..responses import json_object
 from ..transport import AsyncTransport, Request
 
@@ -47,13 +48,18 @@ async def count_longest(
     responses = await transport.send_all(requests, concurrency=defaults.CONCURRENCY)
     counts: dict[int, int] = {}
     for index, response in zip(longest, responses, strict=True):
-        count = _count(response.json()) if response.status_code == 200 else 0
-        counts[index] = count
+        counts[index] = _count(response)
     return counts
 
 
-def _count(payload: object) -> int:
-    count = payload.get("count") if isinstance(payload, dict) else None
+def _count(response: httpx.Response) -> int:
+    """The ``count`` of a ``/tokenize`` answer; 0 for anything else (it only explains another error)."""
+    if response.status_code != 200:
+        return 0
+    try:
+        count = json_object(response, "/tokenize").get("count")
+    except VLLMTasksError:
+        return 0
     return count if isinstance(count, int) and not isinstance(count, bool) else 0
 
 

@@ -360,7 +360,11 @@ class AudioMethods(ClientBase):
         # A stream is split client-side only past vLLM's decode limit: the server splits it at 30 s.
         limit = defaults.AUDIO_STREAM_LIMIT_SECONDS if stream else transcription.SERVER_CHUNK_SECONDS
         split = sync_offload(transcription.should_split, source, options, prepare, limit_seconds=limit)
-        upload = None if split else sync_offload(audio_io.prepare_upload, source, prepare)
+        upload = (
+            None
+            if split
+            else sync_offload(audio_io.prepare_upload, source, prepare, size_limit=options.size_limit)
+        )
         info = self.server_info()
         transcription.check_server(params, info)
         return source, options, upload, resolve_model(info, call.model, self.model)
@@ -483,7 +487,7 @@ class AudioMethods(ClientBase):
             duration = (sync_offload(audio_io.info, source)).duration or None
         if first is None:  # sent whole, or nothing but silence
             if upload is None:
-                upload = sync_offload(audio_io.prepare_upload, source, prepare)
+                upload = sync_offload(audio_io.prepare_upload, source, prepare, size_limit=options.size_limit)
             first = transcription.build_request(
                 params, call, upload, task=task, model=model, fmt="json", stream=True
             )

@@ -17,7 +17,7 @@ from .. import defaults
 from ..config import ClientConfig, TimeoutArg
 from ..errors import InvalidInputError
 from ..progress import Progress
-from ..transport import Request, SyncTransport
+from ..transport import FetchLimits, Request, SyncTransport
 from ..types.server import ProbeReport, ServerInfo
 from ..validation import positive_number
 from . import discovery
@@ -35,6 +35,8 @@ class ClientBase:
         max_retries: retries for connection errors, timeouts, 408/409/429/5xx; 0 disables them.
         headers: extra headers sent with every request.
         http_client: your own ``httpx.Client`` (proxies, mTLS, event hooks); you close it.
+        fetch_limits: bounds on downloading user-given image/audio URLs: ``FetchLimits(max_bytes=,
+            deadline=, refuse_private=)``. Default: 256 MiB, 300 s, private addresses allowed.
 
     Raises:
         InvalidInputError: for an invalid argument, at construction.
@@ -54,6 +56,7 @@ class ClientBase:
         max_retries: int = defaults.MAX_RETRIES,
         headers: Mapping[str, str] | None = None,
         http_client: httpx.Client | None = None,
+        fetch_limits: FetchLimits | None = None,
     ) -> None:
         self._config = ClientConfig.create(
             base_url, api_key=api_key, model=model, timeout=timeout, max_retries=max_retries, headers=headers
@@ -65,21 +68,28 @@ class ClientBase:
                 "must be an httpx.Client",
                 "Pass a client of that type, or None to let this client make its own.",
             )
+        if fetch_limits is not None and not isinstance(fetch_limits, FetchLimits):
+            raise InvalidInputError(
+                "fetch_limits",
+                fetch_limits,
+                "must be a FetchLimits",
+                "e.g. FetchLimits(max_bytes=50_000_000).",
+            )
         self._owns_http = http_client is None
         self._http = http_client or httpx.Client()
-        self._transport = SyncTransport(self._http, self._config)
+        self._transport = SyncTransport(self._http, self._config, fetch_limits=fetch_limits)
         self._server_info: ServerInfo | None = None
         self._server_info_lock = threading.Lock()
 
     def __repr__(self) -> str:
         key = "set" if self._config.api_key else "none"
         name = type(self).__name__
-        return f"{name}(base_url={self._config.base_url!r}, model={self._config.model!r}, api_key={key})"
+        return f"{name}(base_url={self._config.display_url!r}, model={self._config.model!r}, api_key={key})"
 
     @property
     def base_url(self) -> str:
-        """The server's root URL."""
-        return self._config.base_url
+        """The server's root URL, without any ``user:password@`` credentials it was given with."""
+        return self._config.display_url
 
     @property
     def model(self) -> str | None:

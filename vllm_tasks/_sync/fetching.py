@@ -24,14 +24,19 @@ def fetch_input(
         url: an absolute ``http(s)`` URL.
         field: the argument it came from, for the error message.
         error: the ``InputFetchError`` subclass to raise (``ImageFetchError``, ``AudioFetchError``).
-        timeout: seconds; a call's numeric timeout applies, anything else gives ``defaults.FETCH_TIMEOUT``.
+        timeout: seconds per read; a call's numeric timeout applies, anything else gives
+            ``defaults.FETCH_TIMEOUT``. The whole download is bounded by the client's ``fetch_limits``
+            (:class:`~vllm_tasks.transport.FetchLimits`: size cap, overall deadline, private addresses).
 
     Raises:
-        InputFetchError: (the ``error`` class) the host cannot be reached or answers other than 200.
+        InputFetchError: (the ``error`` class) the host cannot be reached, answers other than 200, or
+            a fetch limit was passed (the reason names it).
     """
     seconds = timeout if isinstance(timeout, int | float) else defaults.FETCH_TIMEOUT
     try:
         response = transport.fetch(url, timeout=float(seconds))
+    except InputFetchError as failure:
+        raise error(field, url, failure.reason) from None
     except APIConnectionError as failure:
         raise error(field, url, failure.message) from failure
     if response.status_code != 200:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
+from ..errors import redact_url
 from ..versions import ServerVersion
 
 
@@ -36,11 +37,17 @@ class ServerInfo(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     base_url: str
+    """The server's root URL, without credentials (shown in reports and ``vllm-tasks probe``)."""
     version: str | None
     """The raw ``GET /version`` string, or ``None`` when the server (or a proxy) hides it."""
     models: tuple[ModelCard, ...]
     routes: frozenset[str] | None
     """Paths in ``/openapi.json`` (routes are mounted per task), or ``None`` when docs are disabled."""
+
+    @field_validator("base_url")
+    @classmethod
+    def _without_credentials(cls, value: str) -> str:
+        return redact_url(value)
 
     @property
     def parsed_version(self) -> ServerVersion:
