@@ -35,3 +35,21 @@ def plan_batches(sizes: Sequence[int], batch_size: int, max_size: int) -> list[r
     if start < len(sizes):
         batches.append(range(start, len(sizes)))
     return batches
+
+
+def smaller_batches(batches: Sequence[range], sizes: Sequence[int]) -> tuple[int, int] | None:
+    """After a 413 (a proxy's or server's body limit): halve the largest batch's count and bytes.
+
+    Returns:
+        The new ``(batch_size, max_bytes)``, or ``None`` when every batch already holds one item
+        (nothing left to split).
+
+    Example:
+        >>> smaller_batches([range(0, 4)], [10, 10, 10, 10])
+        (2, 20)
+    """
+    largest = max(batches, key=len)
+    if len(largest) <= 1:
+        return None
+    heaviest = max(sum(sizes[i] for i in batch) for batch in batches)
+    return max(1, len(largest) // 2), max(1, heaviest // 2)

@@ -340,6 +340,7 @@ def plan_embed(
     client_model: str | None,
     batch_size: int,
     conversations: bool,
+    max_chars: int = defaults.EMBED_MAX_BATCH_CHARS,
 ) -> EmbedPlan:
     """Check ``params`` against the server's version and build the batched ``/v1/embeddings`` requests.
 
@@ -368,7 +369,7 @@ def plan_embed(
     body = {key: value for key, value in body.items() if value is not None}
     body.update(call.extra_body or {})
     sizes = list(map(len, prompts))
-    batches = plan_batches(sizes, batch_size, defaults.EMBED_MAX_BATCH_CHARS)
+    batches = plan_batches(sizes, batch_size, max_chars)
     requests = []
     for batch in batches:
         items = [prompts[i] for i in batch]

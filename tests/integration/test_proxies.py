@@ -127,12 +127,6 @@ def test_nginx_default_buffers_default_format(proxies: Any, make_client: Any) ->
 # --- nginx: client_max_body_size ------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=vt.RequestTooLargeError,
-    reason="issue 11: embed() does not split a batch on nginx's 413 (scoring does); it raises "
-    "RequestTooLargeError where halving the batch would succeed",
-)
 def test_413_splits_the_batch_and_succeeds(proxies: Any, make_client: Any) -> None:
     want = direct(proxies, make_client, LONG_TEXTS)
     assert_same(make_client(proxies.nginx.url("small_body")).embed(LONG_TEXTS), want)

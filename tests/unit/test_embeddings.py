@@ -391,3 +391,36 @@ def test_v2_batches_merge(make_client: Any, httpx_mock: HTTPXMock) -> None:
     )
     assert result.float is not None and result.float.shape == (4, 128)
     np.testing.assert_array_equal(result.float[:2], result.float[2:])
+
+
+def test_a_413_halves_the_batches_until_they_fit(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    """A proxy's body limit (nginx client_max_body_size): batches are halved and sent again."""
+    mock_server(httpx_mock, "embed")
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        texts = json.loads(request.content)["input"]
+        if len(texts) > 2:
+            return httpx.Response(413, text="<html><body>413 Request Entity Too Large</body></html>")
+        data = [
+            {"index": i, "object": "embedding", "embedding": [float(len(t)), 1.0]}
+            for i, t in enumerate(texts)
+        ]
+        return httpx.Response(200, json={"object": "list", "model": "minilm", "data": data, "usage": {}})
+
+    httpx_mock.add_callback(answer, url=EMBED, is_reusable=True)
+    texts = [f"text {'x' * i}" for i in range(7)]
+    result = make_client().embed(texts, encoding_format="float", batch_size=8)
+    np.testing.assert_array_equal(result.vectors[:, 0], [len(t) for t in texts])
+    sizes = [
+        len(json.loads(r.content)["input"])
+        for r in httpx_mock.get_requests()
+        if r.url.path == "/v1/embeddings"
+    ]
+    assert sizes[0] == 7 and min(sizes) <= 2  # the first try was one batch of 7; the last ones fit
+
+
+def test_a_413_for_a_single_input_is_raised(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "embed")
+    httpx_mock.add_response(url=EMBED, status_code=413, text="too large", is_reusable=True)
+    with pytest.raises(vt.RequestTooLargeError):
+        make_client().embed(["one text"], encoding_format="float")

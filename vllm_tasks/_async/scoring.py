@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import httpx
 
 from .. import defaults, scoring
-from ..batching import plan_batches
+from ..batching import plan_batches, smaller_batches
 from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike, resolve_model
 from ..errors import BadRequestError, ContextLengthExceeded, InternalServerError, RequestTooLargeError
 from ..offload import async_offload
@@ -381,7 +381,7 @@ class AsyncScoringMethods(AsyncClientBase):
             try:
                 responses, scorer = await self._send_with_probe(setup, build(batches), batches, batching)
             except RequestTooLargeError:
-                smaller = scoring.smaller_batches(batches, sizes)
+                smaller = smaller_batches(batches, sizes)
                 if smaller is None:
                     raise
                 batch_size, max_bytes = smaller

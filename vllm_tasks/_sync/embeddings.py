@@ -9,12 +9,14 @@ from typing import Any
 import httpx
 
 from .. import defaults, embeddings
+from ..batching import smaller_batches
 from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike
 from ..decoding import EmbedDType, Endianness
-from ..errors import ContextLengthExceeded
+from ..errors import ContextLengthExceeded, RequestTooLargeError
 from ..offload import sync_offload
 from ..responses import json_object
 from ..types.embeddings import EmbeddingResult, EmbeddingType, EmbedV2Result, EncodingFormat, Truncate
+from ..types.server import ServerInfo
 from .base import ClientBase
 from .tokenizing import count_longest
 
@@ -119,19 +121,44 @@ class EmbeddingMethods(ClientBase):
         conversations: bool,
     ) -> EmbeddingResult:
         info = self.server_info()
-        # Planning 50,000 inputs takes ~20 ms: too long for the event loop.
-        plan = sync_offload(
-            embeddings.plan_embed,
-            info,
-            prompts,
-            params,
-            call,
-            client_model=self.model,
-            batch_size=batching.batch_size,
-            conversations=conversations,
-        )
+        batch_size, max_chars = batching.batch_size, defaults.EMBED_MAX_BATCH_CHARS
+        while True:
+            # Planning 50,000 inputs takes ~20 ms: too long for the event loop.
+            plan = sync_offload(
+                embeddings.plan_embed,
+                info,
+                prompts,
+                params,
+                call,
+                client_model=self.model,
+                batch_size=batch_size,
+                conversations=conversations,
+                max_chars=max_chars,
+            )
+            try:
+                responses = self._send_embed_plan(plan, prompts, batching, info, conversations)
+                break
+            except RequestTooLargeError:
+                # A proxy's or the server's body limit: halve the batches and send again.
+                smaller = smaller_batches(plan.batches, plan.sizes)
+                if smaller is None:
+                    raise
+                batch_size, max_chars = smaller
+        if _body_bytes(responses) > defaults.OFFLOAD_DECODE_BYTES:
+            return sync_offload(embeddings.merge_embeddings, plan, responses, params, info)
+        return embeddings.merge_embeddings(plan, responses, params, info)
+
+    def _send_embed_plan(
+        self,
+        plan: embeddings.EmbedPlan,
+        prompts: list[Any],
+        batching: Batching,
+        info: ServerInfo,
+        conversations: bool,
+    ) -> list[httpx.Response]:
+        """Send a plan's requests; on a context-length error, name the input that is too long."""
         try:
-            responses = self._send_batches(
+            return self._send_batches(
                 plan.requests,
                 concurrency=batching.concurrency,
                 counts=[len(batch) for batch in plan.batches],
@@ -144,9 +171,6 @@ class EmbeddingMethods(ClientBase):
                 counts = count_longest(self._transport, prompts, plan.model)
                 embeddings.name_too_long_input(error, prompts, counts, limit)
             raise
-        if _body_bytes(responses) > defaults.OFFLOAD_DECODE_BYTES:
-            return sync_offload(embeddings.merge_embeddings, plan, responses, params, info)
-        return embeddings.merge_embeddings(plan, responses, params, info)
 
     def embed_v2(
         self,

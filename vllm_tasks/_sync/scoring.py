@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import httpx
 
 from .. import defaults, scoring
-from ..batching import plan_batches
+from ..batching import plan_batches, smaller_batches
 from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike, resolve_model
 from ..errors import BadRequestError, ContextLengthExceeded, InternalServerError, RequestTooLargeError
 from ..offload import sync_offload
@@ -382,7 +382,7 @@ class ScoringMethods(ClientBase):
             try:
                 responses, scorer = self._send_with_probe(setup, build(batches), batches, batching)
             except RequestTooLargeError:
-                smaller = scoring.smaller_batches(batches, sizes)
+                smaller = smaller_batches(batches, sizes)
                 if smaller is None:
                     raise
                 batch_size, max_bytes = smaller
