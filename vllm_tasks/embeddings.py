@@ -44,7 +44,7 @@ from .transport import Request
 from .types.common import Usage
 from .types.embeddings import EmbeddingResult, EmbeddingType, EmbedV2Result, EncodingFormat
 from .types.server import ServerInfo
-from .validation import int_at_least
+from .validation import int_at_least, token_ids
 
 V2_EMBEDDING_TYPES: tuple[str, ...] = ("float", "binary", "ubinary", "base64")
 
@@ -72,7 +72,7 @@ def normalize_embed_input(value: object) -> list[str] | list[list[int]]:
     if set(map(type, items)) == {str}:  # the common case, checked at C speed
         return cast(list[str], items)
     if all(isinstance(item, int) and not isinstance(item, bool) for item in items):
-        return [cast(list[int], items)]
+        return [token_ids("input", items)]
     if all(isinstance(item, str) for item in items):
         return cast(list[str], items)
     for index, item in enumerate(items):
@@ -85,15 +85,7 @@ def normalize_embed_input(value: object) -> list[str] | list[list[int]]:
                 "Decode it first, e.g. input=[data.decode('utf-8')]; token ids go as lists of ints.",
             )
     if all(isinstance(item, Sequence) and not isinstance(item, str) for item in items):
-        prompts: list[list[int]] = []
-        for index, item in enumerate(items):
-            ids = list(item)
-            if not ids or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in ids):
-                raise InvalidInputError(
-                    f"input[{index}]", ids, "must be a non-empty list of token ids (ints >= 0)", ""
-                )
-            prompts.append(ids)
-        return prompts
+        return [token_ids(f"input[{index}]", item) for index, item in enumerate(items)]
     for index, item in enumerate(items):
         if not isinstance(item, str):
             raise InvalidInputError(

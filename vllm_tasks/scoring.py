@@ -24,7 +24,7 @@ import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import httpx
 import numpy as np
@@ -48,12 +48,18 @@ from .types.scoring import (
     ScorerKind,
 )
 from .types.server import ServerInfo
-from .validation import int_at_least
+from .validation import int_at_least, token_ids
 
 Fallback = Literal["error", "client"]
 ScoreInput = str | dict[str, Any]
 """What the server accepts for one side of a pair: a string or ``{"content": [content parts]}``."""
 PairMode = Literal["1:1", "1:N", "N:N"]
+
+TOKEN_ID_JSON_BYTES = 8
+"""JSON bytes one token id takes at most in a request body: up to 6 digits (vocabularies stay under a
+million ids), a comma and a space. Sizes token-id inputs against ``defaults.SCORE_MAX_REQUEST_BYTES``."""
+PoolPrompts = list[str] | list[list[int]]
+"""The checked inputs of ``classify``/``pool``: texts, or token-id lists (never mixed)."""
 
 POOLING_TASKS = ("embed", "classify", "token_embed", "token_classify", "embed&token_classify", "plugin")
 _SCORER_PROBE_INPUT = "a"
@@ -97,6 +103,7 @@ def to_score_input(item: Any, field: str, text_field: str = "text") -> ScoreInpu
     """
     if isinstance(item, str):
         return item
+    refuse_token_ids(item, field)
     if isinstance(item, Mapping):
         if text_field in item:
             value = item[text_field]
@@ -139,6 +146,34 @@ def to_score_input(item: Any, field: str, text_field: str = "text") -> ScoreInpu
         "is not a text, a mapping, a list of content parts or an image",
         f"Pass a string, a dict with a {text_field!r} key, or an image (path, bytes, PIL image).",
     )
+
+
+def _is_token_id(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def refuse_token_ids(value: Any, field: str) -> None:
+    """Refuse a token id, or a list of them, where ``/score`` and ``/rerank`` want text.
+
+    vLLM (0.32 included) reads each side of a pair as a string or ``{"content": [parts]}``
+    (``ScoreInput`` in ``entrypoints/pooling/scoring/typing.py``): it has no token-id form.
+
+    Raises:
+        InvalidInputError: for an int, or a non-empty list/tuple of ints, naming ``field``.
+
+    Example:
+        >>> refuse_token_ids("Paris", "documents[0]")
+    """
+    if _is_token_id(value) or (
+        isinstance(value, list | tuple) and value and all(_is_token_id(item) for item in value)
+    ):
+        raise InvalidInputError(
+            field,
+            value,
+            "is token ids, which /score and /rerank do not accept (vLLM reads text or {'content': [parts]})",
+            "Pass the text (the server's POST /detokenize turns ids back into text); token ids work "
+            "with embed(), classify() and pool().",
+        )
 
 
 def _to_part(part: Any, field: str) -> dict[str, Any]:
@@ -234,6 +269,8 @@ def score_inputs(text_1: Any, text_2: Any, text_field: str) -> ScorePairs:
         >>> score_inputs("capital?", ["Paris", "Rome"], "text").mode
         '1:N'
     """
+    refuse_token_ids(text_1, "text_1")
+    refuse_token_ids(text_2, "text_2")
     side_1 = [text_1] if _is_single(text_1) else _as_list(text_1, "text_1")
     side_2 = [text_2] if _is_single(text_2) else _as_list(text_2, "text_2")
     mode = pair_mode(len(side_1), len(side_2))
@@ -315,11 +352,15 @@ class ScoreParams:
 def _json_size(value: Any) -> int:
     if isinstance(value, str):
         return len(value.encode()) + 8
+    if isinstance(value, list) and value and _is_token_id(value[0]):  # checked token ids (pool_inputs)
+        return TOKEN_ID_JSON_BYTES * len(value) + 8
     return len(json.dumps(value)) + 8
 
 
 def json_sizes(values: Sequence[Any]) -> list[int]:
     """Each value's size in a request's JSON body (bytes, with a little overhead), for batching.
+
+    A token-id list counts :data:`TOKEN_ID_JSON_BYTES` per id (an upper bound, without serializing it).
 
     Example:
         >>> json_sizes(["abc"])
@@ -880,23 +921,57 @@ def merge_scores(
 # --------------------------------------------------------------------------------------------------
 
 
-def text_inputs(value: Any, field: str = "input") -> list[str]:
-    """Check ``classify``/``pool`` input: a string or a non-empty list of strings.
+def pool_inputs(value: Any, field: str = "input") -> PoolPrompts:
+    """Check ``classify``/``pool`` input: texts or token ids, in the shapes vLLM's ``input`` takes.
+
+    A string, a list of strings, one tokenized prompt (a list of ints) or several (a list of lists of
+    ints); texts and token ids do not mix. vLLM reads ``input: list[int] | list[list[int]] | str |
+    list[str]`` on ``/classify`` and ``/pooling`` (``CompletionRequestMixin``, 0.32).
 
     Raises:
-        InvalidInputError: naming the offending element.
+        InvalidInputError: an empty input, bytes, a mix, or a bad element, naming it (``input[2][0]``).
 
     Example:
-        >>> text_inputs("hello")
+        >>> pool_inputs("hello")
         ['hello']
+        >>> pool_inputs([101, 7592, 102])
+        [[101, 7592, 102]]
     """
-    texts = [value] if isinstance(value, str) else _as_list(value, field)
-    if not texts:
-        raise InvalidInputError(field, texts, "is empty", "Pass at least one text.")
-    for index, text in enumerate(texts):
+    items = [value] if isinstance(value, str) else _as_list(value, field)
+    if not items:
+        raise InvalidInputError(field, items, "is empty", "Pass at least one text or token-id list.")
+    if _is_token_id(items[0]):
+        return [token_ids(field, items)]
+    if _is_id_list(items[0]):
+        return [token_ids(f"{field}[{i}]", _id_list(item, f"{field}[{i}]")) for i, item in enumerate(items)]
+    for index, text in enumerate(items):
         if not isinstance(text, str):
-            raise InvalidInputError(f"{field}[{index}]", type(text).__name__, "must be a string", "")
-    return texts
+            raise InvalidInputError(
+                f"{field}[{index}]", _shown(text), "must be a string", "Texts and token ids do not mix."
+            )
+    return items
+
+
+def _is_id_list(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray | memoryview)
+
+
+def _id_list(item: Any, field: str) -> Sequence[Any]:
+    if not _is_id_list(item):
+        raise InvalidInputError(
+            field,
+            _shown(item),
+            "must be a list of token ids, as the first one is",
+            "Texts and token ids do not mix.",
+        )
+    return cast(Sequence[Any], item)
+
+
+def _shown(value: Any) -> Any:
+    """What an error shows of a bad element: bytes as their type and length, else the type's name."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return f"{type(value).__name__} of length {len(value)} (decode text first)"
+    return type(value).__name__
 
 
 def check_pool_task(task: str | None) -> None:
@@ -919,16 +994,17 @@ def check_pool_task(task: str | None) -> None:
 def plan_pooling_requests(
     path: str,
     task: TaskName,
-    texts: Sequence[str],
+    prompts: PoolPrompts,
     fields: Mapping[str, Any],
     call: CallOptions,
     *,
     batch_size: int,
 ) -> tuple[list[Request], list[range]]:
-    """The batched ``/classify`` or ``/pooling`` requests of ``texts`` and the batches they carry.
+    """The batched ``/classify`` or ``/pooling`` requests of ``prompts`` and the batches they carry.
 
-    Batches hold at most ``batch_size`` texts and ``defaults.SCORE_MAX_REQUEST_BYTES`` of JSON; ``fields``
-    (``None`` values left out) and ``call.extra_body`` go into every body.
+    Batches hold at most ``batch_size`` prompts (texts or token-id lists, see :func:`pool_inputs`) and
+    ``defaults.SCORE_MAX_REQUEST_BYTES`` of JSON (a token id counted as :data:`TOKEN_ID_JSON_BYTES`);
+    ``fields`` (``None`` values left out) and ``call.extra_body`` go into every body.
 
     Example:
         >>> requests, batches = plan_pooling_requests(
@@ -937,12 +1013,12 @@ def plan_pooling_requests(
         >>> batches
         [range(0, 1), range(1, 2)]
     """
-    batches = plan_batches(json_sizes(texts), batch_size, defaults.SCORE_MAX_REQUEST_BYTES)
+    batches = plan_batches(json_sizes(prompts), batch_size, defaults.SCORE_MAX_REQUEST_BYTES)
     requests = [
         Request(
             "POST",
             path,
-            json=_body(fields, call.extra_body, input=[texts[i] for i in batch]),
+            json=_body(fields, call.extra_body, input=[prompts[i] for i in batch]),
             headers=call.extra_headers,
             timeout=call.timeout,
             task=task,

@@ -5,8 +5,8 @@ naming the argument, the value and the fix.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any, TypeGuard, overload
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeGuard, cast, overload
 
 import httpx
 
@@ -150,3 +150,28 @@ def header_values(field: str, headers: Mapping[Any, Any] | None) -> None:
                     f"header {what} must be ASCII text on one line" + (", not empty" if empty_name else ""),
                     "Encode other text (e.g. percent-encoding) before putting it in a header.",
                 )
+
+
+def token_ids(field: str, value: Sequence[object]) -> list[int]:
+    """Check one pre-tokenized prompt: a non-empty list of token ids, each an int >= 0.
+
+    ``bool`` is not a token id (``True`` would go out as ``true``), nor is a float or a numpy integer.
+
+    Raises:
+        InvalidInputError: an empty list (naming ``field``), or the first bad id (naming ``field[j]``).
+
+    Example:
+        >>> token_ids("input[0]", (101, 7592, 102))
+        [101, 7592, 102]
+    """
+    ids = list(value)
+    if not ids:
+        raise InvalidInputError(
+            field, ids, "must be a non-empty list of token ids (ints >= 0)", "Pass at least one token id."
+        )
+    for index, token in enumerate(ids):
+        if isinstance(token, bool) or not isinstance(token, int) or token < 0:
+            raise InvalidInputError(
+                f"{field}[{index}]", token, "must be a token id (an int >= 0)", "Token ids are plain ints."
+            )
+    return cast(list[int], ids)

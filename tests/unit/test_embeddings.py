@@ -169,6 +169,8 @@ def test_token_id_inputs(make_client: Any, httpx_mock: HTTPXMock) -> None:
         ({"input": ["a", 3]}, "input[1]"),
         ({"input": b"bytes"}, "input"),
         ({"input": [[1, 2], []]}, "input[1]"),
+        ({"input": [[1, 2], [3, -4]]}, "input[1][1]"),
+        ({"input": [101, -1]}, "input[1]"),
         ({"input": None}, "input"),
         ({"input": "a", "batch_size": 0}, "batch_size"),
         ({"input": "a", "concurrency": -2}, "concurrency"),

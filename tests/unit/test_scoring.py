@@ -13,6 +13,7 @@ from pytest_httpx import HTTPXMock
 
 import vllm_tasks as vt
 from vllm_tasks import defaults, scoring
+from vllm_tasks.calls import CallOptions
 from vllm_tasks.types.scoring import ScorerKind
 
 from .conftest import BASE
@@ -501,6 +502,121 @@ def test_pool_token_matrices_and_task(make_client: Any, httpx_mock: HTTPXMock) -
 def test_pool_refuses_removed_tasks(task: str, make_client: Any) -> None:
     with pytest.raises(vt.InvalidInputError, match="task"):
         make_client().pool("x", task=task)
+
+
+# Token ids, in the shapes vLLM's own /classify tests send (input: list[int] and list[list[int]]). The
+# answers are the recorded ones for text: a /classify or /pooling answer has the same shape either way.
+IDS = [101, 7592, 2088, 102]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ([101, 7592, 2088, 102], [IDS]),
+        ((101, 7592, 2088, 102), [IDS]),
+        ([IDS, [101, 102]], [IDS, [101, 102]]),
+    ],
+)
+def test_pool_inputs_accepts_token_ids(value: Any, expected: Any) -> None:
+    assert scoring.pool_inputs(value) == expected
+
+
+def test_classify_token_id_lists(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "rerank", probe=False)
+    add(httpx_mock, "rerank", "classify")
+    result = make_client().classify([IDS, (101, 102)])
+    assert result.probs.shape == (2, 1)
+    assert result.probs[1, 0] == pytest.approx(0.48374441266059875)
+    assert result.labels == ["relevance", "relevance"]
+    assert sent(httpx_mock, "/classify") == [{"model": "minilm-rerank", "input": [IDS, [101, 102]]}]
+
+
+def test_pool_one_tokenized_prompt(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "embed", probe=False)
+    add(httpx_mock, "embed", "pooling")
+    result = make_client().pool(IDS, task="embed")
+    assert [array.shape for array in result.data] == [(384,)]
+    assert sent(httpx_mock, "/pooling") == [{"model": "minilm", "input": [IDS], "task": "embed"}]
+
+
+def test_token_ids_are_batched_by_count_and_by_size(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "rerank", probe=False)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        inputs = json.loads(request.content)["input"]
+        data = [{"index": i, "label": "x", "probs": [0.5], "num_classes": 1} for i in range(len(inputs))]
+        return httpx.Response(200, json={"model": "minilm-rerank", "data": data})
+
+    httpx_mock.add_callback(answer, url=f"{BASE}/classify", is_reusable=True)
+    prompts = [[i + 1] * 3 for i in range(5)]
+    assert make_client().classify(prompts, batch_size=2).probs.shape == (5, 1)
+    assert [body["input"] for body in sent(httpx_mock, "/classify")] == [
+        prompts[0:2],
+        prompts[2:4],
+        prompts[4:],
+    ]
+    # Without characters, a token-id list is sized at TOKEN_ID_JSON_BYTES per id against the byte limit.
+    ids = [7] * ((defaults.SCORE_MAX_REQUEST_BYTES - 24) // scoring.TOKEN_ID_JSON_BYTES)
+    large = [ids, ids, [7]]
+    sizes = scoring.json_sizes(large)
+    assert sizes[0] <= defaults.SCORE_MAX_REQUEST_BYTES < sizes[0] + sizes[1]
+    assert sizes[1] + sizes[2] <= defaults.SCORE_MAX_REQUEST_BYTES
+    _, batches = scoring.plan_pooling_requests(
+        "/pooling", "pooling", large, {}, CallOptions(), batch_size=128
+    )
+    assert batches == [range(0, 1), range(1, 3)]
+    assert len(json.dumps([99999] * 100, separators=(",", ":"))) <= 100 * scoring.TOKEN_ID_JSON_BYTES
+
+
+@pytest.mark.parametrize(
+    ("value", "field", "problem"),
+    [
+        ([], "input", "is empty"),
+        ([[]], "input[0]", "non-empty list of token ids"),
+        ([1, -2], "input[1]", "int >= 0"),
+        ([1, True], "input[1]", "int >= 0"),
+        ([1, 2.0], "input[1]", "int >= 0"),
+        ([[1], [2, False]], "input[1][1]", "int >= 0"),
+        ([[1], "text"], "input[1]", "list of token ids"),
+        ([[1], b"\x01"], "input[1]", "list of token ids"),
+        (["text", [1]], "input[1]", "must be a string"),
+        (["text", b"raw"], "input[1]", "must be a string"),
+        ([True, 1], "input[0]", "must be a string"),
+        ({"input": [1]}, "input", "must be a list"),
+    ],
+)
+def test_classify_and_pool_refuse_bad_token_ids_before_sending(
+    value: Any, field: str, problem: str, make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    client = make_client()
+    for method in (client.classify, client.pool):
+        with pytest.raises(vt.InvalidInputError, match=problem) as info:
+            method(value)
+        assert info.value.field == field
+    assert httpx_mock.get_requests() == []
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda c: c.rerank(IDS, DOCS), "query"),
+        (lambda c: c.rerank(QUERY, [IDS, [101, 102]]), "documents[0]"),
+        (lambda c: c.rerank(QUERY, IDS), "documents[0]"),
+        (lambda c: c.score(IDS, DOCS), "text_1"),
+        (lambda c: c.score(QUERY, (101, 102)), "text_2"),
+        (lambda c: c.score([QUERY], [IDS]), "text_2[0]"),
+        (lambda c: c.score([IDS, IDS], ["a", "b"]), "text_1[0]"),
+    ],
+)
+def test_score_and_rerank_refuse_token_ids_which_vllm_does_not_read(
+    call: Any, field: str, make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    # vLLM 0.32's ScoreInput is `str | {"content": [parts]}` on every side of /score and /rerank.
+    with pytest.raises(vt.InvalidInputError, match="/score and /rerank do not accept") as info:
+        call(make_client())
+    assert info.value.field == field
+    assert "/detokenize" in info.value.fix
+    assert httpx_mock.get_requests() == []
 
 
 def test_maxsim_matches_the_definition() -> None:

@@ -72,6 +72,7 @@ class AsyncScoringMethods(AsyncClientBase):
             documents: strings; dicts whose ``text_field`` holds the text; objects with such an
                 attribute; images (``pathlib.Path``, bytes, file objects, PIL images, numpy arrays);
                 ``{"content": [parts]}``; or lists mixing text and images (one multimodal document).
+                Not token ids: vLLM's ``/rerank`` has no token-id form (``InvalidInputError``).
             top_n: return only the best N; 0 or None returns all.
             text_field: the key (or attribute) of a document's text.
             max_tokens_per_doc: cut each text document to N tokens (vLLM >= 0.20.0).
@@ -150,7 +151,8 @@ class AsyncScoringMethods(AsyncClientBase):
         ``text_1``/``text_2``.
 
         Args:
-            text_1: one input or a list (list/tuple) of inputs; inputs are as for ``rerank``.
+            text_1: one input or a list (list/tuple) of inputs; inputs are as for ``rerank`` (not
+                token ids: vLLM's ``/score`` has no token-id form).
             text_2: one input or a list of inputs.
             text_field: the key (or attribute) of a dict input's text.
             max_tokens_per_doc: cut each ``text_2`` text to N tokens (vLLM >= 0.20.0).
@@ -221,13 +223,14 @@ class AsyncScoringMethods(AsyncClientBase):
         extra_headers: Mapping[str, str] | None = None,
         timeout: TimeoutLike = CLIENT_DEFAULT,
     ) -> ClassificationResult:
-        """Classify texts (``POST /classify``) with a sequence-classification model.
+        """Classify texts or token ids (``POST /classify``) with a sequence-classification model.
 
         Args:
-            input: a string or a list of strings.
+            input: a string, a list of strings, one tokenized prompt (``list[int]``) or several
+                (``list[list[int]]``); token ids are sent as they are, without tokenizing.
             use_activation: False returns raw logits instead of probabilities.
             truncate_prompt_tokens: keep only N tokens of each input (-1: model maximum).
-            batch_size: texts per request.
+            batch_size: inputs per request.
             concurrency: requests in flight at once.
             show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
             model: the served model (default: the client's, else the server's first).
@@ -241,6 +244,8 @@ class AsyncScoringMethods(AsyncClientBase):
         Raises:
             InvalidInputError: bad arguments (before any request).
             EndpointNotServed: the model does not serve ``/classify``.
+            BadRequestError: token ids sent to an early ``/classify`` that read text only
+                (``input: list[str] | str`` before its completion-style request form).
 
         Example:
             >>> (await client.classify(["great!", "awful"])).labels
@@ -248,13 +253,19 @@ class AsyncScoringMethods(AsyncClientBase):
         """
         call = CallOptions(model, extra_body, extra_headers, timeout)
         batching = Batching(batch_size, concurrency, show_progress)
-        texts = scoring.text_inputs(input)
+        prompts = scoring.pool_inputs(input)
         fields = {
             "use_activation": use_activation,
             "truncate_prompt_tokens": scoring.check_truncate_prompt_tokens(truncate_prompt_tokens),
         }
-        return await self._pool_texts(
-            "/classify", "classify", texts, fields, call=call, batching=batching, merge=scoring.merge_classify
+        return await self._pool(
+            "/classify",
+            "classify",
+            prompts,
+            fields,
+            call=call,
+            batching=batching,
+            merge=scoring.merge_classify,
         )
 
     async def pool(
@@ -278,12 +289,13 @@ class AsyncScoringMethods(AsyncClientBase):
         matrix; ``vllm_tasks.maxsim(query, doc)`` reproduces the server's late-interaction score.
 
         Args:
-            input: a string or a list of strings.
+            input: a string, a list of strings, one tokenized prompt (``list[int]``) or several
+                (``list[list[int]]``).
             task: the pooling task; must be the server's *active* one (``embed``, ``classify``,
                 ``token_embed``, ``token_classify``, ...); None uses it.
             use_activation: False skips normalisation/activation.
             truncate_prompt_tokens: keep only N tokens of each input (-1: model maximum).
-            batch_size: texts per request.
+            batch_size: inputs per request.
             concurrency: requests in flight at once.
             show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
             model: the served model (default: the client's, else the server's first).
@@ -304,15 +316,15 @@ class AsyncScoringMethods(AsyncClientBase):
         """
         call = CallOptions(model, extra_body, extra_headers, timeout)
         batching = Batching(batch_size, concurrency, show_progress)
-        texts = scoring.text_inputs(input)
+        prompts = scoring.pool_inputs(input)
         scoring.check_pool_task(task)
         fields = {
             "task": task,
             "use_activation": use_activation,
             "truncate_prompt_tokens": scoring.check_truncate_prompt_tokens(truncate_prompt_tokens),
         }
-        return await self._pool_texts(
-            "/pooling", "pooling", texts, fields, call=call, batching=batching, merge=scoring.merge_pool
+        return await self._pool(
+            "/pooling", "pooling", prompts, fields, call=call, batching=batching, merge=scoring.merge_pool
         )
 
     async def scorer_kind(self, *, model: str | None = None) -> ScorerKind:
@@ -431,22 +443,22 @@ class AsyncScoringMethods(AsyncClientBase):
     # classify and pool
     # ----------------------------------------------------------------------------------------------
 
-    async def _pool_texts(
+    async def _pool(
         self,
         path: str,
         task: TaskName,
-        texts: list[str],
+        prompts: scoring.PoolPrompts,
         fields: Mapping[str, Any],
         *,
         call: CallOptions,
         batching: Batching,
         merge: Callable[[list[httpx.Response], list[range], str | None], T],
     ) -> T:
-        """Send ``texts`` to ``/classify`` or ``/pooling`` in batches and ``merge`` the answers."""
+        """Send ``prompts`` to ``/classify`` or ``/pooling`` in batches and ``merge`` the answers."""
         info = await self.server_info()
         name = resolve_model(info, call.model, self.model)
         requests, batches = scoring.plan_pooling_requests(
-            path, task, texts, {"model": name, **fields}, call, batch_size=batching.batch_size
+            path, task, prompts, {"model": name, **fields}, call, batch_size=batching.batch_size
         )
         responses = await self._send_batches(
             requests,

@@ -73,6 +73,7 @@ class ScoringMethods(ClientBase):
             documents: strings; dicts whose ``text_field`` holds the text; objects with such an
                 attribute; images (``pathlib.Path``, bytes, file objects, PIL images, numpy arrays);
                 ``{"content": [parts]}``; or lists mixing text and images (one multimodal document).
+                Not token ids: vLLM's ``/rerank`` has no token-id form (``InvalidInputError``).
             top_n: return only the best N; 0 or None returns all.
             text_field: the key (or attribute) of a document's text.
             max_tokens_per_doc: cut each text document to N tokens (vLLM >= 0.20.0).
@@ -151,7 +152,8 @@ class ScoringMethods(ClientBase):
         ``text_1``/``text_2``.
 
         Args:
-            text_1: one input or a list (list/tuple) of inputs; inputs are as for ``rerank``.
+            text_1: one input or a list (list/tuple) of inputs; inputs are as for ``rerank`` (not
+                token ids: vLLM's ``/score`` has no token-id form).
             text_2: one input or a list of inputs.
             text_field: the key (or attribute) of a dict input's text.
             max_tokens_per_doc: cut each ``text_2`` text to N tokens (vLLM >= 0.20.0).
@@ -222,13 +224,14 @@ class ScoringMethods(ClientBase):
         extra_headers: Mapping[str, str] | None = None,
         timeout: TimeoutLike = CLIENT_DEFAULT,
     ) -> ClassificationResult:
-        """Classify texts (``POST /classify``) with a sequence-classification model.
+        """Classify texts or token ids (``POST /classify``) with a sequence-classification model.
 
         Args:
-            input: a string or a list of strings.
+            input: a string, a list of strings, one tokenized prompt (``list[int]``) or several
+                (``list[list[int]]``); token ids are sent as they are, without tokenizing.
             use_activation: False returns raw logits instead of probabilities.
             truncate_prompt_tokens: keep only N tokens of each input (-1: model maximum).
-            batch_size: texts per request.
+            batch_size: inputs per request.
             concurrency: requests in flight at once.
             show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
             model: the served model (default: the client's, else the server's first).
@@ -242,6 +245,8 @@ class ScoringMethods(ClientBase):
         Raises:
             InvalidInputError: bad arguments (before any request).
             EndpointNotServed: the model does not serve ``/classify``.
+            BadRequestError: token ids sent to an early ``/classify`` that read text only
+                (``input: list[str] | str`` before its completion-style request form).
 
         Example:
             >>> (client.classify(["great!", "awful"])).labels
@@ -249,13 +254,19 @@ class ScoringMethods(ClientBase):
         """
         call = CallOptions(model, extra_body, extra_headers, timeout)
         batching = Batching(batch_size, concurrency, show_progress)
-        texts = scoring.text_inputs(input)
+        prompts = scoring.pool_inputs(input)
         fields = {
             "use_activation": use_activation,
             "truncate_prompt_tokens": scoring.check_truncate_prompt_tokens(truncate_prompt_tokens),
         }
-        return self._pool_texts(
-            "/classify", "classify", texts, fields, call=call, batching=batching, merge=scoring.merge_classify
+        return self._pool(
+            "/classify",
+            "classify",
+            prompts,
+            fields,
+            call=call,
+            batching=batching,
+            merge=scoring.merge_classify,
         )
 
     def pool(
@@ -279,12 +290,13 @@ class ScoringMethods(ClientBase):
         matrix; ``vllm_tasks.maxsim(query, doc)`` reproduces the server's late-interaction score.
 
         Args:
-            input: a string or a list of strings.
+            input: a string, a list of strings, one tokenized prompt (``list[int]``) or several
+                (``list[list[int]]``).
             task: the pooling task; must be the server's *active* one (``embed``, ``classify``,
                 ``token_embed``, ``token_classify``, ...); None uses it.
             use_activation: False skips normalisation/activation.
             truncate_prompt_tokens: keep only N tokens of each input (-1: model maximum).
-            batch_size: texts per request.
+            batch_size: inputs per request.
             concurrency: requests in flight at once.
             show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
             model: the served model (default: the client's, else the server's first).
@@ -305,15 +317,15 @@ class ScoringMethods(ClientBase):
         """
         call = CallOptions(model, extra_body, extra_headers, timeout)
         batching = Batching(batch_size, concurrency, show_progress)
-        texts = scoring.text_inputs(input)
+        prompts = scoring.pool_inputs(input)
         scoring.check_pool_task(task)
         fields = {
             "task": task,
             "use_activation": use_activation,
             "truncate_prompt_tokens": scoring.check_truncate_prompt_tokens(truncate_prompt_tokens),
         }
-        return self._pool_texts(
-            "/pooling", "pooling", texts, fields, call=call, batching=batching, merge=scoring.merge_pool
+        return self._pool(
+            "/pooling", "pooling", prompts, fields, call=call, batching=batching, merge=scoring.merge_pool
         )
 
     def scorer_kind(self, *, model: str | None = None) -> ScorerKind:
@@ -432,22 +444,22 @@ class ScoringMethods(ClientBase):
     # classify and pool
     # ----------------------------------------------------------------------------------------------
 
-    def _pool_texts(
+    def _pool(
         self,
         path: str,
         task: TaskName,
-        texts: list[str],
+        prompts: scoring.PoolPrompts,
         fields: Mapping[str, Any],
         *,
         call: CallOptions,
         batching: Batching,
         merge: Callable[[list[httpx.Response], list[range], str | None], T],
     ) -> T:
-        """Send ``texts`` to ``/classify`` or ``/pooling`` in batches and ``merge`` the answers."""
+        """Send ``prompts`` to ``/classify`` or ``/pooling`` in batches and ``merge`` the answers."""
         info = self.server_info()
         name = resolve_model(info, call.model, self.model)
         requests, batches = scoring.plan_pooling_requests(
-            path, task, texts, {"model": name, **fields}, call, batch_size=batching.batch_size
+            path, task, prompts, {"model": name, **fields}, call, batch_size=batching.batch_size
         )
         responses = self._send_batches(
             requests,
