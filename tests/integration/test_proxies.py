@@ -11,9 +11,7 @@ and server-fixtures/fault_proxy.py); every client test runs on both ``Client`` a
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import inspect
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,6 +21,7 @@ import pytest
 from nginx_proxy import AUTH_PASSWORD, AUTH_USER
 
 import vllm_tasks as vt
+from tests.clients import AsyncAsSync
 
 pytestmark = pytest.mark.integration
 
@@ -37,24 +36,6 @@ TEXTS = [
 LONG_TEXTS = [f"document {i}: " + "a reverse proxy sits in front of the replicas. " * 14 for i in range(4)]
 FORMATS = ["float", "base64", "bytes", "bytes_only"]
 EMBEDDINGS = "/v1/embeddings"
-
-
-class AsyncAsSync:
-    """An AsyncClient called like a Client (each call runs on the wrapper's own event loop)."""
-
-    def __init__(self, client: vt.AsyncClient) -> None:
-        self.inner = client
-        self._loop = asyncio.new_event_loop()
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self.inner, name)
-        if inspect.iscoroutinefunction(attr):
-            return lambda *args, **kwargs: self._loop.run_until_complete(attr(*args, **kwargs))
-        return attr
-
-    def close(self) -> None:
-        self._loop.run_until_complete(self.inner.close())
-        self._loop.close()
 
 
 @pytest.fixture(params=["sync", "async"])

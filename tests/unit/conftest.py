@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -12,25 +10,9 @@ import pytest
 import vllm_tasks as vt
 from vllm_tasks import transport
 
+from ..clients import AsyncAsSync
+
 BASE = "http://vllm.test:8000"
-
-
-class AsyncAsSync:
-    """Wraps an AsyncClient so a test can call it like a Client (each call runs on a private loop)."""
-
-    def __init__(self, client: vt.AsyncClient) -> None:
-        self.inner = client
-        self._loop = asyncio.new_event_loop()
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self.inner, name)
-        if inspect.iscoroutinefunction(attr):
-            return lambda *args, **kwargs: self._loop.run_until_complete(attr(*args, **kwargs))
-        return attr
-
-    def close(self) -> None:
-        self._loop.run_until_complete(self.inner.close())
-        self._loop.close()
 
 
 @pytest.fixture(autouse=True)
