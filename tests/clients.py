@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import vllm_tasks as vt
@@ -25,3 +26,23 @@ class AsyncAsSync:
     def close(self) -> None:
         self._loop.run_until_complete(self.inner.close())
         self._loop.close()
+
+
+def client_factory(kind: str, default_url: str | None = None) -> Iterator[Callable[..., Any]]:
+    """The body of a ``make_client`` fixture: yields a factory of ``Client`` (``kind="sync"``) or wrapped
+    ``AsyncClient`` objects (``max_retries`` 0 unless given), and closes them afterwards."""
+    made: list[Any] = []
+
+    def factory(base_url: str | None = default_url, **kwargs: Any) -> Any:
+        kwargs.setdefault("max_retries", 0)
+        client: Any = (
+            vt.Client(base_url, **kwargs)
+            if kind == "sync"
+            else AsyncAsSync(vt.AsyncClient(base_url, **kwargs))
+        )
+        made.append(client)
+        return client
+
+    yield factory
+    for client in made:
+        client.close()

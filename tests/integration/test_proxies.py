@@ -21,7 +21,7 @@ import pytest
 from nginx_proxy import AUTH_PASSWORD, AUTH_USER
 
 import vllm_tasks as vt
-from tests.clients import AsyncAsSync
+from tests.clients import client_factory
 
 pytestmark = pytest.mark.integration
 
@@ -41,20 +41,7 @@ EMBEDDINGS = "/v1/embeddings"
 @pytest.fixture(params=["sync", "async"])
 def make_client(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
     """Factory for a client of each kind (``max_retries`` 0 unless given); closes them afterwards."""
-    made: list[Any] = []
-
-    def factory(base_url: str, **kwargs: Any) -> Any:
-        kwargs.setdefault("max_retries", 0)
-        if request.param == "sync":
-            client: Any = vt.Client(base_url, **kwargs)
-        else:
-            client = AsyncAsSync(vt.AsyncClient(base_url, **kwargs))
-        made.append(client)
-        return client
-
-    yield factory
-    for client in made:
-        client.close()
+    yield from client_factory(request.param)
 
 
 def direct(proxies: Any, make_client: Callable[..., Any], texts: list[str], **kw: Any) -> np.ndarray:

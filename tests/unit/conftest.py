@@ -7,10 +7,9 @@ from typing import Any
 
 import pytest
 
-import vllm_tasks as vt
 from vllm_tasks import transport
 
-from ..clients import AsyncAsSync
+from ..clients import client_factory
 
 BASE = "http://vllm.test:8000"
 
@@ -31,17 +30,4 @@ def no_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 @pytest.fixture(params=["sync", "async"])
 def make_client(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
     """Factory for a client of each kind; the async one is wrapped to be called synchronously."""
-    made: list[Any] = []
-
-    def factory(base_url: str = BASE, **kwargs: Any) -> Any:
-        kwargs.setdefault("max_retries", 0)
-        if request.param == "sync":
-            client: Any = vt.Client(base_url, **kwargs)
-        else:
-            client = AsyncAsSync(vt.AsyncClient(base_url, **kwargs))
-        made.append(client)
-        return client
-
-    yield factory
-    for client in made:
-        client.close()
+    yield from client_factory(request.param, BASE)
