@@ -121,8 +121,6 @@ class FaultProxy:
     def stop(self) -> None:
         """Stop listening and drop open connections: the port refuses connections until ``start()``."""
         server, self._server = self._server, None
-        if server is not None:
-            server.close()
         with contextlib.suppress(Exception):
             self._call(self._drop_connections(server))
 
@@ -173,6 +171,10 @@ class FaultProxy:
         return mode
 
     async def _drop_connections(self, server: asyncio.base_events.Server | None) -> None:
+        # Server.close() is not thread-safe: called from the test's thread it raced the loop's own
+        # bookkeeping (TypeError in asyncio's Server._wakeup), so it runs here, on the loop.
+        if server is not None:
+            server.close()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -360,6 +360,8 @@ def plan_embed(
     }
     body = {key: value for key, value in body.items() if value is not None}
     body.update(call.extra_body or {})
+    if fmt == "bytes":
+        batch_size = min(batch_size, defaults.EMBED_BYTES_MAX_BATCH)
     sizes = list(map(len, prompts))
     batches = plan_batches(sizes, batch_size, max_chars)
     requests = []
@@ -388,12 +390,19 @@ def plan_embed(
 
 
 def merge_embeddings(
-    plan: EmbedPlan, responses: Sequence[httpx.Response], params: EmbedParams, info: ServerInfo
+    plan: EmbedPlan,
+    responses: Sequence[httpx.Response],
+    params: EmbedParams,
+    info: ServerInfo,
+    known_width: int | None = None,
 ) -> EmbeddingResult:
     """Decode every batch's response and stack them in input order.
 
+    ``known_width`` is the width earlier answers for the same model and ``dimensions`` had: a
+    ``bytes_only`` body states no width, so one cut short at a row boundary is caught only by it.
+
     Raises:
-        DecodeError: a response does not match its request.
+        DecodeError: a response does not match its request, or its width differs from ``known_width``.
         DimensionsNotApplied: the server ignored ``dimensions`` (vLLM < 0.24.0).
     """
     matrices = []
@@ -415,6 +424,12 @@ def merge_embeddings(
     if len(widths) > 1:
         raise DecodeError(f"/v1/embeddings: the batches came back with different widths {sorted(widths)}")
     vectors = np.concatenate(matrices) if len(matrices) > 1 else matrices[0]
+    if known_width is not None and vectors.shape[1] != known_width:
+        raise DecodeError(
+            f"/v1/embeddings: {vectors.shape[1]}-wide vectors for model {plan.model!r}, where this client's "
+            f"earlier answers were {known_width}-wide: the answer was cut short or the served model "
+            "changed. Call server_info(refresh=True) (or make a new client) if the model changed."
+        )
     if params.dimensions is not None and vectors.shape[1] != params.dimensions:
         raise DimensionsNotApplied(
             f"asked for dimensions={params.dimensions} but the server returned {vectors.shape[1]}-wide "

@@ -2,8 +2,8 @@
 
 Issue 11, item 5. For every case the SDK either returns exactly the vectors a direct call to the same
 server returns (``assert_allclose``, 1e-6), or raises a typed ``VLLMTasksError``; each test asserts which.
-Tests marked ``xfail(strict=True)`` assert the correct behaviour where today's SDK does something else
-(the reason says what); they turn into failures (XPASS) when the fix lands, to remove the marker.
+The one test marked ``xfail(strict=True)`` asserts what no client can know (its reason says why); it
+turns into a failure (XPASS) if that ever changes.
 
 The proxies are the ``proxies`` fixture (tests/integration/conftest.py, server-fixtures/nginx_proxy.py
 and server-fixtures/fault_proxy.py); every client test runs on both ``Client`` and ``AsyncClient``.
@@ -77,16 +77,9 @@ def test_nginx_default_buffers_full_batch(proxies: Any, make_client: Any, encodi
     assert_same(make_client(proxies.nginx.url("plain")).embed(texts, encoding_format=encoding_format), want)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=vt.InternalServerError,
-    reason="issue 11: with encoding_format='bytes' (the default) vLLM sends one `metadata` header entry "
-    "per item (~110 B each); past ~34 items it outgrows nginx's default proxy_buffer_size (4 KiB) and "
-    "nginx answers 502 'upstream sent too big header' for every default batch of 64. Typed, but the "
-    "default call fails behind a default nginx; needs smaller bytes batches or a fallback "
-    "(no change owns it)",
-)
 def test_nginx_default_buffers_default_format(proxies: Any, make_client: Any) -> None:
+    # bytes (the default) sends one `metadata` header entry per item (~110 B); a batch of 64 outgrew
+    # nginx's 4 KiB proxy_buffer_size (502 "upstream sent too big header"): bytes batches now hold 24.
     texts = [f"{t} #{i}" for i in range(13) for t in TEXTS][:64]
     want = direct(proxies, make_client, texts)
     assert_same(make_client(proxies.nginx.url("plain")).embed(texts), want)
@@ -276,13 +269,23 @@ def test_short_well_framed_body_is_typed(proxies: Any, make_client: Any, encodin
         make_client(proxies.faults.base_url).embed(TEXTS, encoding_format=encoding_format)
 
 
+def test_short_bytes_only_body_is_typed_once_the_width_is_known(proxies: Any, make_client: Any) -> None:
+    client = make_client(proxies.faults.base_url)
+    want = client.embed(TEXTS[:4], encoding_format="bytes_only").vectors
+    proxies.faults.plan(EMBEDDINGS, "short_body")
+    with pytest.raises(vt.DecodeError, match="earlier answers were"):
+        client.embed(TEXTS[:4], encoding_format="bytes_only")
+    assert_same(client.embed(TEXTS[:4], encoding_format="bytes_only"), want)
+
+
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 11: a bytes_only body (no metadata) cut in half with a matching Content-Length splits "
-    "evenly into rows of half the width and is returned as vectors; only a known width (e.g. from an "
-    "earlier answer or the model's config) can catch it. No change owns it yet",
+    reason="a limit, not a bug: a bytes_only body (no metadata) cut in half with a matching "
+    "Content-Length splits evenly into rows of half the width, and a client that has seen no answer "
+    "from this model yet has nothing to compare the width with (vLLM reports no width elsewhere). "
+    "Use bytes or base64, or embed once first, where a cut body matters",
 )
-def test_short_bytes_only_body_is_typed(proxies: Any, make_client: Any) -> None:
+def test_short_bytes_only_body_on_the_first_call_is_typed(proxies: Any, make_client: Any) -> None:
     proxies.faults.plan(EMBEDDINGS, "short_body")
     with pytest.raises(vt.APIError):
         make_client(proxies.faults.base_url).embed(TEXTS[:4], encoding_format="bytes_only")

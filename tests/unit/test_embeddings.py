@@ -426,3 +426,51 @@ def test_a_413_for_a_single_input_is_raised(make_client: Any, httpx_mock: HTTPXM
     httpx_mock.add_response(url=EMBED, status_code=413, text="too large", is_reusable=True)
     with pytest.raises(vt.RequestTooLargeError):
         make_client().embed(["one text"], encoding_format="float")
+
+
+@pytest.mark.parametrize(("fmt", "want"), [("auto", [24, 24, 16]), ("bytes", [24, 24, 16]), ("float", [64])])
+def test_bytes_batches_stay_under_a_proxys_header_buffer(fmt: str, want: list[int]) -> None:
+    """A default batch of 64 in ``bytes`` made nginx answer 502 "upstream sent too big header"."""
+    from vllm_tasks.calls import CallOptions
+    from vllm_tasks.embeddings import EmbedParams, plan_embed
+
+    info = vt.ServerInfo(base_url=BASE, version="0.32.0", models=(), routes=None)
+    plan = plan_embed(
+        info,
+        [f"text {i}" for i in range(64)],
+        EmbedParams(encoding_format=fmt),  # type: ignore[arg-type]
+        CallOptions(model="m"),
+        client_model=None,
+        batch_size=64,
+        conversations=False,
+    )
+    assert [len(batch) for batch in plan.batches] == want
+
+
+def test_a_bytes_only_answer_cut_to_half_width_is_caught_once_the_width_is_known(
+    make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    """bytes_only states no width: half the body splits evenly into half-width rows."""
+    from .recorded import recorded_response
+
+    mock_server(httpx_mock, "embed")
+    whole = recorded_response("embed", "embeddings_bytes_only").content
+    for body in (whole, whole[: len(whole) // 2]):
+        httpx_mock.add_response(url=EMBED, content=body, headers={"content-type": "application/octet-stream"})
+    client = make_client()
+    texts = ["hello world", "vLLM serves embeddings"]
+    assert client.embed(texts, encoding_format="bytes_only").vectors.shape == (2, 384)
+    with pytest.raises(vt.DecodeError, match="earlier answers were 384-wide"):
+        client.embed(texts, encoding_format="bytes_only")
+
+
+def test_a_refreshed_server_info_accepts_a_new_width(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "embed")
+    mock_server(httpx_mock, "embed")
+    for width in (4, 3):
+        data = [{"index": 0, "object": "embedding", "embedding": [0.5] * width}]
+        httpx_mock.add_response(url=EMBED, json={"object": "list", "model": "m", "data": data, "usage": {}})
+    client = make_client()
+    assert client.embed("a", encoding_format="float").vectors.shape == (1, 4)
+    client.server_info(refresh=True)
+    assert client.embed("a", encoding_format="float").vectors.shape == (1, 3)

@@ -79,6 +79,9 @@ class AsyncClientBase:
         self._transport = AsyncTransport(self._http, self._config, fetch_limits=fetch_limits)
         self._server_info: ServerInfo | None = None
         self._server_info_lock = asyncio.Lock()
+        # (model, dimensions) -> the embedding width this server answered; a later answer of another
+        # width is a cut-short body or a swapped model, never silently mixed in.
+        self._embedding_widths: dict[tuple[str, int | None], int] = {}
 
     def __repr__(self) -> str:
         key = "set" if self._config.api_key else "none"
@@ -133,6 +136,7 @@ class AsyncClientBase:
             async with self._server_info_lock:
                 if self._server_info is None or refresh:
                     self._server_info = await discovery.discover(self._transport, self._config.base_url)
+                    self._embedding_widths.clear()
         return self._server_info
 
     async def wait_until_ready(

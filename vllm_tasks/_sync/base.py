@@ -80,6 +80,9 @@ class ClientBase:
         self._transport = SyncTransport(self._http, self._config, fetch_limits=fetch_limits)
         self._server_info: ServerInfo | None = None
         self._server_info_lock = threading.Lock()
+        # (model, dimensions) -> the embedding width this server answered; a later answer of another
+        # width is a cut-short body or a swapped model, never silently mixed in.
+        self._embedding_widths: dict[tuple[str, int | None], int] = {}
 
     def __repr__(self) -> str:
         key = "set" if self._config.api_key else "none"
@@ -134,6 +137,7 @@ class ClientBase:
             with self._server_info_lock:
                 if self._server_info is None or refresh:
                     self._server_info = discovery.discover(self._transport, self._config.base_url)
+                    self._embedding_widths.clear()
         return self._server_info
 
     def wait_until_ready(

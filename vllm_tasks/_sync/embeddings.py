@@ -71,7 +71,8 @@ class EmbeddingMethods(ClientBase):
             use_activation: for embeddings, whether to L2-normalise (server default True).
             normalize: same wish in sentence-transformers' words; sent as the field this server reads.
             add_special_tokens: override the tokenizer default.
-            batch_size: inputs per request.
+            batch_size: inputs per request; at most 24 with the ``bytes`` transport, whose answer
+                header grows with the batch and would outgrow a reverse proxy's header buffer.
             concurrency: requests in flight.
             show_progress: draw a tqdm bar.
             extra_body: extra JSON fields merged into each request.
@@ -144,9 +145,14 @@ class EmbeddingMethods(ClientBase):
                 if smaller is None:
                     raise
                 batch_size, max_chars = smaller
+        width_key = (str(plan.model or ""), params.dimensions)
+        known_width = self._embedding_widths.get(width_key)
         if _body_bytes(responses) > defaults.OFFLOAD_DECODE_BYTES:
-            return sync_offload(embeddings.merge_embeddings, plan, responses, params, info)
-        return embeddings.merge_embeddings(plan, responses, params, info)
+            result = sync_offload(embeddings.merge_embeddings, plan, responses, params, info, known_width)
+        else:
+            result = embeddings.merge_embeddings(plan, responses, params, info, known_width)
+        self._embedding_widths.setdefault(width_key, int(result.vectors.shape[1]))
+        return result
 
     def _send_embed_plan(
         self,
