@@ -151,12 +151,12 @@ def test_token_id_inputs(make_client: Any, httpx_mock: HTTPXMock) -> None:
         url=EMBED,
         json={
             "model": "minilm",
-            "data": [{"index": 0, "embedding": [1.0]}, {"index": 1, "embedding": [2.0]}],
+            "data": [{"index": 0, "embedding": [1.0, 0.0]}, {"index": 1, "embedding": [2.0, 0.0]}],
         },
     )
     client = make_client()
     assert client.embed([101, 7592, 102], encoding_format="float").vectors.shape == (1, 2)
-    assert client.embed([[101, 102], [101, 7592, 102]], encoding_format="float").vectors.shape == (2, 1)
+    assert client.embed([[101, 102], [101, 7592, 102]], encoding_format="float").vectors.shape == (2, 2)
     bodies = sent_bodies(httpx_mock)
     assert bodies[0]["input"] == [[101, 7592, 102]]
     assert bodies[1]["input"] == [[101, 102], [101, 7592, 102]]

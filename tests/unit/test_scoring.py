@@ -175,6 +175,24 @@ def test_scorer_kind_is_probed_once_per_model(make_client: Any, httpx_mock: HTTP
     assert len(sent(httpx_mock, "/pooling")) == 1
 
 
+def test_the_scorer_probe_is_answered_before_any_scoring_request_is_sent(
+    make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    """vLLM 0.11 and 0.16 died when the /pooling probe shared an engine batch with /rerank (issue 14)."""
+    mock_server(httpx_mock, "rerank")
+
+    def one_result(request: httpx.Request) -> httpx.Response:
+        docs = json.loads(request.content)["documents"]
+        results = [{"index": i, "relevance_score": 0.5} for i in range(len(docs))]
+        return httpx.Response(200, json={"model": "minilm-rerank", "results": results})
+
+    httpx_mock.add_callback(one_result, url=f"{BASE}/rerank", is_reusable=True)
+    make_client().rerank(QUERY, DOCS, batch_size=1, concurrency=4)
+    paths = [r.url.path for r in httpx_mock.get_requests() if r.url.path in ("/pooling", "/rerank")]
+    assert paths[0] == "/pooling" and paths.count("/pooling") == 1
+    assert paths[1:] == ["/rerank"] * len(DOCS)
+
+
 def test_late_interaction_is_detected_from_a_token_matrix() -> None:
     info = vt.ServerInfo(base_url=BASE, version="0.32.0", models=(), routes=frozenset({"/v1/embeddings"}))
     matrix = httpx.Response(200, json={"data": [{"index": 0, "data": [[0.1, 0.2], [0.3, 0.4]]}]})

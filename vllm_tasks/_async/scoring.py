@@ -21,6 +21,7 @@ from ..scoring import Fallback, ScoreInput, ScoringSetup
 from ..tasks import TaskName
 from ..transport import Request
 from ..types.scoring import ClassificationResult, PoolingResult, RerankResult, ScoreResult, ScorerKind
+from ..types.server import ServerInfo
 from ..validation import int_at_least
 from .base import AsyncClientBase
 from .tokenizing import count_longest, truncate_texts
@@ -32,13 +33,6 @@ Sent = tuple[list[httpx.Response], list[range], ScorerKind]
 
 class AsyncScoringMethods(AsyncClientBase):
     """``rerank``, ``score``, ``classify``, ``pool``: ``/rerank``, ``/score``, ``/classify``, ``/pooling``."""
-
-    def _scorer_cache(self) -> dict[str, ScorerKind]:
-        cache: dict[str, ScorerKind] | None = getattr(self, "_scorer_kinds", None)
-        if cache is None:
-            cache = {}
-            self._scorer_kinds = cache
-        return cache
 
     async def rerank(
         self,
@@ -341,12 +335,22 @@ class AsyncScoringMethods(AsyncClientBase):
             <ScorerKind.CROSS_ENCODER: 'cross-encoder'>
         """
         info = await self.server_info()
-        name = resolve_model(info, model, self.model)
-        cache = self._scorer_cache()
-        if (name or "") not in cache:
-            response = await self._transport.send(scoring.scorer_probe_request(name))
-            cache[name or ""] = scoring.scorer_from_probe(response, info)
-        return cache[name or ""]
+        return await self._scorer_kind_of(info, resolve_model(info, model, self.model), CLIENT_DEFAULT)
+
+    async def _scorer_kind_of(self, info: ServerInfo, name: str | None, timeout: TimeoutLike) -> ScorerKind:
+        """The model's scorer kind, probed once per model with ``/pooling`` on its own.
+
+        The probe never travels alongside scoring requests: vLLM 0.11 and 0.16 die ("split_with_sizes
+        expects split_sizes to sum exactly to ...") when a ``/pooling`` and a ``/rerank`` request share
+        an engine batch. The lock keeps concurrent calls on this client from probing beside each other's
+        batches.
+        """
+        if (name or "") not in self._scorer_kinds:
+            async with self._scorer_lock:
+                if (name or "") not in self._scorer_kinds:
+                    response = await self._transport.send(scoring.scorer_probe_request(name, timeout))
+                    self._scorer_kinds[name or ""] = scoring.scorer_from_probe(response, info)
+        return self._scorer_kinds[name or ""]
 
     # ----------------------------------------------------------------------------------------------
     # The flow rerank and score share
@@ -358,8 +362,14 @@ class AsyncScoringMethods(AsyncClientBase):
         """Check the call against the server (token limits, gates) and cut texts client-side if asked."""
         info = await self.server_info()
         setup = scoring.plan_scoring(
-            info, pairs, params, call, client_model=self.model, scorer_kinds=self._scorer_cache()
+            info, pairs, params, call, client_model=self.model, scorer_kinds=self._scorer_kinds
         )
+        if (setup.model or "") not in self._scorer_kinds:
+            await self._scorer_kind_of(info, setup.model, call.timeout)
+            # Again, knowing the kind now: multimodal late interaction has its own gate.
+            setup = scoring.plan_scoring(
+                info, pairs, params, call, client_model=self.model, scorer_kinds=self._scorer_kinds
+            )
         limits = setup.client_limits
         firsts = await self._truncate(setup, pairs.firsts, limits.get("max_tokens_per_query"), batching)
         seconds = await self._truncate(setup, pairs.seconds, limits.get("max_tokens_per_doc"), batching)
@@ -391,23 +401,19 @@ class AsyncScoringMethods(AsyncClientBase):
         while True:
             batches = plan_batches(sizes, batch_size, max_bytes)
             try:
-                responses, scorer = await self._send_with_probe(setup, build(batches), batches, batching)
+                responses = await self._send_explained(setup, build(batches), batches, batching)
             except RequestTooLargeError:
                 smaller = smaller_batches(batches, sizes)
                 if smaller is None:
                     raise
                 batch_size, max_bytes = smaller
                 continue
-            return responses, batches, scorer
+            return responses, batches, self._scorer_kinds[setup.model or ""]
 
-    async def _send_with_probe(
+    async def _send_explained(
         self, setup: ScoringSetup, requests: list[Request], batches: Sequence[range], batching: Batching
-    ) -> tuple[list[httpx.Response], ScorerKind]:
-        """Send ``requests`` (plus the scorer probe on the model's first use); explain length errors."""
-        cache = self._scorer_cache()
-        known = cache.get(setup.model or "")
-        if known is None:
-            requests = [*requests, scoring.scorer_probe_request(setup.model, setup.call.timeout)]
+    ) -> list[httpx.Response]:
+        """Send ``requests`` in bounded concurrency; explain length errors."""
         try:
             responses = await self._send_batches(
                 requests,
@@ -417,15 +423,12 @@ class AsyncScoringMethods(AsyncClientBase):
                 description=setup.pairs.fields[1],
             )
         except ContextLengthExceeded as error:
-            await self._name_too_long(error, setup, known)
+            await self._name_too_long(error, setup, self._scorer_kinds.get(setup.model or ""))
             raise
         except InternalServerError as error:
             scoring.explain_query_too_long(error)
             raise
-        if known is None:
-            known = scoring.scorer_from_probe(responses.pop(), setup.info)
-            cache[setup.model or ""] = known
-        return responses, known
+        return responses
 
     async def _name_too_long(
         self, error: ContextLengthExceeded, setup: ScoringSetup, kind: ScorerKind | None

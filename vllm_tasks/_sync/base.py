@@ -18,6 +18,7 @@ from ..config import ClientConfig, TimeoutArg
 from ..errors import InvalidInputError
 from ..progress import Progress
 from ..transport import FetchLimits, Request, SyncTransport
+from ..types.scoring import ScorerKind
 from ..types.server import ProbeReport, ServerInfo
 from ..validation import positive_number
 from . import discovery
@@ -83,6 +84,8 @@ class ClientBase:
         # (model, dimensions) -> the embedding width this server answered; a later answer of another
         # width is a cut-short body or a swapped model, never silently mixed in.
         self._embedding_widths: dict[tuple[str, int | None], int] = {}
+        self._scorer_kinds: dict[str, ScorerKind] = {}  # model -> kind, probed once (scoring mixin)
+        self._scorer_lock = threading.Lock()
 
     def __repr__(self) -> str:
         key = "set" if self._config.api_key else "none"
