@@ -49,9 +49,9 @@ EMBED_BATCH_SIZE = 64
 EMBED_MAX_BATCH_CHARS = 200_000
 """An embedding batch is also cut when its texts reach this many characters, so a request stays bounded."""
 EMBED_BYTES_MAX_BATCH = 24
-"""Inputs per request with ``encoding_format="bytes"``. vLLM puts one ``metadata`` header entry per input
-(about 110 bytes) in that answer; 24 entries stay under the 4 KiB response-header buffer of a default
-nginx (``proxy_buffer_size``), which answers 502 "upstream sent too big header" past about 34."""
+"""Inputs per ``encoding_format="bytes"`` request once a 502 showed a proxy in front. vLLM puts one
+``metadata`` header entry per input (about 110 bytes) in that answer; a default nginx
+(``proxy_buffer_size`` 4 KiB) answers 502 "upstream sent too big header" past about 34 entries."""
 SCORE_BATCH_SIZE = 128
 """Documents (or pairs) per ``/rerank``, ``/score``, ``/classify`` or ``/pooling`` request."""
 SCORE_MAX_REQUEST_BYTES = 8 * 1024 * 1024

@@ -28,7 +28,7 @@ from .decoding import (
     decode_bytes_response,
     float_rows,
 )
-from .errors import ContextLengthExceeded, DimensionsNotApplied, InvalidInputError
+from .errors import APIStatusError, ContextLengthExceeded, DimensionsNotApplied, InvalidInputError
 from .responses import (
     check_status,
     in_index_order,
@@ -333,8 +333,12 @@ def plan_embed(
     batch_size: int,
     conversations: bool,
     max_chars: int = defaults.EMBED_MAX_BATCH_CHARS,
+    bytes_batch_cap: int | None = None,
 ) -> EmbedPlan:
     """Check ``params`` against the server's version and build the batched ``/v1/embeddings`` requests.
+
+    ``bytes_batch_cap`` bounds the inputs per request when the transport is ``bytes`` (see
+    :func:`header_may_overflow`).
 
     Raises:
         UnsupportedByServer: a transport, dtype or field the server's vLLM version lacks.
@@ -360,8 +364,8 @@ def plan_embed(
     }
     body = {key: value for key, value in body.items() if value is not None}
     body.update(call.extra_body or {})
-    if fmt == "bytes":
-        batch_size = min(batch_size, defaults.EMBED_BYTES_MAX_BATCH)
+    if fmt == "bytes" and bytes_batch_cap is not None:
+        batch_size = min(batch_size, bytes_batch_cap)
     sizes = list(map(len, prompts))
     batches = plan_batches(sizes, batch_size, max_chars)
     requests = []
@@ -386,6 +390,21 @@ def plan_embed(
         wire_dtype=str(body.get("embed_dtype", "float32")),
         wire_endianness=str(body.get("endianness", "native")),
         sizes=sizes,
+    )
+
+
+def header_may_overflow(plan: EmbedPlan, error: APIStatusError) -> bool:
+    """Whether ``error`` may be a proxy refusing the plan's ``bytes`` answers for their header.
+
+    vLLM's ``bytes`` answer carries one ``metadata`` header entry per input (~110 bytes); nginx's default
+    ``proxy_buffer_size`` (4 KiB) turns a batch of 64 into a 502 "upstream sent too big header". A 502
+    for a plan with larger batches than :data:`defaults.EMBED_BYTES_MAX_BATCH` is worth one try with
+    smaller ones; a 502 that persists then is the upstream's own.
+    """
+    return (
+        error.status_code == 502
+        and plan.encoding_format == "bytes"
+        and max(map(len, plan.batches), default=0) > defaults.EMBED_BYTES_MAX_BATCH
     )
 
 

@@ -78,8 +78,8 @@ def test_nginx_default_buffers_full_batch(proxies: Any, make_client: Any, encodi
 
 
 def test_nginx_default_buffers_default_format(proxies: Any, make_client: Any) -> None:
-    # bytes (the default) sends one `metadata` header entry per item (~110 B); a batch of 64 outgrew
-    # nginx's 4 KiB proxy_buffer_size (502 "upstream sent too big header"): bytes batches now hold 24.
+    # bytes (the default) sends one `metadata` header entry per item (~110 B); a batch of 64 outgrows
+    # nginx's 4 KiB proxy_buffer_size (502 "upstream sent too big header"): the SDK resends in 24s.
     texts = [f"{t} #{i}" for i in range(13) for t in TEXTS][:64]
     want = direct(proxies, make_client, texts)
     assert_same(make_client(proxies.nginx.url("plain")).embed(texts), want)

@@ -428,23 +428,65 @@ def test_a_413_for_a_single_input_is_raised(make_client: Any, httpx_mock: HTTPXM
         make_client().embed(["one text"], encoding_format="float")
 
 
-@pytest.mark.parametrize(("fmt", "want"), [("auto", [24, 24, 16]), ("bytes", [24, 24, 16]), ("float", [64])])
-def test_bytes_batches_stay_under_a_proxys_header_buffer(fmt: str, want: list[int]) -> None:
-    """A default batch of 64 in ``bytes`` made nginx answer 502 "upstream sent too big header"."""
-    from vllm_tasks.calls import CallOptions
-    from vllm_tasks.embeddings import EmbedParams, plan_embed
+def bytes_answer(request: httpx.Request) -> httpx.Response:
+    """A vLLM ``bytes`` answer: one float32 row ``[len(text), 1.0]`` per input, metadata in the header."""
+    texts = json.loads(request.content)["input"]
+    rows = np.array([[float(len(t)), 1.0] for t in texts], dtype=np.float32)
+    items = [
+        {
+            "index": i,
+            "embed_dtype": "float32",
+            "endianness": "little",
+            "start": 8 * i,
+            "end": 8 * i + 8,
+            "shape": [2],
+        }
+        for i in range(len(texts))
+    ]
+    metadata = {"id": "e", "created": 0, "model": "minilm", "data": items, "usage": {}}
+    headers = {"content-type": "application/octet-stream", "metadata": json.dumps(metadata)}
+    return httpx.Response(200, content=rows.astype("<f4").tobytes(), headers=headers)
 
-    info = vt.ServerInfo(base_url=BASE, version="0.32.0", models=(), routes=None)
-    plan = plan_embed(
-        info,
-        [f"text {i}" for i in range(64)],
-        EmbedParams(encoding_format=fmt),  # type: ignore[arg-type]
-        CallOptions(model="m"),
-        client_model=None,
-        batch_size=64,
-        conversations=False,
-    )
-    assert [len(batch) for batch in plan.batches] == want
+
+def test_a_502_for_large_bytes_batches_makes_them_small_for_good(
+    make_client: Any, httpx_mock: HTTPXMock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """nginx's default 4 KiB proxy_buffer_size answered 502 to every default batch of 64 in ``bytes``:
+    vLLM's ``metadata`` header holds ~110 bytes per input."""
+    mock_server(httpx_mock, "embed")
+
+    def proxy(request: httpx.Request) -> httpx.Response:
+        if len(json.loads(request.content)["input"]) > 34:
+            return httpx.Response(502, text="<html><center><h1>502 Bad Gateway</h1></center></html>")
+        return bytes_answer(request)
+
+    httpx_mock.add_callback(proxy, url=EMBED, is_reusable=True)
+    client = make_client(max_retries=0)
+    texts = [f"text {'x' * i}" for i in range(64)]
+    for _ in range(2):
+        np.testing.assert_array_equal(client.embed(texts).vectors[:, 0], [len(t) for t in texts])
+    sizes = [len(body["input"]) for body in sent_bodies(httpx_mock)]
+    assert sizes == [64, 24, 24, 16, 24, 24, 16]  # one refused batch, then small ones for good
+    assert "proxy_buffer_size" in caplog.text
+
+
+def test_a_502_that_persists_with_small_bytes_batches_is_raised(
+    make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    mock_server(httpx_mock, "embed")
+    httpx_mock.add_response(url=EMBED, status_code=502, text="Bad Gateway", is_reusable=True)
+    with pytest.raises(vt.InternalServerError) as caught:
+        make_client(max_retries=0).embed([f"t{i}" for i in range(64)])
+    assert caught.value.status_code == 502
+    assert [len(body["input"]) for body in sent_bodies(httpx_mock)][:2] == [64, 24]
+
+
+def test_a_502_for_small_batches_is_not_split(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "embed")
+    httpx_mock.add_response(url=EMBED, status_code=502, text="Bad Gateway", is_reusable=True)
+    with pytest.raises(vt.InternalServerError):
+        make_client(max_retries=0).embed(["a", "b"])
+    assert len(sent_bodies(httpx_mock)) == 1
 
 
 def test_a_bytes_only_answer_cut_to_half_width_is_caught_once_the_width_is_known(

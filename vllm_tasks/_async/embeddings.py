@@ -11,9 +11,10 @@ from .. import defaults, embeddings
 from ..batching import smaller_batches
 from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike
 from ..decoding import EmbedDType, Endianness
-from ..errors import ContextLengthExceeded, RequestTooLargeError
+from ..errors import ContextLengthExceeded, InternalServerError, RequestTooLargeError
 from ..offload import async_offload
 from ..responses import json_object
+from ..transport import logger
 from ..types.embeddings import EmbeddingResult, EmbeddingType, EmbedV2Result, EncodingFormat, Truncate
 from ..types.server import ServerInfo
 from .base import AsyncClientBase
@@ -70,8 +71,9 @@ class AsyncEmbeddingMethods(AsyncClientBase):
             use_activation: for embeddings, whether to L2-normalise (server default True).
             normalize: same wish in sentence-transformers' words; sent as the field this server reads.
             add_special_tokens: override the tokenizer default.
-            batch_size: inputs per request; at most 24 with the ``bytes`` transport, whose answer
-                header grows with the batch and would outgrow a reverse proxy's header buffer.
+            batch_size: inputs per request. A 502 for ``bytes`` batches over 24 inputs (a proxy refusing
+                the answer's per-input ``metadata`` header, e.g. nginx's 4 KiB ``proxy_buffer_size``)
+                makes this client send at most 24 per ``bytes`` request from then on, with a warning.
             concurrency: requests in flight.
             show_progress: draw a tqdm bar.
             extra_body: extra JSON fields merged into each request.
@@ -134,6 +136,7 @@ class AsyncEmbeddingMethods(AsyncClientBase):
                 batch_size=batch_size,
                 conversations=conversations,
                 max_chars=max_chars,
+                bytes_batch_cap=self._bytes_batch_cap,
             )
             try:
                 responses = await self._send_embed_plan(plan, prompts, batching, info, conversations)
@@ -144,6 +147,17 @@ class AsyncEmbeddingMethods(AsyncClientBase):
                 if smaller is None:
                     raise
                 batch_size, max_chars = smaller
+            except InternalServerError as error:
+                if not embeddings.header_may_overflow(plan, error):
+                    raise
+                self._bytes_batch_cap = defaults.EMBED_BYTES_MAX_BATCH
+                logger.warning(
+                    "a 502 for bytes batches of up to %d inputs: a proxy in front of vLLM likely refuses the "
+                    "answers' metadata header (nginx: raise proxy_buffer_size); this client now sends at "
+                    "most %d inputs per bytes request",
+                    max(map(len, plan.batches)),
+                    self._bytes_batch_cap,
+                )
         width_key = (str(plan.model or ""), params.dimensions)
         known_width = self._embedding_widths.get(width_key)
         if _body_bytes(responses) > defaults.OFFLOAD_DECODE_BYTES:

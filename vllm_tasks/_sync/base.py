@@ -84,6 +84,8 @@ class ClientBase:
         # (model, dimensions) -> the embedding width this server answered; a later answer of another
         # width is a cut-short body or a swapped model, never silently mixed in.
         self._embedding_widths: dict[tuple[str, int | None], int] = {}
+        # Set after a proxy refused a bytes answer's header (embeddings.header_may_overflow).
+        self._bytes_batch_cap: int | None = None
         self._scorer_kinds: dict[str, ScorerKind] = {}  # model -> kind, probed once (scoring mixin)
         self._scorer_lock = threading.Lock()
 
