@@ -5,6 +5,8 @@ vllm_embed, vllm_embed_mrl, vllm_rerank, vllm_api_key, vllm_late_interaction, vl
 vllm_ocr_no_processor, vllm_stt -- each a VLLMServer with .name, .base_url, .model, .api_key (None unless
 keyed).
 Markers: integration, gpu.
+
+From vllm_tasks.testing.pytest_plugin: the ``fake_vllm`` fixture (a FakeVLLM per test) and its marker.
 """
 
 import sys
@@ -14,4 +16,8 @@ _SERVER_FIXTURES = str(Path(__file__).resolve().parent.parent / "server-fixtures
 if _SERVER_FIXTURES not in sys.path:
     sys.path.insert(0, _SERVER_FIXTURES)
 
-pytest_plugins = ["pytest_plugin"]
+# vllm_tasks.testing.pytest_plugin (the `fake_vllm` fixture) also loads through its pytest11 entry point
+# once the package is installed; naming it here keeps it available in a checkout whose installed metadata
+# predates the entry point, and is a no-op otherwise (the entry point is named after the module). pytester:
+# tests/unit/test_testing_kit.py runs that plugin and docs/testing.md's example in an inner session.
+pytest_plugins = ["pytest_plugin", "vllm_tasks.testing.pytest_plugin", "pytester"]

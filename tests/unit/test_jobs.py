@@ -1,37 +1,37 @@
-"""embed_file(): streaming to a .npy matrix, resuming after a failure; and the embed CLI commands."""
+"""embed_file(): streaming to a .npy matrix, resuming after a failure; and the embed CLI commands.
+
+The server is a FakeVLLM (vllm_tasks.testing): real HTTP, vLLM's shapes, deterministic vectors
+(``fake.vector(text)``), and an injected failure for the resume test.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
-from pytest_httpx import HTTPXMock
 
 import vllm_tasks as vt
 from vllm_tasks import cli
 from vllm_tasks.jobs import embed_file
+from vllm_tasks.testing import EMBEDDING_TASKS, FakeVLLM
 
 from .conftest import BASE
-from .recorded import mock_server
 
-EMBED = f"{BASE}/v1/embeddings"
-
-
-def vector_of(text: str) -> list[float]:
-    return [float(len(text)), float(sum(map(ord, text)) % 97), 1.0]
+WIDTH = 8
+EMBED = "/v1/embeddings"
 
 
-def fake(request: httpx.Request) -> httpx.Response:
-    texts = json.loads(request.content)["input"]
-    data = [{"index": i, "embedding": vector_of(t)} for i, t in enumerate(texts)]
-    return httpx.Response(200, json={"model": "minilm", "data": data, "usage": {"prompt_tokens": len(texts)}})
+@pytest.fixture
+def fake() -> Iterator[FakeVLLM]:
+    with FakeVLLM(model="minilm", tasks=EMBEDDING_TASKS, width=WIDTH) as server:
+        yield server
 
 
-def expected(lines: list[str]) -> np.ndarray:
-    return np.array([vector_of(t) for t in lines], dtype=np.float32)
+def expected(fake: FakeVLLM, lines: list[str]) -> np.ndarray:
+    return np.stack([fake.vector(text) for text in lines])
 
 
 @pytest.fixture
@@ -43,59 +43,47 @@ def corpus(tmp_path: Path) -> tuple[Path, list[str]]:
 
 
 def test_embed_file_writes_every_line_in_order(
-    corpus: tuple[Path, list[str]], tmp_path: Path, httpx_mock: HTTPXMock
+    corpus: tuple[Path, list[str]], tmp_path: Path, fake: FakeVLLM
 ) -> None:
-    mock_server(httpx_mock, "embed")
-    httpx_mock.add_callback(fake, url=EMBED, is_reusable=True)
     source, lines = corpus
     out = tmp_path / "out.npy"
-    with vt.Client(BASE, max_retries=0) as client:
+    with vt.Client(fake.url, max_retries=0) as client:
         report = embed_file(client, source, out, chunk_lines=5, encoding_format="float", batch_size=2)
-    assert (report.texts, report.dimensions, report.chunks_sent, report.chunks_resumed) == (24, 3, 5, 0)
-    np.testing.assert_array_equal(np.load(out), expected(lines))
+    assert (report.texts, report.dimensions, report.chunks_sent, report.chunks_resumed) == (24, WIDTH, 5, 0)
+    np.testing.assert_array_equal(np.load(out), expected(fake, lines))
     assert not out.with_name("out.npy.progress.json").exists()
+    batches = [r.json["input"] for r in fake.received(EMBED)]  # sent concurrently: in any order
+    assert sorted(text for batch in batches for text in batch) == sorted(lines)
+    assert max(len(batch) for batch in batches) == 2
 
 
 def test_embed_file_resumes_after_a_failure(
-    corpus: tuple[Path, list[str]], tmp_path: Path, httpx_mock: HTTPXMock
+    corpus: tuple[Path, list[str]], tmp_path: Path, fake: FakeVLLM
 ) -> None:
     source, lines = corpus
     out = tmp_path / "out.npy"
-    calls = {"n": 0}
-
-    def failing_third(request: httpx.Request) -> httpx.Response:
-        calls["n"] += 1
-        if calls["n"] == 3:
-            return httpx.Response(400, json={"error": {"message": "boom", "code": 400}})
-        return fake(request)
-
-    mock_server(httpx_mock, "embed")
-    httpx_mock.add_callback(failing_third, url=EMBED, is_reusable=True)
-    with vt.Client(BASE, max_retries=0) as client, pytest.raises(vt.BadRequestError):
+    failure = fake.fail(400, path=EMBED, after=2, message="boom")  # the third chunk's request
+    with vt.Client(fake.url, max_retries=0) as client, pytest.raises(vt.BadRequestError, match="boom"):
         embed_file(client, source, out, chunk_lines=5, encoding_format="float")
+    assert failure.hits == 1
     progress = json.loads(out.with_name("out.npy.progress.json").read_text())
     assert progress["chunks_done"] == 2
-    sent_before = len(httpx_mock.get_requests(url=EMBED))
+    sent_before = len(fake.received(EMBED))
 
-    mock_server(httpx_mock, "embed")
-    with vt.Client(BASE, max_retries=0) as client:
+    with vt.Client(fake.url, max_retries=0) as client:
         report = embed_file(client, source, out, chunk_lines=5, encoding_format="float")
     assert (report.chunks_resumed, report.chunks_sent) == (2, 3)
-    assert len(httpx_mock.get_requests(url=EMBED)) - sent_before == 3
-    np.testing.assert_array_equal(np.load(out), expected(lines))
+    assert len(fake.received(EMBED)) - sent_before == 3
+    np.testing.assert_array_equal(np.load(out), expected(fake, lines))
 
 
-def test_changed_options_start_over(
-    corpus: tuple[Path, list[str]], tmp_path: Path, httpx_mock: HTTPXMock
-) -> None:
+def test_changed_options_start_over(corpus: tuple[Path, list[str]], tmp_path: Path, fake: FakeVLLM) -> None:
     source, _ = corpus
     out = tmp_path / "out.npy"
     progress = out.with_name("out.npy.progress.json")
-    np.save(out, np.zeros((24, 3), np.float32))
+    np.save(out, np.zeros((24, WIDTH), np.float32))
     progress.write_text(json.dumps({"fingerprint": "from another job", "chunks_done": 4}))
-    mock_server(httpx_mock, "embed")
-    httpx_mock.add_callback(fake, url=EMBED, is_reusable=True)
-    with vt.Client(BASE, max_retries=0) as client:
+    with vt.Client(fake.url, max_retries=0) as client:
         report = embed_file(client, source, out, chunk_lines=5, encoding_format="float")
     assert report.chunks_resumed == 0 and report.chunks_sent == 5
 
@@ -113,17 +101,17 @@ def test_bad_jobs_are_refused(content: str, kwargs: dict[str, object], field: st
 
 
 def test_cli_embed_and_embed_file(
-    corpus: tuple[Path, list[str]], tmp_path: Path, httpx_mock: HTTPXMock, capsys: pytest.CaptureFixture[str]
+    corpus: tuple[Path, list[str]], tmp_path: Path, fake: FakeVLLM, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source, lines = corpus
-    for _ in range(2):
-        mock_server(httpx_mock, "embed")
-    httpx_mock.add_callback(fake, url=EMBED, is_reusable=True)
-    assert cli.main(["embed", "hello", "hi", "--url", BASE]) == cli.EXIT_OK
+    assert cli.main(["embed", "hello", "hi", "--url", fake.url]) == cli.EXIT_OK
     printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert printed == [vector_of("hello"), vector_of("hi")]
+    np.testing.assert_array_equal(np.array(printed, np.float32), expected(fake, ["hello", "hi"]))
     out = tmp_path / "cli.npy"
-    assert cli.main(["embed-file", str(source), "--out", str(out), "--url", BASE, "--chunk-lines", "10"]) == 0
-    np.testing.assert_array_equal(np.load(out), expected(lines))
-    assert "24 x 3 float32" in capsys.readouterr().err
-    assert cli.main(["embed", "--url", BASE]) == cli.EXIT_USAGE
+    assert (
+        cli.main(["embed-file", str(source), "--out", str(out), "--url", fake.url, "--chunk-lines", "10"])
+        == 0
+    )
+    np.testing.assert_array_equal(np.load(out), expected(fake, lines))
+    assert f"24 x {WIDTH} float32" in capsys.readouterr().err
+    assert cli.main(["embed", "--url", fake.url]) == cli.EXIT_USAGE

@@ -1,0 +1,53 @@
+"""Run a FakeVLLM from the shell: ``python -m vllm_tasks.testing --port 8000``.
+
+Prints the URL on the first line of stdout, then serves until interrupted (Ctrl-C or SIGTERM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+
+from .server import FakeVLLM
+from .settings import ALL_TASKS
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the arguments, start the server, print its URL and wait for a signal.
+
+    Returns:
+        The exit status (0).
+
+    Example:
+        $ python -m vllm_tasks.testing --port 8000 --tasks embed,rerank --model bge-m3
+        http://127.0.0.1:8000
+    """
+    parser = argparse.ArgumentParser(prog="python -m vllm_tasks.testing", description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    parser.add_argument("--model", default="fake-model")
+    parser.add_argument("--tasks", default=",".join(sorted(ALL_TASKS)), help="comma-separated task names")
+    parser.add_argument("--version", default="0.32.0", help="what /version answers")
+    parser.add_argument("--width", type=int, default=384, help="the embedding width")
+    parser.add_argument("--max-model-len", type=int, default=512)
+    parser.add_argument("--api-key", default=None)
+    args = parser.parse_args(argv)
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    tasks = [name.strip() for name in args.tasks.split(",") if name.strip()]
+    with FakeVLLM(
+        model=args.model, tasks=tasks, version=args.version, width=args.width,
+        max_model_len=args.max_model_len, api_key=args.api_key, host=args.host, port=args.port,
+    ) as fake:  # fmt: skip
+        print(fake.url, flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            done.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

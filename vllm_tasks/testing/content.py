@@ -1,0 +1,309 @@
+"""What the fake server answers: deterministic tokens, vectors, scores, transcripts and OCR output.
+
+Pure functions, no I/O. The same input gives the same output in every process and on every machine
+(SHAKE-256 and BLAKE2b digests, never Python's per-process ``hash``).
+
+- **Tokens** are words and punctuation marks (``\\w+|[^\\w\\s]``); a text costs its tokens plus two
+  special tokens (``[CLS]``/``[SEP]``), as a BERT-style tokenizer would.
+- **Vectors** are bag-of-words hashes: one pseudo-random vector per lower-cased word (from its SHAKE-256
+  digest), summed and L2-normalised. The same text always gives the same vector, and texts that share
+  words get similar vectors, so a semantic-search test ranks "Paris is the capital of France." above
+  "Bananas are yellow." for "capital of France".
+- **Scores**: a bi-encoder answers the cosine of the two vectors (-1..1); a cross-encoder answers
+  ``sigmoid(8 * cosine - 2)`` (0..1), or the logit itself with ``use_activation: false``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from ..grounding import parse_grounding, to_markdown
+
+_WORD_RE = re.compile(r"\w+")
+_TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+_SENTENCE_RE = re.compile(r"\s*[^.!?]+[.!?]*")
+_PIECE_RE = re.compile(r"\s*\S+")
+_LOCATE_RE = re.compile(r"<\|ref\|>(.*?)<\|/ref\|>", re.DOTALL)
+
+CLS_ID, SEP_ID = 101, 102
+SPECIAL_TOKENS = {CLS_ID: "[CLS]", SEP_ID: "[SEP]"}
+_VOCAB_OFFSET, _VOCAB_SIZE = 1000, 1_000_000
+IMAGE_TOKENS = 256
+"""Prompt tokens counted for each image (DeepSeek-OCR spends a few hundred)."""
+
+DEFAULT_TRANSCRIPT = " The quick brown fox jumped over the lazy dog. It was not amused."
+DEFAULT_OCR_OUTPUT = (
+    "<|ref|>title<|/ref|><|det|>[[112, 58, 885, 102]]<|/det|>\n"
+    "# Quarterly Report\n\n"
+    "<|ref|>text<|/ref|><|det|>[[112, 130, 885, 220]]<|/det|>\n"
+    "Revenue grew 12% over the previous quarter.\n\n"
+    "<|ref|>table<|/ref|><|det|>[[112, 250, 885, 400]]<|/det|>\n"
+    "<table><tr><td>Region</td><td>Revenue</td></tr><tr><td>EU</td><td>500</td></tr></table>\n"
+)
+"""DeepSeek-OCR-style output for the markdown prompt: three grounded blocks (title, text, table)."""
+
+Box = tuple[int, int, int, int]
+
+
+# ------------------------------------------------------------------------------------------- tokens
+
+
+def token_spans(text: str) -> list[tuple[int, int]]:
+    """The ``(start, end)`` character span of each token of ``text``."""
+    return [match.span() for match in _TOKEN_RE.finditer(text)]
+
+
+def token_id(token: str) -> int:
+    """The fake vocabulary's id of one token (stable across processes)."""
+    digest = hashlib.blake2b(token.encode(), digest_size=8).digest()
+    return _VOCAB_OFFSET + int.from_bytes(digest, "little") % _VOCAB_SIZE
+
+
+def count_tokens(text: str, *, special: bool = True) -> int:
+    """How many tokens ``text`` costs (plus ``[CLS]`` and ``[SEP]`` when ``special``).
+
+    Example:
+        >>> count_tokens("hello world")
+        4
+    """
+    return len(token_spans(text)) + (2 if special else 0)
+
+
+def truncate_tokens(text: str, limit: int, side: str = "right") -> str:
+    """``text`` cut to ``limit`` tokens, keeping its spacing: the first ones, or the last with ``"left"``.
+
+    Example:
+        >>> truncate_tokens("one two three", 2)
+        'one two'
+    """
+    spans = token_spans(text)
+    if limit >= len(spans):
+        return text
+    if limit <= 0:
+        return ""
+    return text[spans[-limit][0] :] if side == "left" else text[: spans[limit - 1][1]]
+
+
+class Vocabulary:
+    """The fake tokenizer with a memory: ids seen in ``/tokenize`` answers map back to their tokens.
+
+    Example:
+        >>> vocabulary = Vocabulary()
+        >>> ids = vocabulary.encode("hello world")
+        >>> vocabulary.decode(ids)
+        'hello world'
+    """
+
+    def __init__(self) -> None:
+        self._tokens: dict[int, str] = {}
+        self._lock = threading.Lock()
+
+    def encode(self, text: str, *, special: bool = False) -> list[int]:
+        """Token ids of ``text``, framed by ``[CLS]``/``[SEP]`` when ``special``."""
+        tokens = [text[start:end] for start, end in token_spans(text)]
+        ids = [token_id(token) for token in tokens]
+        with self._lock:
+            self._tokens.update(zip(ids, tokens, strict=True))
+        return [CLS_ID, *ids, SEP_ID] if special else ids
+
+    def strings(self, ids: Iterable[int]) -> list[str]:
+        """The token of each id (``[UNK]`` for ids never produced by :meth:`encode`)."""
+        return [SPECIAL_TOKENS.get(i) or self._tokens.get(i, "[UNK]") for i in ids]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The text of token ids (special tokens dropped, tokens joined by spaces)."""
+        return " ".join(token for i, token in zip(ids, self.strings(ids), strict=True) if i > SEP_ID)
+
+
+# ------------------------------------------------------------------------------------------ vectors
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _word_vector(word: str, width: int) -> npt.NDArray[np.float64]:
+    raw = np.frombuffer(hashlib.shake_256(word.encode()).digest(2 * width), dtype="<u2")
+    vector = raw / 32767.5 - 1.0
+    vector.setflags(write=False)
+    return vector
+
+
+def raw_vector(text: str, width: int) -> npt.NDArray[np.float64]:
+    """The sum of one pseudo-random vector (uniform in [-1, 1)) per lower-cased word of ``text``."""
+    total = np.zeros(width)
+    for word in _WORD_RE.findall(text.lower()) or [text]:
+        total += _word_vector(word, width)
+    return total
+
+
+def text_vector(
+    text: str, width: int, *, dimensions: int | None = None, normalize: bool = True
+) -> npt.NDArray[np.float32]:
+    """The fake embedding of ``text``: float32, ``dimensions`` (Matryoshka) or ``width`` wide.
+
+    Args:
+        text: the input's text.
+        width: the model's full embedding width.
+        dimensions: keep only the first N components (then normalise), as Matryoshka models do.
+        normalize: L2-normalise (vLLM's ``use_activation``, default True).
+
+    Example:
+        >>> text_vector("hello", 8).shape
+        (8,)
+    """
+    vector = raw_vector(text, width)[: dimensions or width]
+    norm = float(np.linalg.norm(vector))
+    if normalize and norm > 0:
+        vector = vector / norm
+    return vector.astype(np.float32)
+
+
+def cosine(first: str, second: str, width: int) -> float:
+    """The cosine similarity of two texts' fake embeddings (-1..1)."""
+    a = text_vector(first, width).astype(np.float64)
+    b = text_vector(second, width).astype(np.float64)
+    return float(np.dot(a, b))
+
+
+def relevance(query: str, document: str, width: int, *, scorer: str, activation: bool = True) -> float:
+    """The score of one (query, document) pair for a ``"bi-encoder"`` or a ``"cross-encoder"``.
+
+    Example:
+        >>> relevance("capital of France", "Paris is the capital of France.", 64, scorer="bi-encoder") > 0.5
+        True
+    """
+    similarity = cosine(query, document, width)
+    if scorer == "bi-encoder":
+        return similarity
+    logit = 8.0 * similarity - 2.0
+    return 1.0 / (1.0 + math.exp(-logit)) if activation else logit
+
+
+def class_probabilities(text: str, labels: Sequence[str], *, activation: bool = True) -> list[float]:
+    """Per-label outputs for ``text``: softmax (sigmoid for one label), or the logits without activation."""
+    logits = 4.0 * text_vector(text, max(8, len(labels))).astype(np.float64)[: len(labels)]
+    if not activation:
+        return [float(x) for x in logits]
+    if len(labels) == 1:
+        return [1.0 / (1.0 + math.exp(-float(logits[0])))]
+    exp = np.exp(logits - logits.max())
+    return [float(x) for x in exp / exp.sum()]
+
+
+# -------------------------------------------------------------------------------------------- audio
+
+
+def audio_seconds(content: bytes) -> float:
+    """The duration of an uploaded WAV or FLAC file, from its header; other files count as 16 kHz
+    16-bit mono PCM (32,000 bytes a second)."""
+    if content[:4] == b"RIFF" and content[8:12] == b"WAVE":
+        seconds = _wav_seconds(content)
+        if seconds is not None:
+            return seconds
+    if content[:4] == b"fLaC" and len(content) >= 26:
+        fields = int.from_bytes(content[18:26], "big")  # STREAMINFO: rate (20 bits) ... samples (36)
+        rate, samples = fields >> 44, fields & ((1 << 36) - 1)
+        if rate and samples:
+            return samples / rate
+    return len(content) / 32_000
+
+
+def _wav_seconds(content: bytes) -> float | None:
+    """A RIFF/WAVE file's duration: its ``data`` chunk's size over the ``fmt`` chunk's byte rate."""
+    offset, byte_rate, data_size = 12, 0, None
+    while offset + 8 <= len(content):
+        chunk, size = content[offset : offset + 4], int.from_bytes(content[offset + 4 : offset + 8], "little")
+        if chunk == b"fmt ":
+            byte_rate = int.from_bytes(content[offset + 16 : offset + 20], "little")
+        elif chunk == b"data":
+            data_size = min(size, len(content) - offset - 8)
+            break
+        offset += 8 + size + (size & 1)
+    return data_size / byte_rate if data_size is not None and byte_rate else None
+
+
+def segments(text: str, duration: float) -> list[dict[str, Any]]:
+    """``verbose_json`` segments: one per sentence, spread over ``duration`` by length."""
+    parts = [part for part in _SENTENCE_RE.findall(text) if part.strip()] or [text]
+    total = sum(len(part) for part in parts) or 1
+    out: list[dict[str, Any]] = []
+    start = 0.0
+    for index, part in enumerate(parts):
+        end = duration if index == len(parts) - 1 else start + duration * len(part) / total
+        out.append(
+            {"id": index, "avg_logprob": -0.25, "compression_ratio": 1.2, "end": round(end, 3),
+             "no_speech_prob": None, "seek": 0, "start": round(start, 3), "temperature": 0.0,
+             "text": part, "tokens": [token_id(text[a:b]) for a, b in token_spans(part)]}
+        )  # fmt: skip
+        start = end
+    return out
+
+
+def stream_pieces(text: str) -> list[str]:
+    """The text deltas of a transcription stream: one word each, with its leading space."""
+    return _PIECE_RE.findall(text) or [text]
+
+
+# ---------------------------------------------------------------------------------------------- OCR
+
+
+def grounding_output(blocks: Iterable[tuple[str, Box | Sequence[Box], str]]) -> str:
+    """Write OCR output in DeepSeek-OCR's grounding format, for :class:`FakeVLLM`'s ``ocr_output``.
+
+    Args:
+        blocks: ``(label, box or boxes, content)`` per block; boxes are ``(x1, y1, x2, y2)`` on a 0-999
+            scale of the image's width and height; labels such as ``title``, ``text``, ``table``.
+
+    Returns:
+        ``<|ref|>label<|/ref|><|det|>[[x1, y1, x2, y2]]<|/det|>`` then the content, per block.
+
+    Example:
+        >>> grounding_output([("title", (0, 0, 999, 100), "# Invoice")])
+        '<|ref|>title<|/ref|><|det|>[[0, 0, 999, 100]]<|/det|>\\n# Invoice\\n'
+    """
+    out = []
+    for label, box, content in blocks:
+        boxes = [box] if box and isinstance(box[0], int) else box
+        det = ", ".join("[" + ", ".join(str(int(v)) for v in cast(Sequence[int], b)) + "]" for b in boxes)
+        out.append(f"<|ref|>{label}<|/ref|><|det|>[{det}]<|/det|>\n{content}\n")
+    return "\n".join(out)
+
+
+def ocr_answer(output: str, prompt: str) -> str:
+    """What the fake OCR model writes for ``prompt``, given its full grounding ``output``.
+
+    A ``<|grounding|>`` prompt gets ``output`` as is; a locate prompt (``Locate <|ref|>X<|/ref|> ...``)
+    gets X with the box of the first block containing it (the whole page if none does); any other
+    prompt (``Free OCR.``, ``Describe ...``) gets ``output`` as plain markdown (tags and figures removed).
+    """
+    target = _LOCATE_RE.search(prompt)
+    if prompt.lstrip().startswith("Locate") and target is not None:
+        return _locate(output, target.group(1))
+    if "<|grounding|>" in prompt:
+        return output
+    return to_markdown(parse_grounding(output))
+
+
+def _locate(output: str, text: str) -> str:
+    det = "[[0, 0, 999, 999]]"
+    for block in output.split("<|ref|>")[1:]:
+        found = re.search(r"<\|det\|>(.*?)<\|/det\|>(.*)", block, re.DOTALL)
+        if found is not None and text.lower() in found.group(2).lower():
+            det = found.group(1)
+            break
+    return f"<|ref|>{text}<|/ref|><|det|>{det}<|/det|>"
+
+
+def cut_to_tokens(text: str, limit: int | None) -> tuple[str, int, bool]:
+    """``text`` cut after ``limit`` tokens: ``(text, completion tokens, cut)``."""
+    spans = token_spans(text)
+    if limit is None or len(spans) <= limit:
+        return text, len(spans), False
+    return text[: spans[limit - 1][1]] if limit > 0 else "", limit, True

@@ -1,0 +1,327 @@
+"""The fake server's pooling routes: ``/v1/embeddings``, ``/v2/embed``, ``/score``, ``/rerank``,
+``/classify`` and ``/pooling``, with vLLM 0.32's shapes and error messages."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..decoding import EMBED_DTYPES, ENDIANNESS, FP8_E4M3_TO_FLOAT16
+from . import content
+from .inputs import Call, check_context, content_text, fit_context, input_texts, usage
+from .wire import Reply, bad_request, json_reply, validation_error
+
+ENCODING_FORMATS = ("float", "base64", "bytes", "bytes_only")
+V2_TYPES = ("float", "binary", "ubinary", "base64")
+
+
+# ----------------------------------------------------------------------------------------- vectors
+
+
+def checked_dimensions(call: Call, field: str) -> int | None:
+    """The requested Matryoshka width, checked like vLLM 0.32 (messages included)."""
+    value = call.body.get(field)
+    if value is None:
+        return None
+    settings, model = call.settings, call.settings.model
+    if settings.matryoshka is False:
+        raise bad_request(
+            f"Model '{model}' does not support Matryoshka embeddings; dimensions must be unset "
+            f"(received dimensions={value})."
+        )
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise validation_error(field, "int_type", "Input should be a valid integer", value)
+    if not 1 <= value <= settings.width:
+        raise bad_request(
+            f"Model '{model}' only supports dimensions in range [1, {settings.width}], got {value}."
+        )
+    if settings.matryoshka is not True and value not in settings.matryoshka:
+        allowed = list(settings.matryoshka)
+        raise bad_request(f"Model '{model}' only supports Matryoshka dimensions {allowed}, got {value}.")
+    return value
+
+
+def vectors(call: Call, texts: list[str], dimensions: int | None) -> npt.NDArray[np.float32]:
+    """The fake embeddings of ``texts`` (rows), normalised unless ``use_activation`` is false."""
+    normalize = call.body.get("use_activation") is not False
+    width = call.settings.width
+    rows = [content.text_vector(text, width, dimensions=dimensions, normalize=normalize) for text in texts]
+    return np.stack(rows) if rows else np.zeros((0, dimensions or width), np.float32)
+
+
+def wire_bytes(matrix: npt.NDArray[np.float32], embed_dtype: str, endianness: str) -> npt.NDArray[Any]:
+    """``matrix`` cast to vLLM's wire dtype and byte order (bfloat16 and fp8 as their bit patterns)."""
+    order = {"little": "<", "big": ">"}.get(endianness, "<" if sys.byteorder == "little" else ">")
+    if embed_dtype == "float16":
+        return matrix.astype(order + "f2")
+    if embed_dtype == "bfloat16":  # the upper half of float32, rounded to nearest even
+        bits = matrix.astype("<f4").view("<u4").astype(np.uint64)
+        return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(order + "u2")
+    if embed_dtype == "fp8_e5m2":  # the upper byte of float16, rounded to nearest even
+        bits = matrix.astype("<f2").view("<u2").astype(np.uint32)
+        return ((bits + 0x7F + ((bits >> 8) & 1)) >> 8).astype(np.uint8)
+    if embed_dtype == "fp8_e4m3":  # the nearest of the 254 finite values
+        table = FP8_E4M3_TO_FLOAT16.astype(np.float64)
+        codes = np.flatnonzero(np.isfinite(table))
+        codes = codes[np.argsort(table[codes], kind="stable")]
+        return _nearest(matrix, table[codes], codes)
+    return matrix.astype(order + "f4")
+
+
+def _nearest(
+    matrix: npt.NDArray[np.float32], values: npt.NDArray[np.float64], codes: npt.NDArray[Any]
+) -> npt.NDArray[Any]:
+    flat = matrix.astype(np.float64).ravel()
+    right = np.clip(np.searchsorted(values, flat), 1, len(values) - 1)
+    left = right - 1
+    pick = np.where(np.abs(values[left] - flat) <= np.abs(values[right] - flat), left, right)
+    out: npt.NDArray[Any] = codes[pick].astype(np.uint8).reshape(matrix.shape)
+    return out
+
+
+# -------------------------------------------------------------------------------------- embeddings
+
+
+def embeddings(call: Call) -> Reply:
+    """``POST /v1/embeddings``: float, base64, bytes (with the ``metadata`` header) or bytes_only."""
+    if "normalize" in call.body:
+        raise bad_request(
+            "Parameter `normalize` was removed; use `use_activation` instead. (parameter=normalize)",
+            "normalize",
+        )
+    fmt = call.choice("encoding_format", ENCODING_FORMATS, "float")
+    dtype = call.choice("embed_dtype", EMBED_DTYPES, "float32")
+    order = call.choice("endianness", ENDIANNESS, "native")
+    texts = fit_context(call, input_texts(call))
+    matrix = vectors(call, texts, checked_dimensions(call, "dimensions"))
+    tokens = sum(content.count_tokens(text) for text in texts)
+    head = {"id": call.response_id("embd"), "created": call.created(), "model": call.settings.model}
+    if fmt in ("bytes", "bytes_only"):
+        return _bytes_answer(
+            head, wire_bytes(matrix, dtype, order), dtype, order, tokens=tokens, metadata=fmt == "bytes"
+        )
+    if fmt == "base64":
+        raw = wire_bytes(matrix, dtype, order)
+        rows: list[Any] = [base64.b64encode(row.tobytes()).decode() for row in raw]
+    else:
+        rows = list(matrix)
+    data = [{"index": i, "object": "embedding", "embedding": row} for i, row in enumerate(rows)]
+    return json_reply({"id": head["id"], "object": "list", "created": head["created"],
+                       "model": head["model"], "data": data, "usage": usage(tokens)})  # fmt: skip
+
+
+def _bytes_answer(
+    head: dict[str, Any], raw: npt.NDArray[Any], dtype: str, order: str, *, tokens: int, metadata: bool
+) -> Reply:
+    item = raw.shape[1] * raw.dtype.itemsize
+    data = [
+        {"index": i, "embed_dtype": dtype, "endianness": order, "start": i * item, "end": (i + 1) * item,
+         "shape": [raw.shape[1]]}
+        for i in range(raw.shape[0])
+    ]  # fmt: skip
+    headers = {"content-type": "application/octet-stream"}
+    if metadata:
+        meta = {**head, "data": data, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        headers["metadata"] = json.dumps(meta)
+    return Reply(200, raw.tobytes(), headers)
+
+
+def embed_v2(call: Call) -> Reply:
+    """``POST /v2/embed`` (Cohere v2): float, binary, ubinary and base64 embeddings by type."""
+    kinds = [key for key in ("texts", "images", "inputs") if call.body.get(key)]
+    if len(kinds) != 1:
+        raise validation_error("texts", "value_error", "Value error, exactly one of texts, images or inputs")
+    kind = kinds[0]
+    types = call.body.get("embedding_types") or ["float"]
+    expected = "'float', 'binary', 'ubinary' or 'base64'"
+    for i, name in enumerate(types):
+        if name not in V2_TYPES:
+            message = f"Input should be {expected}"
+            raise validation_error(
+                f"embedding_types.{i}", "literal_error", message, name, {"expected": expected}
+            )
+    prefix = _input_type_prefix(call)
+    texts = [prefix + (item if kind != "inputs" else content_text(item)) for item in call.body[kind]]
+    texts = _v2_truncate(call, texts)
+    matrix = vectors(call, texts, checked_dimensions(call, "output_dimension"))
+    if {"binary", "ubinary"} & set(types) and matrix.shape[1] % 8:
+        raise bad_request(
+            f"binary embeddings need a dimension that is a multiple of 8, got {matrix.shape[1]}"
+        )
+    tokens = sum(content.count_tokens(text) for text in texts)
+    answer: dict[str, Any] = {"id": call.response_id("embd"), "embeddings": _by_type(matrix, types)}
+    if kind == "texts":
+        answer["texts"] = call.body["texts"]
+    units = {
+        "input_tokens": 0 if kind == "images" else tokens,
+        "image_tokens": tokens if kind == "images" else 0,
+    }
+    answer["meta"] = {"api_version": {"version": "2"}, "billed_units": units}
+    answer["response_type"] = "embeddings_by_type"
+    return json_reply(answer)
+
+
+def _input_type_prefix(call: Call) -> str:
+    input_type = call.body.get("input_type")
+    if input_type is None:
+        return ""
+    accepted = list(call.settings.input_types)
+    if input_type in accepted:
+        return f"{input_type}: "
+    if not accepted:
+        raise bad_request(
+            f"Unsupported input_type '{input_type}'. "
+            "This model does not define any input_type task instructions."
+        )
+    raise bad_request(f"Unsupported input_type '{input_type}'. Supported input types: {accepted}.")
+
+
+def _v2_truncate(call: Call, texts: list[str]) -> list[str]:
+    truncate = call.choice("truncate", ("END", "START", "NONE"), "END")
+    limit = call.optional_int("max_tokens", 1) or call.settings.max_model_len
+    if truncate == "NONE":
+        for text in texts:
+            count = content.count_tokens(text)
+            if count > limit and call.body.get("max_tokens") is not None:
+                raise bad_request(f"Input of {count} tokens exceeds max_tokens={limit} with truncate=NONE.")
+            check_context(text, call.settings.max_model_len)
+        return texts
+    side = "left" if truncate == "START" else "right"
+    return [content.truncate_tokens(text, max(0, limit - 2), side) for text in texts]
+
+
+def _by_type(matrix: npt.NDArray[np.float32], types: list[str]) -> dict[str, Any]:
+    ubinary = np.packbits(matrix >= 0, axis=1) if matrix.shape[1] % 8 == 0 else None
+    out: dict[str, Any] = {}
+    for name in types:
+        if name == "float":
+            out[name] = list(matrix)
+        elif name == "ubinary" and ubinary is not None:
+            out[name] = ubinary.tolist()
+        elif name == "binary" and ubinary is not None:
+            out[name] = (ubinary.astype(np.int16) - 128).tolist()
+        elif name == "base64":
+            out[name] = [base64.b64encode(row.astype("<f4").tobytes()).decode() for row in matrix]
+    return out
+
+
+# ----------------------------------------------------------------------------------------- scoring
+
+
+def _side(value: Any) -> list[str]:
+    items = value if isinstance(value, list) else [value]
+    return [content_text(item) for item in items]
+
+
+def _truncated(call: Call, texts: list[str], field: str) -> list[str]:
+    limit = call.optional_int(field, 0)
+    if not limit:
+        return texts
+    if limit >= call.settings.max_model_len:
+        raise bad_request(
+            f"{field} ({limit}) must be less than max_model_len ({call.settings.max_model_len})."
+        )
+    return [content.truncate_tokens(text, limit) for text in texts]
+
+
+def _relevance(call: Call, query: str, document: str) -> float:
+    settings = call.settings
+    activation = call.body.get("use_activation") is not False
+    return content.relevance(
+        query, document, settings.width, scorer=settings.scorer_kind, activation=activation
+    )
+
+
+def score(call: Call) -> Reply:
+    """``POST /score`` and ``/v1/score``: one score per pair (1:1, 1:N or N:N), in pair order."""
+    pairs = (("queries", "documents"), ("queries", "items"), ("data_1", "data_2"), ("text_1", "text_2"))
+    keys = next((pair for pair in pairs if pair[0] in call.body and pair[1] in call.body), None)
+    if keys is None:
+        raise validation_error("queries", "missing", "Field required")
+    left = _truncated(call, _side(call.body[keys[0]]), "max_tokens_per_query")
+    right = _truncated(call, _side(call.body[keys[1]]), "max_tokens_per_doc")
+    if not left or not right:
+        raise bad_request("At least one text element must be given")
+    if len(left) == 1:
+        left = left * len(right)
+    if len(left) != len(right):
+        raise bad_request("Input lengths must be either 1:1, 1:N or N:N")
+    for query, document in zip(left, right, strict=True):
+        check_context(query + " " + document, call.settings.max_model_len)
+    data = [
+        {"index": i, "object": "score", "score": _relevance(call, q, d)}
+        for i, (q, d) in enumerate(zip(left, right, strict=True))
+    ]
+    tokens = sum(content.count_tokens(q) + content.count_tokens(d) for q, d in zip(left, right, strict=True))
+    return json_reply({"id": call.response_id("score"), "object": "list", "created": call.created(),
+                       "model": call.settings.model, "data": data, "usage": usage(tokens)})  # fmt: skip
+
+
+def rerank(call: Call) -> Reply:
+    """``POST /rerank``, ``/v1/rerank``, ``/v2/rerank``: documents sorted by relevance, cut to ``top_n``."""
+    if "query" not in call.body or "documents" not in call.body:
+        raise validation_error(
+            "query" if "query" not in call.body else "documents", "missing", "Field required"
+        )
+    top_n = call.optional_int("top_n", 0) or 0
+    raw = call.body["documents"] if isinstance(call.body["documents"], list) else [call.body["documents"]]
+    query = _truncated(call, _side(call.body["query"]), "max_tokens_per_query")[0]
+    documents = _truncated(call, _side(raw), "max_tokens_per_doc")
+    results: list[dict[str, Any]] = []
+    for index, (original, text) in enumerate(zip(raw, documents, strict=True)):
+        check_context(query + " " + text, call.settings.max_model_len)
+        multi = original.get("content") if isinstance(original, dict) else None
+        document = {"text": original if isinstance(original, str) else None, "multi_modal": multi}
+        results.append(
+            {"index": index, "document": document, "relevance_score": _relevance(call, query, text)}
+        )
+    results.sort(key=lambda hit: -hit["relevance_score"])
+    tokens = sum(content.count_tokens(query) + content.count_tokens(text) for text in documents)
+    return json_reply({"id": call.response_id("score"), "model": call.settings.model,
+                       "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+                       "results": results[:top_n] if top_n else results})  # fmt: skip
+
+
+# ------------------------------------------------------------------------------- classify, pooling
+
+
+def classify(call: Call) -> Reply:
+    """``POST /classify``: per input, the label with the highest probability and every probability."""
+    texts = fit_context(call, input_texts(call))
+    labels = list(call.settings.labels)
+    activation = call.body.get("use_activation") is not False
+    data = []
+    for index, text in enumerate(texts):
+        probs = content.class_probabilities(text, labels, activation=activation)
+        label = labels[int(np.argmax(probs))]
+        data.append({"index": index, "label": label, "probs": probs, "num_classes": len(labels)})
+    tokens = sum(content.count_tokens(text) for text in texts)
+    return json_reply({"id": call.response_id("classify"), "object": "list", "created": call.created(),
+                       "model": call.settings.model, "data": data, "usage": usage(tokens)})  # fmt: skip
+
+
+def pooling(call: Call) -> Reply:
+    """``POST /pooling``: the active task's output per input (a vector, or a cross-encoder's scores)."""
+    active = "embed" if call.settings.scorer_kind == "bi-encoder" else "classify"
+    task = call.body.get("task")
+    if task is not None and task != active:
+        raise bad_request(
+            f"Try switching the model's pooling_task via --pooler-config.task {task}. (parameter=task)",
+            "task",
+        )
+    if call.body.get("dimensions") is not None:
+        raise bad_request("dimensions is currently not supported", "dimensions")
+    texts = fit_context(call, input_texts(call))
+    if active == "embed":
+        rows: list[Any] = list(vectors(call, texts, None))
+    else:
+        rows = [content.class_probabilities(text, call.settings.labels) for text in texts]
+    data = [{"index": i, "object": "pooling", "data": row} for i, row in enumerate(rows)]
+    tokens = sum(content.count_tokens(text) for text in texts)
+    return json_reply({"id": call.response_id("pooling"), "object": "list", "created": call.created(),
+                       "model": call.settings.model, "data": data, "usage": usage(tokens)})  # fmt: skip

@@ -1,0 +1,613 @@
+"""``FakeVLLM``: a real HTTP server on localhost, in background threads, that answers like vLLM.
+
+Standard library only (``http.server``) plus numpy and orjson, which ``vllm-tasks`` already needs: the
+kit works with a plain ``pip install vllm-tasks``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from socketserver import TCPServer
+from types import TracebackType
+from typing import Any, Self
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import InvalidInputError
+from . import content, routes
+from .content import Vocabulary
+from .settings import ALL_TASKS, FakeSettings, Scorer, TextSource
+from .wire import ReceivedRequest, Reply, error_reply, json_reply, parse_request
+
+JOIN_TIMEOUT = 5.0
+"""Seconds ``stop()`` waits for each request thread (it wakes every delayed answer first)."""
+
+
+@dataclass
+class Fault:
+    """A failure the fake server injects into matching requests; made by :meth:`FakeVLLM.fail`,
+    :meth:`FakeVLLM.slow` and :meth:`FakeVLLM.drop`. Faults are checked in the order they were added;
+    the first that takes a request applies to it alone.
+
+    Attributes:
+        paths: the paths it applies to (empty: every path, discovery and ``/health`` included).
+        times: how many requests it hits (``None``: every matching request until cleared).
+        after: how many matching requests pass untouched first.
+        status: the status answered (``None``: the normal answer, after ``delay``).
+        delay: seconds to wait before answering (or before resetting the connection).
+        reset: close the connection with a TCP reset instead of answering.
+        retry_after: the ``Retry-After`` header's value, if any.
+        message: the error message (default: the status's phrase).
+        body: a raw body (bytes) instead of vLLM's error object, e.g. a proxy's HTML page.
+        content_type: the raw body's content type.
+        hits: how many requests it has hit so far.
+    """
+
+    paths: frozenset[str] = frozenset()
+    times: int | None = 1
+    after: int = 0
+    status: int | None = None
+    delay: float = 0.0
+    reset: bool = False
+    retry_after: str | None = None
+    message: str | None = None
+    body: bytes | None = None
+    content_type: str = "text/html"
+    hits: int = 0
+    _passed: int = field(default=0, repr=False)
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether it will hit no more requests."""
+        return self.times is not None and self.hits >= self.times
+
+    def take(self, path: str) -> bool:
+        """Count a request to ``path``; True when this fault hits it (not thread-safe: hold the lock)."""
+        if (self.paths and path not in self.paths) or self.exhausted:
+            return False
+        if self._passed < self.after:
+            self._passed += 1
+            return False
+        self.hits += 1
+        return True
+
+    def reply(self) -> Reply | None:
+        """The error answer, or ``None`` for a latency-only fault."""
+        if self.status is None:
+            return None
+        if self.body is not None:
+            reply = Reply(self.status, self.body, {"content-type": self.content_type})
+        elif self.status == 401:
+            reply = json_reply({"error": "Unauthorized"}, 401)
+        else:
+            reply = error_reply(self.status, self.message or _phrase(self.status) + " (injected by FakeVLLM)")
+        if self.retry_after is not None:
+            reply.headers["retry-after"] = self.retry_after
+        return reply
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return f"HTTP {status}"
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    reply: Reply | None
+    delay: float = 0.0
+    reset: bool = False
+
+
+class FakeVLLM:
+    """A fake vLLM server for tests: real HTTP on ``127.0.0.1``, vLLM's routes, shapes and errors.
+
+    Answers are deterministic (embeddings hashed from the words of the text, scores from their cosine,
+    transcripts and OCR output from the settings), every request is recorded for assertions, and faults
+    (error statuses with ``Retry-After``, latency, connection resets) can be injected per route.
+
+    Args:
+        model: the served model name.
+        tasks: the tasks served (default: all); see :class:`FakeSettings` for the names and presets.
+        version: what ``/version`` answers.
+        width: the embedding width.
+        max_model_len: the context length.
+        matryoshka: which ``dimensions`` are accepted (True: any, a list: those, False: none).
+        scorer: ``"bi-encoder"`` or ``"cross-encoder"`` (default: cross-encoder if ``classify`` is served).
+        labels: the classifier's labels.
+        input_types: accepted ``/v2/embed`` ``input_type`` values.
+        transcript: the text of every transcription (or a function of the :class:`ReceivedRequest`).
+        language: the language ``verbose_json`` reports by default.
+        ocr_output: DeepSeek-OCR's raw grounded output (or a function of the request).
+        ngram_processor: whether DeepSeek-OCR's n-gram processor is loaded.
+        api_key: require ``Authorization: Bearer <key>`` on ``/v1`` and ``/v2`` routes.
+        openapi: serve ``/openapi.json`` (False: 404, as with ``--disable-fastapi-docs``).
+        latency: seconds added to every answer.
+        host: the address to bind (default ``127.0.0.1``).
+        port: the port (default 0: a free one, see :attr:`url`).
+
+    Raises:
+        InvalidInputError: a bad setting (an unknown task, a width below 1, ...).
+
+    Example:
+        >>> with FakeVLLM(model="my-embedder", tasks=EMBEDDING_TASKS) as fake:
+        ...     client = vllm_tasks.Client(fake.url)
+        ...     client.embed(["hello"]).vectors.shape
+        (1, 384)
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str = "fake-model",
+        tasks: Iterable[str] = ALL_TASKS,
+        version: str = "0.32.0",
+        width: int = 384,
+        max_model_len: int = 512,
+        matryoshka: bool | Sequence[int] = True,
+        scorer: Scorer | None = None,
+        labels: Sequence[str] = ("negative", "positive"),
+        input_types: Sequence[str] = (),
+        transcript: TextSource = content.DEFAULT_TRANSCRIPT,
+        language: str = "en",
+        ocr_output: TextSource = content.DEFAULT_OCR_OUTPUT,
+        ngram_processor: bool = True,
+        api_key: str | None = None,
+        openapi: bool = True,
+        latency: float = 0.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.settings = FakeSettings(
+            model=model, tasks=frozenset(tasks), version=version, width=width, max_model_len=max_model_len,
+            matryoshka=matryoshka, scorer=scorer, labels=labels, input_types=input_types,
+            transcript=transcript, language=language, ocr_output=ocr_output, ngram_processor=ngram_processor,
+            api_key=api_key, openapi=openapi, latency=latency,
+        )  # fmt: skip
+        self.vocabulary = Vocabulary()
+        self._address = (host, port)
+        self._lock = threading.Lock()
+        self._requests: list[ReceivedRequest] = []
+        self._faults: list[Fault] = []
+        self._stopping = threading.Event()
+        self._server: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------------------------ lifecycle
+
+    def start(self) -> Self:
+        """Bind the port and serve in a background thread (a no-op when already started).
+
+        Returns:
+            The server itself, started.
+
+        Raises:
+            OSError: the address cannot be bound.
+
+        Example:
+            >>> fake = FakeVLLM().start()
+            >>> fake.url
+            'http://127.0.0.1:43117'
+        """
+        if self._server is not None:
+            return self
+        self._stopping.clear()
+        server = _HTTPServer(self._address, self._answer, self._stopping)
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="FakeVLLM-serve", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving: end the accept loop, wake delayed answers, close every connection and the port,
+        and join every thread (a no-op when not started). Recorded requests are kept.
+
+        Example:
+            >>> fake.stop()
+        """
+        server, thread = self._server, self._thread
+        if server is None or thread is None:
+            return
+        self._stopping.set()
+        server.shutdown()
+        server.close_connections()
+        server.join_requests(JOIN_TIMEOUT)
+        server.server_close()
+        thread.join(JOIN_TIMEOUT)
+        self._server = self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        """Whether the server is started."""
+        return self._server is not None
+
+    @property
+    def port(self) -> int:
+        """The bound port.
+
+        Raises:
+            RuntimeError: the server is not started.
+        """
+        if self._server is None:
+            raise RuntimeError("FakeVLLM is not started: use `with FakeVLLM() as fake:` or fake.start()")
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """The base URL to give a client, e.g. ``http://127.0.0.1:43117``.
+
+        Raises:
+            RuntimeError: the server is not started.
+        """
+        return f"http://{self._address[0]}:{self.port}"
+
+    # ------------------------------------------------------------------------------ recorded requests
+
+    @property
+    def requests(self) -> list[ReceivedRequest]:
+        """Every request received so far, oldest first (a copy)."""
+        with self._lock:
+            return list(self._requests)
+
+    def received(self, path: str | None = None, method: str | None = None) -> list[ReceivedRequest]:
+        """The requests received for ``path`` (and ``method``), oldest first.
+
+        Args:
+            path: only requests to this path (e.g. ``"/v1/embeddings"``); ``None``: every path.
+            method: only requests with this method (``"POST"``); ``None``: every method.
+
+        Returns:
+            The matching :class:`ReceivedRequest` objects (a new list).
+
+        Example:
+            >>> [r.json["input"] for r in fake.received("/v1/embeddings")]
+            [['hello', 'world']]
+        """
+        return [
+            r
+            for r in self.requests
+            if (path is None or r.path == path) and (method is None or r.method == method)
+        ]
+
+    def clear_requests(self) -> None:
+        """Forget the recorded requests.
+
+        Example:
+            >>> fake.clear_requests(); client.embed("hi"); len(fake.requests)
+            1
+        """
+        with self._lock:
+            self._requests.clear()
+
+    # ----------------------------------------------------------------------------------------- faults
+
+    def fail(
+        self,
+        status: int,
+        *,
+        path: str | Sequence[str] | None = None,
+        times: int | None = 1,
+        after: int = 0,
+        retry_after: float | str | None = None,
+        message: str | None = None,
+        delay: float = 0.0,
+        body: bytes | None = None,
+        content_type: str = "text/html",
+    ) -> Fault:
+        """Answer the next matching requests with an error status and vLLM's error body.
+
+        Args:
+            status: the HTTP status (401 answers vLLM's ``{"error": "Unauthorized"}``).
+            path: the path(s) it applies to, e.g. ``"/v1/embeddings"`` (default: every request,
+                discovery included).
+            times: how many requests fail (``None``: all of them until :meth:`clear_faults`).
+            after: let this many matching requests through first.
+            retry_after: the ``Retry-After`` header (seconds, or an HTTP date string).
+            message: the error message.
+            delay: seconds to wait before answering.
+            body: a raw body instead of vLLM's error object (e.g. a proxy's HTML error page).
+            content_type: the raw body's content type.
+
+        Returns:
+            The :class:`Fault`; its ``hits`` counts the requests it failed.
+
+        Raises:
+            InvalidInputError: a status outside 100-599, or negative counts.
+
+        Example:
+            >>> fake.fail(503, path="/v1/embeddings", times=2, retry_after=1)
+        """
+        if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
+            raise InvalidInputError("status", status, "must be an HTTP status from 100 to 599", "E.g. 503.")
+        wait = None if retry_after is None else str(retry_after)
+        return self._add(Fault(status=status, retry_after=wait, message=message, body=body,
+                               content_type=content_type), path, times, after, delay)  # fmt: skip
+
+    def slow(
+        self,
+        seconds: float,
+        *,
+        path: str | Sequence[str] | None = None,
+        times: int | None = 1,
+        after: int = 0,
+    ) -> Fault:
+        """Delay the answers to the next matching requests by ``seconds`` (they then answer normally).
+
+        Args:
+            seconds: the added latency (``stop()`` cuts it short).
+            path: the path(s) it applies to (default: every request).
+            times: how many requests are delayed (``None``: all of them until :meth:`clear_faults`).
+            after: let this many matching requests through first.
+
+        Returns:
+            The :class:`Fault`.
+
+        Raises:
+            InvalidInputError: a negative delay or count.
+
+        Example:
+            >>> fake.slow(2.0, path="/rerank")  # a client with timeout=1 raises APITimeoutError
+        """
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+            raise InvalidInputError("seconds", seconds, "must be a number of seconds >= 0", "E.g. 0.5.")
+        return self._add(Fault(), path, times, after, seconds)
+
+    def drop(
+        self,
+        *,
+        path: str | Sequence[str] | None = None,
+        times: int | None = 1,
+        after: int = 0,
+        delay: float = 0.0,
+    ) -> Fault:
+        """Reset the connection (TCP RST, no answer) of the next matching requests.
+
+        Args:
+            path: the path(s) it applies to (default: every request).
+            times: how many requests are dropped (``None``: all of them until :meth:`clear_faults`).
+            after: let this many matching requests through first.
+            delay: seconds to wait before resetting (a connection that breaks mid-request).
+
+        Returns:
+            The :class:`Fault`.
+
+        Raises:
+            InvalidInputError: a negative delay or count.
+
+        Example:
+            >>> fake.drop(path="/v1/embeddings")  # the client sees APIConnectionError, then retries
+        """
+        return self._add(Fault(reset=True), path, times, after, delay)
+
+    def clear_faults(self) -> None:
+        """Remove every injected fault (those still pending included).
+
+        Example:
+            >>> fake.fail(500, times=None); fake.clear_faults()
+        """
+        with self._lock:
+            self._faults.clear()
+
+    def _add(
+        self, fault: Fault, path: str | Sequence[str] | None, times: int | None, after: int, delay: float
+    ) -> Fault:
+        for name, value in (("times", times), ("after", after)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise InvalidInputError(name, value, "must be an int >= 0", f"E.g. {name}=1.")
+        if isinstance(delay, bool) or not isinstance(delay, int | float) or delay < 0:
+            raise InvalidInputError("delay", delay, "must be a number of seconds >= 0", "E.g. 0.5.")
+        fault.paths = frozenset([path] if isinstance(path, str) else path or ())
+        fault.times, fault.after, fault.delay = times, after, float(delay)
+        with self._lock:
+            self._faults.append(fault)
+        return fault
+
+    # ----------------------------------------------------------------------------------- answers
+
+    def vector(self, text: str, *, dimensions: int | None = None) -> npt.NDArray[np.float32]:
+        """The embedding this server answers for ``text`` (to compare with what a client got).
+
+        Args:
+            text: the input's text.
+            dimensions: the Matryoshka width asked for, if any.
+
+        Returns:
+            A float32 unit vector, ``dimensions`` or ``settings.width`` wide.
+
+        Example:
+            >>> np.testing.assert_array_equal(client.embed("hi").vector, fake.vector("hi"))
+        """
+        return content.text_vector(text, self.settings.width, dimensions=dimensions)
+
+    def score(self, query: str, document: str) -> float:
+        """The score this server answers for a (query, document) pair on ``/score`` and ``/rerank``.
+
+        Returns:
+            The cosine of the two texts' vectors (bi-encoder), or ``sigmoid(8 * cosine - 2)``
+            (cross-encoder), as ``settings.scorer_kind`` says.
+
+        Example:
+            >>> fake.score("capital of France", "Paris is the capital of France.") > 0.5
+            True
+        """
+        settings = self.settings
+        return content.relevance(query, document, settings.width, scorer=settings.scorer_kind)
+
+    def _answer(self, request: ReceivedRequest) -> _Outcome:
+        """Record ``request`` and decide its answer (called by the HTTP handler's thread)."""
+        with self._lock:
+            self._requests.append(request)
+            fault = next((f for f in self._faults if f.take(request.path)), None)
+        latency = self.settings.latency
+        if fault is not None and (fault.reset or fault.status is not None):
+            return _Outcome(fault.reply(), latency + fault.delay, fault.reset)
+        try:
+            reply = routes.answer(request, self.settings, self.vocabulary)
+        except Exception as error:  # a bug here or in a user's callable: say so instead of hanging up
+            reply = error_reply(500, f"FakeVLLM failed to answer {request.path}: {error!r}")
+        return _Outcome(reply, latency + (fault.delay if fault else 0.0))
+
+    def __repr__(self) -> str:
+        where = self.url if self.running else "stopped"
+        return f"FakeVLLM({where}, model={self.settings.model!r}, tasks={sorted(self.settings.tasks)})"
+
+
+# ------------------------------------------------------------------------------------- HTTP plumbing
+
+
+class _HTTPServer(HTTPServer):
+    """A threading HTTP server that knows its connections and threads, so that stopping is clean."""
+
+    def __init__(self, address: tuple[str, int], answer: Any, stopping: threading.Event) -> None:
+        self.answer = answer
+        self.stopping = stopping
+        self.connections: set[socket.socket] = set()
+        self.resets: set[socket.socket] = set()
+        self.threads: list[threading.Thread] = []
+        self.guard = threading.Lock()
+        super().__init__(address, _Handler)
+
+    def server_bind(self) -> None:
+        """Bind without ``HTTPServer``'s reverse DNS lookup of the host (slow on some machines)."""
+        TCPServer.server_bind(self)
+        self.server_name, self.server_port = str(self.server_address[0]), int(self.server_address[1])
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Answer each connection in its own thread (tracked, to be joined by ``stop()``)."""
+        thread = threading.Thread(
+            target=self._process, args=(request, client_address), name="FakeVLLM-request", daemon=True
+        )
+        with self.guard:
+            self.threads = [t for t in self.threads if t.is_alive()]
+            self.threads.append(thread)
+            self.connections.add(request)
+        thread.start()
+
+    def _process(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+
+    def shutdown_request(self, request: Any) -> None:
+        """Close a connection; one marked for reset is closed without a FIN (SO_LINGER 0: a TCP RST)."""
+        with self.guard:
+            self.connections.discard(request)
+            reset = request in self.resets
+            self.resets.discard(request)
+        if reset:
+            self.close_request(request)
+        else:
+            super().shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay quiet: clients that time out or hang up are part of the tests."""
+
+    def close_connections(self) -> None:
+        """Shut every open connection, waking handlers that wait for a next keep-alive request."""
+        with self.guard:
+            connections = list(self.connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
+    def join_requests(self, timeout: float) -> None:
+        """Wait for every request thread to end."""
+        with self.guard:
+            threads = list(self.threads)
+        for thread in threads:
+            thread.join(timeout)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Stay quiet (the requests are recorded instead)."""
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    def do_POST(self) -> None:
+        self._serve()
+
+    def do_PUT(self) -> None:
+        self._serve()
+
+    def do_DELETE(self) -> None:
+        self._serve()
+
+    def do_PATCH(self) -> None:
+        self._serve()
+
+    def _serve(self) -> None:
+        body = self._read_body()
+        headers: dict[str, str] = {}
+        for name, value in self.headers.items():
+            key = name.lower()
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        request = parse_request(self.command, self.path, headers, body, time.monotonic())
+        outcome: _Outcome = self.server.answer(request)
+        if outcome.delay and self.server.stopping.wait(outcome.delay):
+            self.close_connection = True
+            return
+        if outcome.reset or outcome.reply is None:
+            self._reset()
+            return
+        self._write(outcome.reply)
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("transfer-encoding", "").lower() == "chunked":
+            chunks: list[bytes] = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        return self.rfile.read(int(self.headers.get("content-length") or 0))
+
+    def _reset(self) -> None:
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        with self.server.guard:
+            self.server.resets.add(self.connection)
+        self.close_connection = True
+
+    def _write(self, reply: Reply) -> None:
+        self.send_response(reply.status)
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        if reply.stream is None:
+            self.send_header("content-length", str(len(reply.body)))
+            self.end_headers()
+            self.wfile.write(reply.body)
+            return
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        for chunk in reply.stream:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        self.wfile.write(b"0\r\n\r\n")

@@ -1,0 +1,122 @@
+"""What a :class:`~vllm_tasks.testing.FakeVLLM` pretends to be: model, version, tasks, outputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..errors import InvalidInputError
+from ..tasks import TASK_ROUTES, TaskName
+from ..validation import positive_int
+from .content import DEFAULT_OCR_OUTPUT, DEFAULT_TRANSCRIPT
+from .wire import ReceivedRequest
+
+Scorer = Literal["bi-encoder", "cross-encoder"]
+TextSource = str | Callable[[ReceivedRequest], str]
+"""A fixed text, or a function of the request that answers it."""
+
+ALL_TASKS: frozenset[TaskName] = frozenset(TASK_ROUTES)
+"""Every task the SDK knows (a hybrid no real vLLM serves at once: one fake for a whole app)."""
+EMBEDDING_TASKS: frozenset[TaskName] = frozenset({"embed", "embed_v2", "score", "rerank", "pooling"})
+"""What an embedding model (``vllm serve BAAI/bge-m3 --runner pooling``) serves: a bi-encoder."""
+RERANKER_TASKS: frozenset[TaskName] = frozenset({"score", "rerank", "classify", "pooling"})
+"""What a cross-encoder (``vllm serve BAAI/bge-reranker-v2-m3``) serves."""
+SPEECH_TASKS: frozenset[TaskName] = frozenset({"transcription", "translation"})
+"""What Whisper serves."""
+OCR_TASKS: frozenset[TaskName] = frozenset({"chat"})
+"""What DeepSeek-OCR serves (chat completions)."""
+
+
+@dataclass
+class FakeSettings:
+    """The fake server's configuration; change a field while it runs and the next request sees it.
+
+    Attributes:
+        model: the served model name (``/v1/models``); requests naming another model get vLLM's 404.
+        tasks: the tasks served (``vllm_tasks.tasks.TaskName``: embed, embed_v2, score, rerank,
+            classify, pooling, transcription, translation, chat); other task routes answer 404
+            ``{"detail": "Not Found"}`` as vLLM does. Presets: ``ALL_TASKS`` (default),
+            ``EMBEDDING_TASKS``, ``RERANKER_TASKS``, ``SPEECH_TASKS``, ``OCR_TASKS``.
+        version: what ``GET /version`` answers (the SDK gates features on it).
+        width: the embedding width.
+        max_model_len: the context length; longer inputs get vLLM's context-length 400.
+        matryoshka: ``True`` accepts any ``dimensions`` from 1 to ``width``, a list accepts only those,
+            ``False`` refuses ``dimensions`` as a non-Matryoshka model does.
+        scorer: ``"bi-encoder"`` (cosine scores) or ``"cross-encoder"`` (sigmoid scores); default:
+            cross-encoder when ``classify`` is served, else bi-encoder.
+        labels: the classifier's labels (``/classify``).
+        input_types: the ``/v2/embed`` ``input_type`` values accepted (others get vLLM's 400).
+        transcript: the text every transcription and translation answers (or a function of the request).
+        language: the language ``verbose_json`` reports when the request names none.
+        ocr_output: DeepSeek-OCR's raw output for the markdown prompt (or a function of the request);
+            build one with :func:`grounding_output`.
+        ngram_processor: whether DeepSeek-OCR's n-gram logits processor is "loaded" (it refuses
+            ``vllm_xargs.ngram_size`` 0, the SDK's check); False ignores ``vllm_xargs``.
+        api_key: when set, ``/v1`` and ``/v2`` routes need ``Authorization: Bearer <key>`` (401 else).
+        openapi: False answers 404 to ``/openapi.json`` (a server started with ``--disable-fastapi-docs``).
+        healthy: False makes ``/health`` answer 503 (a server still loading).
+        latency: seconds added to every answer.
+        root: the model card's ``root`` (default: ``model``).
+    """
+
+    model: str = "fake-model"
+    tasks: frozenset[str] = ALL_TASKS
+    version: str = "0.32.0"
+    width: int = 384
+    max_model_len: int = 512
+    matryoshka: bool | Sequence[int] = True
+    scorer: Scorer | None = None
+    labels: Sequence[str] = ("negative", "positive")
+    input_types: Sequence[str] = ()
+    transcript: TextSource = DEFAULT_TRANSCRIPT
+    language: str = "en"
+    ocr_output: TextSource = DEFAULT_OCR_OUTPUT
+    ngram_processor: bool = True
+    api_key: str | None = None
+    openapi: bool = True
+    healthy: bool = True
+    latency: float = 0.0
+    root: str | None = None
+    created: int = field(default=1_800_000_000, repr=False)
+
+    def __post_init__(self) -> None:
+        self.tasks = checked_tasks(self.tasks)
+        positive_int("width", self.width)
+        positive_int("max_model_len", self.max_model_len)
+        if not self.labels:
+            raise InvalidInputError(
+                "labels", self.labels, "must name at least one label", "E.g. ('no', 'yes')."
+            )
+        if self.scorer not in (None, "bi-encoder", "cross-encoder"):
+            raise InvalidInputError(
+                "scorer", self.scorer, "is not a scorer kind", "Use 'bi-encoder' or 'cross-encoder'."
+            )
+
+    @property
+    def scorer_kind(self) -> Scorer:
+        """``scorer``, or the default: cross-encoder when ``classify`` is served, else bi-encoder."""
+        if self.scorer is not None:
+            return self.scorer
+        return "cross-encoder" if "classify" in self.tasks else "bi-encoder"
+
+    def text_of(self, source: TextSource, request: ReceivedRequest) -> str:
+        """The text a :data:`TextSource` gives for ``request``."""
+        return source(request) if callable(source) else source
+
+
+def checked_tasks(tasks: Iterable[str]) -> frozenset[str]:
+    """``tasks`` as a frozenset, every name checked against the SDK's task names.
+
+    Raises:
+        InvalidInputError: a name that is not a task (or a single string instead of a collection).
+    """
+    if isinstance(tasks, str):
+        raise InvalidInputError("tasks", tasks, "must be a collection of task names", f"E.g. {{'{tasks}'}}.")
+    names = frozenset(tasks)
+    unknown = sorted(names - ALL_TASKS)
+    if unknown:
+        raise InvalidInputError(
+            "tasks", unknown, "are not task names", f"Use some of {', '.join(sorted(ALL_TASKS))}."
+        )
+    return names

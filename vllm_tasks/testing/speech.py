@@ -1,0 +1,109 @@
+"""The fake server's speech-to-text routes: ``/v1/audio/transcriptions`` and ``/v1/audio/translations``
+(multipart uploads; ``json``, ``text``, ``verbose_json`` and server-sent-event streams)."""
+
+from __future__ import annotations
+
+import math
+import secrets
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from . import content
+from .inputs import Call, form_text
+from .wire import Reply, bad_request, json_reply, sse_frame, validation_error
+
+# fmt: off
+WHISPER_LANGUAGES = (
+    "af", "ar", "hy", "az", "be", "bs", "bg", "ca", "zh", "hr", "cs", "da", "nl", "en", "et", "fi", "fr",
+    "gl", "de", "el", "he", "hi", "hu", "is", "id", "it", "ja", "kn", "kk", "ko", "lv", "lt", "mk", "ms",
+    "mr", "mi", "ne", "no", "fa", "pl", "pt", "ro", "ru", "sr", "sk", "sl", "es", "sw", "sv", "tl", "ta",
+    "th", "tr", "uk", "ur", "vi", "cy",
+)
+# fmt: on
+"""The languages whisper accepts (vLLM 0.32's list); others get 400 ``Unsupported language``."""
+
+SERVER_FORMATS = ("json", "text", "verbose_json", "diarized_json")
+
+
+def transcription(call: Call) -> Reply:
+    """``POST /v1/audio/transcriptions``."""
+    return speech(call, "transcribe")
+
+
+def translation(call: Call) -> Reply:
+    """``POST /v1/audio/translations``."""
+    return speech(call, "translate")
+
+
+def speech(call: Call, task: str) -> Reply:
+    """Answer an upload with the configured transcript, in the requested format."""
+    upload = call.request.files.get("file")
+    if upload is None:
+        kind = "missing" if "file" not in call.body else "value_error"
+        raise validation_error("file", kind, "Field required" if kind == "missing" else "Expected UploadFile")
+    fmt = form_text(call.body.get("response_format")) or "json"
+    stream = call.flag("stream")
+    _check_options(call, fmt, stream)
+    if not upload.content:
+        raise bad_request(
+            "Invalid or corrupted audio data. Ensure the input is a valid audio or video file "
+            "(e.g. a complete WAV, MP3, or MP4)."
+        )
+    text = call.settings.text_of(call.settings.transcript, call.request)
+    duration = content.audio_seconds(upload.content)
+    if stream:
+        return Reply(200, headers={"content-type": "text/event-stream; charset=utf-8"},
+                     stream=_events(call, task, text))  # fmt: skip
+    if fmt == "verbose_json":
+        language = form_text(call.body.get("language")) or call.settings.language
+        return json_reply({"duration": duration, "language": language, "text": text,
+                           "segments": content.segments(text, duration), "words": None})  # fmt: skip
+    if task == "translate":
+        return json_reply({"text": text})
+    return json_reply({"text": text, "usage": {"type": "duration", "seconds": math.ceil(duration)}})
+
+
+def _check_options(call: Call, fmt: str, stream: bool) -> None:
+    """vLLM's refusals: srt/vtt, beam search with streaming, stream options without ``stream``, an
+    unknown language."""
+    if fmt not in SERVER_FORMATS:
+        raise bad_request(
+            "Currently only support response_format: `text`, `json`, `verbose_json` or `diarized_json`"
+        )
+    if stream and call.flag("use_beam_search"):
+        raise bad_request("Streaming is not currently supported with beam search")
+    for option in ("stream_include_usage", "stream_continuous_usage_stats"):
+        if call.flag(option) and not stream:
+            raise bad_request(
+                f"Stream options can only be defined when `stream=True`. (parameter={option})", option
+            )
+    language = form_text(call.body.get("language"))
+    if language is not None and language not in WHISPER_LANGUAGES:
+        raise bad_request(f"Unsupported language: '{language}'.  Must be one of {list(WHISPER_LANGUAGES)}.")
+
+
+def _events(call: Call, task: str, text: str) -> Iterator[bytes]:
+    """The stream: one chunk per word, a last chunk with ``finish_reason``, usage if asked, ``[DONE]``."""
+    head: dict[str, Any] = {
+        "id": f"{task}-{call.request.headers.get('x-request-id') or secrets.token_hex(8)}",
+        "object": "transcription.chunk" if task == "transcribe" else "translation.chunk",
+        "created": int(time.time()),
+        "model": call.settings.model,
+    }
+    pieces = content.stream_pieces(text)
+    for piece in pieces:
+        yield sse_frame({**head, "choices": [{"delta": {"content": piece}}]})
+    yield sse_frame(
+        {**head, "choices": [{"delta": {"content": ""}, "finish_reason": "stop", "stop_reason": None}]}
+    )
+    if call.flag("stream_include_usage"):
+        completion = len(pieces)
+        prompt = 10 + content.count_tokens(text, special=False)
+        tokens = {
+            "prompt_tokens": prompt,
+            "total_tokens": prompt + completion,
+            "completion_tokens": completion,
+        }
+        yield sse_frame({**head, "choices": [], "usage": tokens})
+    yield sse_frame("[DONE]")
