@@ -400,9 +400,10 @@ _BY_STATUS: dict[int, type[APIStatusError]] = {
     503: ServiceUnavailableError,
 }
 
-_CONTEXT_RE = re.compile(
-    r"maximum context length is (?P<max>\d+) tokens.*?contains (?:at least )?(?P<n>\d+)", re.DOTALL
-)
+_CONTEXT_MAX_RE = re.compile(r"maximum context length is (?P<max>\d+) tokens")
+# Only a count of tokens: a bi-encoder's /score and /rerank say "contains 5130 characters (more than
+# 4608 characters, ...)" for text over the character bound, which is not a token count.
+_CONTEXT_TOKENS_RE = re.compile(r"contains (?:at least )?(?P<n>\d+) (?:input )?tokens")
 _PARAM_SUFFIX_RE = re.compile(r"\(parameter=(?P<param>[^,]+), value=.*\)\s*$", re.DOTALL)
 _MATRYOSHKA_MARKERS = (
     "does not support matryoshka",
@@ -502,12 +503,12 @@ def error_from_response(
     if status == 404 and "does not exist" in lowered and "model" in lowered:
         return ModelNotFoundError(message, **kwargs)
     if status == 400:
-        match = _CONTEXT_RE.search(message)
-        if match or "maximum context length" in lowered:
+        limit = _CONTEXT_MAX_RE.search(message)
+        if limit or "maximum context length" in lowered:
             exceeded = ContextLengthExceeded(message, **kwargs)
-            if match:
-                exceeded.max_model_len = int(match["max"])
-                exceeded.prompt_tokens = int(match["n"])
+            tokens = _CONTEXT_TOKENS_RE.search(message, limit.end() if limit else 0)
+            exceeded.max_model_len = int(limit["max"]) if limit else None
+            exceeded.prompt_tokens = int(tokens["n"]) if tokens else None
             return exceeded
         if any(marker in lowered for marker in _MATRYOSHKA_MARKERS):
             return MatryoshkaNotSupported(f"{message} {MATRYOSHKA_FIX}", **kwargs)

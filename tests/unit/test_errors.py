@@ -126,6 +126,38 @@ def test_context_length_details() -> None:
     assert (error.max_model_len, error.prompt_tokens, error.param) == (256, 300, "input_tokens")
 
 
+def test_context_length_counted_in_characters_is_not_a_token_count() -> None:
+    # What vLLM 0.32 answers a bi-encoder /score or /rerank whose text is over the character bound
+    # (recorded from the `embed` fixture): the number it states is characters, not tokens.
+    body = {
+        "error": {
+            "message": "This model's maximum context length is 256 tokens. However, your prompt contains "
+            "5130 characters (more than 4608 characters, which is the upper bound for 256 input tokens). "
+            "Please reduce the length of the input prompt. (parameter=input_text, value=5130)",
+            "type": "BadRequestError",
+            "param": "input_text",
+            "code": 400,
+        }
+    }
+    error = error_from_response(response(400, body, "/score"))
+    assert isinstance(error, vt.ContextLengthExceeded)
+    assert (error.max_model_len, error.prompt_tokens, error.param) == (256, None, "input_text")
+
+
+def test_context_length_at_least_n_tokens() -> None:
+    body = {
+        "error": {
+            "message": "This model's maximum context length is 256 tokens. However, your prompt contains at "
+            "least 257 input tokens, which exceeds this limit even without any output tokens. Please reduce "
+            "the length of the input prompt. (parameter=input_tokens, value=257)",
+            "param": "input_tokens",
+        }
+    }
+    error = error_from_response(response(400, body, "/v1/embeddings"))
+    assert isinstance(error, vt.ContextLengthExceeded)
+    assert (error.max_model_len, error.prompt_tokens) == (256, 257)
+
+
 def test_matryoshka_error_names_the_operator_fix() -> None:
     error = error_from_response(response(400, MATRYOSHKA))
     assert '"is_matryoshka": true' in str(error)
