@@ -492,22 +492,22 @@ def merge_chunks(
 
     Segment times are offset by each chunk's start and clipped to its own span, so segments never
     overlap; a chunk without segments (``json`` requests, or a piece in which the model emitted no
-    timestamps) becomes one segment spanning the chunk. Usage seconds are summed.
+    timestamps) becomes one segment spanning the chunk. Usage seconds are those of the whole audio,
+    rounded up, as vLLM reports for one file (the pieces overlap, and the server rounds each one up).
     """
     # At most the words the overlap can hold (~3 words/s, at least 1): identical phrases that really
     # follow each other ("Thank you. Thank you.") are kept.
     max_overlap = math.ceil(overlap_seconds * 3) if overlap_seconds > 0 else 0
     text = ""
     segments: list[TranscriptionSegment] = []
-    seconds = 0.0
+    reported = False
     detected: str | None = None
     for part in parts:
         chunk, result = part.chunk, part.result
         if result is None:
             continue
         detected = detected or result.language
-        if result.usage is not None and result.usage.seconds is not None:
-            seconds += result.usage.seconds
+        reported = reported or (result.usage is not None and result.usage.seconds is not None)
         chunk_text = clean_text(result.text)
         drop = overlap_words(text, chunk_text, max_overlap) if (max_overlap and text) else 0
         chunk_text = _drop_words(chunk_text, drop)
@@ -535,7 +535,7 @@ def merge_chunks(
         language=detected or language,
         duration=duration,
         segments=segments,
-        usage=TranscriptionUsage(type="duration", seconds=seconds) if seconds else None,
+        usage=TranscriptionUsage(type="duration", seconds=math.ceil(duration)) if reported else None,
         model=model,
         task=task,
         response_format=response_format,

@@ -157,8 +157,26 @@ def test_merge_chunks_offsets_clips_and_fills_segments() -> None:
         (3, 40.0, 45.0, "The end."),
     ]
     assert merged.duration == 45.0 and merged.requests == 3
-    assert merged.usage is not None and merged.usage.seconds == 35
+    assert merged.usage is not None and merged.usage.seconds == 45  # ceil(45.0): the whole file
     assert "  " not in merged.text
+
+
+def test_merge_chunks_usage_is_the_whole_audio_rounded_up() -> None:
+    # vLLM reports usage.seconds = ceil(duration) for a whole file (tests/entrypoints/openai/
+    # test_transcription_validation.py::test_long_audio_request); client-side pieces that overlap are
+    # each rounded up by the server, so their sum (30 + 17 = 47 here) overstates a 45.9 s file.
+    parts = [
+        ChunkResult(
+            chunk(0, 0.0, 0.0, 29.3), Transcription(text="a", usage={"type": "duration", "seconds": 30})
+        ),
+        ChunkResult(
+            chunk(1, 28.8, 29.3, 45.9), Transcription(text="b", usage={"type": "duration", "seconds": 17})
+        ),
+    ]
+    merged = transcription.merge_chunks(
+        parts, task="transcribe", model="whisper-base", response_format="json", language="en"
+    )
+    assert merged.usage is not None and merged.usage.type == "duration" and merged.usage.seconds == 46
 
 
 def test_complete_segments_adds_the_lost_tail() -> None:
