@@ -42,6 +42,11 @@ MINILM_ARGS: tuple[str, ...] = (
     "--enforce-eager",
 )
 
+#: vLLM's own embedding-test template (tests/entrypoints/pooling/embed/test_online.py): MiniLM's tokenizer
+#: has none, and chat-style requests (`messages`) need one. Completion-style requests are unaffected.
+DUMMY_CHAT_TEMPLATE = (
+    "{% for message in messages %}{{message['role'] + ': ' + message['content'] + '\\n'}}{% endfor %}"
+)
 
 #: DeepSeek-OCR on CPU: tiny language model, real vision encoder and processor, weights from a fixed seed.
 #: The recipe's flags (--no-enable-prefix-caching, --mm-processor-cache-gb 0) plus what makes it start in
@@ -94,8 +99,9 @@ FIXTURES: dict[str, Fixture] = {
             name="embed",
             model_dir="minilm",
             served_model_name="minilm",
-            args=MINILM_ARGS,
-            description="all-MiniLM-L6-v2 bi-encoder, 384 dims: /v1/embeddings, /v2/embed, /score, /rerank",
+            args=(*MINILM_ARGS, "--chat-template", DUMMY_CHAT_TEMPLATE),
+            description="all-MiniLM-L6-v2 bi-encoder, 384 dims: /v1/embeddings (also chat-style, with vLLM's "
+            "test chat template), /v2/embed, /score, /rerank",
         ),
         Fixture(
             name="embed-mrl",
