@@ -42,6 +42,9 @@ def embed_client(vllm_embed: Any) -> Any:
         yield client
 
 
+# vLLM's test(s):
+# tests/entrypoints/pooling/embed/test_online.py::test_basic
+# tests/entrypoints/pooling/embed/test_online.py::test_completion_request
 def test_embed_equals_the_raw_float_response(vllm_embed: Any, embed_client: vt.Client) -> None:
     result = embed_client.embed(TEXTS)
     assert result.encoding_format == "bytes"
@@ -79,6 +82,11 @@ def test_embed_agrees_with_sentence_transformers(embed_client: vt.Client) -> Non
     assert cosine.min() >= 0.999, cosine
 
 
+# vLLM's test(s):
+# tests/entrypoints/pooling/embed/test_online.py::test_base64_embedding
+# tests/entrypoints/pooling/embed/test_online.py::test_base64_embed_dtype_and_endianness
+# tests/entrypoints/pooling/embed/test_online.py::test_bytes_embed_dtype_and_endianness
+# tests/entrypoints/pooling/embed/test_online.py::test_bytes_only_embed_dtype_and_endianness
 @pytest.mark.parametrize("fmt", ["float", "base64", "bytes", "bytes_only"])
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "fp8_e4m3", "fp8_e5m2"])
 def test_every_transport_and_dtype_agrees_with_float(
@@ -91,6 +99,9 @@ def test_every_transport_and_dtype_agrees_with_float(
     assert np.abs(result.vectors - reference).max() <= tolerance
 
 
+# vLLM's test(s):
+# tests/entrypoints/pooling/embed/test_online.py::test_base64_embed_dtype_and_endianness
+# tests/entrypoints/pooling/embed/test_online.py::test_bytes_embed_dtype_and_endianness
 @pytest.mark.parametrize("endianness", ["big", "little", "native"])
 def test_endianness(endianness: str, vllm_embed: Any, embed_client: vt.Client) -> None:
     reference = raw_float(vllm_embed, TEXTS)
@@ -106,6 +117,9 @@ def test_compact_dtype_keeps_float16(embed_client: vt.Client) -> None:
     assert result.vectors.dtype == np.float16
 
 
+# vLLM's test(s):
+# tests/entrypoints/pooling/embed/test_online.py::test_completion_request_batched
+# (output order)
 def test_batches_with_concurrency_match_one_request(vllm_embed: Any, embed_client: vt.Client) -> None:
     texts = [f"sentence number {i} about {TEXTS[i % len(TEXTS)]}" for i in range(100)]
     batched = embed_client.embed(texts, batch_size=7, concurrency=4)
@@ -129,11 +143,20 @@ def test_too_long_input_names_its_index_and_truncation_fixes_it(embed_client: vt
     assert embed_client.embed(texts, truncate_prompt_tokens=-1).vectors.shape == (3, 384)
 
 
+# vLLM's test(s):
+# tests/entrypoints/pooling/embed/test_online_dimensions.py::test_matryoshka
+# (the non-Matryoshka model)
 def test_dimensions_on_a_non_matryoshka_model(embed_client: vt.Client) -> None:
     with pytest.raises(vt.MatryoshkaNotSupported, match="is_matryoshka"):
         embed_client.embed(TEXTS, dimensions=128)
 
 
+# vLLM's test(s):
+# tests/entrypoints/pooling/embed/test_cohere_online.py::test_v1_v2_parity
+# tests/entrypoints/pooling/embed/test_cohere_online.py::test_embedding_types
+# tests/entrypoints/pooling/embed/test_cohere_online.py::test_base64_embedding_type
+# tests/entrypoints/pooling/embed/test_cohere_openai_parity.py::test_single_text_parity
+# tests/entrypoints/pooling/embed/test_cohere_openai_parity.py::test_batch_parity
 def test_embed_v2_types_are_consistent(embed_client: vt.Client) -> None:
     result = embed_client.embed_v2(
         texts=TEXTS, embedding_types=["float", "binary", "ubinary", "base64"], batch_size=2
@@ -146,11 +169,16 @@ def test_embed_v2_types_are_consistent(embed_client: vt.Client) -> None:
     assert np.abs(result.float - embed_client.embed(TEXTS).vectors).max() <= 1e-5
 
 
+# vLLM's test(s):
+# tests/entrypoints/pooling/embed/test_cohere_online.py::test_unsupported_input_type_rejected
 def test_embed_v2_input_type_lists_what_the_model_supports(embed_client: vt.Client) -> None:
     with pytest.raises(vt.InputTypeNotSupported, match="does not define any input_type"):
         embed_client.embed_v2(texts=TEXTS, input_type="search_query")
 
 
+# vLLM's test(s):
+# tests/entrypoints/pooling/embed/test_online_dimensions.py::test_matryoshka
+# (the Matryoshka model)
 def test_matryoshka_dimensions_are_sliced_and_renormalised(vllm_embed_mrl: Any) -> None:
     with vt.Client(vllm_embed_mrl.base_url) as client:
         full = client.embed(TEXTS).vectors

@@ -62,6 +62,9 @@ def embed_client(vllm_embed: Any) -> Iterator[vt.Client]:
 # --------------------------------------------------------------------------------------------------
 
 
+# vLLM's test(s):
+# tests/entrypoints/pooling/scoring/test_cross_encoder_online.py::test_rerank_api_texts
+# (results sorted by relevance)
 def test_rerank_order_equals_score_order(vllm_rerank: Any, rerank_client: vt.Client) -> None:
     result = rerank_client.rerank(QUERY, DOCS)
     assert result.scorer is vt.ScorerKind.CROSS_ENCODER
@@ -74,6 +77,8 @@ def test_rerank_order_equals_score_order(vllm_rerank: Any, rerank_client: vt.Cli
     assert ours.scorer is vt.ScorerKind.CROSS_ENCODER
 
 
+# vLLM's test(s):
+# tests/entrypoints/pooling/scoring/test_cross_encoder_online.py::test_rerank_api_top_n
 def test_rerank_top_n_and_original_documents(rerank_client: vt.Client) -> None:
     docs = [{"text": text, "id": f"doc-{i}"} for i, text in enumerate(DOCS)]
     full = rerank_client.rerank(QUERY, docs)
@@ -101,6 +106,9 @@ def test_async_client_rerank(vllm_rerank: Any) -> None:
     assert split.num_requests == 3
 
 
+# vLLM's test(s):
+# tests/entrypoints/pooling/scoring/test_cross_encoder_online.py::test_rerank_max_tokens_per_doc
+# tests/entrypoints/pooling/scoring/test_cross_encoder_online.py::test_score_max_tokens_per_doc_with_score_template  # noqa: E501
 def test_max_tokens_per_doc_changes_the_long_documents_score(rerank_client: vt.Client) -> None:
     docs = [LONG_DOC, DOCS[1]]
     full = rerank_client.score(QUERY, docs).scores
@@ -126,6 +134,9 @@ def test_client_side_truncation_matches_the_servers(vllm_rerank: Any) -> None:
     assert np.allclose(client_side, server_side, atol=1e-4), (client_side, server_side)
 
 
+# vLLM's test(s):
+# tests/entrypoints/pooling/scoring/test_cross_encoder_online.py::test_score_api_queries_str_1_documents_str_n
+# (against the HF model)
 def test_scores_equal_sentence_transformers_cross_encoder(rerank_client: vt.Client) -> None:
     script = textwrap.dedent(
         """
@@ -153,12 +164,18 @@ def test_scores_equal_sentence_transformers_cross_encoder(rerank_client: vt.Clie
     assert np.abs(ours - reference).max() <= 1e-4, (ours, reference)
 
 
+# vLLM's test(s):
+# tests/entrypoints/pooling/scoring/test_cross_encoder_online.py::test_use_activation
 def test_use_activation_false_gives_logits(rerank_client: vt.Client) -> None:
     probs = rerank_client.score(QUERY, DOCS).scores
     logits = rerank_client.score(QUERY, DOCS, use_activation=False).scores
     assert np.allclose(1 / (1 + np.exp(-logits)), probs, atol=1e-5)
 
 
+# vLLM's test(s):
+# tests/entrypoints/pooling/scoring/test_cross_encoder_online.py::test_score_api_queries_str_1_documents_str_1
+# tests/entrypoints/pooling/scoring/test_cross_encoder_online.py::test_score_api_queries_str_1_documents_str_n
+# tests/entrypoints/pooling/scoring/test_cross_encoder_online.py::test_score_api_queries_str_n_documents_str_n
 def test_score_pairings_on_the_server(rerank_client: vt.Client) -> None:
     one = rerank_client.score(QUERY, DOCS[0]).scores
     many = rerank_client.score(QUERY, DOCS).scores
@@ -169,6 +186,8 @@ def test_score_pairings_on_the_server(rerank_client: vt.Client) -> None:
         rerank_client.score([QUERY, QUERY], DOCS)
 
 
+# vLLM's test(s):
+# tests/entrypoints/pooling/scoring/test_cross_encoder_online.py::test_pooling_classify
 def test_classify_and_pool_on_the_cross_encoder(rerank_client: vt.Client) -> None:
     result = rerank_client.classify(["hello world", "vLLM serves embeddings"])
     assert result.labels == ["relevance", "relevance"]
@@ -178,6 +197,9 @@ def test_classify_and_pool_on_the_cross_encoder(rerank_client: vt.Client) -> Non
     assert rerank_client.scorer_kind() is vt.ScorerKind.CROSS_ENCODER
 
 
+# vLLM's test(s):
+# tests/entrypoints/pooling/scoring/test_cross_encoder_online.py::test_rerank_api_max_model_len
+# (a too-long document; test_vllm_contract.py: the query)
 def test_too_long_document_is_named(rerank_client: vt.Client) -> None:
     docs = [DOCS[0], " ".join(["banana"] * 400), DOCS[1]]
     with pytest.raises(vt.ContextLengthExceeded) as info:
@@ -227,6 +249,9 @@ def test_max_tokens_per_doc_over_the_limit_is_refused_client_side(rerank_client:
 # --------------------------------------------------------------------------------------------------
 
 
+# vLLM's test(s):
+# tests/entrypoints/pooling/scoring/test_bi_encoder_online.py::test_score_api_queries_str_1_documents_str_n
+# (against the HF model)
 def test_bi_encoder_rerank_equals_cosine_of_embeddings(embed_client: vt.Client) -> None:
     result = embed_client.rerank(QUERY, DOCS)
     assert result.scorer is vt.ScorerKind.BI_ENCODER
@@ -238,6 +263,10 @@ def test_bi_encoder_rerank_equals_cosine_of_embeddings(embed_client: vt.Client) 
     assert np.abs(ours - cosine).max() <= 1e-5, (ours, cosine)
 
 
+# vLLM's test(s):
+# tests/entrypoints/pooling/embed/test_online.py::test_pooling_embed
+# tests/entrypoints/pooling/embed/test_online.py::test_pooling_token_embed
+# (vLLM 0.32 refuses token_embed on an embed model: 400)
 def test_bi_encoder_pool_and_inactive_task(embed_client: vt.Client) -> None:
     assert embed_client.pool(["hello world", "x"]).data[0].shape == (384,)
     with pytest.raises(vt.BadRequestError, match=r"token_embed|pooling_task|task"):
@@ -256,6 +285,9 @@ def late_interaction(vllm_late_interaction: Any) -> Any:
     return vllm_late_interaction
 
 
+# vLLM's test(s):
+# tests/entrypoints/pooling/scoring/test_late_interaction_online.py::test_score_api_queries_str_1_documents_str_n  # noqa: E501
+# tests/entrypoints/pooling/scoring/test_late_interaction_online.py::test_token_embed
 def test_late_interaction_scores_equal_maxsim_of_pooled_token_vectors(late_interaction: Any) -> None:
     with vt.Client(late_interaction.base_url) as client:
         result = client.rerank(QUERY, DOCS[:4])

@@ -146,6 +146,10 @@ def test_m4a(client: vt.Client) -> None:
 # -------------------------------------------------------------------------------------- formats
 
 
+# vLLM's test(s):
+# tests/entrypoints/openai/speech_to_text/test_transcription_validation_whisper.py::test_basic_audio
+# (text format answers JSON; usage.seconds)
+# tests/entrypoints/openai/speech_to_text/test_transcription_validation_whisper.py::test_audio_with_timestamp
 def test_json_text_verbose_srt_vtt(client: vt.Client) -> None:
     plain = client.transcribe(NUMBERS, language="en")
     assert plain.segments == [] and plain.usage is not None and plain.usage.seconds == 7
@@ -161,6 +165,8 @@ def test_json_text_verbose_srt_vtt(client: vt.Client) -> None:
     assert json.loads(verbose.formatted())["segments"][0]["tokens"]
 
 
+# vLLM's test(s):
+# tests/entrypoints/openai/speech_to_text/test_transcription_validation_whisper.py::test_language_auto_detect
 def test_language_detection_and_timestamp_granularities(client: vt.Client) -> None:
     detected = client.transcribe(FOX)
     assert "fox" in detected.text.lower()
@@ -173,6 +179,9 @@ def test_language_detection_and_timestamp_granularities(client: vt.Client) -> No
 # ------------------------------------------------------------------------------------- streaming
 
 
+# vLLM's test(s):
+# tests/entrypoints/openai/speech_to_text/test_transcription_validation_whisper.py::test_streaming_response
+# tests/entrypoints/openai/speech_to_text/test_transcription_validation_whisper.py::test_stream_options
 def test_stream_sync(client: vt.Client) -> None:
     with client.transcribe_stream(FOX, language="en") as stream:
         events = list(stream)
@@ -201,6 +210,9 @@ def test_stream_long_audio_ends_once_per_server_chunk(client: vt.Client) -> None
     assert "  " not in result.text and words_recovered(REFERENCE["long45.wav"], result.text) >= 0.85
 
 
+# vLLM's test(s):
+# tests/entrypoints/openai/speech_to_text/test_translation_validation.py::test_basic_audio
+# tests/entrypoints/openai/speech_to_text/test_translation_validation.py::test_streaming_response
 def test_translate_and_translate_stream(client: vt.Client) -> None:
     result = client.translate(FRENCH, language="fr")
     assert result.task == "translate" and result.text and result.text.isascii()
@@ -212,6 +224,8 @@ def test_translate_and_translate_stream(client: vt.Client) -> None:
 # ---------------------------------------------------------------------------------- long audio
 
 
+# vLLM's test(s):
+# tests/entrypoints/openai/speech_to_text/test_transcription_validation_whisper.py::test_long_audio_request
 def test_long_audio_server_chunking(client: vt.Client) -> None:
     result = client.transcribe(LONG, language="en", chunking="server")
     assert result.requests == 1 and "  " not in result.text  # vLLM's double-space join is cleaned
@@ -275,6 +289,9 @@ def test_over_ten_minutes(client: vt.Client, tmp_path: Path) -> None:
 # -------------------------------------------------------------------------------------- errors
 
 
+# vLLM's test(s):
+# tests/entrypoints/openai/speech_to_text/test_transcription_validation_whisper.py::test_invalid_audio_file
+# (vLLM 0.32 words it "Invalid or corrupted audio data")
 def test_corrupt_file(client: vt.Client, tmp_path: Path) -> None:
     broken = tmp_path / "broken.mp3"
     broken.write_bytes(b"\x00\x01garbage" * 512)
@@ -294,11 +311,16 @@ def test_wrong_model_name(vllm_stt: Any) -> None:
     assert caught.value.status_code == 404 and caught.value.param == "model"
 
 
+# vLLM's test(s):
+# tests/entrypoints/openai/speech_to_text/test_transcription_validation_whisper.py::test_bad_requests
 def test_unsupported_language_is_a_bad_request(client: vt.Client) -> None:
     with pytest.raises(vt.BadRequestError, match="Unsupported language"):
         client.transcribe(FOX, language="xx")
 
 
+# vLLM's test(s):
+# tests/entrypoints/openai/speech_to_text/test_transcription_validation_whisper.py::test_whisper_beam_search_multibeam  # noqa: E501
+# tests/entrypoints/openai/speech_to_text/test_transcription_validation_whisper.py::test_stream_with_beams_raises  # noqa: E501
 def test_beam_search_gate_and_stream_refusal(client: vt.Client, vllm_stt: Any) -> None:
     result = client.transcribe(FOX, language="en", use_beam_search=True, n=2, max_completion_tokens=4)
     assert result.text.lower().startswith("the quick")
