@@ -34,7 +34,8 @@ Every exception raised by the SDK derives from :class:`VLLMTasksError`::
             ├── UnprocessableEntityError (422)
             ├── RateLimitError (429)
             └── InternalServerError (>= 500)
-                └── ServiceUnavailableError (503)
+                ├── ServiceUnavailableError (503)
+                └── GatewayTimeoutError (504)         a proxy in front stopped waiting
 
 No exception stores request headers, so the API key can never surface in a message, a repr, a log
 line or an exception chain.
@@ -364,6 +365,16 @@ class ServiceUnavailableError(InternalServerError):
     """503: the engine is overloaded, still loading, or hit a retryable failure."""
 
 
+class GatewayTimeoutError(InternalServerError):
+    """504: a proxy or load balancer in front of vLLM stopped waiting for its answer (retried)."""
+
+
+GATEWAY_TIMEOUT_FIX = (
+    "A proxy in front of vLLM gave up waiting for the answer: raise its read timeout (nginx: "
+    "proxy_read_timeout) or send less per request (a smaller batch_size)."
+)
+
+
 class UnexpectedResponse(APIError):
     """The answer is not one vLLM gives: a redirect or other non-2xx status that is not an error, an
     empty or 204 body, a content type the request does not produce (an HTML page), or a body of the
@@ -520,6 +531,8 @@ def error_from_response(
                 "VLLM_MAX_AUDIO_CLIP_FILESIZE_MB.",
                 **kwargs,
             )
+    if status == 504:
+        return GatewayTimeoutError(f"{message} {GATEWAY_TIMEOUT_FIX}", **kwargs)
     cls = _BY_STATUS.get(status, InternalServerError if status >= 500 else APIStatusError)
     return cls(message, **kwargs)
 

@@ -98,6 +98,7 @@ def test_parse_every_body_shape(status: int, body: Any, message: str | None, par
         (500, {"error": {"message": "boom"}}, "/score", vt.InternalServerError),
         (502, b"", "/score", vt.InternalServerError),
         (503, b"", "/score", vt.ServiceUnavailableError),
+        (504, b"<html><h1>504 Gateway Time-out</h1></html>", "/v1/embeddings", vt.GatewayTimeoutError),
         (
             501,
             {"error": {"message": "The model does not support Embeddings API", "code": 501}},
