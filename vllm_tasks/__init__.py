@@ -55,7 +55,7 @@ from .transcription import ChunkingOptions
 from .transport import FetchLimits
 from .types import Advisory, ModelCard, ProbeReport, ServerInfo, TaskProbe, TaskStatus
 from .types.audio import Transcription, TranscriptionDelta, TranscriptionSegment, TranscriptionUsage
-from .types.common import Usage
+from .types.common import ClientUsage, Usage
 from .types.embeddings import EmbeddingResult, EmbedV2Result
 from .types.ocr import OCRBlock, OCRDocument, OCRPage, OCRResult
 from .types.scoring import (
@@ -85,6 +85,7 @@ __all__ = [
     "ChunkingOptions",
     "ClassificationResult",
     "Client",
+    "ClientUsage",
     "ConflictError",
     "ContextLengthExceeded",
     "DecodeError",

@@ -99,3 +99,17 @@ PDF_MAX_PAGE_PIXELS = 100_000_000
 OCR_PDF_CONCURRENCY = 4
 IMAGE_MAX_SIDE = 4096
 """Images with a longer side are downscaled before upload (DeepSeek-OCR tiles at 1024 px anyway)."""
+
+# --- Notebook views (``_repr_html_``) -------------------------------------------------------------------
+VIEW_MAX_ROWS = 50
+"""Rows a result's HTML view shows (hits, pairs, segments, blocks); the rest are counted, not rendered."""
+VIEW_MAX_CELL_CHARS = 300
+"""Characters of one document (or segment, block) a table cell shows before it is cut with an ellipsis."""
+VIEW_MAX_TEXT_CHARS = 20_000
+"""Characters of a transcript or an OCR page's markdown an HTML view shows."""
+VIEW_MAX_MEDIA_BYTES = 8 * 1024 * 1024
+"""Audio or a page image larger than this is not embedded in an HTML view (a notebook keeps every output)."""
+VIEW_MAX_NORM_ROWS = 100_000
+"""An embedding view summarises the norms of at most this many vectors (the first ones)."""
+VIEW_IMAGE_MAX_SIDE = 1600
+"""A page image over ``VIEW_MAX_MEDIA_BYTES`` is shown as a copy this many pixels on its longest side."""

@@ -46,6 +46,7 @@ from .types.audio import (
 )
 from .types.server import ServerInfo
 from .validation import positive_int
+from .views import Attachment
 
 logger = logging.getLogger("vllm_tasks")
 
@@ -937,3 +938,21 @@ def next_request(requests: Iterator[Request]) -> Request | None:
         >>> request = await async_offload(next_request, requests)
     """
     return next(requests, None)
+
+
+def keep_audio(result: Transcription, source: audio_io.AudioSource, given: object) -> Transcription:
+    """Let ``result`` refer to the audio it was made from, for its notebook player; returns ``result``.
+
+    Kept by reference only: the path of a file (absolute, as a string), or the caller's own ``bytes``
+    object when it is at most ``VIEW_MAX_MEDIA_BYTES`` (no copy; a larger one is not kept alive for a
+    view that would not embed it). File objects, URLs and arrays are not kept: ``result.player(audio)``
+    takes them. Never pickled nor dumped (:class:`vllm_tasks.views.Attachment`).
+
+    Example:
+        >>> keep_audio(result, audio_io.resolve("talk.wav"), "talk.wav").player()
+    """
+    if source.path is not None:
+        result._audio = Attachment(str(source.path.absolute()))
+    elif type(given) is bytes and len(given) <= defaults.VIEW_MAX_MEDIA_BYTES:
+        result._audio = Attachment(given)
+    return result

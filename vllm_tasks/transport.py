@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import itertools
 import json
 import logging
 import math
@@ -39,6 +40,7 @@ from .errors import (
 from .responses import check_status
 from .retries import Backoff, is_retryable
 from .tasks import TaskName
+from .telemetry import Observation, UsageCounter
 from .validation import int_at_least, is_number
 from .version import __version__
 
@@ -112,11 +114,17 @@ class Request:
 
 class _TransportBase:
     def __init__(
-        self, config: ClientConfig, backoff: Backoff | None = None, fetch_limits: FetchLimits | None = None
+        self,
+        config: ClientConfig,
+        backoff: Backoff | None = None,
+        fetch_limits: FetchLimits | None = None,
+        usage: UsageCounter | None = None,
     ) -> None:
         self.config = config
         self.backoff = backoff or Backoff()
         self.fetch_limits = fetch_limits or FetchLimits()
+        self.usage = usage if usage is not None else UsageCounter()
+        """Requests, failures and retries counted here; the client adds its results' tokens."""
         self._urls: dict[str, httpx.URL] = {}
         self._headers = merge_headers(config.headers)
         self._json_headers = merge_headers(self._headers, {"Content-Type": "application/json"})
@@ -130,12 +138,18 @@ class _TransportBase:
             url = self._urls[path] = httpx.URL(self.config.base_url + path)
         return url
 
-    def _build(self, http: httpx.Client | httpx.AsyncClient, request: Request) -> httpx.Request:
+    def _observe(self, request: Request, attempt: int = 1, *, stream: bool = False) -> Observation:
+        """Log, count and (with OpenTelemetry) trace one attempt: ``with self._observe(...) as seen``."""
+        return Observation(self.usage, request, self.config.display_url, attempt=attempt, stream=stream)
+
+    def _build(
+        self, http: httpx.Client | httpx.AsyncClient, request: Request, observation: Observation | None = None
+    ) -> httpx.Request:
         # URL, headers and timeout are applied per request so that an injected client is not mutated.
         timeout = self.config.timeout if request.timeout is CLIENT_DEFAULT else request.timeout
         content = None if request.json is None else json_bytes(request.json)
         headers = self._headers if content is None else self._json_headers
-        return http.build_request(
+        built = http.build_request(
             request.method,
             self._url(request.path),
             content=content,
@@ -145,6 +159,9 @@ class _TransportBase:
             headers=merge_headers(headers, request.headers) if request.headers else headers,
             timeout=timeout,
         )
+        if observation is not None:
+            observation.inject(built.headers)
+        return built
 
     @staticmethod
     def _fetch_request(url: str, timeout: float) -> httpx.Request:
@@ -216,8 +233,9 @@ class SyncTransport(_TransportBase):
         config: ClientConfig,
         backoff: Backoff | None = None,
         fetch_limits: FetchLimits | None = None,
+        usage: UsageCounter | None = None,
     ) -> None:
-        super().__init__(config, backoff, fetch_limits)
+        super().__init__(config, backoff, fetch_limits, usage)
         self.http = http
 
     def send(self, request: Request) -> httpx.Response:
@@ -246,17 +264,21 @@ class SyncTransport(_TransportBase):
             sleep=sleep,
             before_sleep=self._log_retry,
         )
-        return retrying(self._attempt, request, cancel)
+        return retrying(self._attempt, request, cancel, itertools.count(1))
 
-    def _attempt(self, request: Request, cancel: threading.Event | None = None) -> httpx.Response:
+    def _attempt(
+        self, request: Request, cancel: threading.Event | None = None, attempts: Iterator[int] | None = None
+    ) -> httpx.Response:
         if cancel is not None and cancel.is_set():
             raise _Cancelled
-        built = self._build(self.http, request)
-        try:
-            response = self.http.send(built)
-        except httpx.TransportError as error:
-            raise self._connection_error(request.method, built.url, error) from _headerless(error)
-        return self._check(request, response)
+        with self._observe(request, next(attempts) if attempts is not None else 1) as observation:
+            built = self._build(self.http, request, observation)
+            try:
+                response = self.http.send(built)
+            except httpx.TransportError as error:
+                raise self._connection_error(request.method, built.url, error) from _headerless(error)
+            observation.response = response
+            return self._check(request, response)
 
     def send_all(
         self, requests: Sequence[Request], concurrency: int, on_response: OnResponse | None = None
@@ -311,17 +333,19 @@ class SyncTransport(_TransportBase):
         """Send once (a retry after output began would repeat it) and return the body's lines as they
         arrive. An error status is read in full and raised as the mapped error.
         """
-        built = self._build(self.http, request)
-        try:
-            response = self.http.send(built, stream=True)
-        except httpx.TransportError as error:
-            raise self._connection_error(request.method, built.url, error) from _headerless(error)
-        if not 200 <= response.status_code < 300 or response.status_code == 204:
+        with self._observe(request, stream=True) as observation:
+            built = self._build(self.http, request, observation)
             try:
-                response.read()
-            finally:
-                response.close()
-            self._check(request, response)
+                response = self.http.send(built, stream=True)
+            except httpx.TransportError as error:
+                raise self._connection_error(request.method, built.url, error) from _headerless(error)
+            observation.response = response
+            if not 200 <= response.status_code < 300 or response.status_code == 204:
+                try:
+                    response.read()
+                finally:
+                    response.close()
+                self._check(request, response)
         return LineStream(response)
 
     def fetch(self, url: str, *, timeout: float) -> httpx.Response:
@@ -389,8 +413,9 @@ class AsyncTransport(_TransportBase):
         config: ClientConfig,
         backoff: Backoff | None = None,
         fetch_limits: FetchLimits | None = None,
+        usage: UsageCounter | None = None,
     ) -> None:
-        super().__init__(config, backoff, fetch_limits)
+        super().__init__(config, backoff, fetch_limits, usage)
         self.http = http
 
     async def send(self, request: Request) -> httpx.Response:
@@ -403,16 +428,18 @@ class AsyncTransport(_TransportBase):
             sleep=lambda seconds: async_sleep(seconds),  # noqa: PLW0108
             before_sleep=self._log_retry,
         )
-        response: httpx.Response = await retrying(self._attempt, request)
+        response: httpx.Response = await retrying(self._attempt, request, itertools.count(1))
         return response
 
-    async def _attempt(self, request: Request) -> httpx.Response:
-        built = self._build(self.http, request)
-        try:
-            response = await self.http.send(built)
-        except httpx.TransportError as error:
-            raise self._connection_error(request.method, built.url, error) from _headerless(error)
-        return self._check(request, response)
+    async def _attempt(self, request: Request, attempts: Iterator[int] | None = None) -> httpx.Response:
+        with self._observe(request, next(attempts) if attempts is not None else 1) as observation:
+            built = self._build(self.http, request, observation)
+            try:
+                response = await self.http.send(built)
+            except httpx.TransportError as error:
+                raise self._connection_error(request.method, built.url, error) from _headerless(error)
+            observation.response = response
+            return self._check(request, response)
 
     async def send_all(
         self, requests: Sequence[Request], concurrency: int, on_response: OnResponse | None = None
@@ -447,17 +474,19 @@ class AsyncTransport(_TransportBase):
         """Send once (a retry after output began would repeat it) and return the body's lines as they
         arrive. An error status is read in full and raised as the mapped error.
         """
-        built = self._build(self.http, request)
-        try:
-            response = await self.http.send(built, stream=True)
-        except httpx.TransportError as error:
-            raise self._connection_error(request.method, built.url, error) from _headerless(error)
-        if not 200 <= response.status_code < 300 or response.status_code == 204:
+        with self._observe(request, stream=True) as observation:
+            built = self._build(self.http, request, observation)
             try:
-                await response.aread()
-            finally:
-                await response.aclose()
-            self._check(request, response)
+                response = await self.http.send(built, stream=True)
+            except httpx.TransportError as error:
+                raise self._connection_error(request.method, built.url, error) from _headerless(error)
+            observation.response = response
+            if not 200 <= response.status_code < 300 or response.status_code == 204:
+                try:
+                    await response.aread()
+                finally:
+                    await response.aclose()
+                self._check(request, response)
         return AsyncLineStream(response)
 
     async def fetch(self, url: str, *, timeout: float) -> httpx.Response:

@@ -6,7 +6,7 @@ a worker thread in the async client, so that its event loop keeps serving while 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -36,6 +36,8 @@ class AsyncTranscriptionStream:
         transport: where further pieces are sent (``transport.open_stream``); ``None`` for one piece.
         more: the requests of further client-side pieces (long audio), built lazily: each piece is
             decoded and encoded when the previous one is done (off the event loop in the async client).
+        on_result: called with the final result (the client counts its usage and keeps the audio
+            path for the notebook view); what it returns becomes ``result``.
 
     Raises (while iterating):
         StreamError: the server sent an error frame after the stream had started.
@@ -49,11 +51,13 @@ class AsyncTranscriptionStream:
         *,
         transport: AsyncTransport | None = None,
         more: Requests = (),
+        on_result: Callable[[Transcription], Transcription] | None = None,
     ) -> None:
         self._lines = lines
         self._parser = parser
         self._transport = transport
         self._more = iter(more)
+        self._on_result = on_result
         self.result: Transcription | None = None
         """The final result, once the stream has been read to the end."""
 
@@ -74,7 +78,8 @@ class AsyncTranscriptionStream:
                 self._lines = await self._transport.open_stream(request)
         finally:
             await self._lines.close()
-        self.result = self._parser.finish()
+        result = self._parser.finish()
+        self.result = self._on_result(result) if self._on_result is not None else result
         yield self.result
 
     async def until_done(self) -> Transcription:
@@ -192,8 +197,8 @@ class AsyncAudioMethods(AsyncClientBase):
             max_completion_tokens=max_completion_tokens,
             vllm_xargs=vllm_xargs,
         )
-        return await self._transcribe(
-            audio, params, call, task="transcribe", chunking=chunking, prepare=prepare
+        return self._counted(
+            await self._transcribe(audio, params, call, task="transcribe", chunking=chunking, prepare=prepare)
         )
 
     async def translate(
@@ -252,8 +257,8 @@ class AsyncAudioMethods(AsyncClientBase):
             max_completion_tokens=max_completion_tokens,
             vllm_xargs=vllm_xargs,
         )
-        return await self._transcribe(
-            audio, params, call, task="translate", chunking=chunking, prepare=prepare
+        return self._counted(
+            await self._transcribe(audio, params, call, task="translate", chunking=chunking, prepare=prepare)
         )
 
     async def transcribe_stream(
@@ -387,12 +392,13 @@ class AsyncAudioMethods(AsyncClientBase):
             audio, params, call, task=task, chunking=chunking, prepare=prepare, stream=False
         )
         if upload is None:
-            return await self._transcribe_pieces(source, params, call, options, task=task, model=model)
+            result = await self._transcribe_pieces(source, params, call, options, task=task, model=model)
+            return transcription.keep_audio(result, source, audio)
         fmt = transcription.server_format(params.response_format)
         transcription.log_server_chunking(source.name, fmt, upload.duration)
         request = transcription.build_request(params, call, upload, task=task, model=model, fmt=fmt)
         response = await self._transport.send(request)
-        return transcription.parse_response(
+        result = transcription.parse_response(
             response,
             task=task,
             model=model,
@@ -400,6 +406,7 @@ class AsyncAudioMethods(AsyncClientBase):
             language=params.language,
             duration=upload.duration,
         )
+        return transcription.keep_audio(result, source, audio)
 
     async def _transcribe_pieces(
         self,
@@ -504,4 +511,10 @@ class AsyncAudioMethods(AsyncClientBase):
             duration=duration,
             response_format=params.response_format,
         )
-        return AsyncTranscriptionStream(lines, parser, transport=self._transport, more=more)
+
+        def finished(result: Transcription) -> Transcription:
+            return self._counted(transcription.keep_audio(result, source, audio))
+
+        return AsyncTranscriptionStream(
+            lines, parser, transport=self._transport, more=more, on_result=finished
+        )

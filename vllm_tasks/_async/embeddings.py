@@ -111,7 +111,9 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         )
         batching = Batching(batch_size, concurrency, show_progress)
         prompts = embeddings.embed_inputs(input, messages)
-        return await self._embed(prompts, params, call, batching, conversations=messages is not None)
+        return self._counted(
+            await self._embed(prompts, params, call, batching, conversations=messages is not None)
+        )
 
     async def _embed(
         self,
@@ -273,7 +275,9 @@ class AsyncEmbeddingMethods(AsyncClientBase):
             description="embed_v2",
         )
         payloads = [json_object(response, "/v2/embed") for response in responses]
-        return embeddings.merge_v2_responses(payloads, types, [len(batch) for batch in batches])
+        return self._counted(
+            embeddings.merge_v2_responses(payloads, types, [len(batch) for batch in batches])
+        )
 
 
 def _body_bytes(responses: list[httpx.Response]) -> int:

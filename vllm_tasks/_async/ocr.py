@@ -120,7 +120,9 @@ class AsyncOCRMethods(AsyncClientBase):
             max_side=max_side,
             downscale=downscale,
         )
-        return await self._ocr(image, options, CallOptions(model, extra_body, extra_headers, timeout))
+        return self._counted(
+            await self._ocr(image, options, CallOptions(model, extra_body, extra_headers, timeout))
+        )
 
     async def _ocr(self, image: ImageInput, options: ocr_parts.OCROptions, call: CallOptions) -> OCRResult:
         prepared = await self._load_image(image, options)
@@ -239,7 +241,7 @@ class AsyncOCRMethods(AsyncClientBase):
         )
         plan = ocr_parts.plan_pdf(pages, dpi, concurrency)
         call = CallOptions(model, extra_body, extra_headers, timeout)
-        return await self._ocr_pdf(pdf, options, plan, call, show_progress=show_progress)
+        return self._counted(await self._ocr_pdf(pdf, options, plan, call, show_progress=show_progress))
 
     async def _ocr_pdf(
         self,

@@ -116,7 +116,9 @@ class AsyncScoringMethods(AsyncClientBase):
         responses, batches, scorer = await self._send_scoring(
             setup, batching, lambda batches: scoring.plan_rerank_requests(setup, batches, top_n)
         )
-        return scoring.merge_rerank(responses, batches, docs, top_n=top_n, model=setup.model, scorer=scorer)
+        return self._counted(
+            scoring.merge_rerank(responses, batches, docs, top_n=top_n, model=setup.model, scorer=scorer)
+        )
 
     async def score(
         self,
@@ -201,7 +203,8 @@ class AsyncScoringMethods(AsyncClientBase):
                 batching,
                 lambda batches: scoring.plan_score_requests(setup, batches, ("text_1", "text_2")),
             )
-        return scoring.merge_scores(responses, batches, model=setup.model, scorer=scorer)
+        result = scoring.merge_scores(responses, batches, model=setup.model, scorer=scorer)
+        return self._counted(result.keep_inputs(pairs.firsts, pairs.seconds, pairs.mode))
 
     async def classify(
         self,
@@ -252,14 +255,16 @@ class AsyncScoringMethods(AsyncClientBase):
             "use_activation": use_activation,
             "truncate_prompt_tokens": scoring.check_truncate_prompt_tokens(truncate_prompt_tokens),
         }
-        return await self._pool(
-            "/classify",
-            "classify",
-            prompts,
-            fields,
-            call=call,
-            batching=batching,
-            merge=scoring.merge_classify,
+        return self._counted(
+            await self._pool(
+                "/classify",
+                "classify",
+                prompts,
+                fields,
+                call=call,
+                batching=batching,
+                merge=scoring.merge_classify,
+            )
         )
 
     async def pool(
@@ -317,8 +322,10 @@ class AsyncScoringMethods(AsyncClientBase):
             "use_activation": use_activation,
             "truncate_prompt_tokens": scoring.check_truncate_prompt_tokens(truncate_prompt_tokens),
         }
-        return await self._pool(
-            "/pooling", "pooling", prompts, fields, call=call, batching=batching, merge=scoring.merge_pool
+        return self._counted(
+            await self._pool(
+                "/pooling", "pooling", prompts, fields, call=call, batching=batching, merge=scoring.merge_pool
+            )
         )
 
     async def scorer_kind(self, *, model: str | None = None) -> ScorerKind:

@@ -7,7 +7,7 @@ a worker thread in the async client, so that its event loop keeps serving while 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -37,6 +37,8 @@ class TranscriptionStream:
         transport: where further pieces are sent (``transport.open_stream``); ``None`` for one piece.
         more: the requests of further client-side pieces (long audio), built lazily: each piece is
             decoded and encoded when the previous one is done (off the event loop in the async client).
+        on_result: called with the final result (the client counts its usage and keeps the audio
+            path for the notebook view); what it returns becomes ``result``.
 
     Raises (while iterating):
         StreamError: the server sent an error frame after the stream had started.
@@ -50,11 +52,13 @@ class TranscriptionStream:
         *,
         transport: SyncTransport | None = None,
         more: Requests = (),
+        on_result: Callable[[Transcription], Transcription] | None = None,
     ) -> None:
         self._lines = lines
         self._parser = parser
         self._transport = transport
         self._more = iter(more)
+        self._on_result = on_result
         self.result: Transcription | None = None
         """The final result, once the stream has been read to the end."""
 
@@ -75,7 +79,8 @@ class TranscriptionStream:
                 self._lines = self._transport.open_stream(request)
         finally:
             self._lines.close()
-        self.result = self._parser.finish()
+        result = self._parser.finish()
+        self.result = self._on_result(result) if self._on_result is not None else result
         yield self.result
 
     def until_done(self) -> Transcription:
@@ -193,7 +198,9 @@ class AudioMethods(ClientBase):
             max_completion_tokens=max_completion_tokens,
             vllm_xargs=vllm_xargs,
         )
-        return self._transcribe(audio, params, call, task="transcribe", chunking=chunking, prepare=prepare)
+        return self._counted(
+            self._transcribe(audio, params, call, task="transcribe", chunking=chunking, prepare=prepare)
+        )
 
     def translate(
         self,
@@ -251,7 +258,9 @@ class AudioMethods(ClientBase):
             max_completion_tokens=max_completion_tokens,
             vllm_xargs=vllm_xargs,
         )
-        return self._transcribe(audio, params, call, task="translate", chunking=chunking, prepare=prepare)
+        return self._counted(
+            self._transcribe(audio, params, call, task="translate", chunking=chunking, prepare=prepare)
+        )
 
     def transcribe_stream(
         self,
@@ -384,12 +393,13 @@ class AudioMethods(ClientBase):
             audio, params, call, task=task, chunking=chunking, prepare=prepare, stream=False
         )
         if upload is None:
-            return self._transcribe_pieces(source, params, call, options, task=task, model=model)
+            result = self._transcribe_pieces(source, params, call, options, task=task, model=model)
+            return transcription.keep_audio(result, source, audio)
         fmt = transcription.server_format(params.response_format)
         transcription.log_server_chunking(source.name, fmt, upload.duration)
         request = transcription.build_request(params, call, upload, task=task, model=model, fmt=fmt)
         response = self._transport.send(request)
-        return transcription.parse_response(
+        result = transcription.parse_response(
             response,
             task=task,
             model=model,
@@ -397,6 +407,7 @@ class AudioMethods(ClientBase):
             language=params.language,
             duration=upload.duration,
         )
+        return transcription.keep_audio(result, source, audio)
 
     def _transcribe_pieces(
         self,
@@ -499,4 +510,8 @@ class AudioMethods(ClientBase):
             duration=duration,
             response_format=params.response_format,
         )
-        return TranscriptionStream(lines, parser, transport=self._transport, more=more)
+
+        def finished(result: Transcription) -> Transcription:
+            return self._counted(transcription.keep_audio(result, source, audio))
+
+        return TranscriptionStream(lines, parser, transport=self._transport, more=more, on_result=finished)

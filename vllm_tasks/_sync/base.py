@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Self
+from typing import Self, TypeVar
 
 import httpx
 
@@ -17,11 +17,15 @@ from .. import defaults
 from ..config import ClientConfig, TimeoutArg
 from ..errors import InvalidInputError
 from ..progress import Progress
+from ..telemetry import UsageCounter
 from ..transport import FetchLimits, Request, SyncTransport
+from ..types.common import ClientUsage
 from ..types.scoring import ScorerKind
 from ..types.server import ProbeReport, ServerInfo
 from ..validation import positive_number
 from . import discovery
+
+Result = TypeVar("Result")
 
 
 class ClientBase:
@@ -78,7 +82,10 @@ class ClientBase:
             )
         self._owns_http = http_client is None
         self._http = http_client or httpx.Client()
-        self._transport = SyncTransport(self._http, self._config, fetch_limits=fetch_limits)
+        self._usage = UsageCounter()
+        self._transport = SyncTransport(
+            self._http, self._config, fetch_limits=fetch_limits, usage=self._usage
+        )
         self._server_info: ServerInfo | None = None
         self._server_info_lock = threading.Lock()
         # (model, dimensions) -> the embedding width this server answered; a later answer of another
@@ -103,6 +110,26 @@ class ClientBase:
     def model(self) -> str | None:
         """The model name given at construction (``None``: the server's default)."""
         return self._config.model
+
+    @property
+    def usage(self) -> ClientUsage:
+        """What this client has sent and used so far (a snapshot; safe to read from any thread).
+
+        ``requests``, ``failed_requests`` and ``retries`` count every HTTP request to the server (discovery
+        and probes included); ``prompt_tokens``, ``completion_tokens``, ``audio_seconds`` and ``pages`` add
+        up the results returned. See ``docs/telemetry.md``.
+
+        Example:
+            >>> client.embed(["a", "b"])
+            >>> client.usage.prompt_tokens
+            14
+        """
+        return self._usage.snapshot()
+
+    def _counted(self, result: Result) -> Result:
+        """Add a returned result's tokens, audio seconds and OCR pages to :attr:`usage`; returns it."""
+        self._usage.add_result(result)
+        return result
 
     def __enter__(self: Self) -> Self:
         return self

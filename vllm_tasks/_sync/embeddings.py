@@ -112,7 +112,7 @@ class EmbeddingMethods(ClientBase):
         )
         batching = Batching(batch_size, concurrency, show_progress)
         prompts = embeddings.embed_inputs(input, messages)
-        return self._embed(prompts, params, call, batching, conversations=messages is not None)
+        return self._counted(self._embed(prompts, params, call, batching, conversations=messages is not None))
 
     def _embed(
         self,
@@ -272,7 +272,9 @@ class EmbeddingMethods(ClientBase):
             description="embed_v2",
         )
         payloads = [json_object(response, "/v2/embed") for response in responses]
-        return embeddings.merge_v2_responses(payloads, types, [len(batch) for batch in batches])
+        return self._counted(
+            embeddings.merge_v2_responses(payloads, types, [len(batch) for batch in batches])
+        )
 
 
 def _body_bytes(responses: list[httpx.Response]) -> int:

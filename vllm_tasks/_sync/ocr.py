@@ -121,7 +121,9 @@ class OCRMethods(ClientBase):
             max_side=max_side,
             downscale=downscale,
         )
-        return self._ocr(image, options, CallOptions(model, extra_body, extra_headers, timeout))
+        return self._counted(
+            self._ocr(image, options, CallOptions(model, extra_body, extra_headers, timeout))
+        )
 
     def _ocr(self, image: ImageInput, options: ocr_parts.OCROptions, call: CallOptions) -> OCRResult:
         prepared = self._load_image(image, options)
@@ -240,7 +242,7 @@ class OCRMethods(ClientBase):
         )
         plan = ocr_parts.plan_pdf(pages, dpi, concurrency)
         call = CallOptions(model, extra_body, extra_headers, timeout)
-        return self._ocr_pdf(pdf, options, plan, call, show_progress=show_progress)
+        return self._counted(self._ocr_pdf(pdf, options, plan, call, show_progress=show_progress))
 
     def _ocr_pdf(
         self,

@@ -117,7 +117,9 @@ class ScoringMethods(ClientBase):
         responses, batches, scorer = self._send_scoring(
             setup, batching, lambda batches: scoring.plan_rerank_requests(setup, batches, top_n)
         )
-        return scoring.merge_rerank(responses, batches, docs, top_n=top_n, model=setup.model, scorer=scorer)
+        return self._counted(
+            scoring.merge_rerank(responses, batches, docs, top_n=top_n, model=setup.model, scorer=scorer)
+        )
 
     def score(
         self,
@@ -202,7 +204,8 @@ class ScoringMethods(ClientBase):
                 batching,
                 lambda batches: scoring.plan_score_requests(setup, batches, ("text_1", "text_2")),
             )
-        return scoring.merge_scores(responses, batches, model=setup.model, scorer=scorer)
+        result = scoring.merge_scores(responses, batches, model=setup.model, scorer=scorer)
+        return self._counted(result.keep_inputs(pairs.firsts, pairs.seconds, pairs.mode))
 
     def classify(
         self,
@@ -253,14 +256,16 @@ class ScoringMethods(ClientBase):
             "use_activation": use_activation,
             "truncate_prompt_tokens": scoring.check_truncate_prompt_tokens(truncate_prompt_tokens),
         }
-        return self._pool(
-            "/classify",
-            "classify",
-            prompts,
-            fields,
-            call=call,
-            batching=batching,
-            merge=scoring.merge_classify,
+        return self._counted(
+            self._pool(
+                "/classify",
+                "classify",
+                prompts,
+                fields,
+                call=call,
+                batching=batching,
+                merge=scoring.merge_classify,
+            )
         )
 
     def pool(
@@ -318,8 +323,10 @@ class ScoringMethods(ClientBase):
             "use_activation": use_activation,
             "truncate_prompt_tokens": scoring.check_truncate_prompt_tokens(truncate_prompt_tokens),
         }
-        return self._pool(
-            "/pooling", "pooling", prompts, fields, call=call, batching=batching, merge=scoring.merge_pool
+        return self._counted(
+            self._pool(
+                "/pooling", "pooling", prompts, fields, call=call, batching=batching, merge=scoring.merge_pool
+            )
         )
 
     def scorer_kind(self, *, model: str | None = None) -> ScorerKind:

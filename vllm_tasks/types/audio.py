@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Literal
+from collections.abc import Iterator
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from .. import defaults, views
 
 ResponseFormat = Literal["json", "text", "verbose_json", "srt", "vtt"]
 """What the caller asks for; ``srt``/``vtt``/``text`` are rendered client-side (vLLM refuses srt/vtt)."""
@@ -84,6 +87,9 @@ class Transcription(BaseModel):
     requests: int = 1
     finish_reasons: list[str] | None = None
     """Streams only: one ``finish_reason`` per server-side chunk (``"stop"`` or ``"length"``)."""
+    _audio: views.Attachment = PrivateAttr(default_factory=views.Attachment)
+    """The transcribed audio for the notebook view: the caller's path, or the caller's bytes when they
+    were at most ``VIEW_MAX_MEDIA_BYTES``; by reference, never pickled or dumped."""
 
     def to_text(self) -> str:
         """The transcript as plain text (stripped)."""
@@ -110,6 +116,76 @@ class Transcription(BaseModel):
         if self.response_format == "text":
             return self.to_text()
         return self.to_json()
+
+    def player(
+        self, audio: Any = None, *, max_bytes: int = defaults.VIEW_MAX_MEDIA_BYTES
+    ) -> views.AudioPlayer:
+        """An HTML5 audio player of the transcribed audio, for a notebook.
+
+        Args:
+            audio: a path, bytes, ``(samples, sample_rate)`` or an http(s) URL (the browser fetches it).
+                Default: what this result kept: the path it was made from, or the bytes when they were
+                small (a file object, a URL or an array is not kept: pass it here).
+            max_bytes: refuse to embed more than this (every notebook output is saved with the notebook).
+
+        Returns:
+            AudioPlayer: displayable (``_repr_html_``); ``.html`` is the ``<audio>`` element.
+
+        Raises:
+            ValueError: no audio is at hand, a path is not a file, or the audio is over ``max_bytes``.
+            TypeError: an input of another kind.
+
+        Example:
+            >>> result = client.transcribe("talk.wav")
+            >>> result.player()  # the last value of a cell: a player in the notebook
+        """
+        source = audio if audio is not None else self._audio.value
+        if source is None:
+            raise ValueError(
+                "this result keeps no audio (it was not made from a path or small bytes): pass it"
+            )
+        return views.audio_player(source, max_bytes)
+
+    def to_html(
+        self,
+        audio: Any = None,
+        *,
+        max_rows: int = defaults.VIEW_MAX_ROWS,
+        max_chars: int = defaults.VIEW_MAX_TEXT_CHARS,
+        max_media_bytes: int = defaults.VIEW_MAX_MEDIA_BYTES,
+    ) -> str:
+        """An HTML view for notebooks: a player (when the audio is at hand), then the segments with their
+        timestamps, or the text when there are none.
+
+        Args:
+            audio: audio to embed (see :meth:`player`); default: what this result kept.
+            max_rows: segments rendered; the rest are counted.
+            max_chars: characters of the text shown when there are no segments.
+            max_media_bytes: audio over this is not embedded (a line says so): every notebook output is
+                saved with the notebook.
+
+        Example:
+            >>> IPython.display.HTML(result.to_html(max_rows=500))
+        """
+        source = audio if audio is not None else self._audio.value
+        return views.transcription_html(
+            self, source, max_rows=max_rows, max_chars=max_chars, max_media_bytes=max_media_bytes
+        )
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        text = self.text.strip()
+        shown = repr(views.clip(text, 60)) + (f" ({len(text):,} chars)" if len(text) > 60 else "")
+        yield "text", views.Shown(shown)
+        yield "language", self.language
+        yield "duration", self.duration
+        yield "segments", views.Shown(f"<{views.count(len(self.segments), 'segment')}>")
+        yield "model", self.model
+        yield "task", self.task
+        if self.requests != 1:
+            yield "requests", self.requests
 
     def _cues(self) -> list[tuple[float, float, str]]:
         if self.segments:

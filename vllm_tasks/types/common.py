@@ -25,3 +25,36 @@ class Usage(BaseModel):
             total_tokens=self.total_tokens + other.total_tokens,
             completion_tokens=completion,
         )
+
+
+class ClientUsage(BaseModel):
+    """What one client has sent and used so far: ``client.usage`` (a snapshot; totals keep growing).
+
+    Request counts come from the transport (every HTTP request to the vLLM server, discovery and probes
+    included; downloads of user-given URLs are not counted). Token, audio and page totals come from the
+    results returned (a call that failed adds none).
+
+    Attributes:
+        requests: HTTP requests sent, every retry included (a stream counts once).
+        failed_requests: requests that got an error status (>= 400), an answer that is not vLLM's, or no
+            answer at all (connection error, timeout). Requests cancelled by the client are not counted.
+        retries: requests that were retries of a failed one.
+        prompt_tokens: prompt tokens the server reported (``embed_v2``: billed input and image tokens).
+        completion_tokens: generated tokens (OCR; transcription streams with usage).
+        audio_seconds: seconds of audio transcribed or translated.
+        pages: images or PDF pages OCR'd.
+
+    Example:
+        >>> client.embed(["a", "b"]); client.usage.requests
+        4
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    requests: int = 0
+    failed_requests: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    audio_seconds: float = 0.0
+    pages: int = 0

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
+from .. import views
 from .common import Usage
 
 EncodingFormat = Literal["auto", "float", "base64", "bytes", "bytes_only"]
@@ -50,6 +52,25 @@ class EmbeddingResult(BaseModel):
 
     def __len__(self) -> int:
         return int(self.vectors.shape[0])
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        # The shape, not the numbers: ``EmbeddingResult(vectors=float32[2, 384], model='minilm', ...)``.
+        yield "vectors", views.Shown(views.shape_text(self.vectors))
+        yield "model", self.model
+        yield "usage", self.usage
+        yield "encoding_format", self.encoding_format
+
+    def to_html(self, *, max_rows: int = 5, max_columns: int = 8) -> str:
+        """An HTML summary for notebooks: shape, dtype, L2-norm summary, model, usage, transport, and the
+        first ``max_rows`` x ``max_columns`` values (escaped; bounded whatever the number of vectors).
+
+        Example:
+            >>> IPython.display.HTML(result.to_html(max_rows=10))
+        """
+        return views.embedding_html(self, max_rows=max_rows, max_columns=max_columns)
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
 
 
 class EmbedV2Result(BaseModel):

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
+from .. import defaults, views
 from .common import Usage
 
 PixelBox = tuple[int, int, int, int]
 
-_COLORS = ("#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#42d4f4", "#f032e6", "#9a6324")
+_COLORS = views.COLORS
 
 
 class OCRBlock(BaseModel):
@@ -119,6 +120,41 @@ class OCRResult(BaseModel):
                 draw.rectangle((x1, top, x1 + text_box[2] - text_box[0] + 4, y1), fill=color)
                 draw.text((x1 + 2, top + 1), caption, fill="white", font=font)
         return canvas
+
+    def to_html(
+        self,
+        *,
+        max_rows: int = defaults.VIEW_MAX_ROWS,
+        max_chars: int = defaults.VIEW_MAX_TEXT_CHARS,
+        max_media_bytes: int = defaults.VIEW_MAX_MEDIA_BYTES,
+    ) -> str:
+        """An HTML view for notebooks: the page image with its grounding boxes (inline SVG, a tooltip per
+        box) beside the markdown, when this result keeps its image; otherwise the markdown. Then the block
+        list (label, boxes, text).
+
+        The image embedded is the one uploaded (a copy at most 1600 px long when it is over
+        ``max_media_bytes``); markdown and block texts are escaped and cut.
+
+        Example:
+            >>> IPython.display.HTML(result.to_html(max_rows=200))
+        """
+        return views.ocr_html(
+            self, self._image, max_rows=max_rows, max_chars=max_chars, max_media_bytes=max_media_bytes
+        )
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        markdown = self.markdown.strip()
+        shown = repr(views.clip(markdown, 60)) + (f" ({len(markdown):,} chars)" if len(markdown) > 60 else "")
+        yield "markdown", views.Shown(shown)
+        yield "blocks", views.Shown(f"<{views.count(len(self.blocks), 'block')}>")
+        yield "model", self.model
+        yield "image_size", self.image_size
+        yield "finish_reason", self.finish_reason
+        yield "truncated", self.truncated
+        yield "usage", self.usage
 
     def crop(self, label: str | None = "image", image: Any = None) -> list[Any]:
         """The regions of blocks labelled ``label`` (default: figures) as PIL images, in output order.

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from enum import StrEnum
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
+from .. import defaults, views
 from .common import Usage
 
 
@@ -80,6 +82,34 @@ class RerankResult(BaseModel):
         """The caller's documents, in ranked order."""
         return [hit.document for hit in self.results]
 
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        # The first hits, not all of them: a 100,000-document ranking has a one-line repr.
+        top = ", ".join(
+            f"{hit.index} ({hit.score:.4f}) {views.describe(hit.document, 40)!r}" for hit in self.results[:3]
+        )
+        more = ", …" if len(self.results) > 3 else ""
+        yield "results", views.Shown(f"[{views.count(len(self.results), 'hit')}: {top}{more}]")
+        yield "model", self.model
+        yield "scorer", str(self.scorer)
+        yield "usage", self.usage
+        yield "num_requests", self.num_requests
+
+    def to_html(
+        self, *, max_rows: int = defaults.VIEW_MAX_ROWS, max_chars: int = defaults.VIEW_MAX_CELL_CHARS
+    ) -> str:
+        """An HTML table for notebooks: rank, index, score and document, best first.
+
+        Documents are escaped and cut to ``max_chars``; only the first ``max_rows`` hits are rendered and
+        the rest are counted, so the HTML stays small for any number of documents.
+
+        Example:
+            >>> IPython.display.HTML(result.to_html(max_rows=200))
+        """
+        return views.rerank_html(self, max_rows=max_rows, max_chars=max_chars)
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
 
 class ScoreResult(BaseModel):
     """What :meth:`Client.score` returns.
@@ -97,6 +127,43 @@ class ScoreResult(BaseModel):
     model: str
     scorer: ScorerKind
     usage: Usage = Usage()
+    _inputs: views.Attachment = PrivateAttr(default_factory=views.Attachment)
+    """``(text_1 side, text_2 side, pairing)`` of the call, for the notebook view only (by reference)."""
+
+    def keep_inputs(self, firsts: Sequence[Any], seconds: Sequence[Any], mode: str) -> ScoreResult:
+        """Keep (by reference, not copied, not pickled) the scored texts for :meth:`to_html`; returns self.
+
+        Kept only when every input is a string: encoded images would hold memory for a view.
+        """
+        if all(type(item) is str for item in firsts) and all(type(item) is str for item in seconds):
+            self._inputs = views.Attachment((firsts, seconds, mode))
+        return self
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        values = ", ".join(f"{score:.4g}" for score in np.asarray(self.scores).reshape(-1)[:5].tolist())
+        more = ", …" if np.asarray(self.scores).size > 5 else ""
+        yield "scores", views.Shown(f"{views.shape_text(self.scores)} [{values}{more}]")
+        yield "model", self.model
+        yield "scorer", str(self.scorer)
+        yield "usage", self.usage
+
+    def to_html(
+        self, *, max_rows: int = defaults.VIEW_MAX_ROWS, max_chars: int = defaults.VIEW_MAX_CELL_CHARS
+    ) -> str:
+        """An HTML table for notebooks: the pairs ranked by score (highest first), with their texts when
+        this result was made by ``score()`` from strings (``.scores`` keeps pair order).
+
+        Only the top ``max_rows`` pairs are rendered (found in O(n)); texts are escaped and cut to
+        ``max_chars``.
+
+        Example:
+            >>> IPython.display.HTML(result.to_html(max_rows=20))
+        """
+        inputs = self._inputs.value
+        return views.score_html(self, inputs, max_rows=max_rows, max_chars=max_chars)
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
 
 
 class ClassificationResult(BaseModel):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from .. import views
 from ..errors import redact_url
 from ..versions import ServerVersion
 
@@ -145,3 +148,23 @@ class ProbeReport(BaseModel):
     def served_tasks(self) -> list[str]:
         """Names of the tasks the server serves."""
         return [probe.task for probe in self.tasks if probe.status is TaskStatus.SERVED]
+
+    def to_html(self) -> str:
+        """An HTML view for notebooks: the server, the served-task table (status, HTTP code, detail), the
+        models and the advisories (all escaped).
+
+        Example:
+            >>> IPython.display.HTML(client.probe().to_html())
+        """
+        return views.probe_html(self)
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        yield "server", self.server.base_url
+        yield "version", self.server.version
+        yield "served", self.served_tasks
+        yield "advisories", [advisory.id for advisory in self.advisories]
+        if self.ngram_processor is not None:
+            yield "ngram_processor", self.ngram_processor
