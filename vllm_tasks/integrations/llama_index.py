@@ -1,0 +1,251 @@
+"""LlamaIndex adapters over the SDK: an embedding model and a reranking node postprocessor.
+
+``pip install "vllm-tasks[llama-index]"`` (llama-index-core). Both talk to a running vLLM server through
+:class:`vllm_tasks.Client` (sync) and :class:`vllm_tasks.AsyncClient` (async), so the SDK's batching,
+retries and typed errors apply unchanged. (LlamaIndex's own ``VllmEmbedding`` runs vLLM in-process; these
+call a server.) See ``docs/integrations.md``.
+
+- :class:`VLLMEmbedding` -- ``BaseEmbedding`` over ``/v1/embeddings``, sync and async, batched.
+- :class:`VLLMRerank` -- ``BaseNodePostprocessor`` over ``/rerank``.
+
+Example:
+    >>> from llama_index.core import Settings, VectorStoreIndex
+    >>> from llama_index.core.schema import TextNode
+    >>> from vllm_tasks.integrations.llama_index import VLLMEmbedding, VLLMRerank
+    >>> Settings.llm = None  # retrieval only: no OpenAI LLM is looked up
+    >>> index = VectorStoreIndex(
+    ...     [TextNode(text="Paris is the capital of France."), TextNode(text="Bananas are yellow.")],
+    ...     embed_model=VLLMEmbedding(base_url="http://localhost:8000"),
+    ... )
+    >>> retriever = index.as_retriever(similarity_top_k=10)
+    >>> nodes = retriever.retrieve("capital of France?")
+    >>> best = VLLMRerank(base_url="http://localhost:8001", top_n=1).postprocess_nodes(
+    ...     nodes, query_str="capital of France?"
+    ... )
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..dependencies import require
+
+require("llama_index.core", "llama-index", "vllm_tasks.integrations.llama_index")
+
+from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
+from llama_index.core.callbacks import CBEventType, EventPayload
+from llama_index.core.instrumentation import get_dispatcher  # type: ignore[attr-defined]  # not in its __all__
+from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+
+from .. import defaults
+from ..errors import InvalidInputError
+from ..types.scoring import RerankResult
+from ._common import ConnectionFields, check_batching, check_top_n
+
+__all__ = ["VLLMEmbedding", "VLLMRerank"]
+
+dispatcher = get_dispatcher(__name__)
+
+LLAMA_INDEX_BATCH = 256
+"""Texts LlamaIndex hands to one ``_get_text_embeddings`` call: the SDK splits it into ``batch_size``
+requests sent ``concurrency`` at a time (LlamaIndex's own default of 10 would send one small request at a
+time)."""
+
+
+class VLLMEmbedding(ConnectionFields, BaseEmbedding):
+    """A LlamaIndex embedding model served by vLLM's ``/v1/embeddings`` (through the SDK).
+
+    LlamaIndex hands over ``embed_batch_size`` texts per call (default 256); the SDK sends them as
+    requests of ``batch_size`` (64) texts, ``concurrency`` (4) in flight. Vectors are ``list[float]``.
+
+    Args:
+        base_url, model, api_key, timeout, max_retries, headers, client, async_client: the server
+            connection (:class:`~vllm_tasks.integrations._common.ConnectionFields`; ``base_url`` defaults
+            to env ``VLLM_TASKS_BASE_URL``, ``api_key`` to env ``VLLM_API_KEY``). ``model_name`` (what
+            LlamaIndex reports) defaults to ``model``.
+        embed_batch_size: texts per LlamaIndex batch (1..2048).
+        dimensions: Matryoshka width (``vllm_tasks.MatryoshkaNotSupported`` on other models).
+        batch_size: texts per request; concurrency: requests in flight.
+        truncate_prompt_tokens: ``-1`` cuts over-long texts to the model's maximum instead of raising
+            ``vllm_tasks.ContextLengthExceeded``.
+        query_prefix, text_prefix: text put before queries / documents (e.g. ``"query: "`` and
+            ``"passage: "`` for E5 models).
+        extra_body: extra JSON fields for every request.
+
+    Raises:
+        InvalidInputError: bad settings, at construction.
+
+    Example:
+        >>> embed_model = VLLMEmbedding(base_url="http://localhost:8000", model="BAAI/bge-m3")
+        >>> vector = embed_model.get_query_embedding("what is vLLM?")
+        >>> vectors = await embed_model.aget_text_embedding_batch(["a", "b"])
+    """
+
+    embed_batch_size: int = LLAMA_INDEX_BATCH
+    dimensions: int | None = None
+    batch_size: int = defaults.EMBED_BATCH_SIZE
+    concurrency: int = defaults.CONCURRENCY
+    truncate_prompt_tokens: int | None = None
+    query_prefix: str = ""
+    text_prefix: str = ""
+    extra_body: dict[str, Any] | None = None
+
+    def __init__(self, **data: Any) -> None:
+        named = "model_name" in data
+        super().__init__(**data)
+        if not named:
+            self.model_name = self.model or "unknown"
+        check_batching(self.batch_size, self.concurrency)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "VLLMEmbedding"
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            "dimensions": self.dimensions,
+            "batch_size": self.batch_size,
+            "concurrency": self.concurrency,
+            "truncate_prompt_tokens": self.truncate_prompt_tokens,
+            "extra_body": self.extra_body,
+        }
+
+    def _embed(self, texts: list[str]) -> list[Embedding]:
+        if not texts:
+            return []
+        vectors: list[Embedding] = self._sync_client().embed(texts, **self._options()).vectors.tolist()
+        return vectors
+
+    async def _aembed(self, texts: list[str]) -> list[Embedding]:
+        if not texts:
+            return []
+        result = await self._async_client().embed(texts, **self._options())
+        vectors: list[Embedding] = result.vectors.tolist()
+        return vectors
+
+    def _get_query_embedding(self, query: str) -> Embedding:
+        return self._embed([self.query_prefix + query])[0]
+
+    async def _aget_query_embedding(self, query: str) -> Embedding:
+        return (await self._aembed([self.query_prefix + query]))[0]
+
+    def _get_text_embedding(self, text: str) -> Embedding:
+        return self._embed([self.text_prefix + text])[0]
+
+    async def _aget_text_embedding(self, text: str) -> Embedding:
+        return (await self._aembed([self.text_prefix + text]))[0]
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
+        return self._embed([self.text_prefix + text for text in texts])
+
+    async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
+        return await self._aembed([self.text_prefix + text for text in texts])
+
+
+class VLLMRerank(ConnectionFields, BaseNodePostprocessor):
+    """A LlamaIndex node postprocessor that reorders nodes with vLLM's ``/rerank``.
+
+    Each node's text is read as LlamaIndex's rerankers read it (``get_content(MetadataMode.EMBED)``);
+    the nodes come back best first, cut to ``top_n``, with the rerank score as their ``score``. The
+    score's scale depends on the served model (``docs/scoring.md``). Emits LlamaIndex's ``RERANKING``
+    callback event and the ``ReRankStartEvent`` / ``ReRankEndEvent`` instrumentation events.
+
+    Args:
+        base_url, model, api_key, timeout, max_retries, headers, client, async_client: the server
+            connection, as for :class:`VLLMEmbedding`.
+        top_n: nodes to keep (default 2, as LlamaIndex's rerankers; ``None`` keeps all, reordered).
+        keep_retrieval_score: copy each node's previous score to ``metadata["retrieval_score"]``.
+        batch_size: documents per request; concurrency: requests in flight.
+        max_tokens_per_doc: cut each document to N tokens server-side (vLLM >= 0.20.0).
+        truncate_prompt_tokens: ``-1`` cuts over-long pairs to the model's maximum.
+        extra_body: extra JSON fields for every request.
+
+    Example:
+        >>> rerank = VLLMRerank(base_url="http://localhost:8001", top_n=3)
+        >>> engine = index.as_query_engine(similarity_top_k=20, node_postprocessors=[rerank])
+    """
+
+    top_n: int | None = 2
+    keep_retrieval_score: bool = False
+    batch_size: int = defaults.SCORE_BATCH_SIZE
+    concurrency: int = defaults.CONCURRENCY
+    max_tokens_per_doc: int | None = None
+    truncate_prompt_tokens: int | None = None
+    extra_body: dict[str, Any] | None = None
+
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)
+        check_batching(self.batch_size, self.concurrency)
+        check_top_n(self.top_n)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "VLLMRerank"
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            "top_n": self.top_n,
+            "batch_size": self.batch_size,
+            "concurrency": self.concurrency,
+            "max_tokens_per_doc": self.max_tokens_per_doc,
+            "truncate_prompt_tokens": self.truncate_prompt_tokens,
+            "extra_body": self.extra_body,
+        }
+
+    def _start(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None) -> tuple[str, list[str]]:
+        dispatcher.event(
+            ReRankStartEvent(
+                query=query_bundle,
+                nodes=nodes,
+                top_n=self.top_n or len(nodes),
+                model_name=self.model or "",
+            )
+        )
+        if query_bundle is None:
+            raise InvalidInputError(
+                "query_bundle", None, "is required to rerank", "Pass query_str= or query_bundle=."
+            )
+        return query_bundle.query_str, [n.node.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+
+    def _payload(self, nodes: list[NodeWithScore], query: str) -> dict[str, Any]:
+        return {
+            EventPayload.NODES: nodes,
+            EventPayload.MODEL_NAME: self.model or "",
+            EventPayload.QUERY_STR: query,
+            EventPayload.TOP_K: self.top_n,
+        }
+
+    def _ranked(self, nodes: list[NodeWithScore], result: RerankResult) -> list[NodeWithScore]:
+        ranked = []
+        for hit in result.results:
+            original = nodes[hit.index]
+            if self.keep_retrieval_score:
+                original.node.metadata["retrieval_score"] = original.score
+            ranked.append(NodeWithScore(node=original.node, score=hit.score))
+        dispatcher.event(ReRankEndEvent(nodes=ranked))
+        return ranked
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        query, texts = self._start(nodes, query_bundle)
+        if not nodes:
+            return []
+        with self.callback_manager.event(CBEventType.RERANKING, payload=self._payload(nodes, query)) as event:
+            ranked = self._ranked(nodes, self._sync_client().rerank(query, texts, **self._options()))
+            event.on_end(payload={EventPayload.NODES: ranked})
+        return ranked
+
+    async def _apostprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        query, texts = self._start(nodes, query_bundle)
+        if not nodes:
+            return []
+        with self.callback_manager.event(CBEventType.RERANKING, payload=self._payload(nodes, query)) as event:
+            result = await self._async_client().rerank(query, texts, **self._options())
+            ranked = self._ranked(nodes, result)
+            event.on_end(payload={EventPayload.NODES: ranked})
+        return ranked
