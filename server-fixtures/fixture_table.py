@@ -89,8 +89,9 @@ class Fixture:
 
 @dataclasses.dataclass(frozen=True)
 class VersionFlags:
-    """A flag difference of older vLLM releases: applied to a fixture's args and env when the server's
-    vLLM version is below ``before`` (``fixture_pins.MATRIX_VERSIONS``; today's version gets none)."""
+    """A flag difference of older vLLM releases (``fixture_pins.MATRIX_VERSIONS``): applied to a fixture's
+    args and env when the server's vLLM version is below ``before``. Example: a flag that 0.12 renamed,
+    ``VersionFlags(before="0.12.0", why="...", drop=("--new-flag",), add=("--old-flag", "v"))``."""
 
     before: str  # applies to versions < before
     why: str
@@ -100,7 +101,10 @@ class VersionFlags:
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
-#: Per-version differences, oldest rule first (none yet: see fixture_pins.MATRIX_VENVS).
+#: Per-version differences, applied in order. Empty: `embed`, `rerank`, `embed-mrl` and `api-key` start
+#: with today's flags on every version from 0.11.0 to 0.32.0. (`late-interaction` is not portable by flags:
+#: 0.16 refuses --pooler-config's "task", and before 0.23 /score does no MaxSim with it; see
+#: docs/fixtures.md, "The version matrix".)
 VERSION_FLAGS: tuple[VersionFlags, ...] = ()
 
 
