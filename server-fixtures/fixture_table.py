@@ -92,6 +92,67 @@ class Fixture:
     description: str = ""
 
 
+@dataclasses.dataclass(frozen=True)
+class VersionFlags:
+    """A flag difference of older vLLM releases (``fixture_pins.MATRIX_VERSIONS``): applied to a fixture's
+    args and env when the server's vLLM version is below ``before``. Example: a flag that 0.12 renamed,
+    ``VersionFlags(before="0.12.0", why="...", drop=("--new-flag",), add=("--old-flag", "v"))``."""
+
+    before: str  # applies to versions < before
+    why: str
+    fixtures: tuple[str, ...] | None = None  # None: every fixture
+    drop: tuple[str, ...] = ()  # flags removed, with their value when they have one
+    add: tuple[str, ...] = ()  # appended after the fixture's own args
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+#: Per-version differences, applied in order. Empty: `embed`, `rerank`, `embed-mrl` and `api-key` start
+#: with today's flags on every version from 0.11.0 to 0.32.0. (`late-interaction` is not portable by flags:
+#: 0.16 refuses --pooler-config's "task", and before 0.23 /score does no MaxSim with it; see
+#: docs/fixtures.md, "The version matrix".)
+VERSION_FLAGS: tuple[VersionFlags, ...] = ()
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("+", maxsplit=1)[0].split(".")[:3])
+
+
+def _rules(fx: Fixture, version: str | None) -> list[VersionFlags]:
+    if version is None:
+        return []
+    key = _version_key(version)
+    return [
+        r
+        for r in VERSION_FLAGS
+        if key < _version_key(r.before) and (r.fixtures is None or fx.name in r.fixtures)
+    ]
+
+
+def fixture_args(fx: Fixture, version: str | None = None) -> tuple[str, ...]:
+    """``fx.args`` as the server of this vLLM version needs them (VERSION_FLAGS applied)."""
+    args = list(fx.args)
+    for rule in _rules(fx, version):
+        kept: list[str] = []
+        i = 0
+        while i < len(args):
+            if args[i] in rule.drop:
+                has_value = i + 1 < len(args) and not args[i + 1].startswith("--")
+                i += 2 if has_value else 1
+                continue
+            kept.append(args[i])
+            i += 1
+        args = [*kept, *rule.add]
+    return tuple(args)
+
+
+def fixture_env(fx: Fixture, version: str | None = None) -> dict[str, str]:
+    """``fx.env`` plus the VERSION_FLAGS env for this vLLM version."""
+    env = dict(fx.env)
+    for rule in _rules(fx, version):
+        env.update(rule.env)
+    return env
+
+
 FIXTURES: dict[str, Fixture] = {
     f.name: f
     for f in (

@@ -8,8 +8,9 @@ Standard library only, so that any Python (the project's dev venv, CI's system p
         print(srv.base_url, srv.model, srv.api_key)
 
 ``Server`` runs any command line; ``FixtureServer`` runs an entry of ``fixture_table.FIXTURES`` from the
-fixture venv that ``server-fixtures/setup`` builds (``fixture_pins``); ``gpu_recipes.GpuRecipeServer``
-runs a production recipe. Logs go to ``<cache>/logs``.
+fixture venv that ``server-fixtures/setup`` builds (``fixture_pins``), or with ``vllm_version=`` from an
+older release's venv (``setup --vllm VERSION``); ``gpu_recipes.GpuRecipeServer`` runs a production
+recipe. Logs go to ``<cache>/logs``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import fixture_pins
-from fixture_table import BASE_ENV, FIXTURES
+from fixture_table import BASE_ENV, FIXTURES, fixture_args, fixture_env
 
 HERE = Path(__file__).resolve().parent
 
@@ -114,6 +115,7 @@ class Server:
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path: Path | None = None
         self.start_seconds: float | None = None
+        self.log_label = name  # log file name prefix
         self._log_file = None
 
     @property
@@ -136,7 +138,7 @@ class Server:
             timeout = float(env_timeout) if env_timeout else self.start_timeout
         logs_dir().mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        self.log_path = logs_dir() / f"{self.name}-{stamp}-{self.port}.log"
+        self.log_path = logs_dir() / f"{self.log_label}-{stamp}-{self.port}.log"
         self._log_file = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
         self._log_file.write(("$ " + " ".join(self.command) + "\n").encode())
         self._log_file.flush()
@@ -242,16 +244,27 @@ def _group_alive(pgid: int) -> bool:
 
 
 class FixtureServer(Server):
-    """A named CPU fixture from ``FIXTURES``, started from the fixture venv."""
+    """A named CPU fixture from ``FIXTURES``, started from the venv of ``vllm_version`` (default: today's
+    venv, fixture_pins.VLLM_VERSION; an older one from ``fixture_pins.MATRIX_VERSIONS`` needs
+    ``server-fixtures/setup --vllm VERSION``)."""
 
-    def __init__(self, name: str, port: int | None = None, *, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        name: str,
+        port: int | None = None,
+        *,
+        host: str = "127.0.0.1",
+        vllm_version: str | None = None,
+    ) -> None:
         if name not in FIXTURES:
             raise KeyError(f"unknown fixture {name!r}; known: {', '.join(FIXTURES)}")
+        version = fixture_pins.check_version(vllm_version or fixture_pins.VLLM_VERSION)
         fx = FIXTURES[name]
         self.fixture = fx
+        self.vllm_version = version
         port = port or free_port(host)
         command = [
-            str(fixture_pins.venv_python()),
+            str(fixture_pins.venv_python(version)),
             "-m",
             "vllm.entrypoints.openai.api_server",
             "--model",
@@ -262,25 +275,37 @@ class FixtureServer(Server):
             host,
             "--port",
             str(port),
-            *fx.args,
+            *fixture_args(fx, version),
         ]
+        if fixture_pins.is_default_version(version):
+            cache_root = fixture_pins.cache_dir() / "vllm-cache"
+        else:  # compile caches of other releases stay apart (inside the venv: rebuilt with it)
+            cache_root = fixture_pins.venv_dir(version) / "vllm-cache"
         super().__init__(
             name,
             command,
             port=port,
             host=host,
-            env={**BASE_ENV, "VLLM_CACHE_ROOT": str(fixture_pins.cache_dir() / "vllm-cache"), **fx.env},
+            env={**BASE_ENV, "VLLM_CACHE_ROOT": str(cache_root), **fixture_env(fx, version)},
             model=fx.served_model_name,
             api_key=fx.api_key,
             start_timeout=fx.start_timeout,
         )
+        if not fixture_pins.is_default_version(version):
+            self.log_label = f"{name}-vllm-{version}"
 
     def start(self, timeout: float | None = None) -> FixtureServer:
-        missing = fixture_pins.setup_missing([self.name])
+        if fixture_pins.is_default_version(self.vllm_version):
+            missing = fixture_pins.setup_missing([self.name])
+        else:
+            missing = fixture_pins.setup_missing([self.name], version=self.vllm_version)
         if missing:
+            setup = "server-fixtures/setup"
+            if not fixture_pins.is_default_version(self.vllm_version):
+                setup += f" --vllm {self.vllm_version}"
             raise FixtureStartError(
-                f"vLLM fixture {self.name!r}: setup is not done ({'; '.join(missing)}). "
-                "Run server-fixtures/setup first."
+                f"vLLM fixture {self.name!r} (vLLM {self.vllm_version}): setup is not done "
+                f"({'; '.join(missing)}). Run {setup} first."
             )
         super().start(timeout)
         return self

@@ -4,16 +4,29 @@ Registered from tests/conftest.py (``pytest_plugins = ["pytest_plugin"]`` after 
 on sys.path). Fixtures, one per entry of fixture_table.FIXTURES (``vllm_`` + the name, ``-`` -> ``_``):
 
     vllm_embed, vllm_embed_mrl, vllm_rerank, vllm_api_key, vllm_late_interaction, vllm_ocr,
-    vllm_ocr_no_processor, vllm_stt   ->  VLLMServer(name, base_url, model, api_key, log_path)
+    vllm_ocr_no_processor, vllm_stt   ->  VLLMServer(name, base_url, model, api_key, log_path, vllm_version)
+
+They run on today's vLLM (fixture_pins.VLLM_VERSION), or on the version in $VLLM_TASKS_FIXTURE_VLLM (one of
+fixture_pins.MATRIX_VERSIONS; its venv from ``server-fixtures/setup --vllm VERSION``), so that whole
+modules can run against an older server. The version matrix:
+
+    @pytest.mark.parametrize("matrix_server", [("embed", "0.16.0")], indirect=True)
+    def test_x(matrix_server): ...       # a started VLLMServer of fixture `embed` on vLLM 0.16.0
+
+Modules parametrize over ``fixture_pins.selected_matrix_versions()`` ($VLLM_TASKS_MATRIX).
 
 Behaviour:
-- A server starts on first use (the first test that requests its fixture, directly or through another
-  fixture) and is stopped right after the last collected test that needs it, so only one server runs at
-  a time. Tests are reordered so that tests needing the same server(s) run together; tests that need no
-  server keep their order and run first.
+- Servers are keyed by (fixture, vLLM version). A server starts on first use (the first test that needs
+  it, directly or through another fixture) and is stopped right after the last collected test that
+  needs it. Tests are reordered so that tests needing the same server(s) run together, so each
+  (fixture, version) server starts once; tests that need no server keep their order and run first.
+- At most one vLLM server runs at a time (unless one test needs two): before each test, running servers
+  it does not need are stopped. A server stopped that way before its last test (only when tests need
+  overlapping sets of servers) starts again on the same port when a test needs it.
 - A server that cannot start makes every test that needs it ERROR with the server's log tail.
 - If setup was never run, tests that need a server are skipped with the reason -- unless
-  VLLM_TASKS_REQUIRE_FIXTURES=1 or CI=true, where they fail instead.
+  VLLM_TASKS_REQUIRE_FIXTURES=1 or CI=true, where they fail instead. For a matrix server on an older
+  version, failing instead of skipping applies only to versions $VLLM_TASKS_MATRIX selects.
 - Markers: ``integration`` (tests against real servers) and ``gpu`` (skipped unless nvidia-smi exists).
 """
 
@@ -24,6 +37,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,6 +50,11 @@ from gpu_recipes import have_gpu
 
 #: pytest fixture name -> fixture_table.FIXTURES name
 FIXTURE_NAMES: dict[str, str] = {"vllm_" + name.replace("-", "_"): name for name in FIXTURES}
+#: The indirectly parametrized fixture of the version matrix; its param is (fixture name, vLLM version).
+MATRIX_FIXTURE = "matrix_server"
+
+#: A server: (fixture name, vLLM version)
+Key = tuple[str, str]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +66,7 @@ class VLLMServer:
     model: str
     api_key: str | None
     log_path: str | None = None
+    vllm_version: str = fixture_pins.VLLM_VERSION
 
 
 def _truthy(value: str | None) -> bool:
@@ -57,70 +77,138 @@ def _must_run() -> bool:
     return _truthy(os.environ.get("VLLM_TASKS_REQUIRE_FIXTURES")) or _truthy(os.environ.get("CI"))
 
 
+def _label(key: Key) -> str:
+    name, version = key
+    return name if fixture_pins.is_default_version(version) else f"{name}@{version}"
+
+
+def _matrix_key(param: Any) -> Key:
+    """Validate a ``matrix_server`` param: (fixture name, vLLM version)."""
+    if not (isinstance(param, tuple | list) and len(param) == 2):
+        raise ValueError(
+            f"matrix_server needs (fixture name, vLLM version) as its param, e.g. ('embed', '0.16.0'); "
+            f"got {param!r}"
+        )
+    name, version = str(param[0]), str(param[1])
+    if name not in FIXTURES:
+        raise ValueError(f"matrix_server: unknown fixture {name!r}; known: {', '.join(FIXTURES)}")
+    return name, fixture_pins.check_version(version)
+
+
 class _Manager:
     """Starts servers on demand, remembers failures, stops each one after its last test."""
 
     def __init__(self) -> None:
-        self.servers: dict[str, launcher.FixtureServer] = {}
-        self.failures: dict[str, str] = {}
+        self.servers: dict[Key, launcher.FixtureServer] = {}
+        self.failures: dict[Key, str] = {}
         self.skip_reason: str | None = None
-        self.last_use: dict[str, int] = {}  # fixture name -> index of the last item that needs it
+        self.last_use: dict[Key, int] = {}  # server -> index of the last item that needs it
         self.index: dict[int, int] = {}  # id(item) -> position in session.items
+        self.current: tuple[Key, ...] = ()  # servers the running test needs
+        self.ports: dict[Key, int] = {}  # a server stopped before its last use restarts on its port
         self.report: list[str] = []
 
-    def acquire(self, name: str) -> VLLMServer:
-        if name in self.failures:
-            pytest.fail(self.failures[name], pytrace=False)
-        missing = fixture_pins.setup_missing([name])
+    def acquire(self, key: Key, *, required: bool | None = None) -> VLLMServer:
+        name, version = key
+        default = fixture_pins.is_default_version(version)
+        if key in self.failures:
+            pytest.fail(self.failures[key], pytrace=False)
+        if default:
+            missing = fixture_pins.setup_missing([name])
+        else:
+            missing = fixture_pins.setup_missing([name], version=version)
         if missing:
+            setup = "server-fixtures/setup" if default else f"server-fixtures/setup --vllm {version}"
             why = (
-                f"vLLM fixture {name!r} unavailable: server-fixtures/setup has not been run "
+                f"vLLM fixture {name!r} (vLLM {version}) unavailable: {setup} has not been run "
                 f"(missing: {'; '.join(missing)})"
             )
-            if _must_run():
-                self.failures[name] = why + " -- required here (CI or VLLM_TASKS_REQUIRE_FIXTURES is set)."
-                pytest.fail(self.failures[name], pytrace=False)
+            if _must_run() if required is None else required:
+                self.failures[key] = why + " -- required here (CI or VLLM_TASKS_REQUIRE_FIXTURES is set)."
+                pytest.fail(self.failures[key], pytrace=False)
             self.skip_reason = why
             pytest.skip(why + "; set VLLM_TASKS_REQUIRE_FIXTURES=1 to make this an error")
-        srv = self.servers.get(name)
+        srv = self.servers.get(key)
         if srv is None or not srv.running:
-            srv = launcher.FixtureServer(name)
-            try:
-                srv.start()
-            except launcher.FixtureStartError as e:
-                self.failures[name] = str(e)
-                pytest.fail(str(e), pytrace=False)
-            self.servers[name] = srv
-            self.report.append(f"{name}: ready in {srv.start_seconds:.1f} s, RSS {srv.rss_mib():.0f} MiB")
+            srv = self.start(key)
         return VLLMServer(
             name=name,
             base_url=srv.base_url,
             model=srv.model or "",
             api_key=srv.api_key,
             log_path=str(srv.log_path) if srv.log_path else None,
+            vllm_version=version,
         )
 
-    def stop(self, name: str) -> None:
-        srv = self.servers.pop(name, None)
+    def start(self, key: Key) -> launcher.FixtureServer:
+        """Start a server (on its earlier port if it ran before), first stopping every running server
+        the current test does not need."""
+        name, version = key
+        for other in list(self.servers):
+            if other != key and other not in self.current:
+                self.stop(other)
+        port = self.ports.get(key)
+        if fixture_pins.is_default_version(version):
+            srv = launcher.FixtureServer(name, port)
+        else:
+            srv = launcher.FixtureServer(name, port, vllm_version=version)
+        try:
+            srv.start()
+        except launcher.FixtureStartError as e:
+            self.failures[key] = str(e)
+            pytest.fail(str(e), pytrace=False)
+        self.servers[key] = srv
+        self.ports[key] = srv.port
+        again = " (again)" if port else ""
+        self.report.append(
+            f"{_label(key)}: ready{again} in {srv.start_seconds:.1f} s, RSS {srv.rss_mib():.0f} MiB"
+        )
+        return srv
+
+    def before_test(self, item: pytest.Item) -> None:
+        """Before each test: stop the running servers it does not need (at most one server at a time),
+        and start again, on its old port, a server it needs that was stopped early that way (its session
+        fixture value still names that port)."""
+        self.current = _servers_needed(item)
+        for key in list(self.servers):
+            if key not in self.current:
+                self.stop(key)
+        for key in self.current:
+            if key in self.ports and key not in self.servers and key not in self.failures:
+                self.start(key)
+
+    def stop(self, key: Key) -> None:
+        srv = self.servers.pop(key, None)
         if srv is not None:
             t0 = time.monotonic()
             rss = srv.rss_mib()
             srv.stop()
             self.report.append(
-                f"{name}: stopped in {time.monotonic() - t0:.1f} s (RSS before stop {rss:.0f} MiB)"
+                f"{_label(key)}: stopped in {time.monotonic() - t0:.1f} s (RSS before stop {rss:.0f} MiB)"
             )
 
     def stop_all(self) -> None:
-        for name in list(self.servers):
-            self.stop(name)
+        for key in list(self.servers):
+            self.stop(key)
 
 
 _manager = _Manager()
 
 
-def _servers_needed(item: pytest.Item) -> tuple[str, ...]:
+def _servers_needed(item: pytest.Item) -> tuple[Key, ...]:
     names = getattr(item, "fixturenames", ())
-    return tuple(FIXTURE_NAMES[f] for f in FIXTURE_NAMES if f in names)
+    version = fixture_pins.fixture_vllm_version()
+    needed = [(FIXTURE_NAMES[f], version) for f in FIXTURE_NAMES if f in names]
+    callspec = getattr(item, "callspec", None)
+    if MATRIX_FIXTURE in names and callspec is not None and MATRIX_FIXTURE in callspec.params:
+        try:
+            key = _matrix_key(callspec.params[MATRIX_FIXTURE])
+        except ValueError:
+            pass  # the fixture reports it when the test runs
+        else:
+            if key not in needed:
+                needed.append(key)
+    return tuple(needed)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -133,7 +221,7 @@ def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
     # Group tests by the set of servers they need (stable; server-less tests first, in their order).
-    groups: dict[tuple[str, ...], list[pytest.Item]] = {}
+    groups: dict[tuple[Key, ...], list[pytest.Item]] = {}
     for item in items:
         groups.setdefault(_servers_needed(item), []).append(item)
     ordered = groups.pop((), [])
@@ -152,17 +240,23 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     _manager.index = {id(item): i for i, item in enumerate(session.items)}
     _manager.last_use = {}
     for i, item in enumerate(session.items):
-        for name in _servers_needed(item):
-            _manager.last_use[name] = i
+        for key in _servers_needed(item):
+            _manager.last_use[key] = i
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _manager.before_test(item)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     i = _manager.index.get(id(item))
-    for name in list(_manager.servers):
-        last = _manager.last_use.get(name, -1)
+    for key in list(_manager.servers):
+        last = _manager.last_use.get(key, -1)
         if nextitem is None or i is None or i >= last:
-            _manager.stop(name)
+            _manager.stop(key)
+    _manager.current = ()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -179,10 +273,29 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
             terminalreporter.write_line(line)
 
 
+@pytest.fixture
+def matrix_server(request: pytest.FixtureRequest) -> VLLMServer:
+    """A started server of (fixture, vLLM version), given by indirect parametrization:
+
+        @pytest.mark.parametrize("matrix_server", [("embed", v) for v in selected_matrix_versions()],
+                                 indirect=True)
+
+    Reused by every test with the same param and stopped after the last one. An older version whose
+    venv is not built skips (``server-fixtures/setup --vllm VERSION``); under CI /
+    VLLM_TASKS_REQUIRE_FIXTURES it fails instead, for the versions $VLLM_TASKS_MATRIX selects."""
+    param = getattr(request, "param", None)
+    try:
+        key = _matrix_key(param)
+    except ValueError as e:
+        pytest.fail(str(e), pytrace=False)
+    required = _must_run() and key[1] in fixture_pins.selected_matrix_versions()
+    return _manager.acquire(key, required=required)
+
+
 def _make_fixture(fixture_name: str, name: str):
     @pytest.fixture(scope="session", name=fixture_name)
     def _fixture() -> VLLMServer:
-        return _manager.acquire(name)
+        return _manager.acquire((name, fixture_pins.fixture_vllm_version()))
 
     _fixture.__doc__ = f"The `{name}` CPU vLLM server ({FIXTURES[name].description}); started on first use."
     return _fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import gpu_recipes
+import pytest
 from fixture_pins import MODELS
 from fixture_table import FIXTURES, TEST_API_KEY
 from launcher import FixtureServer
@@ -54,3 +55,48 @@ def test_gpu_recipes_table():
                 templates = gpu_recipes.TEMPLATES_DIR
                 assert (templates / "qwen3_reranker.jinja").exists()
                 assert cmd[i + 1].startswith(str(templates))
+
+
+def test_version_matrix_tables(monkeypatch):
+    import fixture_pins
+    import fixture_table
+
+    assert fixture_pins.MATRIX_VERSIONS[-1] == fixture_pins.VLLM_VERSION
+    assert set(fixture_pins.DEFAULT_MATRIX) <= set(fixture_pins.MATRIX_VERSIONS)
+    assert fixture_pins.venv_python() == fixture_pins.venv_python(fixture_pins.VLLM_VERSION)
+    assert fixture_pins.venv_python("0.16.0") == fixture_pins.cache_dir() / "venvs/0.16.0/bin/python"
+    srv = FixtureServer("embed", port=12345, vllm_version="0.16.0")
+    assert srv.command[0] == str(fixture_pins.venv_python("0.16.0")) and srv.vllm_version == "0.16.0"
+    assert "venvs/0.16.0" in srv.env["VLLM_CACHE_ROOT"]
+
+    for raw, expected in (
+        (None, fixture_pins.DEFAULT_MATRIX),
+        ("default", fixture_pins.DEFAULT_MATRIX),
+        ("all", fixture_pins.MATRIX_VERSIONS),
+        (" 0.11.0, 0.16.0,0.11.0 ", ("0.11.0", "0.16.0")),
+    ):
+        if raw is None:
+            monkeypatch.delenv("VLLM_TASKS_MATRIX", raising=False)
+        else:
+            monkeypatch.setenv("VLLM_TASKS_MATRIX", raw)
+        assert fixture_pins.selected_matrix_versions() == expected
+    monkeypatch.setenv("VLLM_TASKS_MATRIX", "0.9.0")
+    with pytest.raises(ValueError, match=r"0\.9\.0"):
+        fixture_pins.selected_matrix_versions()
+
+    # per-version flags: data in fixture_table.VERSION_FLAGS, applied below `before`
+    rule = fixture_table.VersionFlags(
+        before="0.12.0",
+        why="test",
+        fixtures=("embed",),
+        drop=("--max-model-len",),
+        add=("--x",),
+        env={"A": "1"},
+    )
+    monkeypatch.setattr(fixture_table, "VERSION_FLAGS", (rule,))
+    embed = FIXTURES["embed"]
+    old = fixture_table.fixture_args(embed, "0.11.0")
+    assert "--max-model-len" not in old and "256" not in old and old[-1] == "--x"
+    assert fixture_table.fixture_args(embed, "0.12.0") == embed.args
+    assert fixture_table.fixture_args(FIXTURES["rerank"], "0.11.0") == FIXTURES["rerank"].args
+    assert fixture_table.fixture_env(embed, "0.11.0") == {"A": "1"}

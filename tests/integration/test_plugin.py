@@ -27,39 +27,40 @@ def log(*event):
         f.write(json.dumps(event) + "\\n")
 
 class FakeServer:
-    def __init__(self, name, port=None):
-        self.name, self.port = name, 1000 + len(name)
+    def __init__(self, name, port=None, *, vllm_version=None):
+        self.name, self.vllm_version = name, vllm_version or fixture_pins.VLLM_VERSION
+        self.label = name if vllm_version is None else "%s@%s" % (name, vllm_version)
+        self.port = port or 1000 + len(self.label)
         self.model, self.api_key = FIXTURES[name].served_model_name, FIXTURES[name].api_key
         self.base_url = "http://fake:%d" % self.port
         self.log_path, self.start_seconds, self.running = None, 0.0, False
     def start(self, timeout=None):
-        if os.environ.get("FAIL_START") == self.name:
+        if os.environ.get("FAIL_START") == self.label:
             raise launcher.FixtureStartError(
-                "fixture %r died\\n--- last lines ---\\nBOOM in the log" % self.name
+                "fixture %r died\\n--- last lines ---\\nBOOM in the log" % self.label
             )
-        log("start", self.name)
+        log("start", self.label)
         self.running = True
         return self
     def stop(self):
-        log("stop", self.name)
+        log("stop", self.label)
         self.running = False
     def rss_mib(self):
         return 0.0
 
 launcher.FixtureServer = FakeServer
-if not os.environ.get("SETUP_MISSING"):
-    fixture_pins.setup_missing = lambda fixtures=None: []
+_real_setup_missing = fixture_pins.setup_missing
+def _setup_missing(fixtures=None, version=None):
+    # SETUP_MISSING=1: nothing is built; SETUP_MISSING=<version>: only that version's venv is missing
+    missing = os.environ.get("SETUP_MISSING")
+    if missing == "1" or (missing and missing == version):
+        return _real_setup_missing(fixtures, version=version)
+    return []
+fixture_pins.setup_missing = _setup_missing
 pytest_plugins = ["pytest_plugin"]
 """
 
-TESTS = """
-def test_a(vllm_rerank, record): record("a")
-def test_b(record): record("b")
-def test_c(vllm_embed, record): record("c")
-def test_d(vllm_rerank, record): record("d")
-def test_e(vllm_embed, record): assert vllm_embed.model == "minilm"; record("e")
-def test_f(vllm_api_key, record): assert vllm_api_key.api_key; record("f")
-
+RECORD = """
 import pytest, json, os
 @pytest.fixture
 def record():
@@ -69,12 +70,50 @@ def record():
     return _record
 """
 
+TESTS = (
+    """
+def test_a(vllm_rerank, record): record("a")
+def test_b(record): record("b")
+def test_c(vllm_embed, record): record("c")
+def test_d(vllm_rerank, record): record("d")
+def test_e(vllm_embed, record): assert vllm_embed.model == "minilm"; record("e")
+def test_f(vllm_api_key, record): assert vllm_api_key.api_key; record("f")
+"""
+    + RECORD
+)
 
-def _run(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
+#: The version matrix: matrix_server params, and a plain fixture whose version follows
+#: VLLM_TASKS_FIXTURE_VLLM.
+MATRIX_TESTS = (
+    """
+import os
+import pytest
+
+@pytest.mark.parametrize("matrix_server", [("embed", "0.16.0"), ("embed", "0.32.0")], indirect=True)
+def test_m1(matrix_server, record):
+    assert matrix_server.model == "minilm"
+    record("m1-" + matrix_server.vllm_version)
+
+def test_plain(vllm_embed, record):
+    assert vllm_embed.vllm_version == os.environ.get("VLLM_TASKS_FIXTURE_VLLM", "0.32.0")
+    record("plain")
+
+@pytest.mark.parametrize("matrix_server", [("embed", "0.16.0")], indirect=True)
+def test_m2(matrix_server, record):
+    record("m2-" + matrix_server.vllm_version)
+"""
+    + RECORD
+)
+
+
+def _run(
+    tmp_path: Path, tests: str = TESTS, **env: str
+) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
     (tmp_path / "conftest.py").write_text(CONFTEST.format(server_fixtures=str(SERVER_FIXTURES)))
-    (tmp_path / "test_sched.py").write_text(textwrap.dedent(TESTS))
+    (tmp_path / "test_sched.py").write_text(textwrap.dedent(tests))
     events = tmp_path / "events.jsonl"
-    clean = {k: v for k, v in os.environ.items() if k not in ("CI", "VLLM_TASKS_REQUIRE_FIXTURES")}
+    inherited = ("CI", "VLLM_TASKS_REQUIRE_FIXTURES", "VLLM_TASKS_MATRIX", "VLLM_TASKS_FIXTURE_VLLM")
+    clean = {k: v for k, v in os.environ.items() if k not in inherited}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", "-q", str(tmp_path)],
         cwd=tmp_path,
@@ -127,3 +166,88 @@ def test_missing_setup_fails_in_ci(tmp_path: Path) -> None:
     proc, _ = _run(tmp_path, SETUP_MISSING="1", VLLM_TASKS_FIXTURE_CACHE=str(tmp_path / "none"), CI="true")
     assert proc.returncode == 1
     assert "5 errors" in proc.stdout and "required here" in proc.stdout
+
+
+def test_matrix_servers_start_once_per_version(tmp_path: Path) -> None:
+    proc, events = _run(tmp_path, MATRIX_TESTS)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert events == [
+        ["start", "embed@0.16.0"],
+        ["run", "m1-0.16.0"],
+        ["run", "m2-0.16.0"],
+        ["stop", "embed@0.16.0"],
+        ["start", "embed"],
+        ["run", "m1-0.32.0"],
+        ["run", "plain"],
+        ["stop", "embed"],
+    ]
+
+
+def test_fixture_vllm_moves_the_plain_fixtures_to_that_version(tmp_path: Path) -> None:
+    proc, events = _run(tmp_path, MATRIX_TESTS, VLLM_TASKS_FIXTURE_VLLM="0.16.0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert events == [
+        ["start", "embed@0.16.0"],
+        ["run", "m1-0.16.0"],
+        ["run", "plain"],
+        ["run", "m2-0.16.0"],
+        ["stop", "embed@0.16.0"],
+        ["start", "embed"],
+        ["run", "m1-0.32.0"],
+        ["stop", "embed"],
+    ]
+
+
+def test_missing_matrix_venv_fails_in_ci_only_when_selected(tmp_path: Path) -> None:
+    cache = str(tmp_path / "none")
+    proc, events = _run(
+        tmp_path, MATRIX_TESTS, SETUP_MISSING="0.16.0", VLLM_TASKS_FIXTURE_CACHE=cache, CI="true"
+    )
+    assert proc.returncode == 1
+    assert "2 errors" in proc.stdout and "server-fixtures/setup --vllm 0.16.0" in proc.stdout, proc.stdout
+    assert ["run", "m1-0.32.0"] in events and ["run", "plain"] in events
+
+    proc, events = _run(
+        tmp_path,
+        MATRIX_TESTS,
+        SETUP_MISSING="0.16.0",
+        VLLM_TASKS_FIXTURE_CACHE=cache,
+        CI="true",
+        VLLM_TASKS_MATRIX="0.32.0",
+    )
+    assert proc.returncode == 0, proc.stdout
+    assert "2 skipped" in proc.stdout and "server-fixtures/setup --vllm 0.16.0" in proc.stdout
+
+
+def test_one_server_at_a_time_and_restart_on_the_same_port(tmp_path: Path) -> None:
+    tests = (
+        """
+def test_both(vllm_embed, vllm_rerank, record): record("both")
+def test_rerank(vllm_rerank, record): record("rerank")
+def test_embed(vllm_embed, record):
+    assert vllm_embed.base_url == "http://fake:1005"  # the port it first had
+    record("embed")
+
+import pytest
+@pytest.mark.parametrize("matrix_server", [("embed", "9.9.9"), "embed"], indirect=True)
+def test_bad_param(matrix_server): pass
+"""
+        + RECORD
+    )
+    proc, events = _run(tmp_path, tests)
+    assert proc.returncode == 1
+    assert "2 errors" in proc.stdout, proc.stdout
+    assert (
+        "unknown vLLM version '9.9.9'" in proc.stdout and "needs (fixture name, vLLM version)" in proc.stdout
+    )
+    assert events == [
+        ["start", "embed"],
+        ["start", "rerank"],
+        ["run", "both"],
+        ["stop", "embed"],  # not needed by the next test
+        ["run", "rerank"],
+        ["stop", "rerank"],
+        ["start", "embed"],  # again, on its old port (the session fixture value still names it)
+        ["run", "embed"],
+        ["stop", "embed"],
+    ]
