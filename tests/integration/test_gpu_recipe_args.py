@@ -1,0 +1,60 @@
+"""The GPU recipes as far as a CPU takes them (issue 14): each recipe's `vllm serve` command line is
+parsed by vLLM's own argument parser, for each matrix version the recipe file claims to support, and
+its chat templates render with sample inputs (server-fixtures/check_recipes.py, run in that version's
+fixture venv). A removed or renamed flag fails here, before anyone rents a GPU to find out.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import gpu_recipes
+import pytest
+from fixture_pins import selected_matrix_versions, setup_missing, venv_python
+
+from vllm_tasks.versions import ServerVersion
+
+pytestmark = pytest.mark.integration
+
+SCRIPT = Path(__file__).resolve().parents[2] / "server-fixtures" / "check_recipes.py"
+CLAIMED = ServerVersion.parse(json.loads(gpu_recipes.RECIPES_FILE.read_text())["vllm_min_version"])
+VERSIONS = [v for v in selected_matrix_versions() if ServerVersion.parse(v) >= CLAIMED]
+
+
+def check(version: str, recipes_file: Path | None = None) -> dict[str, Any]:
+    missing = setup_missing(["embed"], version=version)
+    if missing:
+        pytest.skip(f"vLLM {version} venv not built (server-fixtures/setup --vllm {version}): {missing}")
+    command = [str(venv_python(version)), str(SCRIPT), *([str(recipes_file)] if recipes_file else [])]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["vllm"] == version
+    return report
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_recipe_parses_and_its_templates_render(version: str) -> None:
+    report = check(version)
+    assert set(report["recipes"]) == set(gpu_recipes.recipes())
+    refused = {name: r["error"] for name, r in report["recipes"].items() if r["error"]}
+    assert not refused, f"vLLM {version} refuses these recipes' flags: {refused}"
+    rendered = report["recipes"]["qwen3-reranker-0.6b"]["templates"]["qwen3_reranker.jinja"]
+    default, instructed, system = rendered
+    assert "<Query>: capital of France?" in default and "<Document>: Paris." in default
+    assert "retrieve relevant passages" in default  # the model card's default instruction
+    assert "<Instruct>: Judge relevance for a geography quiz" in instructed
+    assert "<Instruct>: Rank passages about cities" in system
+    assert all(text.endswith("</think>\n\n") for text in rendered)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_removed_flag_is_caught(version: str, tmp_path: Path) -> None:
+    recipe = {"name": "old", "model": "BAAI/bge-m3", "task": "embed", "args": ["--task", "embed"]}
+    recipes_file = tmp_path / "recipes.json"
+    recipes_file.write_text(json.dumps({"recipes": [recipe]}))
+    error = check(version, recipes_file)["recipes"]["old"]["error"]
+    assert error and "--task" in error
