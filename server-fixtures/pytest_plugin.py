@@ -73,7 +73,7 @@ def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
-def _must_run() -> bool:
+def must_run() -> bool:
     return _truthy(os.environ.get("VLLM_TASKS_REQUIRE_FIXTURES")) or _truthy(os.environ.get("CI"))
 
 
@@ -123,7 +123,7 @@ class _Manager:
                 f"vLLM fixture {name!r} (vLLM {version}) unavailable: {setup} has not been run "
                 f"(missing: {'; '.join(missing)})"
             )
-            if _must_run() if required is None else required:
+            if must_run() if required is None else required:
                 self.failures[key] = why + " -- required here (CI or VLLM_TASKS_REQUIRE_FIXTURES is set)."
                 pytest.fail(self.failures[key], pytrace=False)
             self.skip_reason = why
@@ -288,7 +288,7 @@ def matrix_server(request: pytest.FixtureRequest) -> VLLMServer:
         key = _matrix_key(param)
     except ValueError as e:
         pytest.fail(str(e), pytrace=False)
-    required = _must_run() and key[1] in fixture_pins.selected_matrix_versions()
+    required = must_run() and key[1] in fixture_pins.selected_matrix_versions()
     return _manager.acquire(key, required=required)
 
 

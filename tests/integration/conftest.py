@@ -25,7 +25,6 @@ its place, and each group stays together (one server at a time).
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,7 +32,7 @@ from urllib.parse import urlsplit
 import pytest
 from fault_proxy import FaultProxy
 from nginx_proxy import NginxProxy, NginxStartError, nginx_binary
-from pytest_plugin import _servers_needed
+from pytest_plugin import _servers_needed, must_run
 
 
 @dataclasses.dataclass
@@ -46,19 +45,12 @@ class ProxiedEmbed:
     faults: FaultProxy
 
 
-def _required() -> bool:
-    return any(
-        (os.environ.get(name) or "").strip().lower() not in ("", "0", "false", "no", "off")
-        for name in ("VLLM_TASKS_REQUIRE_FIXTURES", "CI")
-    )
-
-
 @pytest.fixture(scope="module")
 def proxied_embed(vllm_embed: Any) -> Iterator[ProxiedEmbed]:
     """nginx and two fault proxies in front of the `embed` server (see the module doc)."""
     if nginx_binary() is None:
         why = "nginx is not installed: run server-fixtures/setup as root (apt-get install nginx-light)"
-        if _required():
+        if must_run():
             pytest.fail(why, pytrace=False)
         pytest.skip(why)
     parts = urlsplit(vllm_embed.base_url)

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.integration
 
 
 def test_every_code_cell_belongs_to_one_section() -> None:
-    nbformat = pytest.importorskip("nbformat")
+    import nbformat
+
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     sections = [section_of(cell) for cell in notebook.cells if cell.cell_type == "code"]
     assert set(sections) == {"setup", *SECTIONS}

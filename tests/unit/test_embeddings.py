@@ -306,7 +306,6 @@ def test_unknown_model(make_client: Any, httpx_mock: HTTPXMock) -> None:
 
 
 def test_chat_messages_with_image_parts(make_client: Any, httpx_mock: HTTPXMock) -> None:
-    pytest.importorskip("PIL", reason="pillow is part of the test extra")
     from PIL import Image
 
     mock_server(httpx_mock, "embed")
