@@ -238,6 +238,72 @@ class ConnectionFields(BaseModel):
         await self._pool.aclose()
 
 
+class EmbedOptions(ConnectionFields):
+    """The embedding settings every embeddings adapter has, on top of the connection.
+
+    Args:
+        dimensions: Matryoshka width (``vllm_tasks.MatryoshkaNotSupported`` on other models).
+        batch_size: texts per request; concurrency: requests in flight.
+        truncate_prompt_tokens: ``-1`` cuts over-long texts to the model's maximum.
+        extra_body: extra JSON fields for every request.
+
+    Raises:
+        InvalidInputError: ``batch_size`` or ``concurrency`` not an int >= 1, at construction.
+    """
+
+    dimensions: int | None = None
+    batch_size: int = defaults.EMBED_BATCH_SIZE
+    concurrency: int = defaults.CONCURRENCY
+    truncate_prompt_tokens: int | None = None
+    extra_body: dict[str, Any] | None = None
+
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)
+        check_batching(self.batch_size, self.concurrency)
+
+    def _options(self) -> dict[str, Any]:
+        """The keyword arguments of ``Client.embed`` these settings stand for."""
+        return {
+            "dimensions": self.dimensions,
+            "batch_size": self.batch_size,
+            "concurrency": self.concurrency,
+            "truncate_prompt_tokens": self.truncate_prompt_tokens,
+            "extra_body": self.extra_body,
+        }
+
+
+class RerankOptions(ConnectionFields):
+    """The rerank settings every reranking adapter has, on top of the connection (each framework's
+    adapter sets its own ``top_n`` default).
+
+    Raises:
+        InvalidInputError: ``batch_size``, ``concurrency`` or ``top_n`` out of range, at construction.
+    """
+
+    top_n: int | None = None
+    batch_size: int = defaults.SCORE_BATCH_SIZE
+    concurrency: int = defaults.CONCURRENCY
+    max_tokens_per_doc: int | None = None
+    truncate_prompt_tokens: int | None = None
+    extra_body: dict[str, Any] | None = None
+
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)
+        check_batching(self.batch_size, self.concurrency)
+        check_top_n(self.top_n)
+
+    def _options(self) -> dict[str, Any]:
+        """The keyword arguments of ``Client.rerank`` these settings stand for."""
+        return {
+            "top_n": self.top_n,
+            "batch_size": self.batch_size,
+            "concurrency": self.concurrency,
+            "max_tokens_per_doc": self.max_tokens_per_doc,
+            "truncate_prompt_tokens": self.truncate_prompt_tokens,
+            "extra_body": self.extra_body,
+        }
+
+
 def _check_client_types(client: object, async_client: object) -> None:
     if client is not None and not isinstance(client, Client):
         raise InvalidInputError(

@@ -46,8 +46,8 @@ from ..types.scoring import RerankResult
 from ._common import (
     DEFAULT_TIMEOUT,
     ConnectionFields,
-    check_batching,
-    check_top_n,
+    EmbedOptions,
+    RerankOptions,
     is_pdf,
     ocr_document_pages,
     ocr_page_records,
@@ -58,7 +58,7 @@ from ._common import (
 __all__ = ["VLLMEmbeddings", "VLLMOCRLoader", "VLLMReranker", "VLLMTranscriptLoader"]
 
 
-class VLLMEmbeddings(ConnectionFields, Embeddings):
+class VLLMEmbeddings(EmbedOptions, Embeddings):
     """LangChain ``Embeddings`` served by vLLM's ``/v1/embeddings`` (through the SDK).
 
     Long lists are split into requests of ``batch_size`` texts sent ``concurrency`` at a time; vectors
@@ -89,26 +89,8 @@ class VLLMEmbeddings(ConnectionFields, Embeddings):
         >>> query = await embeddings.aembed_query("what is the second text?")
     """
 
-    dimensions: int | None = None
-    batch_size: int = defaults.EMBED_BATCH_SIZE
-    concurrency: int = defaults.CONCURRENCY
-    truncate_prompt_tokens: int | None = None
     query_prefix: str = ""
     document_prefix: str = ""
-    extra_body: dict[str, Any] | None = None
-
-    def __init__(self, **data: Any) -> None:
-        super().__init__(**data)
-        check_batching(self.batch_size, self.concurrency)
-
-    def _options(self) -> dict[str, Any]:
-        return {
-            "dimensions": self.dimensions,
-            "batch_size": self.batch_size,
-            "concurrency": self.concurrency,
-            "truncate_prompt_tokens": self.truncate_prompt_tokens,
-            "extra_body": self.extra_body,
-        }
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed documents; ``[]`` for no texts (no request).
@@ -144,7 +126,7 @@ class VLLMEmbeddings(ConnectionFields, Embeddings):
         return vector
 
 
-class VLLMReranker(ConnectionFields, BaseDocumentCompressor):
+class VLLMReranker(RerankOptions, BaseDocumentCompressor):
     """A LangChain document compressor that reorders documents with vLLM's ``/rerank``.
 
     The documents come back best first, cut to ``top_n``, each a copy with
@@ -169,26 +151,6 @@ class VLLMReranker(ConnectionFields, BaseDocumentCompressor):
     """
 
     top_n: int | None = 3
-    batch_size: int = defaults.SCORE_BATCH_SIZE
-    concurrency: int = defaults.CONCURRENCY
-    max_tokens_per_doc: int | None = None
-    truncate_prompt_tokens: int | None = None
-    extra_body: dict[str, Any] | None = None
-
-    def __init__(self, **data: Any) -> None:
-        super().__init__(**data)
-        check_batching(self.batch_size, self.concurrency)
-        check_top_n(self.top_n)
-
-    def _options(self) -> dict[str, Any]:
-        return {
-            "top_n": self.top_n,
-            "batch_size": self.batch_size,
-            "concurrency": self.concurrency,
-            "max_tokens_per_doc": self.max_tokens_per_doc,
-            "truncate_prompt_tokens": self.truncate_prompt_tokens,
-            "extra_body": self.extra_body,
-        }
 
     def compress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None

@@ -39,10 +39,9 @@ from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRan
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
-from .. import defaults
 from ..errors import InvalidInputError
 from ..types.scoring import RerankResult
-from ._common import ConnectionFields, check_batching, check_top_n
+from ._common import EmbedOptions, RerankOptions
 
 __all__ = ["VLLMEmbedding", "VLLMRerank"]
 
@@ -54,7 +53,7 @@ requests sent ``concurrency`` at a time (LlamaIndex's own default of 10 would se
 time)."""
 
 
-class VLLMEmbedding(ConnectionFields, BaseEmbedding):
+class VLLMEmbedding(EmbedOptions, BaseEmbedding):
     """A LlamaIndex embedding model served by vLLM's ``/v1/embeddings`` (through the SDK).
 
     LlamaIndex hands over ``embed_batch_size`` texts per call (default 256); the SDK sends them as
@@ -84,33 +83,18 @@ class VLLMEmbedding(ConnectionFields, BaseEmbedding):
     """
 
     embed_batch_size: int = LLAMA_INDEX_BATCH
-    dimensions: int | None = None
-    batch_size: int = defaults.EMBED_BATCH_SIZE
-    concurrency: int = defaults.CONCURRENCY
-    truncate_prompt_tokens: int | None = None
     query_prefix: str = ""
     text_prefix: str = ""
-    extra_body: dict[str, Any] | None = None
 
     def __init__(self, **data: Any) -> None:
         named = "model_name" in data
         super().__init__(**data)
         if not named:
             self.model_name = self.model or "unknown"
-        check_batching(self.batch_size, self.concurrency)
 
     @classmethod
     def class_name(cls) -> str:
         return "VLLMEmbedding"
-
-    def _options(self) -> dict[str, Any]:
-        return {
-            "dimensions": self.dimensions,
-            "batch_size": self.batch_size,
-            "concurrency": self.concurrency,
-            "truncate_prompt_tokens": self.truncate_prompt_tokens,
-            "extra_body": self.extra_body,
-        }
 
     def _embed(self, texts: list[str]) -> list[Embedding]:
         if not texts:
@@ -144,7 +128,7 @@ class VLLMEmbedding(ConnectionFields, BaseEmbedding):
         return await self._aembed([self.text_prefix + text for text in texts])
 
 
-class VLLMRerank(ConnectionFields, BaseNodePostprocessor):
+class VLLMRerank(RerankOptions, BaseNodePostprocessor):
     """A LlamaIndex node postprocessor that reorders nodes with vLLM's ``/rerank``.
 
     Each node's text is read as LlamaIndex's rerankers read it (``get_content(MetadataMode.EMBED)``);
@@ -169,30 +153,10 @@ class VLLMRerank(ConnectionFields, BaseNodePostprocessor):
 
     top_n: int | None = 2
     keep_retrieval_score: bool = False
-    batch_size: int = defaults.SCORE_BATCH_SIZE
-    concurrency: int = defaults.CONCURRENCY
-    max_tokens_per_doc: int | None = None
-    truncate_prompt_tokens: int | None = None
-    extra_body: dict[str, Any] | None = None
-
-    def __init__(self, **data: Any) -> None:
-        super().__init__(**data)
-        check_batching(self.batch_size, self.concurrency)
-        check_top_n(self.top_n)
 
     @classmethod
     def class_name(cls) -> str:
         return "VLLMRerank"
-
-    def _options(self) -> dict[str, Any]:
-        return {
-            "top_n": self.top_n,
-            "batch_size": self.batch_size,
-            "concurrency": self.concurrency,
-            "max_tokens_per_doc": self.max_tokens_per_doc,
-            "truncate_prompt_tokens": self.truncate_prompt_tokens,
-            "extra_body": self.extra_body,
-        }
 
     def _start(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None) -> tuple[str, list[str]]:
         dispatcher.event(
