@@ -28,6 +28,14 @@ class AsyncAsSync:
         self._loop.close()
 
 
+def stream_result(client: Any, stream: Any) -> Any:
+    """``stream.until_done()`` of a transcription stream from either client (an async one runs on the
+    wrapper's loop)."""
+    if hasattr(stream, "__aiter__"):
+        return client._loop.run_until_complete(stream.until_done())
+    return stream.until_done()
+
+
 def client_factory(kind: str, default_url: str | None = None) -> Iterator[Callable[..., Any]]:
     """The body of a ``make_client`` fixture: yields a factory of ``Client`` (``kind="sync"``) or wrapped
     ``AsyncClient`` objects (``max_retries`` 0 unless given), and closes them afterwards."""

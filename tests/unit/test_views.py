@@ -25,6 +25,8 @@ from vllm_tasks.testing import FakeVLLM, grounding_output
 from vllm_tasks.types.ocr import OCRBlock
 from vllm_tasks.types.server import ServerInfo
 
+from ..clients import stream_result
+
 ROOT = Path(__file__).resolve().parents[2]
 FOX = ROOT / "tests" / "data" / "audio" / "fox.wav"
 EVIL = "<script>alert('x')</script>\"><img src=x onerror=alert(1)>"
@@ -149,10 +151,7 @@ def test_audio_over_the_media_cap_is_named_not_embedded(make_client: Any, fake_v
 def test_stream_result_keeps_the_path(make_client: Any, fake_vllm: FakeVLLM) -> None:
     client = make_client(fake_vllm.url)
     stream = client.transcribe_stream(FOX)
-    if hasattr(stream, "__aiter__"):
-        result = client._loop.run_until_complete(stream.until_done())
-    else:
-        result = stream.until_done()
+    result = stream_result(client, stream)
     assert result._audio.value == str(FOX.absolute())
     assert "<audio" in result._repr_html_()
 
