@@ -26,6 +26,7 @@ from vllm_tasks import telemetry
 from vllm_tasks.testing import FakeVLLM
 from vllm_tasks.transport import Request
 
+from ..clients import stream_result
 from .conftest import BASE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +37,14 @@ DOCS = ["Paris is the capital of France.", "Bananas are yellow.", "France is in 
 
 @pytest.fixture
 def records(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
-    """``caplog`` capturing the ``vllm_tasks`` logger at DEBUG."""
+    """``caplog`` capturing the ``vllm_tasks`` logger at DEBUG.
+
+    A failed sync ``send_all`` returns at once and leaves its in-flight requests to finish on daemon
+    threads; a previous test's threads are waited for first, so that their log lines do not land here.
+    """
+    for thread in threading.enumerate():
+        if thread.name == "vllm-tasks-send":
+            thread.join(timeout=10)
     with caplog.at_level(logging.DEBUG, logger="vllm_tasks"):
         yield caplog
 
@@ -110,10 +118,7 @@ def test_stream_is_logged_when_its_headers_arrive(
 ) -> None:
     client = make_client(fake_vllm.url)
     stream = client.transcribe_stream(FOX)
-    if hasattr(stream, "__aiter__"):
-        result = client._loop.run_until_complete(stream.until_done())
-    else:
-        result = stream.until_done()
+    result = stream_result(client, stream)
     (fields,) = request_records(records, "/v1/audio/transcriptions")
     assert fields["stream"] is True and fields["status"] == 200 and fields["inputs"] == 1
     assert client.usage.audio_seconds == pytest.approx(result.duration)
