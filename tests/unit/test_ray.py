@@ -89,7 +89,8 @@ def test_error_column_isolates_the_refused_rows_and_embeds_the_others(server: Fa
     rows[3], rows[8] = LONG, None
     out = Embedder(server.url, on_error="column", batch_size=64)({"text": texts(rows)})
     errors = out["error"]
-    assert errors.dtype == object and [i for i, e in enumerate(errors) if e is not None] == [3, 8]
+    assert errors.dtype == object and [i for i, e in enumerate(errors) if e] == [3, 8]
+    assert {errors[i] for i in range(10) if i not in (3, 8)} == {""}
     assert errors[3].startswith("ContextLengthExceeded: ") and "maximum context length is 64" in errors[3]
     assert errors[8].startswith("InvalidInputError: text[8]=None: is a NoneType, not text")
     assert np.isnan(out["embedding"][[3, 8]]).all()
@@ -114,7 +115,7 @@ def test_raise_mode_raises_the_sdks_error_and_names_a_null_cell(server: FakeVLLM
 def test_a_batch_whose_rows_all_fail_still_has_vectors_of_the_right_width(server: FakeVLLM) -> None:
     out = Embedder(server.url, on_error="column")({"text": texts([LONG, None])})
     assert out["embedding"].shape == (2, 384) and np.isnan(out["embedding"]).all()
-    assert all(e is not None for e in out["error"])
+    assert all(out["error"])
     empty = Embedder(server.url)({"text": texts([])})
     assert empty["embedding"].shape == (0, 384)
 
@@ -237,7 +238,7 @@ def test_scores_are_zipped_pairs_and_refused_pairs_go_to_the_error_column(rerank
         [reranker.score(q, d) for q, d in zip(queries[:2], documents[:2], strict=True)],
         atol=1e-6,
     )
-    assert np.isnan(out["score"][2:]).all() and out["error"][0] is None and out["error"][1] is None
+    assert np.isnan(out["score"][2:]).all() and out["error"][:2].tolist() == ["", ""]
     assert out["error"][2].startswith("ContextLengthExceeded") and "document[3]=None" in out["error"][3]
     with pytest.raises(vt.ContextLengthExceeded):
         Scorer(reranker.url, query_column="q", document_column="d")(
@@ -268,14 +269,14 @@ def test_transcripts_per_row_with_segments_and_undecodable_rows_in_the_error_col
             out["transcript"].tolist()[:2]
             == ["The quick brown fox jumped over the lazy dog. It was not amused."] * 2
         )
-        assert out["transcript"][2] is None and out["transcript"][3] is None
+        assert out["transcript"][2] == out["transcript"][3] == ""
         assert out["error"][2].startswith("AudioDecodeError") and "bytes[3]=42: is a int" in out["error"][3]
         segments = json.loads(out["segments"][0])
         assert [s["text"] for s in segments] == [
             "The quick brown fox jumped over the lazy dog.",
             "It was not amused.",
         ]
-        assert segments[0]["start"] == 0.0 and out["segments"][2] is None
+        assert segments[0]["start"] == 0.0 and out["segments"][2] == ""
         sent = fake.received("/v1/audio/transcriptions")
         assert len(sent) == 2 and {r.form["response_format"] for r in sent} == {"verbose_json"}
         with pytest.raises(vt.AudioDecodeError):
@@ -296,11 +297,11 @@ def test_ocr_of_images_pdfs_and_arrays_with_blocks(tmp_path: Path) -> None:
         expected = client.ocr(png("white"))
         ocr = OCR(fake.url, image_column="image", blocks_column="blocks", on_error="column", concurrency=2)
         out = ocr({"image": texts([png("white"), str(pdf), b"not an image", pdf.read_bytes()])})
-        assert out["markdown"][0] == expected.markdown and out["error"][0] is None
+        assert out["markdown"][0] == expected.markdown and out["error"][0] == ""
         assert (
             out["markdown"][1] == out["markdown"][3] == f"{expected.markdown}\n\n---\n\n{expected.markdown}"
         )
-        assert out["markdown"][2] is None and out["error"][2].startswith("ImageError")
+        assert out["markdown"][2] == "" and out["error"][2].startswith("ImageError")
         blocks = json.loads(out["blocks"][1])
         assert [b["label"] for b in blocks] == ["title", "text", "table"] * 2 and {
             b["page"] for b in blocks

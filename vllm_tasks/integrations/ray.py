@@ -16,7 +16,7 @@ Inside a batch the client does the rest: requests of ``batch_size`` items (bound
 on a 413), ``concurrency`` in flight, retries of connection errors, timeouts, 408/409/429/5xx with
 backoff (``max_retries``). With ``on_error="column"`` a row the server (or the client's own checks)
 refuses -- an over-long text, an undecodable audio file or image, a null -- gets its message in the
-``error`` column and an empty output (NaN vector or score, ``None`` text) instead of failing the Ray
+``error`` column and an empty output (NaN vector or score, ``""`` text) instead of failing the Ray
 task; the failing rows of an embedding or scoring batch are found by splitting it in halves, and every
 other row gets its result. Errors that are not about a row (server down after the retries, a wrong API
 key, a model that does not serve the task) fail the task either way.
@@ -316,7 +316,7 @@ class _BatchCallable:
         """The batch with the output columns (and, with ``on_error="column"``, the error column) added."""
         result = {**columns, **outputs}
         if self.on_error == "column":
-            result[self.error_column] = _objects(errors)
+            result[self.error_column] = _strings(errors)
         return result
 
     def _each_row(
@@ -358,6 +358,13 @@ def _objects(values: Sequence[Any]) -> npt.NDArray[np.object_]:
     return array
 
 
+def _strings(values: Sequence[str | None]) -> npt.NDArray[np.object_]:
+    """A text output column: ``""`` where a row has no value. Never ``None``: a batch whose values are all
+    ``None`` would become an Arrow ``null`` column, and Ray's blocks would then disagree on the type
+    (``write_parquet`` writes files that cannot be read back as one table)."""
+    return _objects(["" if value is None else value for value in values])
+
+
 def _text_cells(
     columns: Mapping[str, Any], name: str, field: str, errors: list[str | None] | None, on_error: OnError
 ) -> tuple[list[Any], list[str | None]]:
@@ -383,7 +390,8 @@ class Embedder(_BatchCallable):
             ``encoding_format``, ``extra_body``, ...).
         on_error: ``"raise"`` (a refused row fails the Ray task) or ``"column"`` (its message goes to
             ``error_column``, its vector is NaN; the rest of the batch is embedded).
-        error_column: the error column's name (``None`` where the row succeeded).
+        error_column: the error column's name: the SDK's exception type and message, ``""`` where the
+            row succeeded (never null: Ray's blocks must agree on the column's type).
         api_key, timeout, max_retries, headers: as for ``vllm_tasks.Client`` (``api_key`` defaults to env
             ``VLLM_API_KEY`` on the worker; timeout 600 s per request, connect 10 s).
 
@@ -591,7 +599,7 @@ class Transcriber(_BatchCallable):
         concurrency: rows in flight per actor.
         transcribe_options: other keyword arguments of ``Client.transcribe`` (``prompt``, ``temperature``,
             ``chunking``, ``extra_body``, ...).
-        on_error, error_column: as for :class:`Embedder` (a failing row's transcript is ``None``).
+        on_error, error_column: as for :class:`Embedder` (a failing row's transcript is ``""``).
 
     Raises:
         InvalidInputError: bad settings; a missing column, or one that holds neither bytes nor strings.
@@ -663,9 +671,9 @@ class Transcriber(_BatchCallable):
         results = self._each_row(
             lambda cell: self._client.transcribe(cell, **self.options), cells, errors, self.concurrency
         )
-        outputs = {self.output_column: _objects([None if r is None else r.text for r in results])}
+        outputs = {self.output_column: _strings([None if r is None else r.text for r in results])}
         if self.segments_column is not None:
-            outputs[self.segments_column] = _objects(
+            outputs[self.segments_column] = _strings(
                 [
                     None if r is None else json.dumps(transcript_records("", r, "single")[0][1]["segments"])
                     for r in results
@@ -693,7 +701,7 @@ class OCR(_BatchCallable):
         concurrency: rows in flight per actor; pdf_concurrency: pages in flight per PDF row.
         ocr_options: other keyword arguments of ``Client.ocr`` (``ngram_size``, ``max_side``,
             ``extra_body``, ...); they apply to PDF pages too.
-        on_error, error_column: as for :class:`Embedder` (a failing row's markdown is ``None``).
+        on_error, error_column: as for :class:`Embedder` (a failing row's markdown is ``""``).
 
     Raises:
         InvalidInputError: bad settings; a missing column or one of other values.
@@ -778,9 +786,9 @@ class OCR(_BatchCallable):
         records = [
             None if r is None else ocr_page_records("", ocr_document_pages(r), "single")[0] for r in results
         ]
-        outputs = {self.output_column: _objects([None if r is None else r[0] for r in records])}
+        outputs = {self.output_column: _strings([None if r is None else r[0] for r in records])}
         if self.blocks_column is not None:
-            outputs[self.blocks_column] = _objects(
+            outputs[self.blocks_column] = _strings(
                 [None if r is None else json.dumps(r[1]["blocks"]) for r in records]
             )
         return self._finish(columns, outputs, errors)
