@@ -28,17 +28,11 @@ TEXTS = [f"document number {i} about topic {i % 3}" for i in range(10)]
 LONG = "word " * 80  # over the fake's max_model_len below: the server refuses it (400)
 
 
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeVLLM]:
-    with FakeVLLM(model="minilm", tasks=EMBEDDING_TASKS, max_model_len=64) as server:
-        yield server
-
-
 @pytest.fixture
-def server(fake: FakeVLLM) -> FakeVLLM:
-    fake.clear_faults()
-    fake.clear_requests()
-    return fake
+def server() -> Iterator[FakeVLLM]:
+    """An embedding model's fake, whose context (64 tokens) ``LONG`` is over."""
+    with FakeVLLM(model="minilm", tasks=EMBEDDING_TASKS, max_model_len=64) as fake:
+        yield fake
 
 
 def texts(values: list[Any]) -> np.ndarray:
@@ -58,7 +52,7 @@ def embedded(server: FakeVLLM) -> list[list[str]]:
 
 
 def test_vectors_are_the_servers_in_row_order_in_requests_of_batch_size(server: FakeVLLM) -> None:
-    embedder = Embedder(server.url, "minilm", batch_size=4, concurrency=2)
+    embedder = Embedder(base_url=server.url, model="minilm", batch_size=4, concurrency=2)
     batch = {"text": np.array(TEXTS), "id": np.arange(10)}
     out = embedder(batch)
     assert out["embedding"].dtype == np.float32 and out["embedding"].shape == (10, 384)
@@ -71,7 +65,7 @@ def test_vectors_are_the_servers_in_row_order_in_requests_of_batch_size(server: 
 
 def test_options_reach_the_server_and_plain_lists_are_batches(server: FakeVLLM) -> None:
     embedder = Embedder(
-        server.url,
+        base_url=server.url,
         text_column="body",
         output_column="vec",
         dimensions=128,
@@ -87,7 +81,7 @@ def test_options_reach_the_server_and_plain_lists_are_batches(server: FakeVLLM) 
 def test_error_column_isolates_the_refused_rows_and_embeds_the_others(server: FakeVLLM) -> None:
     rows = list(TEXTS)
     rows[3], rows[8] = LONG, None
-    out = Embedder(server.url, on_error="column", batch_size=64)({"text": texts(rows)})
+    out = Embedder(base_url=server.url, on_error="column", batch_size=64)({"text": texts(rows)})
     errors = out["error"]
     assert errors.dtype == object and [i for i, e in enumerate(errors) if e] == [3, 8]
     assert {errors[i] for i in range(10) if i not in (3, 8)} == {""}
@@ -105,7 +99,7 @@ def test_error_column_isolates_the_refused_rows_and_embeds_the_others(server: Fa
 
 
 def test_raise_mode_raises_the_sdks_error_and_names_a_null_cell(server: FakeVLLM) -> None:
-    embedder = Embedder(server.url)
+    embedder = Embedder(base_url=server.url)
     with pytest.raises(vt.ContextLengthExceeded):
         embedder({"text": texts(["fine", LONG])})
     with pytest.raises(vt.InvalidInputError, match=r"text\[1\]=None: is a NoneType, not text.*on_error"):
@@ -113,15 +107,15 @@ def test_raise_mode_raises_the_sdks_error_and_names_a_null_cell(server: FakeVLLM
 
 
 def test_a_batch_whose_rows_all_fail_still_has_vectors_of_the_right_width(server: FakeVLLM) -> None:
-    out = Embedder(server.url, on_error="column")({"text": texts([LONG, None])})
+    out = Embedder(base_url=server.url, on_error="column")({"text": texts([LONG, None])})
     assert out["embedding"].shape == (2, 384) and np.isnan(out["embedding"]).all()
     assert all(out["error"])
-    empty = Embedder(server.url)({"text": texts([])})
+    empty = Embedder(base_url=server.url)({"text": texts([])})
     assert empty["embedding"].shape == (0, 384)
 
 
 def test_errors_that_are_not_a_rows_fail_the_batch_without_bisecting(server: FakeVLLM) -> None:
-    embedder = Embedder(server.url, on_error="column", max_retries=1, batch_size=2)
+    embedder = Embedder(base_url=server.url, on_error="column", max_retries=1, batch_size=2)
     server.fail(503, path="/v1/embeddings", times=None)
     with pytest.raises(vt.ServiceUnavailableError):
         embedder({"text": np.array(TEXTS)})
@@ -129,7 +123,7 @@ def test_errors_that_are_not_a_rows_fail_the_batch_without_bisecting(server: Fak
     server.clear_requests()
     with FakeVLLM(model="plain", tasks=EMBEDDING_TASKS, matryoshka=False) as plain:
         with pytest.raises(vt.MatryoshkaNotSupported):
-            Embedder(plain.url, on_error="column", dimensions=64)({"text": np.array(TEXTS)})
+            Embedder(base_url=plain.url, on_error="column", dimensions=64)({"text": np.array(TEXTS)})
         assert len(plain.received("/v1/embeddings")) == 1  # a setting, not a row: no halves sent
 
 
@@ -159,50 +153,52 @@ def test_isolate_failures_bisects_down_to_the_failing_rows() -> None:
 
 def test_a_missing_column_is_named_with_the_batchs_columns(server: FakeVLLM) -> None:
     with pytest.raises(vt.InvalidInputError) as caught:
-        Embedder(server.url)({"body": np.array(["x"]), "id": np.arange(1)})
+        Embedder(base_url=server.url)({"body": np.array(["x"]), "id": np.arange(1)})
     assert caught.value.field == "text_column" and caught.value.value == "text"
     assert "is not a column of the batch (its columns: 'body', 'id')" in str(caught.value)
     with pytest.raises(vt.InvalidInputError, match="document_column='document': is not a column"):
-        Scorer(server.url)({"query": np.array(["q"]), "doc": np.array(["d"])})
+        Scorer(base_url=server.url)({"query": np.array(["q"]), "doc": np.array(["d"])})
 
 
 def test_a_column_of_other_values_is_named_with_its_dtype(server: FakeVLLM) -> None:
     with pytest.raises(
         vt.InvalidInputError, match=r"text_column='text': holds int64 values of shape \(3,\), not text"
     ):
-        Embedder(server.url)({"text": np.arange(3)})
+        Embedder(base_url=server.url)({"text": np.arange(3)})
     with pytest.raises(vt.InvalidInputError, match=r"holds float32 values of shape \(2, 4\), not text"):
-        Embedder(server.url, on_error="column")({"text": np.zeros((2, 4), dtype=np.float32)})
+        Embedder(base_url=server.url, on_error="column")({"text": np.zeros((2, 4), dtype=np.float32)})
     with pytest.raises(vt.InvalidInputError, match="text_column='text': holds dict, int values, not text"):
-        Embedder(server.url, on_error="column")({"text": texts([1, {"a": 1}, None])})
+        Embedder(base_url=server.url, on_error="column")({"text": texts([1, {"a": 1}, None])})
     assert server.received("/v1/embeddings") == []
 
 
 def test_other_batch_formats_are_refused_and_pandas_is_read(server: FakeVLLM) -> None:
     with pytest.raises(vt.InvalidInputError, match=r'batch=\'Table\'.*batch_format="numpy"'):
-        Embedder(server.url)(pa.table({"text": ["a"]}))
+        Embedder(base_url=server.url)(pa.table({"text": ["a"]}))
     frame = pd.DataFrame({"text": TEXTS[:3], "id": [7, 8, 9]})
-    out = Embedder(server.url)(frame)
+    out = Embedder(base_url=server.url)(frame)
     assert isinstance(out, dict) and out["id"].tolist() == [7, 8, 9] and out["embedding"].shape == (3, 384)
 
 
 def test_bad_settings_are_refused_at_construction(server: FakeVLLM) -> None:
     with pytest.raises(vt.InvalidInputError, match="output_column='text': is also text_column"):
-        Embedder(server.url, output_column="text")
+        Embedder(base_url=server.url, output_column="text")
     with pytest.raises(vt.InvalidInputError, match="on_error='skip'"):
-        Embedder(server.url, on_error="skip")  # type: ignore[arg-type]
+        Embedder(base_url=server.url, on_error="skip")  # type: ignore[arg-type]
     with pytest.raises(vt.InvalidInputError, match=r"embed_options=\['batch', 'input'\]: are not keyword"):
-        Embedder(server.url, embed_options={"batch": 1, "input": ["x"]})
+        Embedder(base_url=server.url, embed_options={"batch": 1, "input": ["x"]})
     with pytest.raises(vt.InvalidInputError, match="batch_size"):
-        Embedder(server.url, batch_size=0)
+        Embedder(base_url=server.url, batch_size=0)
     with pytest.raises(vt.InvalidInputError, match="base_url"):
-        Embedder("no-scheme-host:8000")
+        Embedder(base_url="no-scheme-host:8000")
     with pytest.raises(vt.InvalidInputError, match="error_column"):
-        Scorer(server.url, error_column="")
+        Scorer(base_url=server.url, error_column="")
 
 
 def test_instances_pickle_and_the_class_cloudpickles_as_ray_sends_it(server: FakeVLLM) -> None:
-    embedder = Embedder(server.url, "minilm", api_key="secret", batch_size=3, on_error="column")
+    embedder = Embedder(
+        base_url=server.url, model="minilm", api_key="secret", batch_size=3, on_error="column"
+    )
     copy = pickle.loads(pickle.dumps(embedder))
     assert copy._client is not embedder._client and copy.options == embedder.options
     assert "secret" not in repr(copy)
@@ -229,7 +225,7 @@ def reranker() -> Iterator[FakeVLLM]:
 def test_scores_are_zipped_pairs_and_refused_pairs_go_to_the_error_column(reranker: FakeVLLM) -> None:
     queries = ["capital of France?", "yellow fruit?", "what purrs?", "capital of France?"]
     documents = ["Paris is the capital of France.", "Bananas are yellow.", LONG, None]
-    out = Scorer(reranker.url, on_error="column", batch_size=2)(
+    out = Scorer(base_url=reranker.url, on_error="column", batch_size=2)(
         {"query": texts(queries), "document": texts(documents), "id": np.arange(4)}
     )
     assert out["score"].dtype == np.float64
@@ -241,13 +237,15 @@ def test_scores_are_zipped_pairs_and_refused_pairs_go_to_the_error_column(rerank
     assert np.isnan(out["score"][2:]).all() and out["error"][:2].tolist() == ["", ""]
     assert out["error"][2].startswith("ContextLengthExceeded") and "document[3]=None" in out["error"][3]
     with pytest.raises(vt.ContextLengthExceeded):
-        Scorer(reranker.url, query_column="q", document_column="d")(
+        Scorer(base_url=reranker.url, query_column="q", document_column="d")(
             {"q": texts(queries[:3]), "d": texts(documents[:3])}
         )
 
 
 def test_scorer_options_reach_the_server(reranker: FakeVLLM) -> None:
-    scorer = Scorer(reranker.url, truncate_prompt_tokens=-1, score_options={"extra_body": {"priority": 1}})
+    scorer = Scorer(
+        base_url=reranker.url, truncate_prompt_tokens=-1, score_options={"extra_body": {"priority": 1}}
+    )
     scorer({"query": np.array(["q"]), "document": np.array(["d"])})
     sent = reranker.received("/score")[-1].json
     assert sent["truncate_prompt_tokens"] == -1 and sent["priority"] == 1
@@ -261,7 +259,11 @@ def test_scorer_options_reach_the_server(reranker: FakeVLLM) -> None:
 def test_transcripts_per_row_with_segments_and_undecodable_rows_in_the_error_column() -> None:
     with FakeVLLM(model="whisper", tasks=SPEECH_TASKS) as fake:
         transcriber = Transcriber(
-            fake.url, audio_column="bytes", segments_column="segments", language="en", on_error="column"
+            base_url=fake.url,
+            audio_column="bytes",
+            segments_column="segments",
+            language="en",
+            on_error="column",
         )
         column = texts([FOX.read_bytes(), str(FOX), b"RIFF....WAVEfmt garbage", 42])
         out = transcriber({"bytes": column, "path": np.array(["a", "b", "c", "d"])})
@@ -280,7 +282,7 @@ def test_transcripts_per_row_with_segments_and_undecodable_rows_in_the_error_col
         sent = fake.received("/v1/audio/transcriptions")
         assert len(sent) == 2 and {r.form["response_format"] for r in sent} == {"verbose_json"}
         with pytest.raises(vt.AudioDecodeError):
-            Transcriber(fake.url, audio_column="bytes")({"bytes": column[2:3]})
+            Transcriber(base_url=fake.url, audio_column="bytes")({"bytes": column[2:3]})
 
 
 def png(color: str) -> bytes:
@@ -295,7 +297,9 @@ def test_ocr_of_images_pdfs_and_arrays_with_blocks(tmp_path: Path) -> None:
     pages[0].save(pdf, format="PDF", save_all=True, append_images=pages[1:], resolution=72)
     with FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS) as fake, vt.Client(fake.url) as client:
         expected = client.ocr(png("white"))
-        ocr = OCR(fake.url, image_column="image", blocks_column="blocks", on_error="column", concurrency=2)
+        ocr = OCR(
+            base_url=fake.url, image_column="image", blocks_column="blocks", on_error="column", concurrency=2
+        )
         out = ocr({"image": texts([png("white"), str(pdf), b"not an image", pdf.read_bytes()])})
         assert out["markdown"][0] == expected.markdown and out["error"][0] == ""
         assert (
@@ -306,9 +310,9 @@ def test_ocr_of_images_pdfs_and_arrays_with_blocks(tmp_path: Path) -> None:
         assert [b["label"] for b in blocks] == ["title", "text", "table"] * 2 and {
             b["page"] for b in blocks
         } == {0, 1}
-        arrays = OCR(fake.url)({"image": np.zeros((3, 48, 64, 3), dtype=np.uint8)})
+        arrays = OCR(base_url=fake.url)({"image": np.zeros((3, 48, 64, 3), dtype=np.uint8)})
         assert arrays["markdown"].tolist() == [expected.markdown] * 3
         with pytest.raises(vt.ImageError):
-            OCR(fake.url)({"image": texts([b"not an image"])})
+            OCR(base_url=fake.url)({"image": texts([b"not an image"])})
         with pytest.raises(vt.InvalidInputError, match="ocr_options=\\['pages'\\]"):
-            OCR(fake.url, ocr_options={"pages": "1"})
+            OCR(base_url=fake.url, ocr_options={"pages": "1"})

@@ -39,6 +39,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import sys
@@ -263,35 +264,39 @@ _RESERVED = frozenset(
 )
 
 
+@dataclasses.dataclass(kw_only=True, eq=False)
 class _BatchCallable:
-    """What every class shares: the connection, the client built from it, the error column."""
+    """What every class shares: the connection settings, the client built from them, the error column.
 
-    def __init__(
-        self,
-        *,
-        base_url: str | None,
-        model: str | None,
-        api_key: str | None,
-        timeout: float | None,
-        max_retries: int,
-        headers: Mapping[str, str] | None,
-        on_error: OnError,
-        error_column: str,
-    ) -> None:
-        if on_error not in ("raise", "column"):
+    A keyword-only dataclass: each class adds its own fields, and ``__post_init__`` checks them and builds
+    the client (on the Ray worker, where Ray constructs the instance).
+    """
+
+    base_url: str | None = None
+    model: str | None = None
+    on_error: OnError = "raise"
+    error_column: str = "error"
+    api_key: str | None = dataclasses.field(default=None, repr=False)
+    timeout: float | None = DEFAULT_TIMEOUT
+    max_retries: int = defaults.MAX_RETRIES
+    headers: Mapping[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.on_error not in ("raise", "column"):
             raise InvalidInputError(
-                "on_error", on_error, "must be 'raise' or 'column'", "'column' writes a per-row error column."
+                "on_error",
+                self.on_error,
+                "must be 'raise' or 'column'",
+                "'column' writes a per-row error column.",
             )
         self.connection = Connection(
-            base_url,
-            api_key=api_key,
-            model=model,
-            timeout=timeout,
-            max_retries=max_retries,
-            headers=dict(headers) if headers is not None else None,
+            self.base_url,
+            api_key=self.api_key,
+            model=self.model,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+            headers=dict(self.headers) if self.headers is not None else None,
         )
-        self.on_error: OnError = on_error
-        self.error_column = error_column
         self._client = self.connection.client()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -302,9 +307,6 @@ class _BatchCallable:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._client = self.connection.client()
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_url={self._client.base_url!r}, model={self._client.model!r})"
 
     def close(self) -> None:
         """Close the client's connections (Ray ends the actor's process anyway when the dataset is done)."""
@@ -373,6 +375,7 @@ def _text_cells(
     return cells, _cell_errors(cells, name, "text", (str,), on_error=on_error, errors=errors)
 
 
+@dataclasses.dataclass(kw_only=True, eq=False)
 class Embedder(_BatchCallable):
     """Embed a text column with ``/v1/embeddings``: one float32 vector per row, in row order.
 
@@ -409,47 +412,27 @@ class Embedder(_BatchCallable):
         ((2, 384), dtype('float32'))
     """
 
-    def __init__(
-        self,
-        base_url: str | None = None,
-        model: str | None = None,
-        *,
-        text_column: str = "text",
-        output_column: str = "embedding",
-        dimensions: int | None = None,
-        truncate_prompt_tokens: int | None = None,
-        batch_size: int = defaults.EMBED_BATCH_SIZE,
-        concurrency: int = defaults.CONCURRENCY,
-        embed_options: Mapping[str, Any] | None = None,
-        on_error: OnError = "raise",
-        error_column: str = "error",
-        api_key: str | None = None,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        max_retries: int = defaults.MAX_RETRIES,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        _check_names(text_column=text_column, output_column=output_column, error_column=error_column)
-        options = _call_options(Client.embed, embed_options, "embed_options")
-        self.text_column = text_column
-        self.output_column = output_column
+    text_column: str = "text"
+    output_column: str = "embedding"
+    dimensions: int | None = None
+    truncate_prompt_tokens: int | None = None
+    batch_size: int = defaults.EMBED_BATCH_SIZE
+    concurrency: int = defaults.CONCURRENCY
+    embed_options: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        _check_names(
+            text_column=self.text_column, output_column=self.output_column, error_column=self.error_column
+        )
         self.options = {
-            **options,
-            "dimensions": dimensions,
-            "truncate_prompt_tokens": truncate_prompt_tokens,
-            "batch_size": positive_int("batch_size", batch_size),
-            "concurrency": positive_int("concurrency", concurrency),
+            **_call_options(Client.embed, self.embed_options, "embed_options"),
+            "dimensions": self.dimensions,
+            "truncate_prompt_tokens": self.truncate_prompt_tokens,
+            "batch_size": positive_int("batch_size", self.batch_size),
+            "concurrency": positive_int("concurrency", self.concurrency),
         }
         self.width: int | None = None  # learned from the first answer: the NaN rows' width
-        super().__init__(
-            base_url=base_url,
-            model=model,
-            api_key=api_key,
-            timeout=timeout,
-            max_retries=max_retries,
-            headers=headers,
-            on_error=on_error,
-            error_column=error_column,
-        )
+        super().__post_init__()
 
     def _vectors(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         vectors: npt.NDArray[np.float32] = self._client.embed(list(texts), **self.options).vectors
@@ -475,6 +458,7 @@ class Embedder(_BatchCallable):
         return self._finish(columns, {self.output_column: vectors}, errors)
 
 
+@dataclasses.dataclass(kw_only=True, eq=False)
 class Scorer(_BatchCallable):
     """Score a query column against a document column with ``/score``: one float64 score per row.
 
@@ -504,51 +488,28 @@ class Scorer(_BatchCallable):
         array([0.97, 0.01])
     """
 
-    def __init__(
-        self,
-        base_url: str | None = None,
-        model: str | None = None,
-        *,
-        query_column: str = "query",
-        document_column: str = "document",
-        output_column: str = "score",
-        truncate_prompt_tokens: int | None = None,
-        batch_size: int = defaults.SCORE_BATCH_SIZE,
-        concurrency: int = defaults.CONCURRENCY,
-        score_options: Mapping[str, Any] | None = None,
-        on_error: OnError = "raise",
-        error_column: str = "error",
-        api_key: str | None = None,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        max_retries: int = defaults.MAX_RETRIES,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
+    query_column: str = "query"
+    document_column: str = "document"
+    output_column: str = "score"
+    truncate_prompt_tokens: int | None = None
+    batch_size: int = defaults.SCORE_BATCH_SIZE
+    concurrency: int = defaults.CONCURRENCY
+    score_options: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
         _check_names(
-            query_column=query_column,
-            document_column=document_column,
-            output_column=output_column,
-            error_column=error_column,
+            query_column=self.query_column,
+            document_column=self.document_column,
+            output_column=self.output_column,
+            error_column=self.error_column,
         )
-        options = _call_options(Client.score, score_options, "score_options")
-        self.query_column = query_column
-        self.document_column = document_column
-        self.output_column = output_column
         self.options = {
-            **options,
-            "truncate_prompt_tokens": truncate_prompt_tokens,
-            "batch_size": positive_int("batch_size", batch_size),
-            "concurrency": positive_int("concurrency", concurrency),
+            **_call_options(Client.score, self.score_options, "score_options"),
+            "truncate_prompt_tokens": self.truncate_prompt_tokens,
+            "batch_size": positive_int("batch_size", self.batch_size),
+            "concurrency": positive_int("concurrency", self.concurrency),
         }
-        super().__init__(
-            base_url=base_url,
-            model=model,
-            api_key=api_key,
-            timeout=timeout,
-            max_retries=max_retries,
-            headers=headers,
-            on_error=on_error,
-            error_column=error_column,
-        )
+        super().__post_init__()
 
     def _scores(self, queries: list[str], documents: list[str]) -> npt.NDArray[np.float64]:
         scores: npt.NDArray[np.float64] = self._client.score(queries, documents, **self.options).scores
@@ -582,6 +543,7 @@ _AUDIO_CELLS: tuple[type, ...] = (bytes, str)
 _IMAGE_CELLS: tuple[type, ...] = (bytes, str, np.ndarray)
 
 
+@dataclasses.dataclass(kw_only=True, eq=False)
 class Transcriber(_BatchCallable):
     """Transcribe an audio column with ``/v1/audio/transcriptions``: one transcript per row.
 
@@ -615,47 +577,25 @@ class Transcriber(_BatchCallable):
         ... )
     """
 
-    def __init__(
-        self,
-        base_url: str | None = None,
-        model: str | None = None,
-        *,
-        audio_column: str = "audio",
-        output_column: str = "transcript",
-        segments_column: str | None = None,
-        language: str | None = None,
-        concurrency: int = defaults.CONCURRENCY,
-        transcribe_options: Mapping[str, Any] | None = None,
-        on_error: OnError = "raise",
-        error_column: str = "error",
-        api_key: str | None = None,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        max_retries: int = defaults.MAX_RETRIES,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
+    audio_column: str = "audio"
+    output_column: str = "transcript"
+    segments_column: str | None = None
+    language: str | None = None
+    concurrency: int = defaults.CONCURRENCY
+    transcribe_options: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
         _check_names(
-            audio_column=audio_column,
-            output_column=output_column,
-            segments_column=segments_column,
-            error_column=error_column,
+            audio_column=self.audio_column,
+            output_column=self.output_column,
+            segments_column=self.segments_column,
+            error_column=self.error_column,
         )
-        options = _call_options(Client.transcribe, transcribe_options, "transcribe_options")
-        self.audio_column = audio_column
-        self.output_column = output_column
-        self.segments_column = segments_column
-        self.concurrency = positive_int("concurrency", concurrency)
-        response_format = "verbose_json" if segments_column is not None else options.get("response_format")
-        self.options = {**options, "language": language, "response_format": response_format or "json"}
-        super().__init__(
-            base_url=base_url,
-            model=model,
-            api_key=api_key,
-            timeout=timeout,
-            max_retries=max_retries,
-            headers=headers,
-            on_error=on_error,
-            error_column=error_column,
-        )
+        options = _call_options(Client.transcribe, self.transcribe_options, "transcribe_options")
+        positive_int("concurrency", self.concurrency)
+        verbose = "verbose_json" if self.segments_column is not None else options.get("response_format")
+        self.options = {**options, "language": self.language, "response_format": verbose or "json"}
+        super().__post_init__()
 
     def __call__(self, batch: Any) -> dict[str, Any]:
         """Transcribe one batch: the input columns, ``output_column`` and ``segments_column`` if set.
@@ -682,6 +622,7 @@ class Transcriber(_BatchCallable):
         return self._finish(columns, outputs, errors)
 
 
+@dataclasses.dataclass(kw_only=True, eq=False)
 class OCR(_BatchCallable):
     """OCR an image or PDF column with DeepSeek-OCR (``/v1/chat/completions``): one markdown text per row.
 
@@ -717,49 +658,27 @@ class OCR(_BatchCallable):
         ... )
     """
 
-    def __init__(
-        self,
-        base_url: str | None = None,
-        model: str | None = None,
-        *,
-        image_column: str = "image",
-        output_column: str = "markdown",
-        blocks_column: str | None = None,
-        prompt: str = "markdown",
-        max_tokens: int | None = defaults.OCR_MAX_TOKENS,
-        concurrency: int = defaults.CONCURRENCY,
-        pdf_concurrency: int = defaults.OCR_PDF_CONCURRENCY,
-        ocr_options: Mapping[str, Any] | None = None,
-        on_error: OnError = "raise",
-        error_column: str = "error",
-        api_key: str | None = None,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        max_retries: int = defaults.MAX_RETRIES,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
+    image_column: str = "image"
+    output_column: str = "markdown"
+    blocks_column: str | None = None
+    prompt: str = "markdown"
+    max_tokens: int | None = defaults.OCR_MAX_TOKENS
+    concurrency: int = defaults.CONCURRENCY
+    pdf_concurrency: int = defaults.OCR_PDF_CONCURRENCY
+    ocr_options: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
         _check_names(
-            image_column=image_column,
-            output_column=output_column,
-            blocks_column=blocks_column,
-            error_column=error_column,
+            image_column=self.image_column,
+            output_column=self.output_column,
+            blocks_column=self.blocks_column,
+            error_column=self.error_column,
         )
-        options = _call_options(Client.ocr, ocr_options, "ocr_options")
-        self.image_column = image_column
-        self.output_column = output_column
-        self.blocks_column = blocks_column
-        self.concurrency = positive_int("concurrency", concurrency)
-        self.pdf_concurrency = positive_int("pdf_concurrency", pdf_concurrency)
-        self.options = {**options, "prompt": prompt, "max_tokens": max_tokens}
-        super().__init__(
-            base_url=base_url,
-            model=model,
-            api_key=api_key,
-            timeout=timeout,
-            max_retries=max_retries,
-            headers=headers,
-            on_error=on_error,
-            error_column=error_column,
-        )
+        options = _call_options(Client.ocr, self.ocr_options, "ocr_options")
+        positive_int("concurrency", self.concurrency)
+        positive_int("pdf_concurrency", self.pdf_concurrency)
+        self.options = {**options, "prompt": self.prompt, "max_tokens": self.max_tokens}
+        super().__post_init__()
 
     def _ocr(self, cell: Any) -> OCRDocument | OCRResult:
         pdf = cell.startswith(b"%PDF-") if isinstance(cell, bytes) else isinstance(cell, str) and is_pdf(cell)
