@@ -14,6 +14,7 @@ import io
 import os
 import re
 import subprocess
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,9 +36,23 @@ RAY_PROCESSES = ("raylet", "gcs_server", "ray::", "default_worker.py", "dashboar
 
 
 def ray_processes() -> list[str]:
-    """Ray's processes on this machine (by command line): what a runtime leaves when it is not shut down."""
-    listing = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
-    return [line for line in listing.splitlines()[1:] if any(name in line for name in RAY_PROCESSES)]
+    """Ray's live processes on this machine (by command line): what a runtime leaves when it is not shut
+    down. Zombies (state Z: exited, not yet reaped by the init process they were handed to) do not count."""
+    listing = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True, check=True)
+    rows = [line.split(None, 2) for line in listing.stdout.splitlines()[1:]]
+    return [
+        " ".join(row)
+        for row in rows
+        if len(row) == 3 and not row[1].startswith("Z") and any(name in row[2] for name in RAY_PROCESSES)
+    ]
+
+
+def wait_for_ray_processes_to_exit(before: list[str], seconds: float = 15.0) -> list[str]:
+    """The Ray processes not there ``before``, once they are gone or ``seconds`` have passed."""
+    deadline = time.monotonic() + seconds
+    while (left := [p for p in ray_processes() if p not in before]) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +76,7 @@ def ray_runtime() -> Iterator[None]:
             yield
         finally:
             ray.shutdown()
-    assert ray_processes() == before
+    assert wait_for_ray_processes_to_exit(before) == []
 
 
 def mapped(dataset: ray.data.Dataset, cls: type, batch_size: int, **kwargs: Any) -> list[dict[str, Any]]:
@@ -183,20 +198,20 @@ def page(text: str) -> bytes:
 
 def test_ocr_on_the_ocr_server_equals_client_ocr(ray_runtime: None, vllm_ocr: Any) -> None:
     """The tiny model's text is meaningless but deterministic (greedy): the Ray rows equal the SDK's."""
-    images = [page(text) for text in ("Invoice 42", "Total 99.00", "Page three")]
+    images = [page(text) for text in ("Invoice 42", "Total 99.00")]  # seconds per image on 2 cores
     dataset = ray.data.from_items([{"image": image} for image in images] + [{"image": b"not an image"}])
     rows = mapped(
         dataset,
         OCR,
         batch_size=2,
         base_url=vllm_ocr.base_url,
-        max_tokens=8,
+        max_tokens=4,
         blocks_column="blocks",
         on_error="column",
     )
     with vt.Client(vllm_ocr.base_url) as client, warnings.catch_warnings():
-        warnings.simplefilter("ignore", vt.OCRTruncatedWarning)  # 8 tokens: every page is cut short
-        expected = [client.ocr(image, max_tokens=8).markdown for image in images]
+        warnings.simplefilter("ignore", vt.OCRTruncatedWarning)  # 4 tokens: every page is cut short
+        expected = [client.ocr(image, max_tokens=4).markdown for image in images]
     assert [row["markdown"] for row in rows] == [*expected, ""]
-    assert [row["error"] for row in rows][:3] == ["", "", ""] and rows[3]["error"].startswith("ImageError")
-    assert all(row["blocks"].startswith("[") for row in rows[:3])
+    assert [row["error"] for row in rows][:2] == ["", ""] and rows[2]["error"].startswith("ImageError")
+    assert all(row["blocks"].startswith("[") for row in rows[:2]) and rows[2]["blocks"] == ""
