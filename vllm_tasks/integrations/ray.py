@@ -110,8 +110,11 @@ def isolate_failures(
         Whatever ``run`` raises that is not a row's error (connection, authentication, 5xx after retries).
 
     Example:
-        >>> isolate_failures(lambda rows: [texts[i] for i in rows], [0, 1, 2], [None] * 3)
-        [([0, 1, 2], ['a', 'b', 'c'])]
+        >>> errors = [None] * 4
+        >>> isolate_failures(lambda rows: client.embed([texts[r] for r in rows]).vectors, [0, 1, 2, 3], errors)
+        [([0, 1], array(...)), ([3], array(...))]      # texts[2] was refused
+        >>> errors[2]
+        'ContextLengthExceeded: 400 ...'
     """
     if not rows:
         return []
@@ -132,7 +135,7 @@ def isolate_failures(
 # --------------------------------------------------------------------------------------------------
 
 
-def batch_columns(batch: Any) -> dict[str, Any]:
+def _batch_columns(batch: Any) -> dict[str, Any]:
     """A batch as a dict of columns: a mapping as it is, a pandas DataFrame as numpy arrays.
 
     Raises:
@@ -445,7 +448,7 @@ class Embedder(_BatchCallable):
         Raises:
             InvalidInputError: a missing or non-text ``text_column`` (see the class).
         """
-        columns = batch_columns(batch)
+        columns = _batch_columns(batch)
         texts, errors = _text_cells(columns, self.text_column, "text_column", None, self.on_error)
         valid = [row for row, error in enumerate(errors) if error is None]
         done = self._isolating(lambda rows: self._vectors([texts[row] for row in rows]), valid, errors)
@@ -521,7 +524,7 @@ class Scorer(_BatchCallable):
         Raises:
             InvalidInputError: a missing or non-text ``query_column`` / ``document_column``.
         """
-        columns = batch_columns(batch)
+        columns = _batch_columns(batch)
         queries, errors = _text_cells(columns, self.query_column, "query_column", None, self.on_error)
         documents, errors = _text_cells(
             columns, self.document_column, "document_column", errors, self.on_error
@@ -603,7 +606,7 @@ class Transcriber(_BatchCallable):
         Raises:
             InvalidInputError: a missing ``audio_column`` or one of other values (see the class).
         """
-        columns = batch_columns(batch)
+        columns = _batch_columns(batch)
         cells = _cells(columns, self.audio_column, "audio_column", "audio bytes, paths or URLs", _AUDIO_CELLS)
         errors = _cell_errors(
             cells, self.audio_column, "audio bytes, a path or a URL", _AUDIO_CELLS, on_error=self.on_error
@@ -693,7 +696,7 @@ class OCR(_BatchCallable):
         Raises:
             InvalidInputError: a missing ``image_column`` or one of other values (see the class).
         """
-        columns = batch_columns(batch)
+        columns = _batch_columns(batch)
         array = _column(columns, self.image_column, "image_column", "images")
         if array.ndim >= 3 and array.dtype.kind in "uif":  # a batch of same-sized images: one per row
             cells: list[Any] = list(array)
