@@ -111,7 +111,8 @@ def isolate_failures(
 
     Example:
         >>> errors = [None] * 4
-        >>> isolate_failures(lambda rows: client.embed([texts[r] for r in rows]).vectors, [0, 1, 2, 3], errors)
+        >>> embed = lambda rows: client.embed([texts[r] for r in rows]).vectors
+        >>> isolate_failures(embed, [0, 1, 2, 3], errors)
         [([0, 1], array(...)), ([3], array(...))]      # texts[2] was refused
         >>> errors[2]
         'ContextLengthExceeded: 400 ...'
