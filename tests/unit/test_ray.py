@@ -189,6 +189,13 @@ def test_bad_settings_are_refused_at_construction(server: FakeVLLM) -> None:
         Embedder(base_url=server.url, embed_options={"batch": 1, "input": ["x"]})
     with pytest.raises(vt.InvalidInputError, match="batch_size"):
         Embedder(base_url=server.url, batch_size=0)
+    with pytest.raises(
+        vt.InvalidInputError,
+        match=r"embed_options=\['dimensions'\]: are arguments of the class.*Pass dimensions",
+    ):
+        Embedder(base_url=server.url, embed_options={"dimensions": 64})
+    with pytest.raises(vt.InvalidInputError, match="response_format"):
+        Transcriber(base_url=server.url, segments_column="s", transcribe_options={"response_format": "text"})
     with pytest.raises(vt.InvalidInputError, match="base_url"):
         Embedder(base_url="no-scheme-host:8000")
     with pytest.raises(vt.InvalidInputError, match="error_column"):

@@ -246,11 +246,24 @@ def _check_names(**names: str | None) -> None:
 
 
 def _call_options(
-    method: Callable[..., Any], options: Mapping[str, Any] | None, field: str
+    method: Callable[..., Any], options: Mapping[str, Any] | None, field: str, own: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """``options`` checked against ``method``'s keyword arguments (the ones a class sets itself left out)."""
+    """The keyword arguments for ``method``: ``options`` (checked against its signature) and ``own``, the
+    ones the class sets from its own arguments (which ``options`` may not set again).
+
+    Raises:
+        InvalidInputError: a name ``method`` does not take, or one of ``own``'s (naming the argument to use).
+    """
     given = dict(options or {})
-    allowed = set(inspect.signature(method).parameters) - _RESERVED
+    twice = sorted(set(given) & set(own))
+    if twice:
+        raise InvalidInputError(
+            field,
+            twice,
+            "are arguments of the class itself",
+            f"Pass {', '.join(twice)} directly, not in {field}.",
+        )
+    allowed = set(inspect.signature(method).parameters) - _RESERVED - set(own)
     unknown = sorted(set(given) - allowed)
     if unknown:
         raise InvalidInputError(
@@ -259,7 +272,7 @@ def _call_options(
             f"are not keyword arguments of Client.{method.__name__} that can be set here",
             f"Use some of: {', '.join(sorted(allowed))}.",
         )
-    return given
+    return {**given, **own}
 
 
 #: Arguments the classes set from their own settings or columns.
@@ -428,13 +441,13 @@ class Embedder(_BatchCallable):
         _check_names(
             text_column=self.text_column, output_column=self.output_column, error_column=self.error_column
         )
-        self.options = {
-            **_call_options(Client.embed, self.embed_options, "embed_options"),
+        own = {
             "dimensions": self.dimensions,
             "truncate_prompt_tokens": self.truncate_prompt_tokens,
             "batch_size": positive_int("batch_size", self.batch_size),
             "concurrency": positive_int("concurrency", self.concurrency),
         }
+        self.options = _call_options(Client.embed, self.embed_options, "embed_options", own)
         self.width: int | None = None  # learned from the first answer: the NaN rows' width
         super().__post_init__()
 
@@ -507,12 +520,12 @@ class Scorer(_BatchCallable):
             output_column=self.output_column,
             error_column=self.error_column,
         )
-        self.options = {
-            **_call_options(Client.score, self.score_options, "score_options"),
+        own = {
             "truncate_prompt_tokens": self.truncate_prompt_tokens,
             "batch_size": positive_int("batch_size", self.batch_size),
             "concurrency": positive_int("concurrency", self.concurrency),
         }
+        self.options = _call_options(Client.score, self.score_options, "score_options", own)
         super().__post_init__()
 
     def _scores(self, queries: list[str], documents: list[str]) -> npt.NDArray[np.float64]:
@@ -595,10 +608,11 @@ class Transcriber(_BatchCallable):
             segments_column=self.segments_column,
             error_column=self.error_column,
         )
-        options = _call_options(Client.transcribe, self.transcribe_options, "transcribe_options")
         positive_int("concurrency", self.concurrency)
-        verbose = "verbose_json" if self.segments_column is not None else options.get("response_format")
-        self.options = {**options, "language": self.language, "response_format": verbose or "json"}
+        own: dict[str, Any] = {"language": self.language}
+        if self.segments_column is not None:
+            own["response_format"] = "verbose_json"  # the segments come only with it
+        self.options = _call_options(Client.transcribe, self.transcribe_options, "transcribe_options", own)
         super().__post_init__()
 
     def __call__(self, batch: Any) -> dict[str, Any]:
@@ -678,10 +692,10 @@ class OCR(_BatchCallable):
             blocks_column=self.blocks_column,
             error_column=self.error_column,
         )
-        options = _call_options(Client.ocr, self.ocr_options, "ocr_options")
         positive_int("concurrency", self.concurrency)
         positive_int("pdf_concurrency", self.pdf_concurrency)
-        self.options = {**options, "prompt": self.prompt, "max_tokens": self.max_tokens}
+        own = {"prompt": self.prompt, "max_tokens": self.max_tokens}
+        self.options = _call_options(Client.ocr, self.ocr_options, "ocr_options", own)
         super().__post_init__()
 
     def _ocr(self, cell: Any) -> OCRDocument | OCRResult:
