@@ -355,8 +355,11 @@ class _BatchCallable:
                 errors[row] = _describe(error)
                 return None
 
-        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        pool = ThreadPoolExecutor(max_workers=concurrency)
+        try:
             return list(pool.map(one, range(len(cells))))
+        finally:
+            pool.shutdown(cancel_futures=True)  # after an error, the rows not started yet are not sent
 
     def _isolating(
         self, run: Callable[[list[int]], Output], rows: list[int], errors: list[str | None]
