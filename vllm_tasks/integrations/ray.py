@@ -355,11 +355,9 @@ class _BatchCallable:
                 errors[row] = _describe(error)
                 return None
 
-        pool = ThreadPoolExecutor(max_workers=concurrency)
-        try:
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            # after an error, Executor.map cancels the rows not started yet: they are not sent
             return list(pool.map(one, range(len(cells))))
-        finally:
-            pool.shutdown(cancel_futures=True)  # after an error, the rows not started yet are not sent
 
     def _isolating(
         self, run: Callable[[list[int]], Output], rows: list[int], errors: list[str | None]
