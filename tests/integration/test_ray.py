@@ -60,6 +60,7 @@ def ray_runtime() -> Iterator[None]:
     """A local Ray runtime: 2 CPUs, a 128 MiB object store, no dashboard, no usage stats; shut down after,
     with no process left."""
     before = ray_processes()
+    started = time.perf_counter()
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RAY_USAGE_STATS_ENABLED", "0")
         ray.init(
@@ -72,11 +73,15 @@ def ray_runtime() -> Iterator[None]:
         context = ray.data.DataContext.get_current()
         context.execution_options.preserve_order = True  # rows come back in dataset order
         context.enable_progress_bars = False
+        print(f"Ray runtime started in {time.perf_counter() - started:.1f} s")  # shown with -rA
         try:
             yield
         finally:
+            stopping = time.perf_counter()
             ray.shutdown()
-    assert wait_for_ray_processes_to_exit(before) == []
+            left = wait_for_ray_processes_to_exit(before)
+            print(f"Ray runtime stopped in {time.perf_counter() - stopping:.1f} s")
+    assert left == []
 
 
 def mapped(dataset: ray.data.Dataset, cls: type, batch_size: int, **kwargs: Any) -> list[dict[str, Any]]:
