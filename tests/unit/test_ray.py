@@ -63,6 +63,13 @@ def test_vectors_are_the_servers_in_row_order_in_requests_of_batch_size(server: 
     assert sorted(map(len, sent)) == [2, 4, 4] and sorted(t for s in sent for t in s) == sorted(TEXTS)
 
 
+def test_a_413_from_a_proxy_halves_the_requests_and_every_row_is_embedded(server: FakeVLLM) -> None:
+    server.fail(413, path="/v1/embeddings", times=1)
+    out = Embedder(base_url=server.url, batch_size=10)({"text": np.array(TEXTS)})  # the client's halving
+    np.testing.assert_allclose(out["embedding"], np.stack([server.vector(t) for t in TEXTS]), atol=1e-6)
+    assert [len(r.json["input"]) for r in server.received("/v1/embeddings")] == [10, 5, 5]
+
+
 def test_options_reach_the_server_and_plain_lists_are_batches(server: FakeVLLM) -> None:
     embedder = Embedder(
         base_url=server.url,
