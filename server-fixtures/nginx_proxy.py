@@ -85,26 +85,14 @@ class NginxProxy:
 
     def config(self, folder: Path) -> str:
         """The nginx.conf text for ``folder`` (also written there by ``start()``)."""
-        user = pwd.getpwuid(os.geteuid()).pw_name
         up = "{}:{}".format(*self.upstream)
         gw = "{}:{}".format(*self.gateway_upstream)
         t = f"{self.gateway_timeout:g}s"
         listen = f"listen {self.host}:{{}};"
         html = MAINTENANCE_HTML.replace("'", "\\'").replace("\n", "\\n")
-        return f"""
-{"user " + user + ";" if os.geteuid() == 0 else ""}
-worker_processes 1;
-pid {folder}/nginx.pid;
-error_log {folder}/error.log warn;
-events {{ worker_connections 256; }}
-http {{
-    access_log {folder}/access.log;
-    client_body_temp_path {folder}/tmp/body;
-    proxy_temp_path {folder}/tmp/proxy;
-    fastcgi_temp_path {folder}/tmp/fastcgi;
-    uwsgi_temp_path {folder}/tmp/uwsgi;
-    scgi_temp_path {folder}/tmp/scgi;
-    default_type application/octet-stream;
+        return nginx_conf(
+            folder,
+            f"""
     client_max_body_size 64m;
     proxy_http_version 1.1;
     proxy_set_header Host $host;
@@ -135,8 +123,8 @@ http {{
             proxy_pass http://{self.host}:{self.dead_port};
             error_page 502 503 504 = @maintenance; }}
         location @maintenance {{ default_type text/html; return 200 '{html}'; }} }}
-}}
-"""
+""",
+        )
 
     def start(self, timeout: float = 15.0) -> NginxProxy:
         """Write the config into a new temporary folder, start nginx, wait until every block listens."""
@@ -197,6 +185,29 @@ http {{
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def nginx_conf(folder: Path, http: str) -> str:
+    """A whole nginx.conf whose pid file, logs and temp folders are in ``folder`` (``start()`` makes
+    ``folder/tmp``), with ``http`` (upstream and server blocks) inside its ``http`` block."""
+    user = pwd.getpwuid(os.geteuid()).pw_name
+    return f"""
+{"user " + user + ";" if os.geteuid() == 0 else ""}
+worker_processes 1;
+pid {folder}/nginx.pid;
+error_log {folder}/error.log warn;
+events {{ worker_connections 256; }}
+http {{
+    access_log {folder}/access.log;
+    client_body_temp_path {folder}/tmp/body;
+    proxy_temp_path {folder}/tmp/proxy;
+    fastcgi_temp_path {folder}/tmp/fastcgi;
+    uwsgi_temp_path {folder}/tmp/uwsgi;
+    scgi_temp_path {folder}/tmp/scgi;
+    default_type application/octet-stream;
+{http}
+}}
+"""
 
 
 def _listening(host: str, port: int) -> bool:

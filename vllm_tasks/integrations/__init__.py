@@ -4,7 +4,10 @@
   ``VLLMReranker``, ``VLLMOCRLoader``, ``VLLMTranscriptLoader``.
 - :mod:`vllm_tasks.integrations.llama_index` (``pip install "vllm-tasks[llama-index]"``):
   ``VLLMEmbedding``, ``VLLMRerank``.
+- :mod:`vllm_tasks.integrations.ray` (``pip install "vllm-tasks[ray]"`` for Ray Data itself): ``Embedder``,
+  ``Scorer``, ``Transcriber``, ``OCR``, callable classes for ``ray.data.Dataset.map_batches``; they
+  import nothing from Ray.
 
-Importing this package imports neither framework; importing an adapter module without its framework
-raises :class:`vllm_tasks.MissingDependency` naming the extra to install.
+Importing this package imports no framework; importing the LangChain or LlamaIndex module without its
+framework raises :class:`vllm_tasks.MissingDependency` naming the extra to install.
 """

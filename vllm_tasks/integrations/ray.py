@@ -1,0 +1,736 @@
+"""Callable classes for Ray Data's ``Dataset.map_batches``: embed, score, transcribe and OCR the rows of
+a dataset on a cluster, through the SDK's client. See ``docs/integrations.md`` and ``docs/scaling.md``.
+
+- :class:`Embedder` -- a text column -> a float32 vector column (``/v1/embeddings``).
+- :class:`Scorer` -- a query and a document column -> a float64 score column (``/score``, pairs zipped).
+- :class:`Transcriber` -- an audio column (bytes, paths, URLs) -> a transcript column.
+- :class:`OCR` -- an image or PDF column (bytes, paths, URLs, image arrays) -> a markdown column.
+
+Ray pickles the class and its constructor arguments and builds one instance per actor, on the worker:
+``__init__`` builds the instance's ``vllm_tasks.Client`` there. An instance pickles too (its settings
+travel, the copy builds its own client). A batch is a dict of numpy arrays (Ray's default
+``batch_format="numpy"``) or a pandas DataFrame (``batch_format="pandas"``); the result is always a dict
+of numpy arrays: every input column, plus the output column (and the ``error`` column, below).
+
+Inside a batch the client does the rest: requests of ``batch_size`` items (bounded in characters, halved
+on a 413), ``concurrency`` in flight, retries of connection errors, timeouts, 408/409/429/5xx with
+backoff (``max_retries``). With ``on_error="column"`` a row the server (or the client's own checks)
+refuses -- an over-long text, an undecodable audio file or image, a null -- gets its message in the
+``error`` column and an empty output (NaN vector or score, ``""`` text) instead of failing the Ray
+task; the failing rows of an embedding or scoring batch are found by splitting it in halves, and every
+other row gets its result. Errors that are not about a row (server down after the retries, a wrong API
+key, a model that does not serve the task) fail the task either way.
+
+The classes import nothing from Ray: ``pip install "vllm-tasks[ray]"`` installs ``ray[data]`` for your
+pipeline.
+
+Example:
+    >>> import ray
+    >>> from vllm_tasks.integrations.ray import Embedder
+    >>> ds = ray.data.read_parquet("corpus/")                      # a "text" column
+    >>> ds = ds.map_batches(
+    ...     Embedder,
+    ...     fn_constructor_kwargs={"base_url": "http://vllm-lb:8000", "model": "BAAI/bge-m3"},
+    ...     batch_size=256,
+    ...     compute=ray.data.ActorPoolStrategy(size=4),
+    ... )
+    >>> ds.write_parquet("embedded/")                              # + an "embedding" column
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from .. import defaults
+from .._sync.client import Client
+from ..errors import (
+    BadRequestError,
+    InputTypeNotSupported,
+    InvalidInputError,
+    MatryoshkaNotSupported,
+    RequestTooLargeError,
+    UnprocessableEntityError,
+)
+from ..types.ocr import OCRDocument, OCRResult
+from ..validation import positive_int
+from ._common import (
+    DEFAULT_TIMEOUT,
+    Connection,
+    is_pdf,
+    ocr_document_pages,
+    ocr_page_records,
+    transcript_records,
+)
+
+__all__ = ["OCR", "Embedder", "Scorer", "Transcriber"]
+
+OnError = Literal["raise", "column"]
+Output = TypeVar("Output")
+
+#: Errors that belong to the rows sent (a too-long text, an undecodable file, a refused value): with
+#: ``on_error="column"`` they are written per row. A setting the model refuses for every row is not one.
+_ROW_ERRORS = (InvalidInputError, BadRequestError, UnprocessableEntityError, RequestTooLargeError)
+_SETTING_ERRORS = (MatryoshkaNotSupported, InputTypeNotSupported)
+
+
+def _is_row_error(error: BaseException) -> bool:
+    return isinstance(error, _ROW_ERRORS) and not isinstance(error, _SETTING_ERRORS)
+
+
+def _describe(error: BaseException) -> str:
+    """What the ``error`` column says: the SDK's exception type and its message."""
+    return f"{type(error).__name__}: {error}"
+
+
+def isolate_failures(
+    run: Callable[[list[int]], Output], rows: list[int], errors: list[str | None]
+) -> list[tuple[list[int], Output]]:
+    """Run ``run`` on ``rows``; when it fails for a row's sake, split the rows in halves and run each,
+    down to single rows, whose errors go to ``errors[row]``. A batch with one bad row costs about
+    ``2 * log2(len(rows))`` extra requests; the other rows all get results.
+
+    Args:
+        run: sends the rows (their indices) and returns their results, in order.
+        rows: the indices of the rows to send.
+        errors: one slot per row of the batch; a failing row's message is written there.
+
+    Returns:
+        The ``(rows, results)`` pairs that succeeded, in row order.
+
+    Raises:
+        Whatever ``run`` raises that is not a row's error (connection, authentication, 5xx after retries).
+
+    Example:
+        >>> errors = [None] * 4
+        >>> embed = lambda rows: client.embed([texts[r] for r in rows]).vectors
+        >>> isolate_failures(embed, [0, 1, 2, 3], errors)
+        [([0, 1], array(...)), ([3], array(...))]      # texts[2] was refused
+        >>> errors[2]
+        'ContextLengthExceeded: 400 ...'
+    """
+    if not rows:
+        return []
+    try:
+        return [(rows, run(rows))]
+    except Exception as error:
+        if not _is_row_error(error):
+            raise
+        if len(rows) == 1:
+            errors[rows[0]] = _describe(error)
+            return []
+    middle = len(rows) // 2
+    return isolate_failures(run, rows[:middle], errors) + isolate_failures(run, rows[middle:], errors)
+
+
+# --------------------------------------------------------------------------------------------------
+# Batches: columns in, columns out
+# --------------------------------------------------------------------------------------------------
+
+
+def _batch_columns(batch: Any) -> dict[str, Any]:
+    """A batch as a dict of columns: a mapping as it is, a pandas DataFrame as numpy arrays.
+
+    Raises:
+        InvalidInputError: any other batch type (e.g. ``batch_format="pyarrow"``).
+    """
+    pandas = sys.modules.get("pandas")
+    if pandas is not None and isinstance(batch, pandas.DataFrame):
+        return {str(name): batch[name].to_numpy() for name in batch.columns}
+    if isinstance(batch, Mapping):
+        return dict(batch)
+    raise InvalidInputError(
+        "batch",
+        type(batch).__name__,
+        "is not a dict of columns or a pandas DataFrame",
+        'Call map_batches with batch_format="numpy" (the default) or "pandas".',
+    )
+
+
+def _column(columns: Mapping[str, Any], name: str, field: str, holds: str) -> npt.NDArray[Any]:
+    """The column ``name`` as a numpy array, or a typed error naming it and what the batch has."""
+    if name not in columns:
+        present = ", ".join(repr(key) for key in columns) or "none"
+        raise InvalidInputError(
+            field,
+            name,
+            f"is not a column of the batch (its columns: {present})",
+            f"Pass {field}= the name of the column that holds {holds}.",
+        )
+    values = columns[name]
+    return values if isinstance(values, np.ndarray) else _objects(list(values))
+
+
+def _wrong_dtype(field: str, name: str, array: npt.NDArray[Any], holds: str) -> InvalidInputError:
+    return InvalidInputError(
+        field,
+        name,
+        f"holds {array.dtype} values of shape {array.shape}, not {holds}",
+        f"Pass {field}= a column of {holds}, or convert this one first (e.g. with ds.map_batches).",
+    )
+
+
+def _cells(
+    columns: Mapping[str, Any],
+    name: str,
+    field: str,
+    holds: str,
+    accepted: tuple[type, ...],
+) -> list[Any]:
+    """One value per row of a column of strings or objects; refuses numeric and nested columns."""
+    array = _column(columns, name, field, holds)
+    if array.ndim != 1 or array.dtype.kind not in "OU":
+        raise _wrong_dtype(field, name, array, holds)
+    cells: list[Any] = array.tolist()
+    present = [cell for cell in cells if cell is not None]
+    if present and not any(isinstance(cell, accepted) for cell in present):
+        kinds = sorted({type(cell).__name__ for cell in present})
+        raise InvalidInputError(
+            field,
+            name,
+            f"holds {', '.join(kinds)} values, not {holds}",
+            f"Pass {field}= a column of {holds}.",
+        )
+    return cells
+
+
+def _cell_errors(
+    cells: list[Any],
+    name: str,
+    holds: str,
+    accepted: tuple[type, ...],
+    *,
+    on_error: OnError,
+    errors: list[str | None] | None = None,
+) -> list[str | None]:
+    """The ``error`` column's text for each cell that cannot be sent (``None`` for the others, and the
+    rows ``errors`` already has); with ``on_error="raise"``, the first such cell raises instead."""
+    errors = list(errors) if errors is not None else [None] * len(cells)
+    for row, cell in enumerate(cells):
+        if errors[row] is not None or isinstance(cell, accepted):
+            continue
+        error = InvalidInputError(
+            f"{name}[{row}]",
+            cell,
+            f"is a {type(cell).__name__}, not {holds}",
+            "Drop or fill such rows first (ds.filter)."
+            + (' Or pass on_error="column" to get a per-row error.' if on_error == "raise" else ""),
+        )
+        if on_error == "raise":
+            raise error
+        errors[row] = _describe(error)
+    return errors
+
+
+def _check_names(**names: str | None) -> None:
+    """Column names are non-empty strings and all different."""
+    seen: dict[str, str] = {}
+    for field, name in names.items():
+        if name is None:
+            continue
+        if not isinstance(name, str) or not name:
+            raise InvalidInputError(field, name, "must be a non-empty column name", f'e.g. {field}="text".')
+        if name in seen:
+            raise InvalidInputError(
+                field, name, f"is also {seen[name]}", "Give each input and output column its own name."
+            )
+        seen[name] = field
+
+
+def _call_options(
+    method: Callable[..., Any], options: Mapping[str, Any] | None, field: str, own: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The keyword arguments for ``method``: ``options`` (checked against its signature) and ``own``, the
+    ones the class sets from its own arguments (which ``options`` may not set again).
+
+    Raises:
+        InvalidInputError: a name ``method`` does not take, or one of ``own``'s (naming the argument to use).
+    """
+    given = dict(options or {})
+    twice = sorted(set(given) & set(own))
+    if twice:
+        raise InvalidInputError(
+            field,
+            twice,
+            "are arguments of the class itself",
+            f"Pass {', '.join(twice)} directly, not in {field}.",
+        )
+    allowed = set(inspect.signature(method).parameters) - _RESERVED - set(own)
+    unknown = sorted(set(given) - allowed)
+    if unknown:
+        raise InvalidInputError(
+            field,
+            unknown,
+            f"are not keyword arguments of Client.{method.__name__} that can be set here",
+            f"Use some of: {', '.join(sorted(allowed))}.",
+        )
+    return {**given, **own}
+
+
+#: Arguments the classes set from their own settings or columns.
+_RESERVED = frozenset(
+    {"self", "input", "messages", "text_1", "text_2", "audio", "image", "pdf", "show_progress", "model"}
+)
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class _BatchCallable:
+    """What every class shares: the connection settings, the client built from them, the error column.
+
+    A keyword-only dataclass: each class adds its own fields, and ``__post_init__`` checks them and builds
+    the client (on the Ray worker, where Ray constructs the instance).
+    """
+
+    base_url: str | None = None
+    model: str | None = None
+    on_error: OnError = "raise"
+    error_column: str = "error"
+    api_key: str | None = dataclasses.field(default=None, repr=False)
+    timeout: float | None = DEFAULT_TIMEOUT
+    max_retries: int = defaults.MAX_RETRIES
+    headers: Mapping[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.on_error not in ("raise", "column"):
+            raise InvalidInputError(
+                "on_error",
+                self.on_error,
+                "must be 'raise' or 'column'",
+                "'column' writes a per-row error column.",
+            )
+        self.connection = Connection(
+            self.base_url,
+            api_key=self.api_key,
+            model=self.model,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+            headers=dict(self.headers) if self.headers is not None else None,
+        )
+        self._client = self.connection.client()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_client"]  # an httpx client does not pickle: the copy builds its own
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._client = self.connection.client()
+
+    def close(self) -> None:
+        """Close the client's connections (Ray ends the actor's process anyway when the dataset is done)."""
+        self._client.close()
+
+    def _finish(
+        self, columns: dict[str, Any], outputs: Mapping[str, npt.NDArray[Any]], errors: list[str | None]
+    ) -> dict[str, Any]:
+        """The batch with the output columns (and, with ``on_error="column"``, the error column) added."""
+        result = {**columns, **outputs}
+        if self.on_error == "column":
+            result[self.error_column] = _strings(errors)
+        return result
+
+    def _each_row(
+        self, send: Callable[[Any], Output], cells: list[Any], errors: list[str | None], concurrency: int
+    ) -> list[Output | None]:
+        """``send`` for every cell without an error yet, ``concurrency`` rows in flight; a row's own error
+        goes to ``errors`` with ``on_error="column"`` (its result is ``None``)."""
+
+        def one(row: int) -> Output | None:
+            if errors[row] is not None:
+                return None
+            try:
+                return send(cells[row])
+            except Exception as error:
+                if self.on_error == "raise" or not _is_row_error(error):
+                    raise
+                errors[row] = _describe(error)
+                return None
+
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            # after an error, Executor.map cancels the rows not started yet: they are not sent
+            return list(pool.map(one, range(len(cells))))
+
+    def _isolating(
+        self, run: Callable[[list[int]], Output], rows: list[int], errors: list[str | None]
+    ) -> list[tuple[list[int], Output]]:
+        """``run`` on the rows; with ``on_error="column"``, failing rows are isolated
+        (:func:`isolate_failures`)."""
+        if self.on_error == "raise":
+            return [(rows, run(rows))] if rows else []
+        return isolate_failures(run, rows, errors)
+
+
+def _objects(values: Sequence[Any]) -> npt.NDArray[np.object_]:
+    """A 1-D object array of ``values`` (strings, bytes, arrays or ``None``), never a string array or a
+    deeper one (numpy would stack equal-shaped arrays)."""
+    array = np.empty(len(values), dtype=object)
+    for index, value in enumerate(values):
+        array[index] = value
+    return array
+
+
+def _strings(values: Sequence[str | None]) -> npt.NDArray[np.object_]:
+    """A text output column: ``""`` where a row has no value. Never ``None``: a batch whose values are all
+    ``None`` would become an Arrow ``null`` column, and Ray's blocks would then disagree on the type
+    (``write_parquet`` writes files that cannot be read back as one table)."""
+    return _objects(["" if value is None else value for value in values])
+
+
+def _text_cells(
+    columns: Mapping[str, Any], name: str, field: str, errors: list[str | None] | None, on_error: OnError
+) -> tuple[list[Any], list[str | None]]:
+    """A text column's cells and the error slots (a cell that is not a string already has its error)."""
+    cells = _cells(columns, name, field, "text", (str,))
+    return cells, _cell_errors(cells, name, "text", (str,), on_error=on_error, errors=errors)
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class Embedder(_BatchCallable):
+    """Embed a text column with ``/v1/embeddings``: one float32 vector per row, in row order.
+
+    Args:
+        base_url: the vLLM server (or the load balancer in front of replicas). Default: env
+            ``VLLM_TASKS_BASE_URL`` on the worker, else ``http://localhost:8000``.
+        model: the served model name (default: the server's first).
+        text_column: the column of texts (strings).
+        output_column: the column the vectors go to: a 2-D float32 array (Ray: a tensor column).
+        dimensions: Matryoshka width.
+        truncate_prompt_tokens: ``-1`` cuts over-long texts to the model's maximum instead of failing.
+        batch_size: texts per request (the Ray batch is split into requests of this size).
+        concurrency: requests in flight per actor.
+        embed_options: other keyword arguments of ``Client.embed`` (``normalize``, ``embed_dtype``,
+            ``encoding_format``, ``extra_body``, ...).
+        on_error: ``"raise"`` (a refused row fails the Ray task) or ``"column"`` (its message goes to
+            ``error_column``, its vector is NaN; the rest of the batch is embedded).
+        error_column: the error column's name: the SDK's exception type and message, ``""`` where the
+            row succeeded (never null: Ray's blocks must agree on the column's type).
+        api_key, timeout, max_retries, headers: as for ``vllm_tasks.Client`` (``api_key`` defaults to env
+            ``VLLM_API_KEY`` on the worker; timeout 600 s per request, connect 10 s).
+
+    Raises:
+        InvalidInputError: bad settings at construction; on a batch, a missing column or one that does not
+            hold text (naming the column and what the batch has), or, with ``on_error="raise"``, a
+            cell that is not a string.
+        The SDK's errors, as ``Client.embed`` raises them (``ContextLengthExceeded`` with
+        ``on_error="raise"``, ``APIConnectionError`` after the retries, ...).
+
+    Example:
+        >>> embedder = Embedder(base_url="http://localhost:8000", model="minilm")
+        >>> out = embedder({"text": np.array(["first text", "second text"])})
+        >>> out["embedding"].shape, out["embedding"].dtype
+        ((2, 384), dtype('float32'))
+    """
+
+    text_column: str = "text"
+    output_column: str = "embedding"
+    dimensions: int | None = None
+    truncate_prompt_tokens: int | None = None
+    batch_size: int = defaults.EMBED_BATCH_SIZE
+    concurrency: int = defaults.CONCURRENCY
+    embed_options: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        _check_names(
+            text_column=self.text_column, output_column=self.output_column, error_column=self.error_column
+        )
+        own = {
+            "dimensions": self.dimensions,
+            "truncate_prompt_tokens": self.truncate_prompt_tokens,
+            "batch_size": positive_int("batch_size", self.batch_size),
+            "concurrency": positive_int("concurrency", self.concurrency),
+        }
+        self.options = _call_options(Client.embed, self.embed_options, "embed_options", own)
+        self.width: int | None = None  # learned from the first answer: the NaN rows' width
+        super().__post_init__()
+
+    def _vectors(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        vectors: npt.NDArray[np.float32] = self._client.embed(list(texts), **self.options).vectors
+        self.width = int(vectors.shape[1])
+        return vectors
+
+    def __call__(self, batch: Any) -> dict[str, Any]:
+        """Embed one batch: the input columns and ``output_column`` (``ndarray[rows, width]``, float32).
+
+        Raises:
+            InvalidInputError: a missing or non-text ``text_column`` (see the class).
+        """
+        columns = _batch_columns(batch)
+        texts, errors = _text_cells(columns, self.text_column, "text_column", None, self.on_error)
+        valid = [row for row, error in enumerate(errors) if error is None]
+        done = self._isolating(lambda rows: self._vectors([texts[row] for row in rows]), valid, errors)
+        if self.width is None:
+            self._vectors(["width"])  # every row failed before any answer: learn the width for the NaNs
+        assert self.width is not None
+        vectors = np.full((len(texts), self.width), np.nan, dtype=np.float32)
+        for rows, values in done:
+            vectors[rows] = values
+        return self._finish(columns, {self.output_column: vectors}, errors)
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class Scorer(_BatchCallable):
+    """Score a query column against a document column with ``/score``: one float64 score per row.
+
+    The pairs are zipped (row ``i``'s query with row ``i``'s document). The score's scale is the served
+    model's: 0..1 for a cross-encoder, a cosine for an embedding model (``docs/scoring.md``).
+
+    Args:
+        base_url, model, api_key, timeout, max_retries, headers: as for :class:`Embedder`.
+        query_column, document_column: the columns of texts to pair.
+        output_column: the column the scores go to.
+        truncate_prompt_tokens: ``-1`` cuts over-long pairs to the model's maximum.
+        batch_size: pairs per request; concurrency: requests in flight per actor.
+        score_options: other keyword arguments of ``Client.score`` (``max_tokens_per_doc``,
+            ``instruction``, ``use_activation``, ``extra_body``, ...).
+        on_error, error_column: as for :class:`Embedder` (a failing row's score is NaN).
+
+    Raises:
+        InvalidInputError: bad settings; a missing or non-text column (naming it and the batch's columns).
+        The SDK's errors, as ``Client.score`` raises them (``EndpointNotServed`` for a model that does not
+        score).
+
+    Example:
+        >>> scorer = Scorer(base_url="http://localhost:8001")
+        >>> scorer({"query": np.array(["capital of France?"] * 2), "document": np.array(["Paris", "Cats"])})[
+        ...     "score"
+        ... ]
+        array([0.97, 0.01])
+    """
+
+    query_column: str = "query"
+    document_column: str = "document"
+    output_column: str = "score"
+    truncate_prompt_tokens: int | None = None
+    batch_size: int = defaults.SCORE_BATCH_SIZE
+    concurrency: int = defaults.CONCURRENCY
+    score_options: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        _check_names(
+            query_column=self.query_column,
+            document_column=self.document_column,
+            output_column=self.output_column,
+            error_column=self.error_column,
+        )
+        own = {
+            "truncate_prompt_tokens": self.truncate_prompt_tokens,
+            "batch_size": positive_int("batch_size", self.batch_size),
+            "concurrency": positive_int("concurrency", self.concurrency),
+        }
+        self.options = _call_options(Client.score, self.score_options, "score_options", own)
+        super().__post_init__()
+
+    def _scores(self, queries: list[str], documents: list[str]) -> npt.NDArray[np.float64]:
+        scores: npt.NDArray[np.float64] = self._client.score(queries, documents, **self.options).scores
+        return scores
+
+    def __call__(self, batch: Any) -> dict[str, Any]:
+        """Score one batch: the input columns and ``output_column`` (``ndarray[rows]``, float64).
+
+        Raises:
+            InvalidInputError: a missing or non-text ``query_column`` / ``document_column``.
+        """
+        columns = _batch_columns(batch)
+        queries, errors = _text_cells(columns, self.query_column, "query_column", None, self.on_error)
+        documents, errors = _text_cells(
+            columns, self.document_column, "document_column", errors, self.on_error
+        )
+        valid = [row for row, error in enumerate(errors) if error is None]
+
+        def run(rows: list[int]) -> npt.NDArray[np.float64]:
+            return self._scores([queries[row] for row in rows], [documents[row] for row in rows])
+
+        scores = np.full(len(queries), np.nan, dtype=np.float64)
+        for rows, values in self._isolating(run, valid, errors):
+            scores[rows] = values
+        return self._finish(columns, {self.output_column: scores}, errors)
+
+
+#: What an audio cell may be: the file's bytes, or a path / URL.
+_AUDIO_CELLS: tuple[type, ...] = (bytes, str)
+#: What an image cell may be: bytes (an image or a PDF), a path / URL, or a decoded image array.
+_IMAGE_CELLS: tuple[type, ...] = (bytes, str, np.ndarray)
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class Transcriber(_BatchCallable):
+    """Transcribe an audio column with ``/v1/audio/transcriptions``: one transcript per row.
+
+    Each row is one request (long audio is chunked client-side, as ``Client.transcribe`` does), with
+    ``concurrency`` rows in flight per actor.
+
+    Args:
+        base_url, model, api_key, timeout, max_retries, headers: as for :class:`Embedder`.
+        audio_column: the column of audio: the files' bytes (``ray.data.read_binary_files``' ``bytes``),
+            or paths / ``http(s)`` URLs the worker can read.
+        output_column: the column the transcripts go to (strings).
+        segments_column: also write the timed segments, as JSON text
+            (``[{"start": 0.0, "end": 2.1, "text": "..."}]``); ``None`` (default): not written.
+        language: ISO-639-1 code (default: detected per file).
+        concurrency: rows in flight per actor.
+        transcribe_options: other keyword arguments of ``Client.transcribe`` (``prompt``, ``temperature``,
+            ``chunking``, ``extra_body``, ...).
+        on_error, error_column: as for :class:`Embedder` (a failing row's transcript is ``""``).
+
+    Raises:
+        InvalidInputError: bad settings; a missing column, or one that holds neither bytes nor strings.
+        AudioDecodeError: with ``on_error="raise"``, a row that does not decode (before any upload).
+
+    Example:
+        >>> ds = ray.data.read_binary_files("calls/", include_paths=True)
+        >>> ds = ds.map_batches(
+        ...     Transcriber,
+        ...     fn_constructor_kwargs={"base_url": "http://stt:8000", "audio_column": "bytes"},
+        ...     batch_size=8,
+        ...     compute=ray.data.ActorPoolStrategy(size=2),
+        ... )
+    """
+
+    audio_column: str = "audio"
+    output_column: str = "transcript"
+    segments_column: str | None = None
+    language: str | None = None
+    concurrency: int = defaults.CONCURRENCY
+    transcribe_options: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        _check_names(
+            audio_column=self.audio_column,
+            output_column=self.output_column,
+            segments_column=self.segments_column,
+            error_column=self.error_column,
+        )
+        positive_int("concurrency", self.concurrency)
+        own: dict[str, Any] = {"language": self.language}
+        if self.segments_column is not None:
+            own["response_format"] = "verbose_json"  # the segments come only with it
+        self.options = _call_options(Client.transcribe, self.transcribe_options, "transcribe_options", own)
+        super().__post_init__()
+
+    def __call__(self, batch: Any) -> dict[str, Any]:
+        """Transcribe one batch: the input columns, ``output_column`` and ``segments_column`` if set.
+
+        Raises:
+            InvalidInputError: a missing ``audio_column`` or one of other values (see the class).
+        """
+        columns = _batch_columns(batch)
+        cells = _cells(columns, self.audio_column, "audio_column", "audio bytes, paths or URLs", _AUDIO_CELLS)
+        errors = _cell_errors(
+            cells, self.audio_column, "audio bytes, a path or a URL", _AUDIO_CELLS, on_error=self.on_error
+        )
+        results = self._each_row(
+            lambda cell: self._client.transcribe(cell, **self.options), cells, errors, self.concurrency
+        )
+        outputs = {self.output_column: _strings([None if r is None else r.text for r in results])}
+        if self.segments_column is not None:
+            outputs[self.segments_column] = _strings(
+                [
+                    None if r is None else json.dumps(transcript_records("", r, "single")[0][1]["segments"])
+                    for r in results
+                ]
+            )
+        return self._finish(columns, outputs, errors)
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class OCR(_BatchCallable):
+    """OCR an image or PDF column with DeepSeek-OCR (``/v1/chat/completions``): one markdown text per row.
+
+    An image row is one request; a PDF row (bytes starting with ``%PDF-``, or a path to one) is rendered
+    and OCR'd page by page (``Client.ocr_pdf``), its pages' markdown joined by ``---``. ``concurrency``
+    rows are in flight per actor (and up to ``pdf_concurrency`` pages of each PDF).
+
+    Args:
+        base_url, model, api_key, timeout, max_retries, headers: as for :class:`Embedder`.
+        image_column: the column of images: bytes (``ray.data.read_binary_files``' ``bytes``), paths or
+            ``http(s)`` URLs, or decoded arrays (``ray.data.read_images``' ``image`` column).
+        output_column: the column the markdown goes to (strings).
+        blocks_column: also write the layout blocks, as JSON text (``[{"label", "text", "boxes",
+            "boxes_normalized", "complete", "page"}]``, ``page`` 0-based); ``None`` (default): not written.
+        prompt: the OCR prompt (``"markdown"``, ``"ocr"``, ``"free"``, ...; see ``docs/ocr.md``).
+        max_tokens: output limit per page.
+        concurrency: rows in flight per actor; pdf_concurrency: pages in flight per PDF row.
+        ocr_options: other keyword arguments of ``Client.ocr`` (``ngram_size``, ``max_side``,
+            ``extra_body``, ...); they apply to PDF pages too.
+        on_error, error_column: as for :class:`Embedder` (a failing row's markdown is ``""``).
+
+    Raises:
+        InvalidInputError: bad settings; a missing column or one of other values.
+        ImageError: with ``on_error="raise"``, a row that does not decode (before any upload).
+
+    Example:
+        >>> ds = ray.data.read_binary_files("scans/", include_paths=True)
+        >>> ds = ds.map_batches(
+        ...     OCR,
+        ...     fn_constructor_kwargs={"base_url": "http://ocr:8000", "image_column": "bytes"},
+        ...     batch_size=4,
+        ...     compute=ray.data.ActorPoolStrategy(size=2),
+        ... )
+    """
+
+    image_column: str = "image"
+    output_column: str = "markdown"
+    blocks_column: str | None = None
+    prompt: str = "markdown"
+    max_tokens: int | None = defaults.OCR_MAX_TOKENS
+    concurrency: int = defaults.CONCURRENCY
+    pdf_concurrency: int = defaults.OCR_PDF_CONCURRENCY
+    ocr_options: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        _check_names(
+            image_column=self.image_column,
+            output_column=self.output_column,
+            blocks_column=self.blocks_column,
+            error_column=self.error_column,
+        )
+        positive_int("concurrency", self.concurrency)
+        positive_int("pdf_concurrency", self.pdf_concurrency)
+        own = {"prompt": self.prompt, "max_tokens": self.max_tokens}
+        self.options = _call_options(Client.ocr, self.ocr_options, "ocr_options", own)
+        super().__post_init__()
+
+    def _ocr(self, cell: Any) -> OCRDocument | OCRResult:
+        pdf = cell.startswith(b"%PDF-") if isinstance(cell, bytes) else isinstance(cell, str) and is_pdf(cell)
+        if not pdf:
+            return self._client.ocr(cell, **self.options)
+        pdf_options = {key: value for key, value in self.options.items() if key not in _IMAGE_ONLY}
+        return self._client.ocr_pdf(cell, concurrency=self.pdf_concurrency, **pdf_options)
+
+    def __call__(self, batch: Any) -> dict[str, Any]:
+        """OCR one batch: the input columns, ``output_column`` and ``blocks_column`` if set.
+
+        Raises:
+            InvalidInputError: a missing ``image_column`` or one of other values (see the class).
+        """
+        columns = _batch_columns(batch)
+        array = _column(columns, self.image_column, "image_column", "images")
+        if array.ndim >= 3 and array.dtype.kind in "uif":  # a batch of same-sized images: one per row
+            cells: list[Any] = list(array)
+            errors: list[str | None] = [None] * len(cells)
+        else:
+            cells = _cells(columns, self.image_column, "image_column", "images", _IMAGE_CELLS)
+            errors = _cell_errors(cells, self.image_column, "an image", _IMAGE_CELLS, on_error=self.on_error)
+        results = self._each_row(self._ocr, cells, errors, self.concurrency)
+        records = [
+            None if r is None else ocr_page_records("", ocr_document_pages(r), "single")[0] for r in results
+        ]
+        outputs = {self.output_column: _strings([None if r is None else r[0] for r in records])}
+        if self.blocks_column is not None:
+            outputs[self.blocks_column] = _strings(
+                [None if r is None else json.dumps(r[1]["blocks"]) for r in records]
+            )
+        return self._finish(columns, outputs, errors)
+
+
+#: ``Client.ocr`` arguments that ``Client.ocr_pdf`` does not take (it renders the pages itself).
+_IMAGE_ONLY = frozenset({"fetch_urls", "downscale"})
