@@ -227,6 +227,15 @@ def test_normalize_is_sent_as_the_field_the_server_reads(
     assert {"normalize", "use_activation"} - {field} & body.keys() == set()
 
 
+def test_use_activation_is_refused_before_sending_to_a_0_11_server(
+    make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    mock_server(httpx_mock, "embed", version="0.11.0")
+    with pytest.raises(vt.UnsupportedByServer, match=r"use_activation.*0\.12\.0"):
+        make_client().embed("hello", use_activation=False)
+    assert sent_bodies(httpx_mock) == []
+
+
 def test_dimensions_on_a_non_matryoshka_model(make_client: Any, httpx_mock: HTTPXMock) -> None:
     mock_server(httpx_mock, "embed")
     add_recorded(httpx_mock, "embed", "error_dimensions_not_matryoshka")

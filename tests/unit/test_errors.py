@@ -170,22 +170,22 @@ def test_context_length_at_least_n_tokens() -> None:
             id="0.11-embeddings",
         ),
         pytest.param(
-            "This model's maximum context length is 256 tokens. However, you requested 604 tokens in the input "
-            "for score. Please reduce the length of the input.",
+            "This model's maximum context length is 256 tokens. However, you requested 604 tokens in the "
+            "input for score. Please reduce the length of the input.",
             604,
             id="0.11-score",
         ),
         pytest.param(
-            "You passed 257 input tokens and requested 0 output tokens. However, the model's context length is "
-            "only 256 tokens, resulting in a maximum input length of 256 tokens. Please reduce the length of "
-            "the input prompt. (parameter=input_tokens, value=257)",
+            "You passed 257 input tokens and requested 0 output tokens. However, the model's context length "
+            "is only 256 tokens, resulting in a maximum input length of 256 tokens. Please reduce the length "
+            "of the input prompt. (parameter=input_tokens, value=257)",
             257,
             id="0.16-embeddings",
         ),
         pytest.param(
-            "This model's maximum context length is 256 tokens. However, you requested 0 output tokens and your "
-            "prompt contains at least 257 input tokens, for a total of at least 257 tokens. Please reduce the "
-            "length of the input prompt or the number of requested output tokens. "
+            "This model's maximum context length is 256 tokens. However, you requested 0 output tokens and "
+            "your prompt contains at least 257 input tokens, for a total of at least 257 tokens. Please "
+            "reduce the length of the input prompt or the number of requested output tokens. "
             "(parameter=input_tokens, value=257)",
             257,
             id="0.19-0.23",
@@ -202,8 +202,8 @@ def test_context_length_wordings_of_every_version(message: str, tokens: int) -> 
 @pytest.mark.parametrize(
     "message",
     [
-        'Model "minilm" only supports [128, 256, 384] matryoshka dimensions, use other output dimensions will '
-        "lead to poor results.",
+        'Model "minilm" only supports [128, 256, 384] matryoshka dimensions, use other output dimensions '
+        "will lead to poor results.",
         'Model "minilm" does not support matryoshka representation, changing output dimensions will lead to '
         "poor results.",
         "Model 'minilm' does not support Matryoshka embeddings; dimensions must be unset (received "
