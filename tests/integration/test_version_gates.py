@@ -193,22 +193,53 @@ def test_normalize_false_gives_raw_vectors_on_every_version(matrix_server: Any, 
     np.testing.assert_allclose(unit, raw_float(matrix_server, TEXTS), rtol=0, atol=1e-5)
 
 
-# --- dimensions: silently ignored before 0.24, refused from 0.24 (minilm is not Matryoshka) ---------------
+# --- dimensions ------------------------------------------------------------------------------------------
+# A model that is not Matryoshka refuses `dimensions` on every version; one declared Matryoshka at any width
+# (`is_matryoshka`) silently ignores a width over its own before 0.24 and refuses it from 0.24.
 
 
 @on("embed")
-def test_dimensions_on_a_non_matryoshka_model_never_passes_silently(
+def test_dimensions_on_a_non_matryoshka_model_is_refused_on_every_version(
     matrix_server: Any, recorded: Recorded
 ) -> None:
     raw = raw_post(matrix_server, "/v1/embeddings", {"input": TEXTS, "dimensions": 128})
+    assert raw.status_code == 400
+    with pytest.raises(vt.MatryoshkaNotSupported, match="is_matryoshka"):
+        recorded.client.embed(TEXTS, dimensions=128)
+
+
+@on("embed-mrl")
+def test_matryoshka_dimensions_on_every_version(matrix_server: Any, recorded: Recorded) -> None:
+    full = raw_float(matrix_server, TEXTS)
+    cut = recorded.client.embed(TEXTS, dimensions=128).vectors
+    want = full[:, :128] / np.linalg.norm(full[:, :128], axis=1, keepdims=True)
+    np.testing.assert_allclose(cut, want, rtol=0, atol=1e-5)
+    with pytest.raises(vt.MatryoshkaNotSupported):  # not one of [128, 256, 384]
+        recorded.client.embed(TEXTS, dimensions=100)
+
+
+@on("embed-matryoshka")
+def test_dimensions_wider_than_the_model_never_pass_silently(matrix_server: Any, recorded: Recorded) -> None:
+    raw = raw_post(matrix_server, "/v1/embeddings", {"input": TEXTS, "dimensions": 1024})
     if ServerVersion.parse(matrix_server.vllm_version) < ServerVersion.parse("0.24.0"):
         assert raw.status_code == 200 and len(raw.json()["data"][0]["embedding"]) == 384  # ignored
         with pytest.raises(vt.DimensionsNotApplied, match="ignored it"):
-            recorded.client.embed(TEXTS, dimensions=128)
+            recorded.client.embed(TEXTS, dimensions=1024)
     else:
         assert raw.status_code == 400
         with pytest.raises(vt.MatryoshkaNotSupported):
-            recorded.client.embed(TEXTS, dimensions=128)
+            recorded.client.embed(TEXTS, dimensions=1024)
+
+
+# --- over-long inputs: every version's wording is a ContextLengthExceeded with both numbers ---------------
+
+
+@on("embed")
+def test_over_long_input_names_both_lengths_on_every_version(matrix_server: Any, recorded: Recorded) -> None:
+    with pytest.raises(vt.ContextLengthExceeded) as caught:
+        recorded.client.embed(["word " * 600])
+    assert caught.value.max_model_len == 256
+    assert caught.value.prompt_tokens is not None and caught.value.prompt_tokens > 256
 
 
 # --- rerank never takes the server down (0.11 and 0.16 died on the probe beside /rerank) -------------------
@@ -229,8 +260,45 @@ def test_every_scoring_call_leaves_the_server_up(matrix_server: Any, recorded: R
     ranking = by_index(client.rerank(QUERY, DOCS))
     scores = client.score(QUERY, DOCS).scores
     np.testing.assert_allclose([ranking[i] for i in range(len(DOCS))], scores, rtol=0, atol=1e-5)
-    assert client.scorer_kind() is vt.ScorerKind.CROSS_ENCODER
+    assert client.scorer_kind() is expected_scorer(matrix_server, vt.ScorerKind.CROSS_ENCODER)
     assert_healthy(matrix_server)
+
+
+def expected_scorer(server: Any, kind: vt.ScorerKind) -> vt.ScorerKind:
+    """0.11.0 answers /pooling with hidden states for every model and task: the kind cannot be told."""
+    if ServerVersion.parse(server.vllm_version) < ServerVersion.parse("0.12.0"):
+        return vt.ScorerKind.UNKNOWN
+    return kind
+
+
+@on("embed")
+def test_a_bi_encoder_is_told_from_a_late_interaction_model(matrix_server: Any, recorded: Recorded) -> None:
+    assert recorded.client.scorer_kind() is expected_scorer(matrix_server, vt.ScorerKind.BI_ENCODER)
+    scores = recorded.client.score(QUERY, DOCS).scores
+    assert recorded.client.rerank(QUERY, DOCS).results[0].index == int(np.argmax(scores))
+    assert_healthy(matrix_server)
+
+
+# --- use_activation (0.12.0) ------------------------------------------------------------------------------
+
+
+@on("rerank")
+def test_use_activation(matrix_server: Any, recorded: Recorded) -> None:
+    probs = recorded.client.classify(DOCS).probs[:, 0]
+    raw = raw_post(matrix_server, "/classify", {"input": DOCS, "use_activation": False})
+    raw_values = np.array([item["probs"][0] for item in raw.json()["data"]])
+    if below(matrix_server, "use_activation"):
+        np.testing.assert_allclose(raw_values, probs, rtol=0, atol=1e-6)  # silently ignored
+        before = recorded.posts("/classify")
+        with pytest.raises(vt.UnsupportedByServer, match=re.escape("0.12.0")):
+            recorded.client.classify(DOCS, use_activation=False)
+        assert recorded.posts("/classify") == before
+    else:
+        logits = recorded.client.classify(DOCS, use_activation=False).probs[:, 0]
+        np.testing.assert_allclose(logits, raw_values, rtol=0, atol=1e-6)
+        # The server's sigmoid of one request vs. the client's of another: 0.16-0.23's CPU kernels differ
+        # by up to 5e-4 between two forward passes of the same batch (seen on real servers).
+        np.testing.assert_allclose(1 / (1 + np.exp(-logits)), probs, rtol=0, atol=2e-3)
 
 
 # --- max_tokens_per_doc, max_tokens_per_query, instruction (0.20.0) --------------------------------------
@@ -277,3 +345,41 @@ def test_other_020_scoring_fields(
             assert len(recorded.client.rerank(QUERY, DOCS, **kwargs).results) == len(DOCS)
         except vt.BadRequestError as error:  # the server has the field; this model may refuse its value
             assert feature == "score_instruction", error
+
+
+# --- /score's queries/documents form (0.16.0): the SDK sends text_1/text_2 before it ----------------------
+
+
+@on("rerank")
+def test_score_body_form(matrix_server: Any, recorded: Recorded) -> None:
+    raw = raw_post(matrix_server, "/score", {"queries": QUERY, "documents": DOCS})
+    if below(matrix_server, "score_queries_documents"):
+        assert raw.status_code == 400  # only text_1/text_2 there
+    else:
+        assert raw.status_code == 200
+    scores = recorded.client.score(QUERY, DOCS).scores
+    text_pairs = raw_post(matrix_server, "/score", {"text_1": QUERY, "text_2": DOCS}).json()["data"]
+    np.testing.assert_allclose(scores, [item["score"] for item in text_pairs], rtol=0, atol=1e-6)
+
+
+# --- several conversations in one request (0.25.0): one request per conversation before it ----------------
+
+CONVERSATIONS = [
+    [{"role": "user", "content": "What is the capital of France?"}],
+    [{"role": "user", "content": "Bananas are yellow."}],
+]
+
+
+@on("embed")
+def test_batched_chat_embeddings(matrix_server: Any, recorded: Recorded) -> None:
+    raw = raw_post(matrix_server, "/v1/embeddings", {"messages": CONVERSATIONS})
+    if below(matrix_server, "batched_chat_embeddings"):
+        assert raw.status_code == 400
+    else:
+        assert raw.status_code == 200
+    both = recorded.client.embed(messages=CONVERSATIONS).vectors
+    sent = recorded.posts("/v1/embeddings")
+    assert sent == (2 if below(matrix_server, "batched_chat_embeddings") else 1)
+    for row, conversation in zip(both, CONVERSATIONS, strict=True):
+        one = raw_post(matrix_server, "/v1/embeddings", {"messages": conversation}).json()["data"][0]
+        np.testing.assert_allclose(row, one["embedding"], rtol=0, atol=1e-5)
