@@ -15,6 +15,7 @@ Where a server disagrees with the table, the server wins: fix ``gates.FEATURES``
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -126,8 +127,14 @@ def test_auto_transport_is_the_fastest_the_version_has(matrix_server: Any, recor
 def test_wire_formats(matrix_server: Any, recorded: Recorded, feature: str, kwargs: dict[str, Any]) -> None:
     want = raw_float(matrix_server, TEXTS)
     if below(matrix_server, feature):
-        # The server's own answer to the field it lacks (raw, bypassing the SDK's gate): refused.
-        assert raw_post(matrix_server, "/v1/embeddings", {"input": TEXTS, **kwargs}).status_code == 400
+        # The server's own answer to the field it lacks (raw, bypassing the SDK's gate).
+        raw = raw_post(matrix_server, "/v1/embeddings", {"input": TEXTS, **kwargs})
+        if "embed_dtype" in kwargs or "endianness" in kwargs:  # silently ignored: float32, little-endian
+            assert raw.status_code == 200
+            decoded = [np.frombuffer(base64.b64decode(d["embedding"]), "<f4") for d in raw.json()["data"]]
+            np.testing.assert_allclose(np.stack(decoded), want, rtol=0, atol=1e-6)
+        else:  # an encoding_format value it does not know: refused
+            assert raw.status_code == 400
         recorded.client.server_info()
         with pytest.raises(
             vt.UnsupportedByServer, match=re.escape(gates.FEATURES[feature].min_version or "")

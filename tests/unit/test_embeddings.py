@@ -290,6 +290,19 @@ def test_context_length_names_the_input(make_client: Any, httpx_mock: HTTPXMock)
     assert "input[2]" in str(info.value)
 
 
+def test_context_length_survives_a_tokenize_that_drops_the_connection(
+    make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    """vLLM 0.19.1's /tokenize resets the connection for a text over max_model_len (a real server)."""
+    mock_server(httpx_mock, "embed")
+    add_recorded(httpx_mock, "embed", "error_context_length")
+    httpx_mock.add_exception(httpx.ReadError("Connection reset by peer"), url=f"{BASE}/tokenize")
+    with pytest.raises(vt.ContextLengthExceeded) as info:
+        make_client().embed(["token " * 300], encoding_format="float")
+    assert info.value.max_model_len == 256 and info.value.input_index is None
+    assert [r.url.path for r in httpx_mock.get_requests()].count("/tokenize") == 1  # not retried
+
+
 def test_context_length_with_token_ids_needs_no_tokenize(make_client: Any, httpx_mock: HTTPXMock) -> None:
     mock_server(httpx_mock, "embed")
     add_recorded(httpx_mock, "embed", "error_context_length")
