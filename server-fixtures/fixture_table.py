@@ -172,6 +172,14 @@ FIXTURES: dict[str, Fixture] = {
             description="the same weights declared Matryoshka [128, 256, 384]: `dimensions` works",
         ),
         Fixture(
+            name="embed-matryoshka",
+            model_dir="minilm",
+            served_model_name="minilm-matryoshka",
+            args=(*MINILM_ARGS, "--hf-overrides", json.dumps({"is_matryoshka": True})),
+            description="the same weights declared Matryoshka at any width: `dimensions` over 384 is refused "
+            "from vLLM 0.24, silently ignored before (the version gates' test)",
+        ),
+        Fixture(
             name="rerank",
             model_dir="minilm-rerank",
             served_model_name="minilm-rerank",

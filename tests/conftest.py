@@ -1,7 +1,7 @@
 """Shared pytest configuration: registers the real-vLLM-server plugin from server-fixtures/.
 
 Fixtures it provides (see server-fixtures/pytest_plugin.py), one per entry of fixture_table.FIXTURES:
-vllm_embed, vllm_embed_mrl, vllm_rerank, vllm_api_key, vllm_late_interaction, vllm_ocr,
+vllm_embed, vllm_embed_mrl, vllm_embed_matryoshka, vllm_rerank, vllm_api_key, vllm_late_interaction, vllm_ocr,
 vllm_ocr_no_processor, vllm_stt -- each a VLLMServer with .name, .base_url, .model, .api_key (None unless
 keyed), .vllm_version ($VLLM_TASKS_FIXTURE_VLLM moves them to an older vLLM) -- and matrix_server, a
 server of (fixture, vLLM version) by indirect parametrization over fixture_pins.selected_matrix_versions().

@@ -111,7 +111,7 @@ def _gated_features(fmt: str, options: Mapping[str, Any]) -> list[str]:
         features.append("encoding_format_bytes_only")
     elif fmt == "base64":
         features.append("encoding_format_base64")
-    for name in ("embed_dtype", "endianness", "truncation_side"):
+    for name in ("embed_dtype", "endianness", "truncation_side", "use_activation"):
         if options.get(name) is not None:
             features.append(name)
     return features
@@ -348,6 +348,7 @@ def plan_embed(
         "embed_dtype": params.embed_dtype,
         "endianness": params.endianness,
         "truncation_side": params.truncation_side,
+        "use_activation": params.use_activation,
     }
     if conversations and len(prompts) > 1 and not gates.supports(info, "batched_chat_embeddings"):
         batch_size = 1

@@ -411,16 +411,24 @@ _BY_STATUS: dict[int, type[APIStatusError]] = {
     503: ServiceUnavailableError,
 }
 
-_CONTEXT_MAX_RE = re.compile(r"maximum context length is (?P<max>\d+) tokens")
+# vLLM's wordings of an over-long input, 0.11 to 0.32 (each seen on a real server):
+#   0.11-0.32  "This model's maximum context length is 256 tokens. However, your request has 602 input tokens"
+#              "... However, you requested 604 tokens in the input for score"
+#              "... However, your prompt contains at least 257 input tokens"
+#   0.16       "You passed 257 input tokens and requested 0 output tokens. However, the model's context
+#              length is only 256 tokens"
+_CONTEXT_MAX_RE = re.compile(r"(?:maximum context length is|context length is only) (?P<max>\d+) tokens")
 # Only a count of tokens: a bi-encoder's /score and /rerank say "contains 5130 characters (more than
 # 4608 characters, ...)" for text over the character bound, which is not a token count.
-_CONTEXT_TOKENS_RE = re.compile(r"contains (?:at least )?(?P<n>\d+) (?:input )?tokens")
+_CONTEXT_TOKENS_RE = re.compile(
+    r"(?:contains (?:at least )?|request has |requested |passed )(?P<n>\d+) (?:input )?tokens"
+)
 _PARAM_SUFFIX_RE = re.compile(r"\(parameter=(?P<param>[^,]+), value=.*\)\s*$", re.DOTALL)
-_MATRYOSHKA_MARKERS = (
-    "does not support matryoshka",
-    "only supports matryoshka dimensions",
-    "only supports dimensions in range",
-    "dimensions must be less than or equal",
+# "only supports [128, 256, 384] matryoshka dimensions" (up to 0.25) and the 0.26+ wordings.
+_MATRYOSHKA_RE = re.compile(
+    r"does not support matryoshka|only supports .*matryoshka dimensions|only supports dimensions in range"
+    r"|dimensions must be less than or equal",
+    re.IGNORECASE,
 )
 MATRYOSHKA_FIX = (
     "The operator can serve the model as Matryoshka with `--hf-overrides '{\"is_matryoshka\": true}'` "
@@ -517,11 +525,11 @@ def error_from_response(
         limit = _CONTEXT_MAX_RE.search(message)
         if limit or "maximum context length" in lowered:
             exceeded = ContextLengthExceeded(message, **kwargs)
-            tokens = _CONTEXT_TOKENS_RE.search(message, limit.end() if limit else 0)
+            tokens = _CONTEXT_TOKENS_RE.search(message)
             exceeded.max_model_len = int(limit["max"]) if limit else None
             exceeded.prompt_tokens = int(tokens["n"]) if tokens else None
             return exceeded
-        if any(marker in lowered for marker in _MATRYOSHKA_MARKERS):
+        if _MATRYOSHKA_RE.search(message):
             return MatryoshkaNotSupported(f"{message} {MATRYOSHKA_FIX}", **kwargs)
         if "unsupported input_type" in lowered:
             return InputTypeNotSupported(message, **kwargs)

@@ -56,6 +56,12 @@ FEATURES: dict[str, Feature] = {
         Feature("score_multimodal_late_interaction", "0.17.0", "PR #34574"),
         Feature("batched_chat_embeddings", "0.25.0", "`messages` as a list of conversations"),
         Feature(
+            "use_activation",
+            "0.12.0",
+            "a real 0.11.0 server answers /classify with use_activation=false as if it were unset "
+            "(0.12.0 returns the raw logit)",
+        ),
+        Feature(
             "deepseek_ocr_ngram_xargs",
             "0.11.1",
             "NGramPerReqLogitsProcessor reads `vllm_xargs` per request",

@@ -227,6 +227,15 @@ def test_normalize_is_sent_as_the_field_the_server_reads(
     assert {"normalize", "use_activation"} - {field} & body.keys() == set()
 
 
+def test_use_activation_is_refused_before_sending_to_a_0_11_server(
+    make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    mock_server(httpx_mock, "embed", version="0.11.0")
+    with pytest.raises(vt.UnsupportedByServer, match=r"use_activation.*0\.12\.0"):
+        make_client().embed("hello", use_activation=False)
+    assert sent_bodies(httpx_mock) == []
+
+
 def test_dimensions_on_a_non_matryoshka_model(make_client: Any, httpx_mock: HTTPXMock) -> None:
     mock_server(httpx_mock, "embed")
     add_recorded(httpx_mock, "embed", "error_dimensions_not_matryoshka")
@@ -279,6 +288,19 @@ def test_context_length_names_the_input(make_client: Any, httpx_mock: HTTPXMock)
     assert info.value.input_index == 2
     assert info.value.max_model_len == 256
     assert "input[2]" in str(info.value)
+
+
+def test_context_length_survives_a_tokenize_that_drops_the_connection(
+    make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    """vLLM 0.19.1's /tokenize resets the connection for a text over max_model_len (a real server)."""
+    mock_server(httpx_mock, "embed")
+    add_recorded(httpx_mock, "embed", "error_context_length")
+    httpx_mock.add_exception(httpx.ReadError("Connection reset by peer"), url=f"{BASE}/tokenize")
+    with pytest.raises(vt.ContextLengthExceeded) as info:
+        make_client().embed(["token " * 300], encoding_format="float")
+    assert info.value.max_model_len == 256 and info.value.input_index is None
+    assert [r.url.path for r in httpx_mock.get_requests()].count("/tokenize") == 1  # not retried
 
 
 def test_context_length_with_token_ids_needs_no_tokenize(make_client: Any, httpx_mock: HTTPXMock) -> None:

@@ -159,6 +159,63 @@ def test_context_length_at_least_n_tokens() -> None:
     assert (error.max_model_len, error.prompt_tokens) == (256, 257)
 
 
+# Each wording as a real vLLM server answered it (issue 14's version matrix, embed and rerank fixtures).
+@pytest.mark.parametrize(
+    ("message", "tokens"),
+    [
+        pytest.param(
+            "This model's maximum context length is 256 tokens. However, your request has 602 input tokens. "
+            "Please reduce the length of the input messages.",
+            602,
+            id="0.11-embeddings",
+        ),
+        pytest.param(
+            "This model's maximum context length is 256 tokens. However, you requested 604 tokens in the "
+            "input for score. Please reduce the length of the input.",
+            604,
+            id="0.11-score",
+        ),
+        pytest.param(
+            "You passed 257 input tokens and requested 0 output tokens. However, the model's context length "
+            "is only 256 tokens, resulting in a maximum input length of 256 tokens. Please reduce the length "
+            "of the input prompt. (parameter=input_tokens, value=257)",
+            257,
+            id="0.16-embeddings",
+        ),
+        pytest.param(
+            "This model's maximum context length is 256 tokens. However, you requested 0 output tokens and "
+            "your prompt contains at least 257 input tokens, for a total of at least 257 tokens. Please "
+            "reduce the length of the input prompt or the number of requested output tokens. "
+            "(parameter=input_tokens, value=257)",
+            257,
+            id="0.19-0.23",
+        ),
+    ],
+)
+def test_context_length_wordings_of_every_version(message: str, tokens: int) -> None:
+    body = {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
+    error = error_from_response(response(400, body, "/v1/embeddings"))
+    assert isinstance(error, vt.ContextLengthExceeded)
+    assert (error.max_model_len, error.prompt_tokens) == (256, tokens)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        'Model "minilm" only supports [128, 256, 384] matryoshka dimensions, use other output dimensions '
+        "will lead to poor results.",
+        'Model "minilm" does not support matryoshka representation, changing output dimensions will lead to '
+        "poor results.",
+        "Model 'minilm' does not support Matryoshka embeddings; dimensions must be unset (received "
+        "dimensions=128).",
+    ],
+    ids=["0.11-0.25-list", "0.11-0.23-not-matryoshka", "0.32-not-matryoshka"],
+)
+def test_matryoshka_refusals_of_every_version(message: str) -> None:
+    body = {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
+    assert isinstance(error_from_response(response(400, body, "/v1/embeddings")), vt.MatryoshkaNotSupported)
+
+
 def test_matryoshka_error_names_the_operator_fix() -> None:
     error = error_from_response(response(400, MATRYOSHKA))
     assert '"is_matryoshka": true' in str(error)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import vllm_tasks as vt
@@ -86,3 +88,10 @@ def test_normalize_is_mapped_per_version(version: str | None, expected: dict[str
 def test_removed_feature_error_says_when() -> None:
     with pytest.raises(vt.UnsupportedByServer, match=r"removed in vLLM 0\.17\.0"):
         gates.require(info("0.26.0"), ["normalize"])
+
+
+def test_every_gate_is_in_the_compatibility_table() -> None:
+    """docs/compatibility.md says, for each gate, what real servers did on both sides, or why not run."""
+    text = (Path(__file__).parents[2] / "docs" / "compatibility.md").read_text()
+    missing = [name for name in gates.FEATURES if f"`{name}`" not in text]
+    assert missing == [], f"add these gates to docs/compatibility.md: {missing}"

@@ -199,6 +199,45 @@ def test_late_interaction_is_detected_from_a_token_matrix() -> None:
     assert scoring.scorer_from_probe(matrix, info) is ScorerKind.LATE_INTERACTION
 
 
+PER_TOKEN_384 = [[0.01] * 384] * 3  # /pooling's default answer for "a" (3 tokens) on vLLM 0.11-0.16
+PER_TOKEN_1 = [[0.5]] * 3
+EMBED_REFUSED = {
+    "error": {"message": "Unsupported task: 'embed' Supported tasks: ['token_embed']", "code": 400}
+}
+
+
+# What the real 0.11.0, 0.12.0 and 0.16.0 servers of the version matrix answered (issue 14): the default
+# /pooling answer is per token for every model, so it alone never means late interaction there.
+@pytest.mark.parametrize(
+    ("version", "first", "second", "expected"),
+    [
+        ("0.16.0", PER_TOKEN_1, None, ScorerKind.CROSS_ENCODER),  # token_classify, one label
+        ("0.16.0", PER_TOKEN_384, (200, [0.1] * 384), ScorerKind.BI_ENCODER),  # task=embed: one vector
+        ("0.12.0", PER_TOKEN_384, (400, EMBED_REFUSED), ScorerKind.LATE_INTERACTION),  # token_embed only
+        ("0.11.0", PER_TOKEN_384, (200, PER_TOKEN_384), ScorerKind.UNKNOWN),  # 0.11 ignores `task`
+        ("0.19.1", PER_TOKEN_384, None, ScorerKind.LATE_INTERACTION),  # the active task: token_embed
+    ],
+    ids=["0.16-cross-encoder", "0.16-bi-encoder", "0.12-late-interaction", "0.11-cannot-tell", "0.19-late"],
+)
+def test_old_servers_per_token_pooling_answer_is_not_late_interaction(
+    make_client: Any,
+    httpx_mock: HTTPXMock,
+    version: str,
+    first: list[Any],
+    second: tuple[int, Any] | None,
+    expected: ScorerKind,
+) -> None:
+    mock_server(httpx_mock, "embed", version=version, probe=False)
+    httpx_mock.add_response(url=f"{BASE}/pooling", json={"data": [{"index": 0, "data": first}]})
+    if second is not None:
+        status, answer = second
+        payload = answer if status != 200 else {"data": [{"index": 0, "data": answer}]}
+        httpx_mock.add_response(url=f"{BASE}/pooling", status_code=status, json=payload)
+    assert make_client().scorer_kind() is expected
+    probes = sent(httpx_mock, "/pooling")
+    assert [p.get("task") for p in probes] == ([None] if second is None else [None, "embed"])
+
+
 @pytest.mark.parametrize(
     ("routes", "expected"),
     [
@@ -662,7 +701,9 @@ def test_multimodal_late_interaction_is_gated_once_the_scorer_is_known(
     make_client: Any, httpx_mock: HTTPXMock
 ) -> None:
     mock_server(httpx_mock, "embed", version="0.16.0", probe=False)
-    httpx_mock.add_response(url=f"{BASE}/pooling", json={"data": [{"index": 0, "data": [[0.1], [0.2]]}]})
+    matrix = {"data": [{"index": 0, "data": [[0.1, 0.2], [0.2, 0.1]]}]}
+    httpx_mock.add_response(url=f"{BASE}/pooling", json=matrix)
+    httpx_mock.add_response(url=f"{BASE}/pooling", status_code=400, json=EMBED_REFUSED)  # task=embed
     client = make_client()
     assert client.scorer_kind() is ScorerKind.LATE_INTERACTION
     with pytest.raises(vt.UnsupportedByServer, match="score_multimodal_late_interaction"):
@@ -887,3 +928,17 @@ def test_a_413_for_a_single_document_is_raised(make_client: Any, httpx_mock: HTT
         make_client().rerank(QUERY, DOCS)
     sizes = [len(r["documents"]) for r in sent(httpx_mock, "/rerank")]
     assert sizes[0] == 3 and set(sizes[1:]) == {1}
+
+
+# A real 0.11.0 server answers use_activation=false as if it were unset (issue 14's version matrix).
+@pytest.mark.parametrize("call", ["classify", "score", "rerank"])
+def test_use_activation_is_refused_before_sending_to_a_0_11_server(
+    make_client: Any, httpx_mock: HTTPXMock, call: str
+) -> None:
+    mock_server(httpx_mock, "rerank", version="0.11.0", probe=False)
+    client = make_client()
+    method = getattr(client, call)
+    args = (DOCS,) if call == "classify" else (QUERY, DOCS)
+    with pytest.raises(vt.UnsupportedByServer, match=r"use_activation.*0\.12\.0"):
+        method(*args, use_activation=False)
+    assert not [r for r in httpx_mock.get_requests() if r.method == "POST"]

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from .. import defaults, scoring
+from .. import defaults, gates, scoring
 from ..batching import plan_batches, smaller_batches
 from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike, resolve_model
 from ..errors import BadRequestError, ContextLengthExceeded, InternalServerError, RequestTooLargeError
@@ -356,7 +356,11 @@ class AsyncScoringMethods(AsyncClientBase):
             async with self._scorer_lock:
                 if (name or "") not in self._scorer_kinds:
                     response = await self._transport.send(scoring.scorer_probe_request(name, timeout))
-                    self._scorer_kinds[name or ""] = scoring.scorer_from_probe(response, info)
+                    kind = scoring.scorer_from_probe(response, info)
+                    if kind is None:  # an old server answered per token: ask whether the model embeds
+                        request = scoring.scorer_probe_request(name, timeout, task="embed")
+                        kind = scoring.scorer_from_embed_probe(await self._transport.send(request))
+                    self._scorer_kinds[name or ""] = kind
         return self._scorer_kinds[name or ""]
 
     # ----------------------------------------------------------------------------------------------
@@ -466,6 +470,8 @@ class AsyncScoringMethods(AsyncClientBase):
     ) -> T:
         """Send ``prompts`` to ``/classify`` or ``/pooling`` in batches and ``merge`` the answers."""
         info = await self.server_info()
+        if fields.get("use_activation") is not None:
+            gates.require(info, ["use_activation"])
         name = resolve_model(info, call.model, self.model)
         requests, batches = scoring.plan_pooling_requests(
             path, task, prompts, {"model": name, **fields}, call, batch_size=batching.batch_size

@@ -12,7 +12,7 @@ import httpx
 
 from .. import defaults
 from ..calls import CLIENT_DEFAULT, TimeoutLike
-from ..errors import VLLMTasksError
+from ..errors import APIError, VLLMTasksError
 from ..responses import json_object
 from ..transport import Request, SyncTransport
 
@@ -27,7 +27,9 @@ def count_longest(
     """Token counts of the longest string ``values`` (at most ``limit`` of them), by index.
 
     Used after a context-length error to name the input that caused it; a ``/tokenize`` that fails
-    counts as 0 (the error being explained is what the caller raises).
+    counts as 0 and is not retried (the error being explained is what the caller raises). vLLM 0.19.1's
+    ``/tokenize`` drops the connection for a text over the model's length instead of answering; then no
+    counts come back.
 
     Example:
         >>> count_longest(transport, ["short", "a much longer text"], "minilm")
@@ -43,10 +45,14 @@ def count_longest(
                 key: value for key, value in (("model", model), ("prompt", values[i])) if value is not None
             },
             raise_for_status=False,
+            retry=False,
         )
         for i in longest
     ]
-    responses = transport.send_all(requests, concurrency=defaults.CONCURRENCY)
+    try:
+        responses = transport.send_all(requests, concurrency=defaults.CONCURRENCY)
+    except APIError:
+        return {}
     counts: dict[int, int] = {}
     for index, response in zip(longest, responses, strict=True):
         counts[index] = _count(response)
