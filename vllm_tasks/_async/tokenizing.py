@@ -28,7 +28,7 @@ async def count_longest(
     Used after a context-length error to name the input that caused it; a ``/tokenize`` that fails
     counts as 0 (the error being explained is what the caller raises).
 
-    Example:
+    Examples:
         >>> await count_longest(transport, ["short", "a much longer text"], "minilm")
         {1: 6, 0: 3}
     """
@@ -96,7 +96,7 @@ async def truncate_texts(
         APIStatusError: when ``/tokenize`` or ``/detokenize`` fails.
         APIError: when their answer is not a JSON object.
 
-    Example:
+    Examples:
         >>> await truncate_texts(transport, ["a very long text ..."], 3, "minilm")
         ['a very long']
     """

@@ -29,7 +29,7 @@ def count_longest(
     Used after a context-length error to name the input that caused it; a ``/tokenize`` that fails
     counts as 0 (the error being explained is what the caller raises).
 
-    Example:
+    Examples:
         >>> count_longest(transport, ["short", "a much longer text"], "minilm")
         {1: 6, 0: 3}
     """
@@ -97,7 +97,7 @@ def truncate_texts(
         APIStatusError: when ``/tokenize`` or ``/detokenize`` fails.
         APIError: when their answer is not a JSON object.
 
-    Example:
+    Examples:
         >>> truncate_texts(transport, ["a very long text ..."], 3, "minilm")
         ['a very long']
     """
