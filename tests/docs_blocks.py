@@ -274,6 +274,22 @@ def environment() -> dict[str, str]:
     return env
 
 
+def _subprocess(
+    command: Sequence[str], cwd: Path, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``command`` in ``cwd`` with :func:`environment`, its output captured, at most BLOCK_TIMEOUT s."""
+    return subprocess.run(
+        command,
+        input=stdin,
+        cwd=cwd,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_TIMEOUT,
+        check=False,
+    )
+
+
 def run_chain(blocks: Sequence[Block], cwd: Path, urls: Mapping[str, str] | None = None) -> str:
     """Run the blocks, in order and in one namespace, in a Python subprocess in ``cwd``; returns its
     output, raises AssertionError with the output (the traceback names the markdown lines) on failure.
@@ -284,16 +300,7 @@ def run_chain(blocks: Sequence[Block], cwd: Path, urls: Mapping[str, str] | None
             {"path": b.path, "line": b.line, "source": localize(b.source, urls or {})} for b in blocks
         ],
     }
-    done = subprocess.run(
-        [sys.executable, __file__],
-        input=json.dumps(job),
-        cwd=cwd,
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=BLOCK_TIMEOUT,
-        check=False,
-    )
+    done = _subprocess([sys.executable, __file__], cwd, json.dumps(job))
     output = done.stdout + done.stderr
     if done.returncode != 0:
         raise AssertionError(f"{blocks[-1].where} failed (exit {done.returncode}):\n{output}")
@@ -312,29 +319,11 @@ def run_pytest_chain(
         names.append(named.group(1) if named else f"test_block{number}.py")
         (cwd / names[-1]).write_text(localize(block.source, urls or {}), encoding="utf-8")
     tests = [name for name in names if name.startswith("test_")]
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-rA",
-        "-p",
-        "no:cacheprovider",
-        "--rootdir",
-        str(cwd),
-        *tests,
-    ]
+    command = [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "--rootdir", str(cwd)]
+    command += tests
     for plugin in plugins:
         command += ["-p", plugin]
-    done = subprocess.run(
-        command,
-        cwd=cwd,
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=BLOCK_TIMEOUT,
-        check=False,
-    )
+    done = _subprocess(command, cwd)
     output = done.stdout + done.stderr
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""  # "4 passed in 1.2s"
     clean = done.returncode == 0 and " passed" in summary and not re.search(r"skipped|error|failed", summary)

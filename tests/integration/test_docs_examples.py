@@ -1,6 +1,7 @@
 """The server blocks of README.md and docs/ run against the real CPU fixtures (tests/docs_blocks.py).
 
-One test per set of servers (docs_blocks.SERVER_GROUPS), parametrized over its blocks, so that the
+One test per set of servers (``docs_blocks.SERVER_GROUPS``: ``test_embed_blocks``,
+``test_embed_and_ocr_blocks``, ...), parametrized over its blocks and using its fixtures, so that the
 server plugin runs each set's blocks together and starts each server once; each block's
 ``http://localhost:8000`` (or ``http://HOST:8000``) becomes its fixture's URL. ``integration`` blocks
 start what they need themselves (the fixtures' launcher, a pytest session with the server plugin) and
@@ -9,11 +10,12 @@ run with no fixture server up.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fixture_table import FIXTURES
+from pytest_plugin import FIXTURE_NAMES
 
 from tests.docs_blocks import (
     SERVER_GROUPS,
@@ -31,57 +33,41 @@ pytestmark = pytest.mark.integration
 
 BLOCKS = all_blocks()
 ENDS = chain_ends(BLOCKS, FIXTURES)
+PYTEST_FIXTURE = {name: fixture for fixture, name in FIXTURE_NAMES.items()}  # "embed" -> "vllm_embed"
 
 
-def blocks_on(*fixtures: str) -> list[Block]:
+def blocks_on(group: tuple[str, ...]) -> list[Block]:
+    """The chain ends whose marker names exactly these fixtures."""
     return [
-        b
-        for b in ENDS
-        if parse_marker(b, FIXTURES).kind == "server" and parse_marker(b, FIXTURES).fixtures == fixtures
+        block
+        for block in ENDS
+        if parse_marker(block, FIXTURES).kind == "server" and parse_marker(block, FIXTURES).fixtures == group
     ]
 
 
-def run_on(block: Block, tmp_path: Path, servers: dict[str, Any]) -> None:
-    """Run ``block``'s chain with each host's ``http://HOST:8000`` pointed at its fixture."""
-    marker = parse_marker(block, FIXTURES)
-    urls = {host: servers[name].base_url for host, name in marker.servers}
-    run_chain(chain(block, BLOCKS, FIXTURES), workdir(tmp_path), urls)
+def group_test(group: tuple[str, ...]) -> Callable[..., None]:
+    """The test of one set of servers: its fixtures by ``usefixtures``, so the plugin sees them."""
+    fixtures = [PYTEST_FIXTURE[name] for name in group]
+
+    @pytest.mark.usefixtures(*fixtures)
+    @pytest.mark.parametrize("block", blocks_on(group), ids=str)
+    def test(block: Block, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+        marker = parse_marker(block, FIXTURES)
+        urls = {host: request.getfixturevalue(PYTEST_FIXTURE[name]).base_url for host, name in marker.servers}
+        run_chain(chain(block, BLOCKS, FIXTURES), workdir(tmp_path), urls)
+
+    test.__doc__ = f"The blocks that need the {' and '.join(group)} fixture(s), with their URLs."
+    return test
 
 
-def test_every_server_group_has_a_test() -> None:
-    tested = {("embed",), ("embed", "ocr"), ("ocr",), ("rerank",), ("late-interaction",), ("stt",)}
-    assert set(SERVER_GROUPS) == tested
-    assert all(blocks_on(*group) for group in SERVER_GROUPS), "a group without blocks: drop its test"
+for _group in SERVER_GROUPS:
+    globals()[f"test_{'_and_'.join(_group).replace('-', '_')}_blocks"] = group_test(_group)
 
 
-@pytest.mark.parametrize("block", blocks_on("embed"), ids=str)
-def test_embed_blocks(block: Block, tmp_path: Path, vllm_embed: Any) -> None:
-    run_on(block, tmp_path, {"embed": vllm_embed})
-
-
-@pytest.mark.parametrize("block", blocks_on("embed", "ocr"), ids=str)
-def test_embed_and_ocr_blocks(block: Block, tmp_path: Path, vllm_embed: Any, vllm_ocr: Any) -> None:
-    run_on(block, tmp_path, {"embed": vllm_embed, "ocr": vllm_ocr})
-
-
-@pytest.mark.parametrize("block", blocks_on("ocr"), ids=str)
-def test_ocr_blocks(block: Block, tmp_path: Path, vllm_ocr: Any) -> None:
-    run_on(block, tmp_path, {"ocr": vllm_ocr})
-
-
-@pytest.mark.parametrize("block", blocks_on("rerank"), ids=str)
-def test_rerank_blocks(block: Block, tmp_path: Path, vllm_rerank: Any) -> None:
-    run_on(block, tmp_path, {"rerank": vllm_rerank})
-
-
-@pytest.mark.parametrize("block", blocks_on("late-interaction"), ids=str)
-def test_late_interaction_blocks(block: Block, tmp_path: Path, vllm_late_interaction: Any) -> None:
-    run_on(block, tmp_path, {"late-interaction": vllm_late_interaction})
-
-
-@pytest.mark.parametrize("block", blocks_on("stt"), ids=str)
-def test_stt_blocks(block: Block, tmp_path: Path, vllm_stt: Any) -> None:
-    run_on(block, tmp_path, {"stt": vllm_stt})
+def test_every_server_group_has_blocks() -> None:
+    assert all(blocks_on(group) for group in SERVER_GROUPS), (
+        "a group without blocks: drop it from SERVER_GROUPS"
+    )
 
 
 @pytest.mark.parametrize(

@@ -239,15 +239,9 @@ class VLLMOCRLoader(BaseLoader):
         concurrency: PDF pages in flight.
         ocr_options: other keyword arguments of ``Client.ocr`` / ``Client.ocr_pdf`` (``ngram_size``,
             ``require_ngram_processor``, ``max_side``, ``extra_body``, ...).
-        base_url: the server's root URL (default: env ``VLLM_TASKS_BASE_URL``, else
-            ``http://localhost:8000``).
-        model: the served model name (default: the server's first).
-        api_key: sent as ``Authorization: Bearer`` (default: env ``VLLM_API_KEY``).
-        timeout: seconds per request, as on ``vllm_tasks.Client``.
-        max_retries: retries of a failed request, as on ``vllm_tasks.Client``.
-        headers: HTTP headers sent with every request.
-        client: your own ``vllm_tasks.Client`` (the fields above then default to its settings).
-        async_client: your own ``vllm_tasks.AsyncClient``, for the async methods.
+
+    The connection arguments (``base_url``, ``model``, ``api_key``, ``timeout``, ``max_retries``,
+    ``headers``, ``client``, ``async_client``) are as for :class:`VLLMEmbeddings`.
 
     Raises:
         InvalidInputError: the file does not exist, or ``pages`` was given for an image.
@@ -346,15 +340,9 @@ class VLLMTranscriptLoader(BaseLoader):
         transcribe_options: other keyword arguments of ``Client.transcribe`` (``prompt``,
             ``temperature``, ``chunking``, ``extra_body``, ...).
         translate: use ``/v1/audio/translations`` (to English) instead.
-        base_url: the server's root URL (default: env ``VLLM_TASKS_BASE_URL``, else
-            ``http://localhost:8000``).
-        model: the served model name (default: the server's first).
-        api_key: sent as ``Authorization: Bearer`` (default: env ``VLLM_API_KEY``).
-        timeout: seconds per request, as on ``vllm_tasks.Client``.
-        max_retries: retries of a failed request, as on ``vllm_tasks.Client``.
-        headers: HTTP headers sent with every request.
-        client: your own ``vllm_tasks.Client`` (the fields above then default to its settings).
-        async_client: your own ``vllm_tasks.AsyncClient``, for the async methods.
+
+    The connection arguments (``base_url``, ``model``, ``api_key``, ``timeout``, ``max_retries``,
+    ``headers``, ``client``, ``async_client``) are as for :class:`VLLMEmbeddings`.
 
     Raises:
         AudioDecodeError: the file cannot be decoded (before any upload).
