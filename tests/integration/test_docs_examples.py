@@ -54,7 +54,7 @@ def group_test(group: tuple[str, ...]) -> Callable[..., None]:
     def test(block: Block, tmp_path: Path, request: pytest.FixtureRequest) -> None:
         marker = parse_marker(block, FIXTURES)
         urls = {host: request.getfixturevalue(PYTEST_FIXTURE[name]).base_url for host, name in marker.servers}
-        run_chain(chain(block, BLOCKS, FIXTURES), workdir(tmp_path), urls)
+        print(run_chain(chain(block, BLOCKS, FIXTURES), workdir(tmp_path), urls))
 
     test.__doc__ = f"The blocks that need the {' and '.join(group)} fixture(s), with their URLs."
     return test
@@ -78,6 +78,6 @@ def test_self_starting_blocks(block: Block, tmp_path: Path) -> None:
     none); a ``pytest`` block runs in a pytest session with the server plugin."""
     blocks = chain(block, BLOCKS, FIXTURES)
     if parse_marker(block, FIXTURES).pytest:
-        run_pytest_chain(blocks, tmp_path, plugins=["pytest_plugin"])
+        print(run_pytest_chain(blocks, tmp_path, plugins=["pytest_plugin"]))
     else:
-        run_chain(blocks, workdir(tmp_path))
+        print(run_chain(blocks, workdir(tmp_path)))

@@ -149,6 +149,6 @@ def test_runnable_block(block: Block, tmp_path: Path) -> None:
     the ``fake_vllm`` plugin)."""
     blocks = chain(block, BLOCKS, FIXTURES)
     if marker(block).pytest:
-        run_pytest_chain(blocks, tmp_path, plugins=["vllm_tasks.testing.pytest_plugin"])
+        print(run_pytest_chain(blocks, tmp_path, plugins=["vllm_tasks.testing.pytest_plugin"]))
     else:
-        run_chain(blocks, workdir(tmp_path))
+        print(run_chain(blocks, workdir(tmp_path)))
