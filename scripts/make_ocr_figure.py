@@ -1,4 +1,7 @@
-"""Make docs/images/ocr-annotated.png: what ``OCRResult.draw()`` returns for a DeepSeek-OCR page.
+"""Make docs/images/ocr-annotated.png: what ``OCRResult.draw()`` returns for a DeepSeek-OCR page; and the
+sample inputs the docs' OCR examples read (and tests/integration/test_docs_examples.py runs them on):
+examples/data/page.png (the page, 480 x 600 px: one DeepSeek-OCR view, no tiles) and examples/data/report.pdf
+(two 240 x 300 pt pages: 480 x 600 px at the SDK's 144 dpi).
 
 Illustration only: the page is drawn here with PIL and the grounding output is written by hand in
 DeepSeek-OCR's documented format (the CPU test fixture's tiny model writes meaningless text). The boxes,
@@ -17,7 +20,10 @@ from PIL import Image, ImageDraw
 from vllm_tasks import ocr
 from vllm_tasks.images import prepare_image
 
-OUT = Path(__file__).resolve().parent.parent / "docs" / "images" / "ocr-annotated.png"
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "docs" / "images" / "ocr-annotated.png"
+SAMPLES = ROOT / "examples" / "data"
+SAMPLE_SIZE = (480, 600)
 W, H = 800, 1000
 
 GROUNDING = (
@@ -60,6 +66,23 @@ def page() -> Image.Image:
     return image
 
 
+def second_page() -> Image.Image:
+    image = Image.new("RGB", (W, H), "white")
+    d = ImageDraw.Draw(image)
+    d.text((70, 50), "Outlook", fill="black", font_size=34)
+    for i, line in enumerate(["We expect revenue in Q3 to grow", "by another 8%, led by APAC."]):
+        d.text((70, 120 + 30 * i), line, fill="black", font_size=22)
+    return image
+
+
+def write_samples() -> None:
+    SAMPLES.mkdir(parents=True, exist_ok=True)
+    first, second = (p.resize(SAMPLE_SIZE, Image.Resampling.LANCZOS) for p in (page(), second_page()))
+    first.save(SAMPLES / "page.png", optimize=True)
+    first.save(SAMPLES / "report.pdf", format="PDF", save_all=True, append_images=[second], resolution=144)
+    print(f"wrote {SAMPLES / 'page.png'} and {SAMPLES / 'report.pdf'}")
+
+
 def main() -> None:
     prepared = prepare_image(page())
     body = {
@@ -74,6 +97,7 @@ def main() -> None:
     result.draw().save(OUT, optimize=True)
     print(result.markdown)
     print(f"wrote {OUT} ({[b.label for b in result.blocks]})")
+    write_samples()
 
 
 if __name__ == "__main__":

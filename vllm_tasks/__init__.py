@@ -1,6 +1,6 @@
 """vllm_tasks: a typed client for vLLM's embedding, scoring, speech-to-text and OCR endpoints.
 
-Example:
+Examples:
     >>> import vllm_tasks as vt
     >>> with vt.Client("http://localhost:8000") as client:
     ...     print(client.server_info().version)

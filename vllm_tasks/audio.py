@@ -247,7 +247,7 @@ def check_sample_rate(field: str, rate: int) -> None:
     Raises:
         InvalidInputError: naming the rate.
 
-    Example:
+    Examples:
         >>> check_sample_rate("audio[1]", 16000)
     """
     minimum = defaults.AUDIO_MIN_SAMPLE_RATE
@@ -514,7 +514,7 @@ def check_upload_size(source: AudioSource, size_limit: int = defaults.AUDIO_SIZE
     Raises:
         InvalidInputError: naming the size and the limit.
 
-    Example:
+    Examples:
         >>> check_upload_size(AudioSource(name="<bytes>", data=b"RIFF..."))
     """
     size = source.size()

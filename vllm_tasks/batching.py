@@ -18,7 +18,7 @@ def plan_batches(sizes: Sequence[int], batch_size: int, max_size: int) -> list[r
     Returns:
         Index ranges covering ``0..len(sizes)`` in order.
 
-    Example:
+    Examples:
         >>> plan_batches([10] * 5, 2, 100)
         [range(0, 2), range(2, 4), range(4, 5)]
     """
@@ -44,7 +44,7 @@ def smaller_batches(batches: Sequence[range], sizes: Sequence[int]) -> tuple[int
         The new ``(batch_size, max_bytes)``, or ``None`` when every batch already holds one item
         (nothing left to split).
 
-    Example:
+    Examples:
         >>> smaller_batches([range(0, 4)], [10, 10, 10, 10])
         (2, 20)
     """

@@ -83,7 +83,7 @@ def decode_raw(
     Raises:
         DecodeError: when the length is not a multiple of the item size or the dtype is unknown.
 
-    Example:
+    Examples:
         >>> decode_raw(np.ones(3, "<f2").tobytes(), "float16")
         array([1., 1., 1.], dtype=float32)
     """
@@ -124,7 +124,7 @@ def check_finite(values: npt.NDArray[Any], embed_dtype: str = "float32") -> npt.
     Raises:
         DecodeError: naming the first row (of a 2-D array) or position holding NaN or infinity.
 
-    Example:
+    Examples:
         >>> check_finite(np.array([1.0, 2.0], dtype=np.float32))
         array([1., 2.], dtype=float32)
     """
@@ -154,7 +154,7 @@ def decode_base64_rows(
         DecodeError: for a string that is not valid base64, rows of different or zero widths, or a
             non-finite value (see :func:`check_finite`).
 
-    Example:
+    Examples:
         >>> decode_base64_rows(["AAAAPwAAAMA="])
         array([[ 0.5, -2. ]], dtype=float32)
     """
@@ -179,7 +179,7 @@ def float_rows(rows: Sequence[Any], dtype: npt.DTypeLike = np.float32) -> npt.ND
     Raises:
         DecodeError: naming what is wrong.
 
-    Example:
+    Examples:
         >>> float_rows([[1, 2.5]])
         array([[1. , 2.5]], dtype=float32)
     """
@@ -481,7 +481,7 @@ def unpackbits(packed: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
     ``ubinary`` bytes are the bits of ``value >= 0`` packed 8 per byte; ``binary`` is the same byte
     minus 128. The result has 8 times as many columns.
 
-    Example:
+    Examples:
         >>> unpackbits(np.array([[128]], dtype=np.uint8))
         array([[1, 0, 0, 0, 0, 0, 0, 0]], dtype=uint8)
     """

@@ -21,7 +21,7 @@ def require(module: str, extra: str, purpose: str) -> ModuleType:
     Raises:
         MissingDependency: the module (or a library it loads) is not installed.
 
-    Example:
+    Examples:
         >>> Image = require("PIL.Image", "image", "checking images before upload")
     """
     try:

@@ -558,7 +558,7 @@ def _not_served_message(status: int, route: TaskRoute | None, path: str) -> str:
 def redact_url(url: str) -> str:
     """``url`` without its credentials (``http://user:KEY@host:8000/x`` -> ``http://host:8000/x``).
 
-    Example:
+    Examples:
         >>> redact_url("http://user:KEY@host:8000/v1")
         'http://host:8000/v1'
     """
@@ -585,7 +585,7 @@ _USERINFO_RE = re.compile(r"\b([A-Za-z][A-Za-z0-9+.\-]*://)[^\s/?#'\"<>]*@")
 def redact_text(text: str) -> str:
     """``text`` with the credentials of every URL in it removed.
 
-    Example:
+    Examples:
         >>> redact_text("GET http://user:KEY@host:8000/health failed")
         'GET http://host:8000/health failed'
     """

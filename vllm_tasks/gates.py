@@ -105,7 +105,7 @@ def require(info: ServerInfo, features: Iterable[str]) -> None:
     Raises:
         UnsupportedByServer: naming the feature, the server's version and the version needed.
 
-    Example:
+    Examples:
         >>> require(info, ["max_tokens_per_doc"])  # raises on a 0.19 server
     """
     for name in features:

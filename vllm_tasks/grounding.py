@@ -116,7 +116,7 @@ def parse_grounding(text: str) -> list[GroundedBlock]:
         The blocks in output order. Text before the first ``ref`` (or all of it, for output without
         grounding) is a block with ``label=None`` and no boxes, when it is not blank.
 
-    Example:
+    Examples:
         >>> parse_grounding("<|ref|>title<|/ref|><|det|>[[10, 20, 500, 60]]<|/det|>\\n# Report\\n")
         [GroundedBlock(label='title', boxes=((10, 20, 500, 60),), content='\\n# Report\\n', complete=True)]
     """
@@ -175,7 +175,7 @@ def to_markdown(blocks: Iterable[GroundedBlock], *, skip_labels: Sequence[str] =
     Consecutive recognised-text blocks (``OCR this image.`` output, one per line) are joined with a
     single newline. Blocks whose label is in ``skip_labels`` (figures: they have no text) are left out.
 
-    Example:
+    Examples:
         >>> to_markdown(parse_grounding("<|ref|>title<|/ref|><|det|>[[0,0,9,9]]<|/det|>\\n# A\\n"))
         '# A'
     """

@@ -47,7 +47,7 @@ _MAGIC: tuple[tuple[bytes, str], ...] = (
 def sniff_mime_type(data: bytes) -> str | None:
     """The MIME type of encoded image bytes from their first bytes, or ``None`` if unrecognised.
 
-    Example:
+    Examples:
         >>> sniff_mime_type(b"\\x89PNG\\r\\n\\x1a\\n...")
         'image/png'
     """
@@ -94,7 +94,7 @@ def image_to_data_url(image: ImageInput, *, field: str = "image") -> str:
         InvalidInputError: for a missing file, unrecognised bytes, or an unsupported type.
         MissingDependency: for a PIL image or numpy array when pillow is not installed.
 
-    Example:
+    Examples:
         >>> image_to_data_url(Path("cat.png"))[:22]
         'data:image/png;base64,'
     """
@@ -145,7 +145,7 @@ def image_content_part(image: ImageInput, *, field: str = "image") -> dict[str, 
     Raises:
         InvalidInputError: see :func:`image_to_data_url`.
 
-    Example:
+    Examples:
         >>> part = image_content_part("https://example.com/cat.jpg")
         >>> part["image_url"]["url"]
         'https://example.com/cat.jpg'
@@ -296,7 +296,7 @@ def prepare_image(
         InvalidInputError: for an unsupported input type or an unreadable path.
         MissingDependency: pillow is not installed.
 
-    Example:
+    Examples:
         >>> prepared = prepare_image(Path("page.png"))
         >>> prepared.size, prepared.data_url[:22]
         ((1240, 1754), 'data:image/png;base64,')

@@ -95,7 +95,7 @@ def embed_file(
         InvalidInputError: for an empty or unreadable source, or options ``embed`` refuses.
         APIError: whatever the server answered; progress up to the failing chunk is kept.
 
-    Example:
+    Examples:
         >>> embed_file(client, "corpus.txt", "corpus.npy", batch_size=64, concurrency=4)
         EmbedFileReport(out=PosixPath('corpus.npy'), texts=100000, dimensions=384, ...)
     """

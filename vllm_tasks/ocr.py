@@ -91,7 +91,7 @@ class OCROptions:
     Raises:
         InvalidInputError: naming the first bad argument.
 
-    Example:
+    Examples:
         >>> OCROptions(prompt="free", max_tokens=2048).max_tokens
         2048
     """
@@ -147,7 +147,7 @@ def plan_pdf(pages: Sequence[int] | str | None, dpi: object, concurrency: object
     Raises:
         InvalidInputError: a malformed page spec, a dpi outside 18-1200, a concurrency below 1.
 
-    Example:
+    Examples:
         >>> plan_pdf("1-3", 144, 4)
         PDFPlan(pages=[1, 2, 3], dpi=144.0, concurrency=4, wave=8)
     """
@@ -160,7 +160,7 @@ def plan_pdf(pages: Sequence[int] | str | None, dpi: object, concurrency: object
 def locate(text: str) -> str:
     """The ``locate`` prompt: find ``text`` in the image (the result's blocks hold its boxes).
 
-    Example:
+    Examples:
         >>> locate("Total revenue")
         'Locate <|ref|>Total revenue<|/ref|> in the image.'
     """
@@ -174,7 +174,7 @@ def resolve_prompt(prompt: str) -> str:
     Raises:
         InvalidInputError: for an empty or non-string prompt.
 
-    Example:
+    Examples:
         >>> resolve_prompt("free")
         'Free OCR.'
     """
@@ -192,7 +192,7 @@ def resolve_prompt(prompt: str) -> str:
 def vllm_xargs(options: OCROptions) -> dict[str, Any] | None:
     """The ``vllm_xargs`` of a request, or ``None`` when the n-gram guard is off (``ngram_size=None``).
 
-    Example:
+    Examples:
         >>> vllm_xargs(OCROptions(window_size=None, whitelist_token_ids=None))
         {'ngram_size': 30}
     """
@@ -211,7 +211,7 @@ def build_body(
 ) -> dict[str, Any]:
     """The ``/v1/chat/completions`` body for one image: image part first, then the prompt.
 
-    Example:
+    Examples:
         >>> build_body("data:image/png;base64,...", OCROptions(), "ocr", None)["max_tokens"]
         4096
     """
@@ -243,7 +243,7 @@ def build_body(
 def page_request(image_url: str, options: OCROptions, model: str | None, call: CallOptions) -> Request:
     """The chat-completions request for one image (a URL, or the data URL of a prepared image).
 
-    Example:
+    Examples:
         >>> page_request(prepared.data_url, OCROptions(), "ocr", CallOptions()).path
         '/v1/chat/completions'
     """
@@ -262,7 +262,7 @@ def ngram_check_request(
     400 ("`ngram_size` has to be a strictly positive integer"); a server without the processor ignores
     ``vllm_xargs`` and answers 200. Single attempt.
 
-    Example:
+    Examples:
         >>> ngram_check_request("ocr", None, 30.0).json["vllm_xargs"]
         {'ngram_size': 0}
     """
@@ -284,7 +284,7 @@ def uses_ngram_processor(options: OCROptions, info: ServerInfo) -> bool:
     Raises:
         UnsupportedByServer: ``vllm_xargs`` on vLLM < 0.11.1.
 
-    Example:
+    Examples:
         >>> uses_ngram_processor(OCROptions(ngram_size=None), info)
         False
     """
@@ -300,7 +300,7 @@ def require_ngram_processor(state: OCRState, options: OCROptions, info: ServerIn
     Raises:
         UnsupportedByServer: ``require_ngram_processor=True`` and the server ignores ``vllm_xargs``.
 
-    Example:
+    Examples:
         >>> require_ngram_processor(OCRState(True, True), OCROptions(require_ngram_processor=True), info)
     """
     if state.ngram_processor is False and options.require_ngram_processor:
@@ -316,7 +316,7 @@ def require_ngram_processor(state: OCRState, options: OCROptions, info: ServerIn
 def missing_processor_message() -> str:
     """The warning text for a server without the n-gram processor.
 
-    Example:
+    Examples:
         >>> "--logits-processors" in missing_processor_message()
         True
     """
@@ -331,7 +331,7 @@ def missing_processor_message() -> str:
 def truncated_message(result: OCRResult) -> str:
     """The :class:`OCRTruncatedWarning` text for one image cut short by ``max_tokens``.
 
-    Example:
+    Examples:
         >>> truncated_message(result)[:26]
         'OCR output hit max_tokens '
     """
@@ -344,7 +344,7 @@ def truncated_message(result: OCRResult) -> str:
 def truncated_pages_message(pages: Sequence[int]) -> str:
     """The :class:`OCRTruncatedWarning` text for PDF pages cut short by ``max_tokens``.
 
-    Example:
+    Examples:
         >>> truncated_pages_message([3, 7])[:35]
         'OCR output hit max_tokens on page(s'
     """
@@ -373,7 +373,7 @@ def parse_response(
     Warns:
         OCRTruncatedWarning: ``finish_reason == "length"`` (when ``warn``).
 
-    Example:
+    Examples:
         >>> parse_response(response, prepared, PROMPTS["markdown"]).markdown
         '# Report ...'
     """
@@ -431,7 +431,7 @@ def prepare_pages(
     Raises:
         ImageError, ImageTooLarge: a page cannot be encoded (see :func:`vllm_tasks.images.prepare_image`).
 
-    Example:
+    Examples:
         >>> total, rendered = render_pages("report.pdf", None, 144.0)
         >>> [number for number, _ in prepare_pages(rendered, 4, 4096)]
         [1, 2, 3, 4]
@@ -446,7 +446,7 @@ def prepare_pages(
 def close_pages(rendered: Iterator[tuple[int, Any]]) -> None:
     """Close a page iterator (and so its PDF) that stopped half-way; a plain iterator is left alone.
 
-    Example:
+    Examples:
         >>> close_pages(rendered)
     """
     close = getattr(rendered, "close", None)
@@ -461,7 +461,7 @@ def close_pages(rendered: Iterator[tuple[int, Any]]) -> None:
 def merge_pages(pages: list[OCRPage]) -> OCRDocument:
     """The document of per-page results: markdown joined with ``---``, usage summed, truncated pages listed.
 
-    Example:
+    Examples:
         >>> merge_pages([OCRPage(page=1, result=first), OCRPage(page=2, result=second)]).markdown
         '# Page one\\n\\n---\\n\\n# Page two'
     """

@@ -16,7 +16,7 @@ T = TypeVar("T")
 async def async_offload(function: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
     """Run ``function(*args, **kwargs)`` in a worker thread, so the event loop keeps serving.
 
-    Example:
+    Examples:
         >>> samples = await async_offload(audio.decode, source)
     """
     return await asyncio.to_thread(function, *args, **kwargs)
@@ -25,7 +25,7 @@ async def async_offload(function: Callable[P, T], /, *args: P.args, **kwargs: P.
 def sync_offload(function: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
     """Run ``function(*args, **kwargs)`` here: the sync twin of :func:`async_offload`.
 
-    Example:
+    Examples:
         >>> samples = sync_offload(audio.decode, source)
     """
     return function(*args, **kwargs)

@@ -32,7 +32,7 @@ def parse_pages(spec: str) -> list[int]:
     Raises:
         InvalidInputError: for a malformed spec.
 
-    Example:
+    Examples:
         >>> parse_pages("1-3,7")
         [1, 2, 3, 7]
     """
@@ -85,7 +85,7 @@ def open_pdf(pdf: Any) -> Any:
         InvalidInputError: the file cannot be read or is not a PDF.
         MissingDependency: pypdfium2 is not installed.
 
-    Example:
+    Examples:
         >>> with PDFIUM_LOCK:
         ...     pages = len(open_pdf("report.pdf"))
     """
@@ -126,7 +126,7 @@ def render_pages(pdf: Any, pages: Sequence[int] | None, dpi: float) -> tuple[int
             ``defaults.PDF_MAX_PAGE_PIXELS`` at ``dpi`` (raised here, before any rendering).
         MissingDependency: pypdfium2 (or pillow) is not installed.
 
-    Example:
+    Examples:
         >>> count, pages = render_pages("report.pdf", [1, 2], 144.0)
         >>> [(number, image.size) for number, image in pages]
         [(1, (1190, 1684)), (2, (1190, 1684))]
@@ -158,7 +158,7 @@ def check_page_sizes(document: Any, numbers: Sequence[int], dpi: float) -> None:
     Raises:
         InvalidInputError: naming the page, its size in pixels and the largest dpi that fits.
 
-    Example:
+    Examples:
         >>> with PDFIUM_LOCK:
         ...     check_page_sizes(open_pdf("report.pdf"), [1, 2], 144.0)
     """

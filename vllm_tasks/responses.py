@@ -30,7 +30,7 @@ _JSON_TYPES = ("", "text/plain")
 def media_type(response: httpx.Response) -> str:
     """The response's media type, lower case, without parameters (``""`` when absent).
 
-    Example:
+    Examples:
         >>> media_type(httpx.Response(200, headers={"content-type": "Text/HTML; charset=utf-8"}))
         'text/html'
     """
@@ -41,7 +41,7 @@ def media_type(response: httpx.Response) -> str:
 def request_of(response: httpx.Response) -> httpx.Request | None:
     """The request ``response`` answers, or ``None`` for a response built by hand.
 
-    Example:
+    Examples:
         >>> request_of(httpx.Response(200)) is None
         True
     """
@@ -55,7 +55,7 @@ def unexpected(response: httpx.Response, what: str, problem: str, *, hint: bool 
     """An :class:`UnexpectedResponse` for ``response``: ``what`` (the route), the problem, the status,
     the request's method and URL and the content type, plus the proxy hint when ``hint``.
 
-    Example:
+    Examples:
         >>> str(unexpected(httpx.Response(204), "/v1/embeddings", "an empty body"))[:40]
         '/v1/embeddings: an empty body (HTTP 204 '
     """
@@ -85,7 +85,7 @@ def check_status(response: httpx.Response, what: str) -> None:
     Raises:
         UnexpectedResponse: naming the status, the URL and (for a redirect) where it points.
 
-    Example:
+    Examples:
         >>> check_status(httpx.Response(200, json={}), "/v1/models")
     """
     status = response.status_code
@@ -114,7 +114,7 @@ def server_error(
     and ``{"error": {"message", "type", "param", "code"}}``; ``code`` (else 500) picks the error class
     as :func:`~vllm_tasks.errors.error_from_response` does for an error status.
 
-    Example:
+    Examples:
         >>> body = {"object": "error", "message": "bad", "code": 400}
         >>> type(server_error(httpx.Response(200, json=body), body)).__name__
         'BadRequestError'
@@ -142,7 +142,7 @@ def json_value(response: httpx.Response, what: str, *, task: TaskName | None = N
             content type that is not JSON (an HTML page).
         APIStatusError: the body is vLLM's error object (see :func:`server_error`).
 
-    Example:
+    Examples:
         >>> json_value(httpx.Response(200, json=[1, 2]), "/x")
         [1, 2]
     """
@@ -172,7 +172,7 @@ def json_object(response: httpx.Response, what: str, *, task: TaskName | None = 
         UnexpectedResponse: not a 2xx with a body, not JSON, or not a JSON object.
         APIStatusError: the body is vLLM's error object.
 
-    Example:
+    Examples:
         >>> json_object(httpx.Response(200, json={"count": 3}), "/tokenize")
         {'count': 3}
     """
@@ -186,7 +186,7 @@ def json_object(response: httpx.Response, what: str, *, task: TaskName | None = 
 def malformed(response: httpx.Response, what: str, problem: str) -> UnexpectedResponse:
     """An :class:`UnexpectedResponse` for a JSON body of the wrong shape (no proxy hint: it is JSON).
 
-    Example:
+    Examples:
         >>> malformed(httpx.Response(200, json={}), "/score", "no 'data' list").status_code
         200
     """
@@ -202,7 +202,7 @@ def index_problem(items: Sequence[Any]) -> str | None:
     """Why ``items`` are not objects whose integer ``index`` values are exactly ``0..n-1`` (any order),
     or ``None`` when they are.
 
-    Example:
+    Examples:
         >>> index_problem([{"index": 0}, {"index": 0}])
         'indices must be exactly 0..1, got [0, 0]'
     """
@@ -217,7 +217,7 @@ def index_problem(items: Sequence[Any]) -> str | None:
 def in_index_order(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """``items`` placed by their ``index`` (checked first with :func:`index_problem`).
 
-    Example:
+    Examples:
         >>> in_index_order([{"index": 1}, {"index": 0}])
         [{'index': 0}, {'index': 1}]
     """
@@ -233,7 +233,7 @@ Model = TypeVar("Model", bound=BaseModel)
 def validated(response: httpx.Response, what: str, cls: type[Model], value: object) -> Model:
     """``cls.model_validate(value)``, a body field of the wrong shape being an :class:`UnexpectedResponse`.
 
-    Example:
+    Examples:
         >>> validated(httpx.Response(200, json={}), "/x", Usage, {"prompt_tokens": 3}).prompt_tokens
         3
     """
@@ -256,7 +256,7 @@ def usage_of(response: httpx.Response, what: str, value: object) -> Usage:
 def text_or_none(value: object) -> str | None:
     """``value`` when it is a string, else ``None`` (e.g. a body's ``model`` field).
 
-    Example:
+    Examples:
         >>> text_or_none(3) is None
         True
     """

@@ -80,7 +80,7 @@ class Backoff:
         refusal. The error is annotated in place: ``retry_after`` (seconds asked) and a message that
         names the wait and the cap.
 
-        Example:
+        Examples:
             >>> headers = httpx.Headers({"retry-after": "3600"})
             >>> error = RateLimitError("busy", status_code=429, headers=headers)
             >>> Backoff(retry_after_cap=60).refuses_wait(error), error.retry_after

@@ -97,7 +97,7 @@ def to_score_input(item: Any, field: str, text_field: str = "text") -> ScoreInpu
     Raises:
         InvalidInputError: for anything else, naming ``field``.
 
-    Example:
+    Examples:
         >>> to_score_input({"text": "Paris", "id": 7}, "documents[0]")
         'Paris'
     """
@@ -161,7 +161,7 @@ def refuse_token_ids(value: Any, field: str) -> None:
     Raises:
         InvalidInputError: for an int, or a non-empty list/tuple of ints, naming ``field``.
 
-    Example:
+    Examples:
         >>> refuse_token_ids("Paris", "documents[0]")
     """
     if _is_token_id(value) or (
@@ -193,7 +193,7 @@ def is_multimodal(value: ScoreInput) -> bool:
 
     Multimodal inputs are gated (vLLM >= 0.10.0; >= 0.17.0 on late-interaction models).
 
-    Example:
+    Examples:
         >>> is_multimodal({"content": [{"type": "image_url", "image_url": {"url": "https://x/a.png"}}]})
         True
     """
@@ -245,7 +245,7 @@ def rerank_inputs(query: Any, documents: Iterable[Any], text_field: str) -> tupl
     Raises:
         InvalidInputError: ``documents`` is not a non-empty list, or an input is not convertible.
 
-    Example:
+    Examples:
         >>> docs, pairs = rerank_inputs("capital?", [{"text": "Paris"}], "text")
         >>> pairs.seconds
         ['Paris']
@@ -265,7 +265,7 @@ def score_inputs(text_1: Any, text_2: Any, text_field: str) -> ScorePairs:
         InvalidInputError: an empty side, a pairing vLLM refuses (N:M, N:1), or an input that is not
             convertible.
 
-    Example:
+    Examples:
         >>> score_inputs("capital?", ["Paris", "Rome"], "text").mode
         '1:N'
     """
@@ -286,7 +286,7 @@ def pair_mode(len_1: int, len_2: int) -> PairMode:
         InvalidInputError: for an empty side, or lengths that are none of these (N:M, and N:1 where
             only the *first* side may be broadcast).
 
-    Example:
+    Examples:
         >>> pair_mode(1, 3)
         '1:N'
     """
@@ -311,7 +311,7 @@ def check_truncate_prompt_tokens(value: int | None) -> int | None:
     Raises:
         InvalidInputError: for anything below -1 or not an int.
 
-    Example:
+    Examples:
         >>> check_truncate_prompt_tokens(-1)
         -1
     """
@@ -362,7 +362,7 @@ def json_sizes(values: Sequence[Any]) -> list[int]:
 
     A token-id list counts :data:`TOKEN_ID_JSON_BYTES` per id (an upper bound, without serializing it).
 
-    Example:
+    Examples:
         >>> json_sizes(["abc"])
         [11]
     """
@@ -380,7 +380,7 @@ def _body(common: Mapping[str, Any], extra_body: Mapping[str, Any] | None, **fie
 def max_model_len(info: ServerInfo, model: str | None) -> int | None:
     """The context length of ``model`` (a LoRA card: its base model's), when the server states it.
 
-    Example:
+    Examples:
         >>> max_model_len(info, "minilm-rerank")
         512
     """
@@ -457,7 +457,7 @@ def scorer_probe_request(
         task: a pooling task to ask for (the follow-up probe of old servers, :func:`scorer_from_embed_probe`);
             ``None`` asks for the model's active task.
 
-    Example:
+    Examples:
         >>> scorer_probe_request("minilm").json
         {'input': 'a', 'model': 'minilm'}
     """
@@ -483,7 +483,7 @@ def scorer_from_probe(response: httpx.Response | None, info: ServerInfo) -> Scor
         model, a per-token matrix one wide is a cross-encoder's ``token_classify`` output, and a wider one
         is ``None``: ask again with ``task="embed"`` and read it with :func:`scorer_from_embed_probe`.
 
-    Example:
+    Examples:
         >>> scorer_from_probe(httpx.Response(200, json={"data": [{"data": [0.48]}]}), info)
         <ScorerKind.CROSS_ENCODER: 'cross-encoder'>
     """
@@ -514,7 +514,7 @@ def scorer_from_embed_probe(response: httpx.Response | None) -> ScorerKind:
         per-token embeddings), ``UNKNOWN`` when the server answers per token again (vLLM 0.11 ignores
         ``task``: its answers cannot tell).
 
-    Example:
+    Examples:
         >>> scorer_from_embed_probe(httpx.Response(200, json={"data": [{"data": [0.1, 0.2]}]}))
         <ScorerKind.BI_ENCODER: 'bi-encoder'>
     """
@@ -560,7 +560,7 @@ def split_token_limits(
         InvalidInputError: a limit not below the model's context length.
         UnsupportedByServer: the server lacks the field and ``fallback`` is ``"error"``.
 
-    Example:
+    Examples:
         >>> split_token_limits(info_0_19, max_tokens_per_doc=64, max_tokens_per_query=None, fallback="client")
         ({}, {'max_tokens_per_doc': 64})
     """
@@ -592,7 +592,7 @@ def split_token_limits(
 def split_texts(inputs: Sequence[ScoreInput]) -> tuple[list[int], list[str]]:
     """The positions and values of the text inputs (multimodal ones are not cut client-side).
 
-    Example:
+    Examples:
         >>> split_texts(["a", {"content": []}, "b"])
         ([0, 2], ['a', 'b'])
     """
@@ -605,7 +605,7 @@ def replace_texts(
 ) -> list[ScoreInput]:
     """``inputs`` with the values at ``positions`` replaced by ``texts`` (see :func:`split_texts`).
 
-    Example:
+    Examples:
         >>> replace_texts(["long a", {"content": []}], [0], ["a"])
         ['a', {'content': []}]
     """
@@ -669,7 +669,7 @@ def plan_scoring(
         InvalidInputError: a token limit not below the model's context length.
         UnsupportedByServer: a field (or multimodal input) the server's vLLM version lacks.
 
-    Example:
+    Examples:
         >>> setup = plan_scoring(info, pairs, ScoreParams(), CallOptions(),
         ...                      client_model=None, scorer_kinds={})
         >>> setup.fields["model"]
@@ -706,7 +706,7 @@ def plan_scoring(
 def plan_rerank_requests(setup: ScoringSetup, batches: Sequence[range], top_n: int | None) -> list[Request]:
     """One ``/rerank`` request per batch of documents (``top_n`` only where it cuts the batch).
 
-    Example:
+    Examples:
         >>> [len(r.json["documents"]) for r in plan_rerank_requests(setup, [range(0, 2), range(2, 3)], None)]
         [2, 1]
     """
@@ -733,7 +733,7 @@ def plan_rerank_requests(setup: ScoringSetup, batches: Sequence[range], top_n: i
 def score_keys(info: ServerInfo) -> tuple[str, str]:
     """The ``/score`` field names this server reads: ``queries``/``documents`` from vLLM 0.16.0.
 
-    Example:
+    Examples:
         >>> score_keys(info_0_15)
         ('text_1', 'text_2')
     """
@@ -749,7 +749,7 @@ def plan_score_requests(
 
     A broadcast side is sent as a single value, a zipped side as the batch's slice.
 
-    Example:
+    Examples:
         >>> plan_score_requests(setup, [range(0, 2)], ("queries", "documents"))[0].json["queries"]
         'capital?'
     """
@@ -773,7 +773,7 @@ def wants_text_1_text_2(error: BadRequestError, info: ServerInfo, keys: tuple[st
     A server that hides its version may predate that form (vLLM < 0.16): its validation error names the
     ``text_1``/``text_2`` fields it expected.
 
-    Example:
+    Examples:
         >>> wants_text_1_text_2(error, info_hidden_version, ("queries", "documents"))
         True
     """
@@ -829,7 +829,7 @@ def name_too_long_pair(
     cross-encoder (which reads query and document as one prompt) the first document whose pair is over
     it. The counts (index -> tokens) come from ``/tokenize`` for the longest texts of each side.
 
-    Example:
+    Examples:
         >>> name_too_long_pair(error, pairs, {0: 12}, {0: 3, 1: 300}, limit=256, kind=None)
         >>> error.input_index
         1
@@ -848,7 +848,7 @@ def name_too_long_pair(
 def explain_query_too_long(error: InternalServerError) -> None:
     """Add to vLLM 0.32's 500 for an over-long query with ``max_tokens_per_doc`` how to avoid it.
 
-    Example:
+    Examples:
         >>> explain_query_too_long(error)
         >>> "max_tokens_per_query=N" in error.message
         True
@@ -891,7 +891,7 @@ def merge_rerank(
     Raises:
         APIError: for an answer without ``results``.
 
-    Example:
+    Examples:
         >>> merge_rerank([first, second], [range(0, 2), range(2, 3)], docs, top_n=2, model="m",
         ...              scorer=ScorerKind.CROSS_ENCODER).indices
         [2, 0]
@@ -948,7 +948,7 @@ def merge_scores(
     Raises:
         APIError: an answer without ``data``, or with a score count that does not match its batch.
 
-    Example:
+    Examples:
         >>> merge_scores([response], [range(0, 2)], model="m", scorer=ScorerKind.CROSS_ENCODER).scores
         array([0.86, 0.01])
     """
@@ -984,7 +984,7 @@ def pool_inputs(value: Any, field: str = "input") -> PoolPrompts:
     Raises:
         InvalidInputError: an empty input, bytes, a mix, or a bad element, naming it (``input[2][0]``).
 
-    Example:
+    Examples:
         >>> pool_inputs("hello")
         ['hello']
         >>> pool_inputs([101, 7592, 102])
@@ -1033,7 +1033,7 @@ def check_pool_task(task: str | None) -> None:
     Raises:
         InvalidInputError: another name; the removed ``score`` and ``encode`` tasks say what replaced them.
 
-    Example:
+    Examples:
         >>> check_pool_task("token_embed")
     """
     if task is not None and task not in POOLING_TASKS:
@@ -1059,7 +1059,7 @@ def plan_pooling_requests(
     ``defaults.SCORE_MAX_REQUEST_BYTES`` of JSON (a token id counted as :data:`TOKEN_ID_JSON_BYTES`);
     ``fields`` (``None`` values left out) and ``call.extra_body`` go into every body.
 
-    Example:
+    Examples:
         >>> requests, batches = plan_pooling_requests(
         ...     "/classify", "classify", ["a", "b"], {}, CallOptions(), batch_size=1
         ... )
@@ -1116,7 +1116,7 @@ def merge_classify(
     Raises:
         APIError: an answer without ``data``, or with a result count that does not match its batch.
 
-    Example:
+    Examples:
         >>> merge_classify([response], [range(0, 2)], "m").probs.shape
         (2, 2)
     """
@@ -1145,7 +1145,7 @@ def merge_pool(
     Raises:
         APIError: an answer without ``data``, or with a result count that does not match its batch.
 
-    Example:
+    Examples:
         >>> merge_pool([response], [range(0, 1)], "m").data[0].shape
         (384,)
     """
@@ -1177,7 +1177,7 @@ def maxsim(query_vectors: npt.ArrayLike, doc_vectors: npt.ArrayLike) -> float:
     Raises:
         InvalidInputError: for arrays that are not 2-D with the same width.
 
-    Example:
+    Examples:
         >>> q = client.pool("what is vllm?").data[0]
         >>> d = client.pool("vLLM is an inference engine").data[0]
         >>> maxsim(q, d)

@@ -77,7 +77,7 @@ class RequestLike(Protocol):
 def request_model(request: RequestLike) -> str | None:
     """The ``model`` a request names (JSON body or multipart form), or ``None``.
 
-    Example:
+    Examples:
         >>> request_model(Request("POST", "/rerank", json={"model": "bge", "query": "q"}))
         'bge'
     """
@@ -93,7 +93,7 @@ def request_inputs(request: RequestLike) -> int | None:
     """How many inputs a request carries (its batch size): texts, documents, pairs, images, audio files,
     conversations; ``None`` for a request without any (discovery, probes with an empty body).
 
-    Example:
+    Examples:
         >>> request_inputs(Request("POST", "/v1/embeddings", json={"input": ["a", "b"]}))
         2
     """
@@ -124,7 +124,7 @@ def response_request_id(response: httpx.Response) -> str | None:
     writes it first), else the ``metadata`` header of a ``bytes`` embeddings answer. Reads at most the
     first bytes of the body: never a parse of a large answer.
 
-    Example:
+    Examples:
         >>> response_request_id(httpx.Response(200, content=b'{"id":"embd-1","data":[]}'))
         'embd-1'
     """
@@ -151,7 +151,7 @@ def response_request_id(response: httpx.Response) -> str | None:
 class UsageCounter:
     """A client's running totals (thread-safe: a sync client's ``send_all`` threads update it at once).
 
-    Example:
+    Examples:
         >>> counter = UsageCounter(); counter.request_done(failed=False, retry=False)
         >>> counter.snapshot().requests
         1
@@ -189,7 +189,7 @@ class UsageCounter:
 def result_usage(result: object) -> dict[str, float]:
     """``{"prompt_tokens", "completion_tokens", "audio_seconds", "pages"}`` a result reports.
 
-    Example:
+    Examples:
         >>> result_usage(client.ocr("page.png"))["pages"]
         1
     """
@@ -226,7 +226,7 @@ def tracer() -> Any | None:
 
     Looked up once (a proxy tracer: a provider set later is still used).
 
-    Example:
+    Examples:
         >>> with tracer().start_as_current_span("my job"):  # the client's spans become its children
         ...     client.embed(texts)
     """
@@ -271,7 +271,7 @@ class Observation:
         attempt: 1 for the first attempt, 2 for the first retry, ...
         stream: a streamed answer (the elapsed time is then the time to its headers).
 
-    Example:
+    Examples:
         >>> with Observation(counter, request, "http://host:8000") as observation:
         ...     observation.response = http.send(build(request, observation))
     """

@@ -84,7 +84,7 @@ class ChunkingOptions:
         InvalidInputError: an unknown mode, a limit outside (0, 30], a negative overlap, a
             non-positive search window or concurrency.
 
-    Example:
+    Examples:
         >>> await client.transcribe("talk.mp3", chunking=ChunkingOptions(concurrency=4))
     """
 
@@ -119,7 +119,7 @@ def chunking_options(chunking: Chunking) -> ChunkingOptions:
     Raises:
         InvalidInputError: an unknown mode.
 
-    Example:
+    Examples:
         >>> chunking_options("server").mode
         'server'
     """
@@ -169,7 +169,7 @@ def validate(params: SpeechParams, *, task: Task, stream: bool) -> None:
         InvalidInputError: unknown ``response_format``, beam search with streaming, ``n`` without beam
             search, a format a stream cannot produce, bad ``timestamp_granularities``.
 
-    Example:
+    Examples:
         >>> validate(SpeechParams(response_format="srt"), task="transcribe", stream=False)
     """
     if params.response_format not in RESPONSE_FORMATS:
@@ -233,7 +233,7 @@ def _form_value(value: Any) -> str | list[str]:
 def server_format(response_format: ResponseFormat) -> ServerFormat:
     """What to ask vLLM for: segments for verbose_json/srt/vtt, else json (``text`` also answers JSON).
 
-    Example:
+    Examples:
         >>> server_format("srt")
         'verbose_json'
     """
@@ -252,7 +252,7 @@ def form_fields(
 
     ``call.extra_body`` is merged last (dicts sent as JSON).
 
-    Example:
+    Examples:
         >>> form_fields(SpeechParams(language="en"), CallOptions(), model="whisper", fmt="json")
         {'model': 'whisper', 'language': 'en', 'response_format': 'json'}
     """
@@ -297,7 +297,7 @@ def build_request(
 ) -> Request:
     """The multipart ``Request`` for one upload.
 
-    Example:
+    Examples:
         >>> params, call = SpeechParams(language="en"), CallOptions()
         >>> build_request(params, call, upload, task="transcribe", model="w", fmt="json").path
         '/v1/audio/transcriptions'
@@ -761,7 +761,7 @@ def should_split(
     Raises:
         AudioDecodeError: the input cannot be decoded.
 
-    Example:
+    Examples:
         >>> should_split(source, ChunkingOptions(), "auto", limit_seconds=SERVER_CHUNK_SECONDS)
         True
     """
@@ -783,7 +783,7 @@ def plan_chunks(
     """The client-side pieces of ``source``, lazily: decoding happens as the iterator is advanced
     (advance it off the event loop, e.g. with :func:`next_wave`).
 
-    Example:
+    Examples:
         >>> chunks = plan_chunks(source, ChunkingOptions(), max_seconds=30.0, overlap_seconds=0.5)
     """
     return audio_io.iter_chunks(
@@ -822,7 +822,7 @@ def next_wave(
 
     Waves bound memory for very long files; an empty list means the input is done.
 
-    Example:
+    Examples:
         >>> wave = await async_offload(next_wave, source, chunks, 16)
     """
     return [
@@ -920,7 +920,7 @@ def stream_requests(
     taken back), built lazily: advancing the iterator decodes and encodes the next piece (CPU-bound:
     advance it with :func:`next_request` off the event loop).
 
-    Example:
+    Examples:
         >>> requests = stream_requests(source, ChunkingOptions(), SpeechParams(), CallOptions(),
         ...                            task="transcribe", model="whisper-base")
     """
@@ -934,7 +934,7 @@ def stream_requests(
 def next_request(requests: Iterator[Request]) -> Request | None:
     """The next request of a lazy iterator (``None`` when done); building it may decode and encode.
 
-    Example:
+    Examples:
         >>> request = await async_offload(next_request, requests)
     """
     return next(requests, None)
@@ -948,7 +948,7 @@ def keep_audio(result: Transcription, source: audio_io.AudioSource, given: objec
     view that would not embed it). File objects, URLs and arrays are not kept: ``result.player(audio)``
     takes them. Never pickled nor dumped (:class:`vllm_tasks.views.Attachment`).
 
-    Example:
+    Examples:
         >>> keep_audio(result, audio_io.resolve("talk.wav"), "talk.wav").player()
     """
     if source.path is not None:

@@ -69,7 +69,7 @@ class FetchLimits:
     Raises:
         InvalidInputError: a limit that is not a positive number (``max_bytes``, ``max_redirects``: int).
 
-    Example:
+    Examples:
         >>> client = vllm_tasks.Client(fetch_limits=FetchLimits(max_bytes=50_000_000, refuse_private=True))
     """
 

@@ -19,7 +19,7 @@ def positive_int(field: str, value: object) -> int:
     Raises:
         InvalidInputError: for anything else (``bool`` included).
 
-    Example:
+    Examples:
         >>> positive_int("batch_size", 8)
         8
     """
@@ -36,7 +36,7 @@ def int_at_least(field: str, value: object, minimum: int, fix: str = "") -> int 
     Raises:
         InvalidInputError: for a bool, a non-int or a value below ``minimum``.
 
-    Example:
+    Examples:
         >>> int_at_least("top_n", 3, 0)
         3
     """
@@ -53,7 +53,7 @@ def number_in_range(field: str, value: object, low: float, high: float, fix: str
     Raises:
         InvalidInputError: for a bool, a non-number or a value outside the range.
 
-    Example:
+    Examples:
         >>> number_in_range("dpi", 144, 18, 1200)
         144.0
     """
@@ -65,7 +65,7 @@ def number_in_range(field: str, value: object, low: float, high: float, fix: str
 def is_number(value: object) -> TypeGuard[int | float]:
     """Whether ``value`` is an int or a float (``bool`` is not a number here).
 
-    Example:
+    Examples:
         >>> is_number(2.5), is_number(True)
         (True, False)
     """
@@ -78,7 +78,7 @@ def positive_number(field: str, value: object, fix: str = "") -> float:
     Raises:
         InvalidInputError: for a bool, a non-number, zero or a negative value.
 
-    Example:
+    Examples:
         >>> positive_number("timeout", 30)
         30.0
     """
@@ -94,7 +94,7 @@ def timeout_value(field: str, value: object) -> object:
     Raises:
         InvalidInputError: for a bool, a string, zero, a negative, NaN or infinite value.
 
-    Example:
+    Examples:
         >>> timeout_value("timeout", 30)
         30
     """
@@ -129,7 +129,7 @@ def header_values(field: str, headers: Mapping[Any, Any] | None) -> None:
     Raises:
         InvalidInputError: naming the header, e.g. ``extra_headers['X-Id']``.
 
-    Example:
+    Examples:
         >>> header_values("headers", {"X-Team": "search"})
     """
     for name, value in (headers or {}).items():
@@ -160,7 +160,7 @@ def token_ids(field: str, value: Sequence[object]) -> list[int]:
     Raises:
         InvalidInputError: an empty list (naming ``field``), or the first bad id (naming ``field[j]``).
 
-    Example:
+    Examples:
         >>> token_ids("input[0]", (101, 7592, 102))
         [101, 7592, 102]
     """

@@ -27,7 +27,7 @@ class ServerVersion:
     such a server's features cannot be known in advance, so gates let requests through and the
     server's answer decides.
 
-    Example:
+    Examples:
         >>> ServerVersion.parse("0.30.1.dev202609231158") < ServerVersion.parse("0.30.1")
         True
     """

@@ -68,7 +68,7 @@ class Attachment:
     it pickles as empty (a pickled result carries no audio and no inputs) and it never makes two results
     unequal.
 
-    Example:
+    Examples:
         >>> pickle.loads(pickle.dumps(Attachment("talk.wav"))).value is None
         True
     """
@@ -120,7 +120,7 @@ _REPR.maxlevel = 3
 def esc(value: object) -> str:
     """``value`` as text, HTML-escaped (quotes too: safe in attributes).
 
-    Example:
+    Examples:
         >>> esc("<b>\"x\"</b>")
         '&lt;b&gt;&quot;x&quot;&lt;/b&gt;'
     """
@@ -130,7 +130,7 @@ def esc(value: object) -> str:
 def clip(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters, the last one an ellipsis when it was longer.
 
-    Example:
+    Examples:
         >>> clip("abcdef", 4)
         'abc…'
     """
@@ -145,7 +145,7 @@ def describe(value: Any, limit: int = defaults.VIEW_MAX_CELL_CHARS) -> str:
     Strings are cut to ``limit``; a mapping shows its ``text``, or its content parts; images, bytes and
     arrays are named with their size; anything else is a bounded ``repr``.
 
-    Example:
+    Examples:
         >>> describe({"text": "Paris", "id": 7})
         'Paris'
     """
@@ -286,7 +286,7 @@ def norm_stats(vectors: Any, limit: int = defaults.VIEW_MAX_NORM_ROWS) -> dict[s
 
     Computed in blocks (bounded memory); ``None`` for an array that is not a 2-D numeric matrix.
 
-    Example:
+    Examples:
         >>> norm_stats(np.array([[3.0, 4.0]]))["max"]
         5.0
     """
@@ -411,7 +411,7 @@ def rerank_html(
 def top_indices(scores: np.ndarray[Any, Any], k: int) -> list[int]:
     """Positions of the ``k`` highest scores, highest first (ties: lower position first); O(n) for large n.
 
-    Example:
+    Examples:
         >>> top_indices(np.array([0.1, 0.9, 0.5]), 2)
         [1, 2]
     """
@@ -467,7 +467,7 @@ def score_html(
 def sniff_audio(data: bytes, name: str = "") -> str:
     """The MIME type of encoded audio, from its first bytes (else from ``name``'s extension).
 
-    Example:
+    Examples:
         >>> sniff_audio(Path("talk.wav").read_bytes())
         'audio/wav'
     """
@@ -494,7 +494,7 @@ def wav_bytes(samples: Any, rate: int) -> bytes:
     Raises:
         ValueError: an empty array, or one of another shape.
 
-    Example:
+    Examples:
         >>> wav_bytes(np.zeros(16000, np.float32), 16000)[:4]
         b'RIFF'
     """
@@ -548,7 +548,7 @@ def audio_player(audio: Any, max_bytes: int = defaults.VIEW_MAX_MEDIA_BYTES) -> 
             not a readable file.
         TypeError: for another kind of input (a file object: pass its bytes).
 
-    Example:
+    Examples:
         >>> audio_player("talk.wav")  # the last value of a notebook cell shows the player
         AudioPlayer(120,758 bytes of audio/wav)
     """

@@ -1,12 +1,11 @@
 """vllm_tasks.testing: FakeVLLM driven by both clients through every route, its faults, its lifecycle,
-the pytest plugin, and docs/testing.md's example run as written."""
+the pytest plugin (docs/testing.md's example runs in tests/unit/test_docs_examples.py)."""
 
 from __future__ import annotations
 
 import base64
 import json
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -558,18 +557,3 @@ def test_the_entry_point_gives_the_fixture(
     result = pytester.runpytest_inprocess("--strict-markers", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
     assert "VLLM_TASKS_BASE_URL" not in os.environ
-
-
-def test_the_documented_example_runs(pytester: pytest.Pytester) -> None:
-    """docs/testing.md's example app and its tests, written out as files and run as they are."""
-    text = (ROOT / "docs" / "testing.md").read_text()
-    files = {}
-    for block in re.findall(r"```python\n(.*?)```", text, re.DOTALL):
-        name = re.match(r"# (\w+\.py)\n", block)
-        if name is not None:
-            files[name.group(1)] = block
-    assert set(files) == {"myapp.py", "test_myapp.py"}
-    for name, source in files.items():
-        (pytester.path / name).write_text(source)
-    result = pytester.runpytest_inprocess("-p", "vllm_tasks.testing.pytest_plugin", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=4)

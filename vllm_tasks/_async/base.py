@@ -45,7 +45,7 @@ class AsyncClientBase:
     Raises:
         InvalidInputError: for an invalid argument, at construction.
 
-    Example:
+    Examples:
         >>> async with vllm_tasks.AsyncClient("http://localhost:8000") as client:
         ...     info = await client.server_info()
     """
@@ -118,7 +118,7 @@ class AsyncClientBase:
         and probes included); ``prompt_tokens``, ``completion_tokens``, ``audio_seconds`` and ``pages`` add
         up the results returned. See ``docs/telemetry.md``.
 
-        Example:
+        Examples:
             >>> client.embed(["a", "b"])
             >>> client.usage.prompt_tokens
             14
@@ -160,7 +160,7 @@ class AsyncClientBase:
             APIConnectionError: the server cannot be reached.
             AuthenticationError: ``/v1/models`` needs an API key.
 
-        Example:
+        Examples:
             >>> (await client.server_info()).version
             '0.32.0'
         """
@@ -181,7 +181,7 @@ class AsyncClientBase:
         Raises:
             ServerNotReady: when time runs out; ``last_cause`` says what was seen last.
 
-        Example:
+        Examples:
             >>> await client.wait_until_ready(timeout=120)
         """
         seconds = positive_number("timeout", timeout, "For example timeout=120 (seconds).")
@@ -197,7 +197,7 @@ class AsyncClientBase:
         Raises:
             APIConnectionError: the server cannot be reached.
 
-        Example:
+        Examples:
             >>> report = await client.probe()
             >>> report.served_tasks
             ['embed', 'embed_v2', 'score', 'rerank', 'pooling']

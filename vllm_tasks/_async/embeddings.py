@@ -91,7 +91,7 @@ class AsyncEmbeddingMethods(AsyncClientBase):
             DimensionsNotApplied: an older server ignored ``dimensions``.
             EndpointNotServed: the server's model does not serve embeddings.
 
-        Example:
+        Examples:
             >>> result = await client.embed(["first text", "second text"])
             >>> result.vectors.shape
             (2, 384)
@@ -246,7 +246,7 @@ class AsyncEmbeddingMethods(AsyncClientBase):
             InputTypeNotSupported: ``input_type`` the model defines no instruction for.
             MatryoshkaNotSupported: ``output_dimension`` the server refuses.
 
-        Example:
+        Examples:
             >>> result = await client.embed_v2(texts=["hello"], embedding_types=["float", "ubinary"])
             >>> result.ubinary.shape
             (1, 48)

@@ -103,7 +103,7 @@ class AsyncOCRMethods(AsyncClientBase):
             NGramProcessorMissingWarning: the server ignores ``vllm_xargs`` (first call only).
             OCRTruncatedWarning: the output hit ``max_tokens``.
 
-        Example:
+        Examples:
             >>> result = await client.ocr("page.png")
             >>> print(result.markdown)
             >>> result.draw().save("page-boxes.png")
@@ -212,9 +212,10 @@ class AsyncOCRMethods(AsyncClientBase):
             dpi: rendering resolution (144 gives ~1190 x 1684 px for A4).
             concurrency: pages in flight.
             show_progress: draw a tqdm bar.
-            prompt, model, max_tokens, ngram_size, window_size, whitelist_token_ids, temperature,
-                require_ngram_processor, max_side, extra_body, extra_headers, timeout: as for
-                :meth:`ocr`.
+
+        The other arguments (``prompt``, ``model``, ``max_tokens``, ``ngram_size``, ``window_size``,
+        ``whitelist_token_ids``, ``temperature``, ``require_ngram_processor``, ``max_side``,
+        ``extra_body``, ``extra_headers``, ``timeout``) are as for :meth:`ocr`.
 
         Returns:
             OCRDocument: ``.pages`` (``page``, ``result``) in page order, ``.markdown`` (pages joined with
@@ -225,7 +226,7 @@ class AsyncOCRMethods(AsyncClientBase):
             MissingDependency: pypdfium2 or pillow is not installed (``pip install "vllm-tasks[image]"``).
             UnsupportedByServer, EndpointNotServed: as for :meth:`ocr`.
 
-        Example:
+        Examples:
             >>> doc = await client.ocr_pdf("report.pdf", pages="1-5", concurrency=4)
             >>> open("report.md", "w").write(doc.markdown)
         """
@@ -305,7 +306,7 @@ class AsyncOCRMethods(AsyncClientBase):
         Raises:
             EndpointNotServed: the server's model does not serve chat completions.
 
-        Example:
+        Examples:
             >>> await client.check_ngram_processor()
             True
         """
@@ -322,7 +323,7 @@ class AsyncOCRMethods(AsyncClientBase):
         As :meth:`AsyncClientBase.probe`; on a DeepSeek-OCR server the n-gram processor check it runs
         is also kept for later ``ocr()`` calls, so they do not check again.
 
-        Example:
+        Examples:
             >>> (await client.probe()).ngram_processor
             True
         """

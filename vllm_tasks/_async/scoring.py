@@ -94,7 +94,7 @@ class AsyncScoringMethods(AsyncClientBase):
             UnsupportedByServer: a field the server's vLLM version lacks.
             EndpointNotServed: the model does not serve ``/rerank``.
 
-        Example:
+        Examples:
             >>> result = await client.rerank("capital of France?", ["Paris is...", "Bananas..."], top_n=1)
             >>> result.results[0].document
             'Paris is...'
@@ -173,7 +173,7 @@ class AsyncScoringMethods(AsyncClientBase):
             UnsupportedByServer: a field the server's vLLM version lacks.
             EndpointNotServed: the model does not serve ``/score``.
 
-        Example:
+        Examples:
             >>> (await client.score("capital of France?", ["Paris", "Bananas"])).scores
             array([0.86, 0.01])
         """
@@ -244,7 +244,7 @@ class AsyncScoringMethods(AsyncClientBase):
             BadRequestError: token ids sent to an early ``/classify`` that read text only
                 (``input: list[str] | str`` before its completion-style request form).
 
-        Example:
+        Examples:
             >>> (await client.classify(["great!", "awful"])).labels
             ['positive', 'negative']
         """
@@ -309,7 +309,7 @@ class AsyncScoringMethods(AsyncClientBase):
             InvalidInputError: bad arguments, or a removed task name (before any request).
             BadRequestError: ``task`` is not the server's active pooling task.
 
-        Example:
+        Examples:
             >>> (await client.pool("hello world")).data[0].shape
             (384,)
         """
@@ -337,7 +337,7 @@ class AsyncScoringMethods(AsyncClientBase):
         Returns:
             ScorerKind: cross-encoder, bi-encoder, late-interaction or unknown.
 
-        Example:
+        Examples:
             >>> await client.scorer_kind()
             <ScorerKind.CROSS_ENCODER: 'cross-encoder'>
         """

@@ -156,7 +156,11 @@ class AudioMethods(ClientBase):
             use_beam_search: beam search (vLLM >= 0.18.0; checked before sending); ``n`` is the width.
             n: beam width, only with ``use_beam_search``.
             length_penalty: beam-search length penalty.
-            seed, top_p, top_k, min_p, repetition_penalty: sampling parameters.
+            seed: sampling seed.
+            top_p: nucleus sampling threshold.
+            top_k: top-k sampling cut.
+            min_p: minimum-probability sampling cut.
+            repetition_penalty: penalty on repeated tokens.
             max_completion_tokens: cap on generated tokens (per piece when chunked).
             vllm_xargs: extra sampling arguments for custom logits processors (sent as JSON).
             chunking: ``"auto"``, ``"client"``, ``"server"`` or a ``ChunkingOptions``.
@@ -176,7 +180,7 @@ class AudioMethods(ClientBase):
             EndpointNotServed: the server's model does not transcribe.
             BadRequestError: the server refused a field (e.g. an unknown ``language``).
 
-        Example:
+        Examples:
             >>> result = client.transcribe("meeting.mp3", language="en", response_format="srt")
             >>> print(result.to_srt())
         """
@@ -237,7 +241,7 @@ class AudioMethods(ClientBase):
             UnsupportedByServer: beam search on vLLM < 0.18.0.
             ModelNotFoundError: ``model`` is not served.
 
-        Example:
+        Examples:
             >>> (client.translate("bonjour.wav", language="fr")).text
             'Hello.'
         """
@@ -304,7 +308,8 @@ class AudioMethods(ClientBase):
                 splits longer audio client-side into pieces streamed one after another (no overlap);
                 ``"client"`` always splits, ``"server"`` never does.
             use_beam_search: refused (vLLM cannot stream beam search); raises before sending.
-            (other arguments: as for :meth:`transcribe`; ``response_format`` must be json or text.)
+
+        The other arguments are as for :meth:`transcribe`; ``response_format`` must be json or text.
 
         Returns:
             TranscriptionStream: iterate it for the events; also a context manager.
@@ -314,7 +319,7 @@ class AudioMethods(ClientBase):
             AudioDecodeError: the input cannot be read or decoded (before any upload).
             StreamError: while iterating, an error frame from the server.
 
-        Example:
+        Examples:
             >>> with client.transcribe_stream("talk.wav") as stream:
             ...     for event in stream:
             ...         print(event.text, end="", flush=True)

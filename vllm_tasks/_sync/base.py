@@ -46,7 +46,7 @@ class ClientBase:
     Raises:
         InvalidInputError: for an invalid argument, at construction.
 
-    Example:
+    Examples:
         >>> with vllm_tasks.Client("http://localhost:8000") as client:
         ...     info = client.server_info()
     """
@@ -119,7 +119,7 @@ class ClientBase:
         and probes included); ``prompt_tokens``, ``completion_tokens``, ``audio_seconds`` and ``pages`` add
         up the results returned. See ``docs/telemetry.md``.
 
-        Example:
+        Examples:
             >>> client.embed(["a", "b"])
             >>> client.usage.prompt_tokens
             14
@@ -161,7 +161,7 @@ class ClientBase:
             APIConnectionError: the server cannot be reached.
             AuthenticationError: ``/v1/models`` needs an API key.
 
-        Example:
+        Examples:
             >>> (client.server_info()).version
             '0.32.0'
         """
@@ -182,7 +182,7 @@ class ClientBase:
         Raises:
             ServerNotReady: when time runs out; ``last_cause`` says what was seen last.
 
-        Example:
+        Examples:
             >>> client.wait_until_ready(timeout=120)
         """
         seconds = positive_number("timeout", timeout, "For example timeout=120 (seconds).")
@@ -198,7 +198,7 @@ class ClientBase:
         Raises:
             APIConnectionError: the server cannot be reached.
 
-        Example:
+        Examples:
             >>> report = client.probe()
             >>> report.served_tasks
             ['embed', 'embed_v2', 'score', 'rerank', 'pooling']

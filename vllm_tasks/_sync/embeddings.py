@@ -92,7 +92,7 @@ class EmbeddingMethods(ClientBase):
             DimensionsNotApplied: an older server ignored ``dimensions``.
             EndpointNotServed: the server's model does not serve embeddings.
 
-        Example:
+        Examples:
             >>> result = client.embed(["first text", "second text"])
             >>> result.vectors.shape
             (2, 384)
@@ -243,7 +243,7 @@ class EmbeddingMethods(ClientBase):
             InputTypeNotSupported: ``input_type`` the model defines no instruction for.
             MatryoshkaNotSupported: ``output_dimension`` the server refuses.
 
-        Example:
+        Examples:
             >>> result = client.embed_v2(texts=["hello"], embedding_types=["float", "ubinary"])
             >>> result.ubinary.shape
             (1, 48)

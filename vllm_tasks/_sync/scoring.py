@@ -95,7 +95,7 @@ class ScoringMethods(ClientBase):
             UnsupportedByServer: a field the server's vLLM version lacks.
             EndpointNotServed: the model does not serve ``/rerank``.
 
-        Example:
+        Examples:
             >>> result = client.rerank("capital of France?", ["Paris is...", "Bananas..."], top_n=1)
             >>> result.results[0].document
             'Paris is...'
@@ -174,7 +174,7 @@ class ScoringMethods(ClientBase):
             UnsupportedByServer: a field the server's vLLM version lacks.
             EndpointNotServed: the model does not serve ``/score``.
 
-        Example:
+        Examples:
             >>> (client.score("capital of France?", ["Paris", "Bananas"])).scores
             array([0.86, 0.01])
         """
@@ -245,7 +245,7 @@ class ScoringMethods(ClientBase):
             BadRequestError: token ids sent to an early ``/classify`` that read text only
                 (``input: list[str] | str`` before its completion-style request form).
 
-        Example:
+        Examples:
             >>> (client.classify(["great!", "awful"])).labels
             ['positive', 'negative']
         """
@@ -310,7 +310,7 @@ class ScoringMethods(ClientBase):
             InvalidInputError: bad arguments, or a removed task name (before any request).
             BadRequestError: ``task`` is not the server's active pooling task.
 
-        Example:
+        Examples:
             >>> (client.pool("hello world")).data[0].shape
             (384,)
         """
@@ -338,7 +338,7 @@ class ScoringMethods(ClientBase):
         Returns:
             ScorerKind: cross-encoder, bi-encoder, late-interaction or unknown.
 
-        Example:
+        Examples:
             >>> client.scorer_kind()
             <ScorerKind.CROSS_ENCODER: 'cross-encoder'>
         """

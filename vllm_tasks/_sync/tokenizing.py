@@ -31,7 +31,7 @@ def count_longest(
     ``/tokenize`` drops the connection for a text over the model's length instead of answering; then no
     counts come back.
 
-    Example:
+    Examples:
         >>> count_longest(transport, ["short", "a much longer text"], "minilm")
         {1: 6, 0: 3}
     """
@@ -103,7 +103,7 @@ def truncate_texts(
         APIStatusError: when ``/tokenize`` or ``/detokenize`` fails.
         APIError: when their answer is not a JSON object.
 
-    Example:
+    Examples:
         >>> truncate_texts(transport, ["a very long text ..."], 3, "minilm")
         ['a very long']
     """

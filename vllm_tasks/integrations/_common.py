@@ -390,7 +390,7 @@ def ocr_page_records(
     """OCR results as records: one per page (``mode="page"``), or one for the whole document with the
     pages' markdown joined by ``---`` and every block tagged with its ``page``.
 
-    Example:
+    Examples:
         >>> ocr_page_records("scan.png", [(1, result)], "page")[0][1]["page_label"]
         '1'
     """
@@ -423,7 +423,7 @@ def transcript_records(
     the file), or one for the whole text with its segments in the metadata. A transcript without
     segments (the server sent none) is one record spanning the whole file in both modes.
 
-    Example:
+    Examples:
         >>> transcript_records("talk.wav", result, "segments")[0][1]["start"]
         0.0
     """

@@ -13,7 +13,7 @@ the SDK's batching, retries and typed errors (``vllm_tasks.ContextLengthExceeded
 - :class:`VLLMTranscriptLoader` -- ``BaseLoader``: audio through ``/v1/audio/transcriptions``, one
   ``Document`` per timed segment or one for the whole file.
 
-Example:
+Examples:
     >>> from langchain_core.vectorstores import InMemoryVectorStore
     >>> from vllm_tasks.integrations.langchain import VLLMEmbeddings, VLLMReranker
     >>> store = InMemoryVectorStore(VLLMEmbeddings(base_url="http://localhost:8000"))
@@ -65,23 +65,25 @@ class VLLMEmbeddings(EmbedOptions, Embeddings):
     come back as ``list[list[float]]`` in input order. Texts are sent as text: vLLM tokenizes them with
     the served model's own tokenizer (nothing to switch off, unlike ``OpenAIEmbeddings``).
 
-    Args:
-        base_url, model, api_key, timeout, max_retries, headers, client, async_client: the server
-            connection (:class:`~vllm_tasks.integrations._common.ConnectionFields`; ``base_url`` defaults
-            to env ``VLLM_TASKS_BASE_URL``, ``api_key`` to env ``VLLM_API_KEY``).
+    The server connection is set by the fields ``base_url``, ``model``, ``api_key``, ``timeout``,
+    ``max_retries``, ``headers``, ``client`` and ``async_client`` (``ConnectionFields`` in
+    ``vllm_tasks/integrations/_common.py``; ``base_url`` defaults to env ``VLLM_TASKS_BASE_URL``,
+    ``api_key`` to env ``VLLM_API_KEY``), all keyword arguments.
+
+    Attributes:
         dimensions: Matryoshka width (``vllm_tasks.MatryoshkaNotSupported`` on other models).
         batch_size: texts per request (default 64).
         concurrency: requests in flight (default 4).
         truncate_prompt_tokens: ``-1`` cuts over-long texts to the model's maximum instead of raising
             ``vllm_tasks.ContextLengthExceeded``.
-        query_prefix, document_prefix: text put before queries / documents (e.g. ``"query: "`` and
-            ``"passage: "`` for E5 models).
+        query_prefix: text put before queries (e.g. ``"query: "`` for E5 models).
+        document_prefix: text put before documents (e.g. ``"passage: "`` for E5 models).
         extra_body: extra JSON fields for every request.
 
     Raises:
         InvalidInputError: bad settings, at construction.
 
-    Example:
+    Examples:
         >>> embeddings = VLLMEmbeddings(base_url="http://localhost:8000", model="BAAI/bge-m3")
         >>> vectors = embeddings.embed_documents(["first text", "second text"])
         >>> len(vectors), len(vectors[0])
@@ -134,16 +136,18 @@ class VLLMReranker(RerankOptions, BaseDocumentCompressor):
     depends on the served model: 0..1 for a cross-encoder, a cosine for an embedding model, an unbounded
     sum for late interaction (``docs/scoring.md``).
 
-    Args:
-        base_url, model, api_key, timeout, max_retries, headers, client, async_client: the server
-            connection, as for :class:`VLLMEmbeddings`.
+    The server connection is set as for :class:`VLLMEmbeddings` (``base_url``, ``model``, ``api_key``,
+    ``timeout``, ``max_retries``, ``headers``, ``client``, ``async_client``).
+
+    Attributes:
         top_n: documents to keep (default 3; ``None`` keeps all, reordered).
-        batch_size: documents per request (default 128); concurrency: requests in flight (default 4).
+        batch_size: documents per request (default 128).
+        concurrency: requests in flight (default 4).
         max_tokens_per_doc: cut each document to N tokens server-side (vLLM >= 0.20.0).
         truncate_prompt_tokens: ``-1`` cuts over-long pairs to the model's maximum.
         extra_body: extra JSON fields for every request.
 
-    Example:
+    Examples:
         >>> reranker = VLLMReranker(base_url="http://localhost:8001", top_n=2)
         >>> best = reranker.compress_documents(documents, "What is the capital of France?")
         >>> best[0].metadata["relevance_score"]
@@ -158,8 +162,8 @@ class VLLMReranker(RerankOptions, BaseDocumentCompressor):
         """Rerank ``documents`` for ``query``: best first, at most ``top_n``; ``[]`` for none.
 
         Raises:
-            The SDK's errors, as ``Client.rerank`` raises them (e.g. ``EndpointNotServed`` when the
-            server's model does not rerank).
+            VLLMTasksError: the SDK's errors, as ``Client.rerank`` raises them (e.g.
+                ``EndpointNotServed`` when the server's model does not rerank).
         """
         docs = list(documents)
         if not docs:
@@ -235,14 +239,15 @@ class VLLMOCRLoader(BaseLoader):
         concurrency: PDF pages in flight.
         ocr_options: other keyword arguments of ``Client.ocr`` / ``Client.ocr_pdf`` (``ngram_size``,
             ``require_ngram_processor``, ``max_side``, ``extra_body``, ...).
-        base_url, model, api_key, timeout, max_retries, headers, client, async_client: the server
-            connection, as for :class:`VLLMEmbeddings`.
+
+    The connection arguments (``base_url``, ``model``, ``api_key``, ``timeout``, ``max_retries``,
+    ``headers``, ``client``, ``async_client``) are as for :class:`VLLMEmbeddings`.
 
     Raises:
         InvalidInputError: the file does not exist, or ``pages`` was given for an image.
         MissingDependency: pillow / pypdfium2 are missing (``pip install "vllm-tasks[image]"``).
 
-    Example:
+    Examples:
         >>> loader = VLLMOCRLoader("report.pdf", base_url="http://gpu-host:8000", pages="1-3")
         >>> docs = loader.load()
         >>> docs[0].metadata["page_label"], docs[0].metadata["blocks"][0]["label"]
@@ -335,13 +340,14 @@ class VLLMTranscriptLoader(BaseLoader):
         transcribe_options: other keyword arguments of ``Client.transcribe`` (``prompt``,
             ``temperature``, ``chunking``, ``extra_body``, ...).
         translate: use ``/v1/audio/translations`` (to English) instead.
-        base_url, model, api_key, timeout, max_retries, headers, client, async_client: the server
-            connection, as for :class:`VLLMEmbeddings`.
+
+    The connection arguments (``base_url``, ``model``, ``api_key``, ``timeout``, ``max_retries``,
+    ``headers``, ``client``, ``async_client``) are as for :class:`VLLMEmbeddings`.
 
     Raises:
         AudioDecodeError: the file cannot be decoded (before any upload).
 
-    Example:
+    Examples:
         >>> docs = VLLMTranscriptLoader("meeting.mp3", base_url="http://localhost:8002").load()
         >>> docs[0].metadata["start"], docs[0].metadata["end"], docs[0].page_content
         (0.0, 4.2, 'Good morning everyone.')

@@ -8,7 +8,7 @@ call a server.) See ``docs/integrations.md``.
 - :class:`VLLMEmbedding` -- ``BaseEmbedding`` over ``/v1/embeddings``, sync and async, batched.
 - :class:`VLLMRerank` -- ``BaseNodePostprocessor`` over ``/rerank``.
 
-Example:
+Examples:
     >>> from llama_index.core import Settings, VectorStoreIndex
     >>> from llama_index.core.schema import TextNode
     >>> from vllm_tasks.integrations.llama_index import VLLMEmbedding, VLLMRerank
@@ -59,24 +59,27 @@ class VLLMEmbedding(EmbedOptions, BaseEmbedding):
     LlamaIndex hands over ``embed_batch_size`` texts per call (default 256); the SDK sends them as
     requests of ``batch_size`` (64) texts, ``concurrency`` (4) in flight. Vectors are ``list[float]``.
 
-    Args:
-        base_url, model, api_key, timeout, max_retries, headers, client, async_client: the server
-            connection (:class:`~vllm_tasks.integrations._common.ConnectionFields`; ``base_url`` defaults
-            to env ``VLLM_TASKS_BASE_URL``, ``api_key`` to env ``VLLM_API_KEY``). ``model_name`` (what
-            LlamaIndex reports) defaults to ``model``.
+    The server connection is set by the fields ``base_url``, ``model``, ``api_key``, ``timeout``,
+    ``max_retries``, ``headers``, ``client`` and ``async_client`` (``ConnectionFields`` in
+    ``vllm_tasks/integrations/_common.py``; ``base_url`` defaults to env ``VLLM_TASKS_BASE_URL``,
+    ``api_key`` to env ``VLLM_API_KEY``), all keyword arguments. ``model_name`` (what LlamaIndex reports)
+    defaults to ``model``.
+
+    Attributes:
         embed_batch_size: texts per LlamaIndex batch (1..2048).
         dimensions: Matryoshka width (``vllm_tasks.MatryoshkaNotSupported`` on other models).
-        batch_size: texts per request; concurrency: requests in flight.
+        batch_size: texts per request.
+        concurrency: requests in flight.
         truncate_prompt_tokens: ``-1`` cuts over-long texts to the model's maximum instead of raising
             ``vllm_tasks.ContextLengthExceeded``.
-        query_prefix, text_prefix: text put before queries / documents (e.g. ``"query: "`` and
-            ``"passage: "`` for E5 models).
+        query_prefix: text put before queries (e.g. ``"query: "`` for E5 models).
+        text_prefix: text put before documents (e.g. ``"passage: "`` for E5 models).
         extra_body: extra JSON fields for every request.
 
     Raises:
         InvalidInputError: bad settings, at construction.
 
-    Example:
+    Examples:
         >>> embed_model = VLLMEmbedding(base_url="http://localhost:8000", model="BAAI/bge-m3")
         >>> vector = embed_model.get_query_embedding("what is vLLM?")
         >>> vectors = await embed_model.aget_text_embedding_batch(["a", "b"])
@@ -136,17 +139,19 @@ class VLLMRerank(RerankOptions, BaseNodePostprocessor):
     score's scale depends on the served model (``docs/scoring.md``). Emits LlamaIndex's ``RERANKING``
     callback event and the ``ReRankStartEvent`` / ``ReRankEndEvent`` instrumentation events.
 
-    Args:
-        base_url, model, api_key, timeout, max_retries, headers, client, async_client: the server
-            connection, as for :class:`VLLMEmbedding`.
+    The server connection is set as for :class:`VLLMEmbedding` (``base_url``, ``model``, ``api_key``,
+    ``timeout``, ``max_retries``, ``headers``, ``client``, ``async_client``).
+
+    Attributes:
         top_n: nodes to keep (default 2, as LlamaIndex's rerankers; ``None`` keeps all, reordered).
         keep_retrieval_score: copy each node's previous score to ``metadata["retrieval_score"]``.
-        batch_size: documents per request; concurrency: requests in flight.
+        batch_size: documents per request.
+        concurrency: requests in flight.
         max_tokens_per_doc: cut each document to N tokens server-side (vLLM >= 0.20.0).
         truncate_prompt_tokens: ``-1`` cuts over-long pairs to the model's maximum.
         extra_body: extra JSON fields for every request.
 
-    Example:
+    Examples:
         >>> rerank = VLLMRerank(base_url="http://localhost:8001", top_n=3)
         >>> engine = index.as_query_engine(similarity_top_k=20, node_postprocessors=[rerank])
     """

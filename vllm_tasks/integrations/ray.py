@@ -24,7 +24,7 @@ key, a model that does not serve the task) fail the task either way.
 The classes import nothing from Ray: ``pip install "vllm-tasks[ray]"`` installs ``ray[data]`` for your
 pipeline.
 
-Example:
+Examples:
     >>> import ray
     >>> from vllm_tasks.integrations.ray import Embedder
     >>> ds = ray.data.read_parquet("corpus/")                      # a "text" column
@@ -109,7 +109,7 @@ def isolate_failures(
     Raises:
         Whatever ``run`` raises that is not a row's error (connection, authentication, 5xx after retries).
 
-    Example:
+    Examples:
         >>> errors = [None] * 4
         >>> embed = lambda rows: client.embed([texts[r] for r in rows]).vectors
         >>> isolate_failures(embed, [0, 1, 2, 3], errors)
@@ -423,7 +423,7 @@ class Embedder(_BatchCallable):
         The SDK's errors, as ``Client.embed`` raises them (``ContextLengthExceeded`` with
         ``on_error="raise"``, ``APIConnectionError`` after the retries, ...).
 
-    Example:
+    Examples:
         >>> embedder = Embedder(base_url="http://localhost:8000", model="minilm")
         >>> out = embedder({"text": np.array(["first text", "second text"])})
         >>> out["embedding"].shape, out["embedding"].dtype
@@ -498,7 +498,7 @@ class Scorer(_BatchCallable):
         The SDK's errors, as ``Client.score`` raises them (``EndpointNotServed`` for a model that does not
         score).
 
-    Example:
+    Examples:
         >>> scorer = Scorer(base_url="http://localhost:8001")
         >>> scorer({"query": np.array(["capital of France?"] * 2), "document": np.array(["Paris", "Cats"])})[
         ...     "score"
@@ -585,7 +585,7 @@ class Transcriber(_BatchCallable):
         InvalidInputError: bad settings; a missing column, or one that holds neither bytes nor strings.
         AudioDecodeError: with ``on_error="raise"``, a row that does not decode (before any upload).
 
-    Example:
+    Examples:
         >>> ds = ray.data.read_binary_files("calls/", include_paths=True)
         >>> ds = ds.map_batches(
         ...     Transcriber,
@@ -667,7 +667,7 @@ class OCR(_BatchCallable):
         InvalidInputError: bad settings; a missing column or one of other values.
         ImageError: with ``on_error="raise"``, a row that does not decode (before any upload).
 
-    Example:
+    Examples:
         >>> ds = ray.data.read_binary_files("scans/", include_paths=True)
         >>> ds = ds.map_batches(
         ...     OCR,

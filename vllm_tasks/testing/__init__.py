@@ -10,7 +10,7 @@ recorded; faults (error statuses, ``Retry-After``, latency, connection resets) c
 With pytest, the ``fake_vllm`` fixture (registered on install) gives a started server per test; see
 ``docs/testing.md``.
 
-Example:
+Examples:
     >>> from vllm_tasks.testing import FakeVLLM
     >>> with FakeVLLM() as fake, vllm_tasks.Client(fake.url) as client:
     ...     fake.fail(503, path="/rerank", retry_after=0)     # one 503, then the real answer

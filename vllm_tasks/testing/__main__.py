@@ -22,7 +22,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit status (0).
 
-    Example:
+    Examples:
         $ python -m vllm_tasks.testing --port 8000 --tasks embed,rerank --model bge-m3
         http://127.0.0.1:8000
     """

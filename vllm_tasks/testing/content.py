@@ -71,7 +71,7 @@ def token_id(token: str) -> int:
 def count_tokens(text: str, *, special: bool = True) -> int:
     """How many tokens ``text`` costs (plus ``[CLS]`` and ``[SEP]`` when ``special``).
 
-    Example:
+    Examples:
         >>> count_tokens("hello world")
         4
     """
@@ -81,7 +81,7 @@ def count_tokens(text: str, *, special: bool = True) -> int:
 def truncate_tokens(text: str, limit: int, side: str = "right") -> str:
     """``text`` cut to ``limit`` tokens, keeping its spacing: the first ones, or the last with ``"left"``.
 
-    Example:
+    Examples:
         >>> truncate_tokens("one two three", 2)
         'one two'
     """
@@ -96,7 +96,7 @@ def truncate_tokens(text: str, limit: int, side: str = "right") -> str:
 class Vocabulary:
     """The fake tokenizer with a memory: ids seen in ``/tokenize`` answers map back to their tokens.
 
-    Example:
+    Examples:
         >>> vocabulary = Vocabulary()
         >>> ids = vocabulary.encode("hello world")
         >>> vocabulary.decode(ids)
@@ -154,7 +154,7 @@ def text_vector(
         dimensions: keep only the first N components (then normalise), as Matryoshka models do.
         normalize: L2-normalise (vLLM's ``use_activation``, default True).
 
-    Example:
+    Examples:
         >>> text_vector("hello", 8).shape
         (8,)
     """
@@ -175,7 +175,7 @@ def cosine(first: str, second: str, width: int) -> float:
 def relevance(query: str, document: str, width: int, *, scorer: str, activation: bool = True) -> float:
     """The score of one (query, document) pair for a ``"bi-encoder"`` or a ``"cross-encoder"``.
 
-    Example:
+    Examples:
         >>> relevance("capital of France", "Paris is the capital of France.", 64, scorer="bi-encoder") > 0.5
         True
     """
@@ -264,7 +264,7 @@ def grounding_output(blocks: Iterable[tuple[str, Box | Sequence[Box], str]]) -> 
     Returns:
         ``<|ref|>label<|/ref|><|det|>[[x1, y1, x2, y2]]<|/det|>`` then the content, per block.
 
-    Example:
+    Examples:
         >>> grounding_output([("title", (0, 0, 999, 100), "# Invoice")])
         '<|ref|>title<|/ref|><|det|>[[0, 0, 999, 100]]<|/det|>\\n# Invoice\\n'
     """

@@ -38,7 +38,7 @@ def fake_vllm(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     Settings come from the test's ``@pytest.mark.fake_vllm(...)`` marker (the closest one wins);
     ``VLLM_TASKS_BASE_URL`` is set to its URL for the test.
 
-    Example:
+    Examples:
         >>> def test_embed(fake_vllm):
         ...     with vllm_tasks.Client(fake_vllm.url) as client:
         ...         assert client.embed("hi").vector.shape == (384,)

@@ -139,7 +139,7 @@ class FakeVLLM:
     Raises:
         InvalidInputError: a bad setting (an unknown task, a width below 1, ...).
 
-    Example:
+    Examples:
         >>> with FakeVLLM(model="my-embedder", tasks=EMBEDDING_TASKS) as fake:
         ...     client = vllm_tasks.Client(fake.url)
         ...     client.embed(["hello"]).vectors.shape
@@ -194,7 +194,7 @@ class FakeVLLM:
         Raises:
             OSError: the address cannot be bound.
 
-        Example:
+        Examples:
             >>> fake = FakeVLLM().start()
             >>> fake.url
             'http://127.0.0.1:43117'
@@ -214,7 +214,7 @@ class FakeVLLM:
         """Stop serving: end the accept loop, wake delayed answers, close every connection and the port,
         and join every thread (a no-op when not started). Recorded requests are kept.
 
-        Example:
+        Examples:
             >>> fake.stop()
         """
         server, thread = self._server, self._thread
@@ -279,7 +279,7 @@ class FakeVLLM:
         Returns:
             The matching :class:`ReceivedRequest` objects (a new list).
 
-        Example:
+        Examples:
             >>> [r.json["input"] for r in fake.received("/v1/embeddings")]
             [['hello', 'world']]
         """
@@ -292,7 +292,7 @@ class FakeVLLM:
     def clear_requests(self) -> None:
         """Forget the recorded requests.
 
-        Example:
+        Examples:
             >>> fake.clear_requests(); client.embed("hi"); len(fake.requests)
             1
         """
@@ -334,7 +334,7 @@ class FakeVLLM:
         Raises:
             InvalidInputError: a status outside 100-599, or negative counts.
 
-        Example:
+        Examples:
             >>> fake.fail(503, path="/v1/embeddings", times=2, retry_after=1)
         """
         if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
@@ -365,7 +365,7 @@ class FakeVLLM:
         Raises:
             InvalidInputError: a negative delay or count.
 
-        Example:
+        Examples:
             >>> fake.slow(2.0, path="/rerank")  # a client with timeout=1 raises APITimeoutError
         """
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
@@ -394,7 +394,7 @@ class FakeVLLM:
         Raises:
             InvalidInputError: a negative delay or count.
 
-        Example:
+        Examples:
             >>> fake.drop(path="/v1/embeddings")  # the client sees APIConnectionError, then retries
         """
         return self._add(Fault(reset=True), path, times, after, delay)
@@ -402,7 +402,7 @@ class FakeVLLM:
     def clear_faults(self) -> None:
         """Remove every injected fault (those still pending included).
 
-        Example:
+        Examples:
             >>> fake.fail(500, times=None); fake.clear_faults()
         """
         with self._lock:
@@ -434,7 +434,7 @@ class FakeVLLM:
         Returns:
             A float32 unit vector, ``dimensions`` or ``settings.width`` wide.
 
-        Example:
+        Examples:
             >>> np.testing.assert_array_equal(client.embed("hi").vector, fake.vector("hi"))
         """
         return content.text_vector(text, self.settings.width, dimensions=dimensions)
@@ -446,7 +446,7 @@ class FakeVLLM:
             The cosine of the two texts' vectors (bi-encoder), or ``sigmoid(8 * cosine - 2)``
             (cross-encoder), as ``settings.scorer_kind`` says.
 
-        Example:
+        Examples:
             >>> fake.score("capital of France", "Paris is the capital of France.") > 0.5
             True
         """

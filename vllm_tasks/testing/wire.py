@@ -44,7 +44,7 @@ class ReceivedRequest:
         files: multipart file parts by field name (``file`` for audio uploads).
         received_at: ``time.monotonic()`` when the request was read.
 
-    Example:
+    Examples:
         >>> request = fake.requests[-1]
         >>> request.path, request.json["input"]
         ('/v1/embeddings', ['hello'])

@@ -68,7 +68,7 @@ class Transcription(BaseModel):
         usage: what the server reported (summed over chunks).
         requests: how many HTTP requests produced this result (1 unless chunked client-side).
 
-    Example:
+    Examples:
         >>> result = client.transcribe("talk.wav", response_format="srt")
         >>> print(result.to_srt())
     """
@@ -135,7 +135,7 @@ class Transcription(BaseModel):
             ValueError: no audio is at hand, a path is not a file, or the audio is over ``max_bytes``.
             TypeError: an input of another kind.
 
-        Example:
+        Examples:
             >>> result = client.transcribe("talk.wav")
             >>> result.player()  # the last value of a cell: a player in the notebook
         """
@@ -164,7 +164,7 @@ class Transcription(BaseModel):
             max_media_bytes: audio over this is not embedded (a line says so): every notebook output is
                 saved with the notebook.
 
-        Example:
+        Examples:
             >>> IPython.display.HTML(result.to_html(max_rows=500))
         """
         source = audio if audio is not None else self._audio.value

@@ -44,7 +44,7 @@ class ClientUsage(BaseModel):
         audio_seconds: seconds of audio transcribed or translated.
         pages: images or PDF pages OCR'd.
 
-    Example:
+    Examples:
         >>> client.embed(["a", "b"]); client.usage.requests
         4
     """

@@ -26,7 +26,7 @@ class EmbeddingResult(BaseModel):
         usage: prompt tokens summed over all batches.
         encoding_format: the transport actually used (``"auto"`` resolves to bytes or base64).
 
-    Example:
+    Examples:
         >>> result = client.embed(["a", "b"])
         >>> result.vectors.shape
         (2, 384)
@@ -64,7 +64,7 @@ class EmbeddingResult(BaseModel):
         """An HTML summary for notebooks: shape, dtype, L2-norm summary, model, usage, transport, and the
         first ``max_rows`` x ``max_columns`` values (escaped; bounded whatever the number of vectors).
 
-        Example:
+        Examples:
             >>> IPython.display.HTML(result.to_html(max_rows=10))
         """
         return views.embedding_html(self, max_rows=max_rows, max_columns=max_columns)

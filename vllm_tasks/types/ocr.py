@@ -93,7 +93,7 @@ class OCRResult(BaseModel):
         Raises:
             MissingDependency: pillow is not installed.
 
-        Example:
+        Examples:
             >>> result.draw().save("page-boxes.png")
         """
         from ..dependencies import require
@@ -135,7 +135,7 @@ class OCRResult(BaseModel):
         The image embedded is the one uploaded (a copy at most 1600 px long when it is over
         ``max_media_bytes``); markdown and block texts are escaped and cut.
 
-        Example:
+        Examples:
             >>> IPython.display.HTML(result.to_html(max_rows=200))
         """
         return views.ocr_html(
@@ -166,7 +166,7 @@ class OCRResult(BaseModel):
         Raises:
             MissingDependency: pillow is not installed.
 
-        Example:
+        Examples:
             >>> for i, figure in enumerate(result.crop()):
             ...     figure.save(f"figure-{i}.png")
         """

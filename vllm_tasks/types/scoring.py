@@ -102,7 +102,7 @@ class RerankResult(BaseModel):
         Documents are escaped and cut to ``max_chars``; only the first ``max_rows`` hits are rendered and
         the rest are counted, so the HTML stays small for any number of documents.
 
-        Example:
+        Examples:
             >>> IPython.display.HTML(result.to_html(max_rows=200))
         """
         return views.rerank_html(self, max_rows=max_rows, max_chars=max_chars)
@@ -156,7 +156,7 @@ class ScoreResult(BaseModel):
         Only the top ``max_rows`` pairs are rendered (found in O(n)); texts are escaped and cut to
         ``max_chars``.
 
-        Example:
+        Examples:
             >>> IPython.display.HTML(result.to_html(max_rows=20))
         """
         inputs = self._inputs.value

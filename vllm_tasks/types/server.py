@@ -31,7 +31,7 @@ class ModelCard(BaseModel):
 class ServerInfo(BaseModel):
     """What a client learned about its server; read once per client and cached.
 
-    Example:
+    Examples:
         >>> info = client.server_info()
         >>> info.version, info.default_model, info.max_model_len
         ('0.32.0', 'minilm', 256)
@@ -153,7 +153,7 @@ class ProbeReport(BaseModel):
         """An HTML view for notebooks: the server, the served-task table (status, HTTP code, detail), the
         models and the advisories (all escaped).
 
-        Example:
+        Examples:
             >>> IPython.display.HTML(client.probe().to_html())
         """
         return views.probe_html(self)

@@ -1,0 +1,83 @@
+"""The server blocks of README.md and docs/ run against the real CPU fixtures (tests/docs_blocks.py).
+
+One test per set of servers (``docs_blocks.SERVER_GROUPS``: ``test_embed_blocks``,
+``test_embed_and_ocr_blocks``, ...), parametrized over its blocks and using its fixtures, so that the
+server plugin runs each set's blocks together and starts each server once; each block's
+``http://localhost:8000`` (or ``http://HOST:8000``) becomes its fixture's URL. ``integration`` blocks
+start what they need themselves (the fixtures' launcher, a pytest session with the server plugin) and
+run with no fixture server up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from fixture_table import FIXTURES
+from pytest_plugin import FIXTURE_NAMES
+
+from tests.docs_blocks import (
+    SERVER_GROUPS,
+    Block,
+    all_blocks,
+    chain,
+    chain_ends,
+    parse_marker,
+    run_chain,
+    run_pytest_chain,
+    workdir,
+)
+
+pytestmark = pytest.mark.integration
+
+BLOCKS = all_blocks()
+ENDS = chain_ends(BLOCKS, FIXTURES)
+PYTEST_FIXTURE = {name: fixture for fixture, name in FIXTURE_NAMES.items()}  # "embed" -> "vllm_embed"
+
+
+def blocks_on(group: tuple[str, ...]) -> list[Block]:
+    """The chain ends whose marker names exactly these fixtures."""
+    return [
+        block
+        for block in ENDS
+        if parse_marker(block, FIXTURES).kind == "server" and parse_marker(block, FIXTURES).fixtures == group
+    ]
+
+
+def group_test(group: tuple[str, ...]) -> Callable[..., None]:
+    """The test of one set of servers: its fixtures by ``usefixtures``, so the plugin sees them."""
+    fixtures = [PYTEST_FIXTURE[name] for name in group]
+
+    @pytest.mark.usefixtures(*fixtures)
+    @pytest.mark.parametrize("block", blocks_on(group), ids=str)
+    def test(block: Block, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+        marker = parse_marker(block, FIXTURES)
+        urls = {host: request.getfixturevalue(PYTEST_FIXTURE[name]).base_url for host, name in marker.servers}
+        print(run_chain(chain(block, BLOCKS, FIXTURES), workdir(tmp_path), urls))
+
+    test.__doc__ = f"The blocks that need the {' and '.join(group)} fixture(s), with their URLs."
+    return test
+
+
+for _group in SERVER_GROUPS:
+    globals()[f"test_{'_and_'.join(_group).replace('-', '_')}_blocks"] = group_test(_group)
+
+
+def test_every_server_group_has_blocks() -> None:
+    assert all(blocks_on(group) for group in SERVER_GROUPS), (
+        "a group without blocks: drop it from SERVER_GROUPS"
+    )
+
+
+@pytest.mark.parametrize(
+    "block", [b for b in ENDS if parse_marker(b, FIXTURES).kind == "integration"], ids=str
+)
+def test_self_starting_blocks(block: Block, tmp_path: Path) -> None:
+    """Blocks that start their own servers (the plugin has stopped its own before this test: it needs
+    none); a ``pytest`` block runs in a pytest session with the server plugin."""
+    blocks = chain(block, BLOCKS, FIXTURES)
+    if parse_marker(block, FIXTURES).pytest:
+        print(run_pytest_chain(blocks, tmp_path, plugins=["pytest_plugin"]))
+    else:
+        print(run_chain(blocks, workdir(tmp_path)))
