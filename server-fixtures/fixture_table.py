@@ -113,18 +113,18 @@ class VersionFlags:
 VERSION_FLAGS: tuple[VersionFlags, ...] = ()
 
 
-def _version_key(version: str) -> tuple[int, ...]:
+def version_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("+", maxsplit=1)[0].split(".")[:3])
 
 
 def _rules(fx: Fixture, version: str | None) -> list[VersionFlags]:
     if version is None:
         return []
-    key = _version_key(version)
+    key = version_key(version)
     return [
         r
         for r in VERSION_FLAGS
-        if key < _version_key(r.before) and (r.fixtures is None or fx.name in r.fixtures)
+        if key < version_key(r.before) and (r.fixtures is None or fx.name in r.fixtures)
     ]
 
 

@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fixture_pins
 import launcher
-from fixture_table import FIXTURES
+from fixture_table import FIXTURES, version_key
 from gpu_recipes import have_gpu
 
 #: pytest fixture name -> fixture_table.FIXTURES name
@@ -215,6 +215,11 @@ def _servers_needed(item: pytest.Item) -> tuple[Key, ...]:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "integration: test against real vLLM servers (server-fixtures/)")
     config.addinivalue_line("markers", "gpu: needs a GPU host with vllm and the model hub; skipped otherwise")
+    config.addinivalue_line(
+        "markers",
+        "vllm_min(version, why): the test needs fixtures on vLLM >= version; skipped, saying why, when "
+        "$VLLM_TASKS_FIXTURE_VLLM starts them on an older release (never in the default run)",
+    )
 
 
 @pytest.hookimpl(trylast=True)
@@ -235,6 +240,24 @@ def pytest_collection_modifyitems(
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip_gpu)
+    _skip_below_fixture_version(items)
+
+
+def _skip_below_fixture_version(items: list[pytest.Item]) -> None:
+    """Skip ``vllm_min`` tests when the normal fixtures run on an older vLLM ($VLLM_TASKS_FIXTURE_VLLM)."""
+    version = fixture_pins.fixture_vllm_version()
+    for item in items:
+        marker = item.get_closest_marker("vllm_min")
+        if marker is None:
+            continue
+        needed, why = marker.args
+        if version_key(version) < version_key(needed):
+            item.add_marker(
+                pytest.mark.skip(
+                    reason=f"vllm_min: needs vLLM >= {needed}, the fixtures run on {version}: {why} "
+                    "(the older side is tested in tests/integration/test_version_gates.py)"
+                )
+            )
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

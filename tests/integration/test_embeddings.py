@@ -42,6 +42,7 @@ def embed_client(vllm_embed: Any) -> Any:
         yield client
 
 
+@pytest.mark.vllm_min("0.11.1", "the bytes transport embed() picks by default from 0.11.1")
 # vLLM's test(s):
 # tests/entrypoints/pooling/embed/test_online.py::test_basic
 # tests/entrypoints/pooling/embed/test_online.py::test_completion_request
@@ -82,6 +83,7 @@ def test_embed_agrees_with_sentence_transformers(embed_client: vt.Client) -> Non
     assert cosine.min() >= 0.999, cosine
 
 
+@pytest.mark.vllm_min("0.13.0", "embed_dtype (0.11.1) and bytes_only (0.13.0)")
 # vLLM's test(s):
 # tests/entrypoints/pooling/embed/test_online.py::test_base64_embedding
 # tests/entrypoints/pooling/embed/test_online.py::test_base64_embed_dtype_and_endianness
@@ -99,6 +101,7 @@ def test_every_transport_and_dtype_agrees_with_float(
     assert np.abs(result.vectors - reference).max() <= tolerance
 
 
+@pytest.mark.vllm_min("0.11.1", "endianness")
 # vLLM's test(s):
 # tests/entrypoints/pooling/embed/test_online.py::test_base64_embed_dtype_and_endianness
 # tests/entrypoints/pooling/embed/test_online.py::test_bytes_embed_dtype_and_endianness
@@ -112,6 +115,7 @@ def test_endianness(endianness: str, vllm_embed: Any, embed_client: vt.Client) -
         assert np.abs(vectors - reference).max() <= TOLERANCE["float16"]
 
 
+@pytest.mark.vllm_min("0.11.1", "embed_dtype")
 def test_compact_dtype_keeps_float16(embed_client: vt.Client) -> None:
     result = embed_client.embed(TEXTS, embed_dtype="float16", widen=False)
     assert result.vectors.dtype == np.float16
@@ -151,6 +155,7 @@ def test_dimensions_on_a_non_matryoshka_model(embed_client: vt.Client) -> None:
         embed_client.embed(TEXTS, dimensions=128)
 
 
+@pytest.mark.vllm_min("0.18.0", "/v2/embed")
 # vLLM's test(s):
 # tests/entrypoints/pooling/embed/test_cohere_online.py::test_v1_v2_parity
 # tests/entrypoints/pooling/embed/test_cohere_online.py::test_embedding_types
@@ -169,6 +174,7 @@ def test_embed_v2_types_are_consistent(embed_client: vt.Client) -> None:
     assert np.abs(result.float - embed_client.embed(TEXTS).vectors).max() <= 1e-5
 
 
+@pytest.mark.vllm_min("0.18.0", "/v2/embed")
 # vLLM's test(s):
 # tests/entrypoints/pooling/embed/test_cohere_online.py::test_unsupported_input_type_rejected
 def test_embed_v2_input_type_lists_what_the_model_supports(embed_client: vt.Client) -> None:
@@ -176,6 +182,7 @@ def test_embed_v2_input_type_lists_what_the_model_supports(embed_client: vt.Clie
         embed_client.embed_v2(texts=TEXTS, input_type="search_query")
 
 
+@pytest.mark.vllm_min("0.18.0", "/v2/embed")
 # vLLM's test(s):
 # tests/entrypoints/pooling/embed/test_online_dimensions.py::test_matryoshka
 # (the Matryoshka model)
