@@ -424,6 +424,8 @@ _CONTEXT_TOKENS_RE = re.compile(
     r"(?:contains (?:at least )?|request has |requested |passed )(?P<n>\d+) (?:input )?tokens"
 )
 _PARAM_SUFFIX_RE = re.compile(r"\(parameter=(?P<param>[^,]+), value=.*\)\s*$", re.DOTALL)
+# vLLM 0.11 answers a mounted route of an inactive task with 400 where later versions say 501.
+_INACTIVE_TASK_RE = re.compile(r"The model does not support \w+ API")
 # "only supports [128, 256, 384] matryoshka dimensions" (up to 0.25) and the 0.26+ wordings.
 _MATRYOSHKA_RE = re.compile(
     r"does not support matryoshka|only supports .*matryoshka dimensions|only supports dimensions in range"
@@ -514,7 +516,11 @@ def error_from_response(
         "url": url,
     }
     lowered = message.lower()
-    if (status == 404 and message == "Not Found") or (status == 501 and "does not support" in lowered):
+    if (
+        (status == 404 and message == "Not Found")
+        or (status == 501 and "does not support" in lowered)
+        or (status == 400 and _INACTIVE_TASK_RE.search(message))
+    ):
         not_served = EndpointNotServed(_not_served_message(status, route, path), **kwargs)
         not_served.task = route.task if route else None
         not_served.reason = "not_mounted" if status == 404 else "inactive"

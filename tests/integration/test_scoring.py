@@ -208,7 +208,10 @@ def test_classify_and_pool_on_the_cross_encoder(rerank_client: vt.Client) -> Non
     assert result.labels == ["relevance", "relevance"]
     assert result.probs.shape == (2, 1) and result.num_classes == 1
     pooled = rerank_client.pool("hello world")
-    assert pooled.data[0].shape == ((1,) if at_least(rerank_client, "0.19.0") else (4, 1))
+    # Before 0.19 the default /pooling answers per token: token_classify (one label) from 0.12, the
+    # hidden states on 0.11.0
+    per_token = (4, 1) if at_least(rerank_client, "0.12.0") else (4, 384)
+    assert pooled.data[0].shape == ((1,) if at_least(rerank_client, "0.19.0") else per_token)
     assert rerank_client.scorer_kind() is expected_scorer(rerank_client, vt.ScorerKind.CROSS_ENCODER)
 
 
