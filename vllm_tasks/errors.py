@@ -667,7 +667,9 @@ def redact_text(text: str) -> str:
 
 
 def _restore_error(cls: type[BaseException], args: tuple[object, ...]) -> BaseException:
-    return cls.__new__(cls, *args)
+    error = cls.__new__(cls, *args)
+    error.args = args  # OSError.__new__ leaves args empty for a subclass with its own __init__
+    return error
 
 
 def _picklable_state(error: BaseException) -> dict[str, object]:

@@ -233,6 +233,13 @@ def test_lone_carriage_returns_stay_in_their_line(
     np.testing.assert_array_equal(np.array(printed, np.float32), np.load(out))  # same split, same rows
 
 
+def test_cli_embed_prints_json_vectors(fake: FakeVLLM, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["embed", "hello", "hi", "--url", fake.url]) == cli.EXIT_OK
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    np.testing.assert_array_equal(np.array(printed, np.float32), expected(fake, ["hello", "hi"]))
+    assert cli.main(["embed", "--url", fake.url]) == cli.EXIT_USAGE
+
+
 def test_a_poisoned_row_is_isolated_and_every_other_row_written(tmp_path: Path) -> None:
     lines = [f"short text {i}" for i in range(40)]
     lines[13] = " ".join(["word"] * 100)  # over the fake's max_model_len of 64 tokens

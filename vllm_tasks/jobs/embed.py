@@ -393,15 +393,22 @@ async def _served_model(replicas: list[Replica], plan: Plan) -> dict[str, Any]:
 
     Raises:
         ReplicaMismatch: two replicas differ.
+        APIError: a replica cannot be reached or refuses the job's options.
     """
-    served: list[dict[str, Any]] = []
-    for replica in replicas:
+
+    async def probe(replica: Replica) -> dict[str, Any]:
         info = await replica.client.server_info()
         replica.version = info.version
         name = plan.call.get("model") or replica.client.model or info.default_model
         root = next((card.root for card in info.models if card.id == name), None)
         vector = (await replica.client.embed(PROBE_TEXT, **plan.call)).vector
-        served.append({"model": name, "root": root, "width": int(vector.shape[0]), "probe": vector.tolist()})
+        return {"model": name, "root": root, "width": int(vector.shape[0]), "probe": vector.tolist()}
+
+    answers = await asyncio.gather(*(probe(replica) for replica in replicas), return_exceptions=True)
+    for answer in answers:
+        if isinstance(answer, BaseException):
+            raise answer
+    served = [answer for answer in answers if not isinstance(answer, BaseException)]
     first = served[0]
     for replica, other in zip(replicas[1:], served[1:], strict=True):
         similarity = cosine(first["probe"], other["probe"])

@@ -34,7 +34,7 @@ from ..errors import (
 from .inputs import Chunk, InputSpec, read_chunks
 from .outputs import Sink
 from .progress import JobProgress
-from .replicas import REPLICA_ERRORS, ReplicaPool
+from .replicas import REPLICA_ERRORS, Replica, ReplicaPool
 from .state import Checkpoint
 
 logger = logging.getLogger("vllm_tasks.jobs")
@@ -167,14 +167,16 @@ class Engine:
         sizes = [estimated_tokens(text) for text in chunk.texts]
         async with asyncio.TaskGroup() as group:
             for batch in plan_batches(sizes, self._plan.batch_size, self._plan.max_batch_tokens):
-                group.create_task(self._embed_rows(work, batch))
+                # A task per batch once it has a slot: one waiter per chunk, not one per batch.
+                group.create_task(self._embed_rows(work, batch, await self._pool.acquire()))
         return work
 
-    async def _embed_rows(self, work: ChunkWork, rows: range) -> None:
-        """Embed ``rows`` of a chunk on some replica; split them on a refusal, move on a failure."""
+    async def _embed_rows(self, work: ChunkWork, rows: range, replica: Replica | None = None) -> None:
+        """Embed ``rows`` of a chunk on ``replica`` (else the next free one); split them on a refusal,
+        move them to another replica on a failure."""
         texts = work.chunk.texts[rows.start : rows.stop]
         while True:
-            replica = await self._pool.acquire()
+            replica = replica or await self._pool.acquire()
             sent = time.monotonic()
             try:
                 result = await replica.client.embed(
@@ -188,6 +190,7 @@ class Engine:
                 return
             except REPLICA_ERRORS as error:
                 self._pool.set_aside(replica, error)
+                replica = None
                 continue
             except BaseException:
                 self._pool.cancelled(replica)
