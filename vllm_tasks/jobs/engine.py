@@ -46,7 +46,12 @@ OPTION_ERRORS = (MatryoshkaNotSupported, InputTypeNotSupported)
 
 
 def estimated_tokens(text: str) -> int:
-    """A cheap upper-ish estimate of a text's tokens, for batch budgets (no tokenizer call)."""
+    """A cheap upper-ish estimate of a text's tokens, for batch budgets (no tokenizer call).
+
+    Example:
+        >>> estimated_tokens("hello world")
+        5
+    """
     return len(text) // 3 + 2
 
 
@@ -243,7 +248,12 @@ def _result(task: asyncio.Task[ChunkWork]) -> ChunkWork:
 
 
 def error_rows(path: Path) -> list[dict[str, Any]]:
-    """The rows of an errors file, in row order."""
+    """The rows of an errors file, in row order.
+
+    Example:
+        >>> error_rows(Path("out.npy.partial/errors.jsonl"))
+        [{'row': 13, 'id': 'd13', 'status': 400, 'error': "This model's maximum context length is ..."}]
+    """
     if not path.exists():
         return []
     rows = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]

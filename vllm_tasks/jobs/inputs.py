@@ -150,6 +150,10 @@ def scan(spec: InputSpec) -> tuple[int, str]:
 
     Raises:
         InvalidInputError: the file cannot be read, or a Parquet file lacks a needed column.
+
+    Example:
+        >>> scan(InputSpec.create("corpus.txt"))
+        (100000, '3f2a9c...')
     """
     digest = hashlib.sha256()
     newlines, last = 0, b"\n"
@@ -178,6 +182,10 @@ def read_chunks(spec: InputSpec, chunk_rows: int, skip: frozenset[int] = frozens
 
     Raises:
         InvalidInputError: a row without the text field, or a text that is not a string.
+
+    Example:
+        >>> [chunk.start for chunk in read_chunks(spec, 4096, skip=frozenset({0}))][:2]
+        [4096, 8192]
     """
     rows = _rows(spec)
     index = 0
@@ -312,7 +320,12 @@ def _parquet_rows(spec: InputSpec, start: int) -> Iterator[tuple[Any, ...]]:
 
 def parquet_types(spec: InputSpec) -> dict[str, Any]:
     """The Arrow types of the id and kept columns in a Parquet output (strings unless the input is
-    Parquet, whose own types are kept)."""
+    Parquet, whose own types are kept).
+
+    Example:
+        >>> parquet_types(InputSpec.create("docs.csv", id_field="doc_id"))
+        {'doc_id': DataType(string)}
+    """
     pa = require("pyarrow", "parquet", "writing Parquet outputs")
     names = spec.columns[1:]
     if spec.format == "parquet":

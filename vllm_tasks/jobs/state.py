@@ -24,7 +24,12 @@ PROBE_MIN_COSINE = 0.999
 
 
 def cosine(first: list[float], second: list[float]) -> float:
-    """The cosine similarity of two vectors (0 for different widths or a zero vector)."""
+    """The cosine similarity of two vectors (0 for different widths or a zero vector).
+
+    Example:
+        >>> cosine([1.0, 0.0], [1.0, 1.0])
+        0.7071067811865475
+    """
     a, b = np.asarray(first, np.float64), np.asarray(second, np.float64)
     if a.shape != b.shape or not a.any() or not b.any():
         return 0.0
@@ -116,7 +121,11 @@ class Checkpoint:
 
 
 def write_json(path: Path, payload: Any) -> None:
-    """Write JSON to ``path`` through a temporary file, ``fsync`` and rename."""
+    """Write JSON to ``path`` through a temporary file, ``fsync`` and rename.
+
+    Example:
+        >>> write_json(Path("out.npy.manifest.json"), {"rows": 3})
+    """
     temporary = path.with_name(path.name + ".tmp")
     with temporary.open("w", encoding="utf-8") as handle:
         json.dump(payload, handle, indent=1)
