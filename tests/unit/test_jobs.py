@@ -28,7 +28,7 @@ import pytest
 
 import vllm_tasks as vt
 from vllm_tasks import cli
-from vllm_tasks.jobs import outputs, state
+from vllm_tasks.jobs import embed, outputs, state
 from vllm_tasks.testing import EMBEDDING_TASKS, FakeVLLM
 
 from .conftest import BASE
@@ -152,6 +152,35 @@ def test_a_finished_job_run_again_is_a_no_op(
     assert "already complete" in capsys.readouterr().err
     assert len(fake.received(EMBED)) == 1  # the probe that checks the model
     assert out.read_bytes() == before
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".parquet"])
+def test_stopped_while_moving_the_result_into_place(
+    corpus: Path, tmp_path: Path, fake: FakeVLLM, monkeypatch: pytest.MonkeyPatch, suffix: str
+) -> None:
+    """Killed after the rename, before the manifest: the next run finishes without recreating rows."""
+    out = tmp_path / f"out{suffix}"
+
+    def killed(path: Path, payload: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(embed, "write_json", killed)
+    with client(fake) as c, pytest.raises(KeyboardInterrupt):
+        vt.embed_file(c, corpus, out, chunk_rows=5)
+    assert out.exists() and not out.with_name(out.name + ".manifest.json").exists()
+    monkeypatch.undo()
+    fake.clear_requests()
+    with client(fake) as c:
+        report = vt.embed_file(c, corpus, out, chunk_rows=5)
+    assert (report.chunks_sent, report.chunks_resumed) == (0, 10)
+    assert len(fake.received(EMBED)) == 1  # the probe
+    if suffix == ".npy":
+        vectors = np.load(out)
+    else:
+        vectors = np.stack(pq.read_table(out).column("embedding").to_numpy(zero_copy_only=False))
+    np.testing.assert_array_equal(vectors, expected(fake, LINES))
+    assert out.with_name(out.name + ".manifest.json").exists()
+    assert not out.with_name(out.name + ".partial").exists()
 
 
 def test_a_swapped_model_is_refused_on_resume(corpus: Path, tmp_path: Path) -> None:

@@ -273,16 +273,28 @@ async def _run(
     """Run the engine over what is left, then move the result into place."""
     started = time.monotonic()
     resumed = len(checkpoint.done)
-    sink = _sink(output, paths, spec, checkpoint)
-    checkpoint.runs += 1
+    work_data = paths.work / ("data.npy" if output == "npy" else "parts")
+    sink: Sink | None = None
+    chunks_sent = 0
     try:
-        engine = Engine(
-            spec, sink=sink, checkpoint=checkpoint, work=paths.work, pool=pool, plan=plan, progress=progress
-        )
-        outcome = await engine.run()
+        if len(checkpoint.done) < checkpoint.chunks or work_data.exists():
+            sink = _sink(output, paths, spec, checkpoint)
+            checkpoint.runs += 1
+            engine = Engine(
+                spec,
+                sink=sink,
+                checkpoint=checkpoint,
+                work=paths.work,
+                pool=pool,
+                plan=plan,
+                progress=progress,
+            )
+            chunks_sent = (await engine.run()).chunks_sent
     finally:
-        sink.close()
+        if sink is not None:
+            sink.close()
         progress.close()
+    # else: an earlier run was stopped after moving the finished result into place: only the rest is left
     return await asyncio.to_thread(
         _finish,
         paths,
@@ -291,7 +303,7 @@ async def _run(
         checkpoint=checkpoint,
         replicas=pool.replicas,
         seconds=time.monotonic() - started,
-        chunks_sent=outcome.chunks_sent,
+        chunks_sent=chunks_sent,
         resumed=resumed,
     )
 
@@ -436,6 +448,7 @@ def _finished_job(paths: _Paths, fingerprint: dict[str, Any], resume: bool) -> E
     differences = changes(manifest.get("fingerprint", {}), fingerprint)
     if differences:
         raise JobMismatch(str(paths.out), differences)
+    shutil.rmtree(paths.work, ignore_errors=True)  # left by a run stopped after writing the manifest
     return EmbedFileReport(
         out=paths.out,
         texts=int(manifest["rows"]),
@@ -485,15 +498,17 @@ def _finish(
     paths: _Paths,
     *,
     spec: InputSpec,
-    sink: Sink,
+    sink: Sink | None,
     checkpoint: Checkpoint,
     replicas: list[Replica],
     seconds: float,
     chunks_sent: int,
     resumed: int,
 ) -> EmbedFileReport:
-    """Move the complete result into place with its errors, ids and manifest; remove the work folder."""
-    sink.finish(paths.out)
+    """Move the complete result into place (unless ``sink`` is ``None``: it is there already) with its
+    errors, ids and manifest; remove the work folder."""
+    if sink is not None:
+        sink.finish(paths.out)
     refused = error_rows(paths.work / "errors.jsonl")
     if refused:
         paths.errors.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in refused))
