@@ -433,6 +433,27 @@ def test_progress_is_a_log_line_without_a_terminal(
     assert lines and "/48 rows" in lines[-1] and "rows/s" in lines[-1] and "tok/s" in lines[-1]
 
 
+def test_progress_is_a_bar_on_a_terminal(
+    corpus: Path,
+    tmp_path: Path,
+    fake: FakeVLLM,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    with client(fake) as c:
+        vt.embed_file(c, corpus, tmp_path / "o.npy", batch_size=4, show_progress=True)
+    bar = capsys.readouterr().err
+    assert "embed: 100%" in bar and "48/48" in bar and "tok/s" in bar and fake.url.split("//")[1] in bar
+
+
+def test_a_line_that_is_not_utf8_is_named(tmp_path: Path, fake: FakeVLLM) -> None:
+    source = tmp_path / "latin1.txt"
+    source.write_bytes(b"fine\ncaf\xe9\n")
+    with client(fake) as c, pytest.raises(vt.InvalidInputError, match="line 2 is not UTF-8"):
+        vt.embed_file(c, source, tmp_path / "o.npy")
+
+
 def test_ctrl_c_stops_promptly_and_the_job_resumes(corpus: Path, tmp_path: Path) -> None:
     source = tmp_path / "big.txt"
     lines = [f"line {i}" for i in range(400)]
