@@ -104,22 +104,25 @@ def part_real(args: argparse.Namespace, folder: Path) -> None:
         source = corpus(folder, args.texts)
         texts = source.read_text().splitlines()
         batch, concurrency = 32, 4
-        runs: dict[str, list[float]] = {"raw": [], "job": []}
+        runs: dict[str, list[float]] = {"raw": [], "job": [], "engine": []}
         raw_loop(url, texts[:64], batch, concurrency)()  # warm the server up
         for _ in range(args.repeat):
             runs["raw"].append(timed(raw_loop(url, texts, batch, concurrency)))
             out = folder / "real.npy"
-            runs["job"].append(timed(job([url], source, out, batch_size=batch, concurrency=concurrency)))
+            started = time.perf_counter()
+            report = job([url], source, out, batch_size=batch, concurrency=concurrency)()
+            runs["job"].append(time.perf_counter() - started)
+            runs["engine"].append(report.seconds)  # type: ignore[attr-defined]
     finally:
         if server is not None:
             server.stop()
-    raw, ours = min(runs["raw"]), min(runs["job"])
+    raw, ours, engine = min(runs["raw"]), min(runs["job"]), min(runs["engine"])
     print(f"{args.texts} texts, batches of {batch}, concurrency {concurrency}, real server {url}")
-    print(f"{'client':<52} {'texts/s':>8} {'x raw':>6}")
-    print(f"{'hand-tuned raw httpx asyncio loop (bytes_only)':<52} {args.texts / raw:8.0f} {1.0:6.2f}")
-    print(
-        f"{'vt.embed_file -> .npy (checkpointed, resumable)':<52} {args.texts / ours:8.0f} {raw / ours:6.2f}"
-    )
+    print(f"{'client':<60} {'texts/s':>8} {'x raw':>6}")
+    print(f"{'hand-tuned raw httpx asyncio loop (bytes_only)':<60} {args.texts / raw:8.0f} {1.0:6.2f}")
+    print(f"{'vt.embed_file -> .npy, the whole call':<60} {args.texts / ours:8.0f} {raw / ours:6.2f}")
+    label = "  of which the engine (without start-up: hash, probe)"
+    print(f"{label:<60} {args.texts / engine:8.0f} {raw / engine:6.2f}")
 
 
 def part_replicas(args: argparse.Namespace, folder: Path) -> None:
