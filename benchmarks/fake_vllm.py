@@ -2,9 +2,10 @@
 
 Answers /health, /version, /v1/models, /openapi.json (404) and /v1/embeddings in the float, base64,
 bytes and bytes_only formats exactly as vLLM 0.32 shapes them (384-dim float32, like the `embed`
-fixture). Only for benchmarks; binds to 127.0.0.1.
+fixture). Only for benchmarks; binds to 127.0.0.1. ``--latency S`` adds S seconds to every embedding
+answer (a replica of fixed speed, for benchmarks/embed_jobs.py).
 
-    python benchmarks/fake_vllm.py --port 8123
+    python benchmarks/fake_vllm.py --port 8123 [--latency 0.1]
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
@@ -26,6 +28,8 @@ RAW = VECTORS.tobytes()
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
+    latency = 0.0
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -52,6 +56,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length", 0))
         request = json.loads(self.rfile.read(length))
+        if self.latency:
+            time.sleep(self.latency)
         texts = request["input"] if isinstance(request["input"], list) else [request["input"]]
         n = len(texts)
         fmt = request.get("encoding_format", "float")
@@ -83,7 +89,9 @@ class Handler(BaseHTTPRequestHandler):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to each embedding answer")
     args = parser.parse_args()
+    Handler.latency = args.latency
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     print(f"http://127.0.0.1:{args.port}", flush=True)

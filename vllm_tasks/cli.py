@@ -1,28 +1,32 @@
 """The ``vllm-tasks`` console script: operator tools over the same client.
 
-Exit codes: 0 success, 1 the server answered with an error, 2 the server could not be reached, 64 bad
-usage, 130 interrupted (Ctrl-C).
+Exit codes: 0 success, 1 the server answered with an error, 2 the server could not be reached, 3 a batch
+job refused to start or go on (another job's checkpoint, servers serving different models, a full disk,
+a refused row with --fail-fast), 64 bad usage, 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Callable, Sequence
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
 from . import defaults
 from ._sync.client import Client
-from .errors import APIConnectionError, APIError, InvalidInputError, UnsupportedByServer
+from .errors import APIConnectionError, APIError, InvalidInputError, JobError, UnsupportedByServer
+from .jobs.inputs import text_lines
 from .types.audio import ResponseFormat, TranscriptionDelta
 from .types.server import ProbeReport, TaskStatus
 
 EXIT_OK = 0
 EXIT_SERVER_ERROR = 1
 EXIT_UNREACHABLE = 2
+EXIT_JOB_REFUSED = 3
 EXIT_USAGE = 64
 EXIT_INTERRUPTED = 130
 
@@ -69,20 +73,61 @@ def add_embed_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
     embed.add_argument("--file", default=None, help="read texts from this file, one per line ('-': stdin)")
     embed.add_argument("--out", default=None, help="write a float32 .npy matrix here instead of JSON")
     embed_file = commands.add_parser(
-        "embed-file", help="embed a text file of any size into a .npy matrix, resumably (one text per line)"
+        "embed-file",
+        help="embed a text, JSONL, CSV or Parquet file of any size into .npy or Parquet, resumably",
     )
-    embed_file.add_argument("source", help="UTF-8 text file, one text per line")
-    embed_file.add_argument("--out", required=True, help="the .npy file to write")
+    embed_file.add_argument("source", help="the input: text (one text per line), .jsonl, .csv or .parquet")
+    embed_file.add_argument("--out", required=True, help="the output: .npy matrix or .parquet")
+    embed_file.add_argument("--input-format", choices=["text", "jsonl", "csv", "parquet"], default=None)
+    embed_file.add_argument("--output-format", choices=["npy", "parquet"], default=None)
     embed_file.add_argument(
-        "--chunk-lines",
-        type=int,
-        default=defaults.EMBED_FILE_CHUNK_LINES,
-        help="lines saved per step (default %(default)s)",
+        "--text-field", default=None, help="the column / JSON key of the text (default text)"
     )
-    embed_file.add_argument("--restart", action="store_true", help="ignore an unfinished earlier run")
-    embed_file.add_argument("--progress", action="store_true", help="show a progress bar (needs tqdm)")
+    embed_file.add_argument(
+        "--id-field", default=None, help="the column of each row's id (default: row number)"
+    )
+    embed_file.add_argument(
+        "--keep-column", action="append", default=[], help="copy this input column to a Parquet output"
+    )
+    embed_file.add_argument(
+        "--chunk-rows",
+        type=int,
+        default=defaults.EMBED_FILE_CHUNK_ROWS,
+        help="rows saved per checkpoint (default %(default)s)",
+    )
+    embed_file.add_argument(
+        "--max-batch-tokens",
+        type=int,
+        default=defaults.JOB_MAX_BATCH_TOKENS,
+        help="estimated tokens per request (default %(default)s)",
+    )
+    embed_file.add_argument(
+        "--too-long",
+        choices=["report", "truncate"],
+        default="report",
+        help="over-long rows: report them in OUT.errors.jsonl (default) or truncate them",
+    )
+    embed_file.add_argument("--fail-fast", action="store_true", help="stop at the first refused row")
+    embed_file.add_argument("--restart", action="store_true", help="ignore an earlier run, start over")
+    embed_file.add_argument(
+        "--progress",
+        action="store_true",
+        help="a bar on a terminal, else a log line every --progress-interval s",
+    )
+    embed_file.add_argument(
+        "--progress-interval",
+        type=float,
+        default=defaults.JOB_PROGRESS_INTERVAL,
+        help="seconds between progress lines (default %(default)g)",
+    )
+    embed.add_argument("--url", default=None, help="server root URL (default: env or localhost)")
+    embed_file.add_argument(
+        "--url",
+        action="append",
+        default=None,
+        help="server root URL; repeat it for several servers of one model (default: env or localhost)",
+    )
     for sub_parser in (embed, embed_file):
-        sub_parser.add_argument("--url", default=None, help="server root URL (default: env or localhost)")
         sub_parser.add_argument(
             "--model", default=None, help="served model name (default: the server's first)"
         )
@@ -97,23 +142,16 @@ def add_embed_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
             "--concurrency",
             type=int,
             default=defaults.CONCURRENCY,
-            help="requests in flight (default %(default)s)",
+            help="requests in flight, per server (default %(default)s)",
         )
 
 
 def _read_text_lines(path: str) -> list[str]:
-    try:
-        if path == "-":
-            return sys.stdin.read().splitlines()
-        with open(path, encoding="utf-8") as handle:
-            return handle.read().splitlines()
-    except UnicodeDecodeError as error:
-        raise InvalidInputError(
-            "--file",
-            "<stdin>" if path == "-" else path,
-            f"is not UTF-8 text ({error.reason} at byte {error.start})",
-            "Convert it to UTF-8 first, e.g. `iconv -f latin1 -t utf-8`.",
-        ) from None
+    """One text per line, split as ``embed-file`` splits (on ``\\n`` only)."""
+    if path == "-":
+        return list(text_lines(sys.stdin.buffer, "<stdin>"))
+    with open(path, "rb") as handle:
+        return list(text_lines(handle, path))
 
 
 def run_embed(args: argparse.Namespace, client: Client) -> int:
@@ -135,22 +173,41 @@ def run_embed(args: argparse.Namespace, client: Client) -> int:
 
 
 def run_embed_file(args: argparse.Namespace, client: Client) -> int:
-    """The ``embed-file`` sub-command: a resumable job writing a ``.npy`` matrix."""
+    """The ``embed-file`` sub-command: a resumable job writing ``.npy`` or Parquet."""
     from .jobs import embed_file
 
-    report = embed_file(
-        client,
-        args.source,
-        args.out,
-        chunk_lines=args.chunk_lines,
-        resume=not args.restart,
-        show_progress=args.progress,
-        dimensions=args.dimensions,
-        batch_size=args.batch_size,
-        concurrency=args.concurrency,
-    )
-    resumed = f", {report.chunks_resumed} chunk(s) resumed" if report.chunks_resumed else ""
-    print(f"{report.out}: {report.texts} x {report.dimensions} float32{resumed}", file=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("vllm-tasks: %(message)s"))
+    jobs_logger = logging.getLogger("vllm_tasks.jobs")
+    jobs_logger.addHandler(handler)
+    jobs_logger.setLevel(logging.INFO)
+    others = [Client(url, **client_settings(args)) for url in (args.url or [])[1:]]
+    try:
+        report = embed_file(
+            [client, *others],
+            args.source,
+            args.out,
+            input_format=args.input_format,
+            text_field=args.text_field,
+            id_field=args.id_field,
+            keep_columns=args.keep_column,
+            output_format=args.output_format,
+            batch_size=args.batch_size,
+            max_batch_tokens=args.max_batch_tokens,
+            concurrency=args.concurrency,
+            chunk_rows=args.chunk_rows,
+            too_long=args.too_long,
+            fail_fast=args.fail_fast,
+            resume=not args.restart,
+            show_progress=args.progress,
+            progress_interval=args.progress_interval,
+            dimensions=args.dimensions,
+        )
+    finally:
+        jobs_logger.removeHandler(handler)
+        for other in others:
+            other.close()
+    print(report.summary(), file=sys.stderr)
     return EXIT_OK
 
 
@@ -400,20 +457,27 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Client], int]] = {
 }
 
 
+def client_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The client settings the command line gives (every server of a job gets the same)."""
+    return {
+        "api_key": args.api_key,
+        "timeout": defaults.TIMEOUT if args.timeout is None else args.timeout,
+        "model": getattr(args, "model", None),
+        # A probe reports what it sees at once; the task commands retry like any client call.
+        "max_retries": 0 if args.command == "probe" else defaults.MAX_RETRIES,
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the console script; returns the exit code."""
     args = build_parser().parse_args(argv)
-    # A probe reports what it sees at once; the task commands retry like any client call.
-    retries = 0 if args.command == "probe" else defaults.MAX_RETRIES
+    url = args.url[0] if isinstance(args.url, list) else args.url  # embed-file: --url repeated
     try:
-        with Client(
-            args.url,
-            api_key=args.api_key,
-            timeout=defaults.TIMEOUT if args.timeout is None else args.timeout,
-            model=getattr(args, "model", None),
-            max_retries=retries,
-        ) as client:
+        with Client(url, **client_settings(args)) as client:
             return COMMANDS[args.command](args, client)
+    except JobError as error:  # before OSError: InsufficientDiskSpace is one too
+        print(f"vllm-tasks: {error}", file=sys.stderr)
+        return EXIT_JOB_REFUSED
     except InvalidInputError as error:
         print(f"vllm-tasks: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -427,7 +491,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"vllm-tasks: {error}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:  # Ctrl-C: one line, no traceback, the shell's code for SIGINT
-        print("vllm-tasks: interrupted", file=sys.stderr)
+        again = "; run the same command again to resume" if args.command == "embed-file" else ""
+        print(f"vllm-tasks: interrupted{again}", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 

@@ -63,8 +63,16 @@ OFFLOAD_DECODE_BYTES = 1 << 20
 """``AsyncClient`` decodes response bodies larger than this in a worker thread, not on the event loop."""
 
 # --- Jobs ---------------------------------------------------------------------------------------------
-EMBED_FILE_CHUNK_LINES = 4096
-"""Lines per checkpointed chunk of ``embed_file``."""
+EMBED_FILE_CHUNK_ROWS = 4096
+"""Rows per checkpointed chunk of ``embed_file`` (one Parquet row group of the output)."""
+JOB_MAX_BATCH_TOKENS = 32_768
+"""Estimated tokens per request of a job (about 3 characters each), besides ``batch_size``."""
+JOB_PROGRESS_INTERVAL = 30.0
+"""Seconds between a job's progress log lines when stderr is not a terminal."""
+JOB_REPLICA_RETRY_AFTER = 5.0
+"""Seconds a failing server of a job is first set aside (doubling while it keeps failing)."""
+JOB_GIVE_UP_AFTER = 120.0
+"""A job stops when every server has failed and none has answered for this many seconds."""
 
 # --- Speech to text -----------------------------------------------------------------------------------
 AUDIO_CONCURRENCY = 8

@@ -13,6 +13,11 @@ Every exception raised by the SDK derives from :class:`VLLMTasksError`::
     ├── MissingDependency (also ImportError)  an optional package is not installed (names the extra)
     ├── UnsupportedByServer                   feature needs a newer vLLM or a server flag
     ├── ServerNotReady                        wait_until_ready() ran out of time
+    ├── JobError                              a batch job (vllm_tasks.jobs) cannot start or go on
+    │   ├── JobMismatch                       a checkpoint or finished output belongs to another job
+    │   ├── ReplicaMismatch                   the servers of one job serve different models
+    │   ├── RowFailed                         a row the server refused, with fail_fast
+    │   └── InsufficientDiskSpace (also OSError)  the output does not fit on its disk
     └── APIError
         ├── APIConnectionError
         │   └── APITimeoutError
@@ -207,6 +212,83 @@ class ServerNotReady(VLLMTasksError):
     def __init__(self, message: str, last_cause: str | None) -> None:
         self.last_cause = redact_text(last_cause) if last_cause else last_cause
         super().__init__(f"{message}; last seen: {last_cause}" if last_cause else message)
+
+
+class JobError(VLLMTasksError):
+    """A batch job (``vllm_tasks.jobs``) cannot start or go on; its checkpoint is kept."""
+
+
+class JobMismatch(JobError):
+    """A checkpoint (or a finished output) was made by another job: the input, the served model or an
+    option that changes vectors differs, so resuming would mix two jobs' rows in one output.
+
+    Attributes:
+        out: the output path.
+        changes: one line per difference (``"input content: ... -> ..."``).
+    """
+
+    def __init__(self, out: str, changes: list[str]) -> None:
+        self.out = out
+        self.changes = changes
+        super().__init__(
+            f"{out}: the earlier run of this job differs, refusing to mix them: {'; '.join(changes)}. "
+            "Restore what changed, or start over with restart=True (vllm-tasks: --restart)."
+        )
+
+
+class ReplicaMismatch(JobError):
+    """The servers given to one job do not serve the same model (name, weights or vectors differ).
+
+    Attributes:
+        urls: the two servers compared.
+        detail: what differs.
+    """
+
+    def __init__(self, urls: tuple[str, str], detail: str) -> None:
+        self.urls = urls
+        self.detail = detail
+        super().__init__(
+            f"{urls[0]} and {urls[1]} serve different models ({detail}); every server of a job must serve "
+            "the same one. Drop the odd server, or point them all at one deployment."
+        )
+
+
+class RowFailed(JobError):
+    """With ``fail_fast``: the server refused one row (isolated by splitting its batch).
+
+    Attributes:
+        row: the row number in the input (0-based, in input order).
+        row_id: the row's id (the ``id_field`` value, else the row number).
+        message: the server's message.
+    """
+
+    def __init__(self, row: int, row_id: object, message: str) -> None:
+        self.row = row
+        self.row_id = row_id
+        self.message = message
+        super().__init__(
+            f"row {row} (id {row_id!r}) was refused: {message}. Fix or drop that row and run again (the "
+            "job resumes), or leave out fail_fast to record refused rows in the errors file and go on."
+        )
+
+
+class InsufficientDiskSpace(JobError, OSError):
+    """The job's output does not fit in the free space of its disk; found before writing any row.
+
+    Attributes:
+        path: the file that was being allocated.
+        needed: bytes it needs.
+        free: bytes free on its filesystem.
+    """
+
+    def __init__(self, path: str, needed: int, free: int) -> None:
+        self.path = path
+        self.needed = needed
+        self.free = free
+        super().__init__(
+            f"{path}: needs {needed:,} bytes but its disk has {free:,} free. Free {needed - free:,} bytes "
+            "or more, or write the output to another disk (the job resumes where it stopped)."
+        )
 
 
 class APIError(VLLMTasksError):
@@ -599,7 +681,9 @@ def redact_text(text: str) -> str:
 
 
 def _restore_error(cls: type[BaseException], args: tuple[object, ...]) -> BaseException:
-    return cls.__new__(cls, *args)
+    error = cls.__new__(cls, *args)
+    error.args = args  # OSError.__new__ leaves args empty for a subclass with its own __init__
+    return error
 
 
 def _picklable_state(error: BaseException) -> dict[str, object]:

@@ -220,7 +220,7 @@ def test_embed_file_job_on_the_real_server(vllm_embed: Any, embed_client: vt.Cli
     lines = [f"line {i}: {TEXTS[i % len(TEXTS)]}" for i in range(150)]
     source = tmp_path / "corpus.txt"
     source.write_text("\n".join(lines) + "\n")
-    report = vt.embed_file(embed_client, source, tmp_path / "corpus.npy", chunk_lines=64, batch_size=16)
+    report = vt.embed_file(embed_client, source, tmp_path / "corpus.npy", chunk_rows=64, batch_size=16)
     assert (report.texts, report.dimensions, report.chunks_sent) == (150, 384, 3)
     matrix = np.load(tmp_path / "corpus.npy", mmap_mode="r")
     assert np.abs(matrix - raw_float(vllm_embed, lines)).max() <= 1e-5

@@ -90,6 +90,11 @@ SPECIAL: dict[str, Callable[[], BaseException]] = {
     "StreamError": lambda: vt.StreamError("engine died", body={"error": {"message": "x"}}, code=500),
     "ContextLengthExceeded": _context_length,
     "EndpointNotServed": _not_served,
+    "JobError": lambda: vt.JobError("the job stopped"),
+    "JobMismatch": lambda: vt.JobMismatch("out.npy", ["input content: '3f2a...' -> '8b1d...'"]),
+    "ReplicaMismatch": lambda: vt.ReplicaMismatch(("http://a.test", "http://b.test"), "'m' vs 'e5'"),
+    "RowFailed": lambda: vt.RowFailed(13, "d13", "maximum context length is 512 tokens"),
+    "InsufficientDiskSpace": lambda: vt.InsufficientDiskSpace("/data/out.npy", 1_000_000, 1_000),
 }
 
 

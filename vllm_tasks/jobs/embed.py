@@ -1,0 +1,566 @@
+"""``embed_file`` / ``aembed_file``: embed a corpus of any size into ``.npy`` or Parquet, resumably.
+
+Work happens in ``OUT.partial/`` next to the output: the matrix (or Parquet parts), ``state.json`` (the
+checkpoint) and ``errors.jsonl``. When every row is done the result is renamed to ``OUT``, refused rows
+go to ``OUT.errors.jsonl`` (row, id, status, the server's message), ids to ``OUT.ids.jsonl`` (``.npy``
+with an ``id_field``), and ``OUT.manifest.json`` records the model, the servers, the shape and timings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import shutil
+import time
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, ParamSpec, TypeVar, get_args
+
+import orjson
+
+from .. import defaults
+from .._async.client import AsyncClient
+from .._sync.client import Client
+from ..errors import InvalidInputError, JobMismatch, ReplicaMismatch
+from ..validation import positive_int, positive_number
+from .engine import Engine, Plan, error_rows
+from .inputs import InputSpec, parquet_types, read_chunks, scan
+from .outputs import NpySink, ParquetSink, Sink
+from .progress import JobProgress
+from .replicas import Replica, ReplicaPool
+from .state import PROBE_MIN_COSINE, PROBE_TEXT, Checkpoint, changes, cosine, write_json
+
+P = ParamSpec("P")
+T = TypeVar("T")
+Servers = AsyncClient | Client | str | Sequence[AsyncClient | Client | str]
+"""One server or several: clients (their settings are reused) or root URLs."""
+OutputFormat = Literal["npy", "parquet"]
+TooLong = Literal["report", "truncate"]
+
+TRANSPORT_OPTIONS = frozenset({"encoding_format", "extra_headers", "timeout"})
+"""``embed`` options that do not change vectors: not in the fingerprint."""
+JOB_OPTIONS = frozenset({"input", "messages", "batch_size", "concurrency", "show_progress"})
+"""``embed`` options the job sets itself."""
+
+
+@dataclass(frozen=True)
+class ReplicaReport:
+    """What one server did in this run.
+
+    Attributes:
+        url: the server (without credentials).
+        version: its vLLM version.
+        rows: rows it embedded.
+        batches: requests it answered.
+        failures: times it failed and was set aside.
+        busy_seconds: time its answered requests took, summed over the requests in flight.
+        rows_per_second: its throughput over the run's wall time.
+    """
+
+    url: str
+    version: str | None
+    rows: int
+    batches: int
+    failures: int
+    busy_seconds: float
+    rows_per_second: float
+
+
+@dataclass(frozen=True)
+class EmbedFileReport:
+    """What :func:`embed_file` did.
+
+    Attributes:
+        out: the output written (``.npy`` or Parquet).
+        texts: rows in it.
+        dimensions: the embedding width.
+        chunks_sent: chunks embedded by this run.
+        chunks_resumed: chunks found done by earlier runs.
+        failed_rows: rows the server refused (NaN rows in ``.npy``, null embeddings in Parquet).
+        errors_file: the refused rows (row, id, status, message), or ``None`` when there are none.
+        manifest: the manifest file.
+        already_complete: the job was finished before this run; nothing was sent or written.
+        seconds: this run's wall time.
+        replicas: per server, what it did in this run.
+    """
+
+    out: Path
+    texts: int
+    dimensions: int
+    chunks_sent: int
+    chunks_resumed: int
+    failed_rows: int
+    errors_file: Path | None
+    manifest: Path
+    already_complete: bool
+    seconds: float
+    replicas: tuple[ReplicaReport, ...]
+
+    def summary(self) -> str:
+        """One line for a terminal, e.g. ``"corpus.npy: 100000 x 384 float32, 3 chunk(s) resumed"``."""
+        if self.already_complete:
+            return f"{self.out}: already complete ({self.texts} x {self.dimensions} float32); nothing to do"
+        parts = [f"{self.out}: {self.texts} x {self.dimensions} float32"]
+        if self.chunks_resumed:
+            parts.append(f"{self.chunks_resumed} chunk(s) resumed")
+        if self.failed_rows:
+            parts.append(f"{self.failed_rows} row(s) refused, see {self.errors_file}")
+        rates = ", ".join(f"{r.url} {r.rows_per_second:,.0f} rows/s" for r in self.replicas if r.rows)
+        return ", ".join(parts) + (f" ({rates})" if rates else "")
+
+
+@dataclass(frozen=True)
+class _Paths:
+    out: Path
+    work: Path
+    manifest: Path
+    errors: Path
+    ids: Path
+
+    @classmethod
+    def of(cls, out: Path) -> _Paths:
+        return cls(
+            out,
+            out.with_name(out.name + ".partial"),
+            out.with_name(out.name + ".manifest.json"),
+            out.with_name(out.name + ".errors.jsonl"),
+            out.with_name(out.name + ".ids.jsonl"),
+        )
+
+
+async def aembed_file(
+    client: Servers,
+    source: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    input_format: str | None = None,
+    text_field: str | None = None,
+    id_field: str | None = None,
+    keep_columns: Iterable[str] = (),
+    output_format: OutputFormat | None = None,
+    model: str | None = None,
+    batch_size: int = defaults.EMBED_BATCH_SIZE,
+    max_batch_tokens: int = defaults.JOB_MAX_BATCH_TOKENS,
+    concurrency: int = defaults.CONCURRENCY,
+    chunk_rows: int = defaults.EMBED_FILE_CHUNK_ROWS,
+    too_long: TooLong = "report",
+    fail_fast: bool = False,
+    resume: bool = True,
+    show_progress: bool = False,
+    progress_interval: float = defaults.JOB_PROGRESS_INTERVAL,
+    retry_replica_after: float = defaults.JOB_REPLICA_RETRY_AFTER,
+    give_up_after: float = defaults.JOB_GIVE_UP_AFTER,
+    **embed_options: Any,
+) -> EmbedFileReport:
+    """Embed every row of a text, JSONL, CSV or Parquet file into ``.npy`` or Parquet, resumably.
+
+    Async-first: ``embed_file`` (same arguments) runs this in its own event loop; call ``aembed_file``
+    from async code, so that the job shares the application's loop.
+
+    Args:
+        client: the server(s): a ``Client``/``AsyncClient``, a root URL, or a list of them; batches go to
+            the one with the fewest requests in flight; all must serve the same model.
+        source: the input. Plain text is one text per line, split on ``\\n`` only (empty lines are rows).
+        out: the output: ``.npy`` (a float32 matrix, row ``i`` = input row ``i``) or ``.parquet``.
+        input_format: ``text``, ``jsonl``, ``csv`` or ``parquet`` (default: from the suffix; else text).
+        text_field: the column or JSON key holding the text (default ``text``).
+        id_field: the column holding each row's id (default: the row number).
+        keep_columns: other input columns copied to a Parquet output.
+        output_format: ``npy`` or ``parquet`` (default: ``parquet`` for a ``.parquet`` suffix).
+        model: the served model (default: the client's, else the server's first).
+        batch_size: the most rows per request.
+        max_batch_tokens: the most estimated tokens (about 3 characters each) per request.
+        concurrency: requests in flight per server.
+        chunk_rows: rows per checkpoint (fixed for a job: a resumed job keeps its first value).
+        too_long: over-long rows: ``report`` (the server refuses them; they go to the errors file) or
+            ``truncate`` (cut to the model's context: ``truncate_prompt_tokens=-1``).
+        fail_fast: stop at the first refused row (:class:`RowFailed`) instead of recording it.
+        resume: continue an unfinished run of the same job; False starts over.
+        show_progress: a tqdm bar on a terminal, else a log line (logger ``vllm_tasks.jobs``, INFO) every
+            ``progress_interval`` seconds.
+        progress_interval: seconds between progress log lines.
+        retry_replica_after: seconds a failing server is first set aside (doubling while it fails).
+        give_up_after: stop when every server has failed and none answered for this many seconds.
+        **embed_options: vector options passed to ``embed`` (``dimensions``, ``normalize``,
+            ``truncate_prompt_tokens``, ``embed_dtype``, ``extra_body``, ... and ``encoding_format``,
+            ``timeout``, ``extra_headers``).
+
+    Returns:
+        EmbedFileReport.
+
+    Raises:
+        InvalidInputError: an empty or unreadable input, a bad option.
+        JobMismatch: an earlier run (unfinished, or finished) of this output had another input, model
+            or vector option; names what changed.
+        ReplicaMismatch: the servers serve different models.
+        InsufficientDiskSpace: the output does not fit on its disk (before writing any row).
+        RowFailed: with ``fail_fast``, the first refused row.
+        APIError: a fatal answer (401, 404, ...), or every server down for ``give_up_after`` seconds.
+            Progress up to there is kept; run again to resume.
+
+    Examples:
+        >>> report = await aembed_file(["http://gpu1:8000", "http://gpu2:8000"], "docs.jsonl", "docs.parquet",
+        ...                            text_field="body", id_field="doc_id", keep_columns=["title"])
+        >>> report.summary()
+        'docs.parquet: 1000000 x 1024 float32 (gpu1:8000 2,310 rows/s, gpu2:8000 2,290 rows/s)'
+    """
+    spec = InputSpec.create(
+        source, format=input_format, text_field=text_field, id_field=id_field, keep_columns=keep_columns
+    )
+    paths = _Paths.of(Path(out))
+    chosen_output = _output_format(output_format, paths.out)
+    plan = Plan(
+        positive_int("batch_size", batch_size),
+        positive_int("max_batch_tokens", max_batch_tokens),
+        _call_options(model, too_long, embed_options),
+        bool(fail_fast),
+    )
+    positive_int("concurrency", concurrency)
+    positive_int("chunk_rows", chunk_rows)
+    positive_number("progress_interval", progress_interval)
+    positive_number("retry_replica_after", retry_replica_after)
+    positive_number("give_up_after", give_up_after)
+    rows, digest = await asyncio.to_thread(scan, spec)
+    if rows == 0:
+        raise InvalidInputError("source", str(spec.path), "has no rows", "Pass a file with one text per row.")
+    replicas, owned = _replicas(client)
+    try:
+        served = await _served_model(replicas, plan)
+        fingerprint = {
+            "input": {"sha256": digest, "rows": rows, "format": spec.format, **_fields(spec)},
+            "model": served,
+            "options": {k: v for k, v in plan.call.items() if k not in TRANSPORT_OPTIONS | {"model"}},
+            "output": {"format": chosen_output},
+        }
+        finished = _finished_job(paths, fingerprint, resume)
+        if finished is not None:
+            return finished
+        checkpoint = _checkpoint(
+            paths,
+            fingerprint=fingerprint,
+            rows=rows,
+            width=len(served["probe"]),
+            chunk_rows=chunk_rows,
+            resume=resume,
+        )
+        pool = ReplicaPool(replicas, concurrency, retry_replica_after, give_up_after)
+        done_rows = sum(min(checkpoint.chunk_rows, rows - i * checkpoint.chunk_rows) for i in checkpoint.done)
+        progress = JobProgress(
+            rows, done_rows, replicas, enabled=show_progress, interval=progress_interval, description="embed"
+        )
+        return await _run(
+            paths, spec, checkpoint, output=chosen_output, pool=pool, plan=plan, progress=progress
+        )
+    finally:
+        for replica, close in zip(replicas, owned, strict=True):
+            if close:
+                await replica.client.close()
+
+
+async def _run(
+    paths: _Paths,
+    spec: InputSpec,
+    checkpoint: Checkpoint,
+    *,
+    output: OutputFormat,
+    pool: ReplicaPool,
+    plan: Plan,
+    progress: JobProgress,
+) -> EmbedFileReport:
+    """Run the engine over what is left, then move the result into place."""
+    started = time.monotonic()
+    resumed = len(checkpoint.done)
+    work_data = paths.work / ("data.npy" if output == "npy" else "parts")
+    sink: Sink | None = None
+    chunks_sent = 0
+    try:
+        if len(checkpoint.done) < checkpoint.chunks or work_data.exists():
+            sink = _sink(output, paths, spec, checkpoint)
+            checkpoint.runs += 1
+            engine = Engine(
+                spec,
+                sink=sink,
+                checkpoint=checkpoint,
+                work=paths.work,
+                pool=pool,
+                plan=plan,
+                progress=progress,
+            )
+            chunks_sent = (await engine.run()).chunks_sent
+    finally:
+        if sink is not None:
+            sink.close()
+        progress.close()
+    # else: an earlier run was stopped after moving the finished result into place: only the rest is left
+    return await asyncio.to_thread(
+        _finish,
+        paths,
+        spec=spec,
+        sink=sink,
+        checkpoint=checkpoint,
+        replicas=pool.replicas,
+        seconds=time.monotonic() - started,
+        chunks_sent=chunks_sent,
+        resumed=resumed,
+    )
+
+
+def _run_in_own_loop(job: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """The sync twin of an async job: the same signature, run with ``asyncio.run``."""
+
+    @functools.wraps(job)
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        return asyncio.run(job(*args, **kwargs))
+
+    return run
+
+
+embed_file = _run_in_own_loop(aembed_file)
+embed_file.__name__ = embed_file.__qualname__ = "embed_file"
+embed_file.__doc__ = """Embed every row of a text, JSONL, CSV or Parquet file into ``.npy`` or Parquet (sync).
+
+The sync entry point of :func:`aembed_file`: the same arguments, result and errors; it runs the job in
+its own event loop (so it cannot be called from a running loop: await ``aembed_file`` there).
+
+Examples:
+    >>> with vt.Client("http://localhost:8000") as client:
+    ...     report = vt.embed_file(client, "corpus.txt", "corpus.npy", show_progress=True)
+    >>> report.summary()
+    'corpus.npy: 100000 x 384 float32 (localhost:8000 2,480 rows/s)'
+"""
+
+
+def _output_format(chosen: str | None, out: Path) -> OutputFormat:
+    if chosen is None:
+        return "parquet" if out.suffix.lower() in (".parquet", ".pq") else "npy"
+    if chosen not in get_args(OutputFormat):
+        raise InvalidInputError("output_format", chosen, "is not npy or parquet", "Pass npy or parquet.")
+    return "parquet" if chosen == "parquet" else "npy"
+
+
+def _call_options(model: str | None, too_long: str, options: dict[str, Any]) -> dict[str, Any]:
+    refused = sorted(JOB_OPTIONS & options.keys())
+    if refused:
+        raise InvalidInputError(
+            refused[0],
+            options[refused[0]],
+            "is set by the job (texts come from the source; batches and concurrency are job options)",
+            f"Drop {refused[0]}=; pass batch_size=/concurrency= to the job itself.",
+        )
+    if too_long not in get_args(TooLong):
+        raise InvalidInputError("too_long", too_long, "is not report or truncate", "Pass one of them.")
+    call = {"model": model, **options}
+    if too_long == "truncate":
+        call.setdefault("truncate_prompt_tokens", -1)
+    return call
+
+
+def _fields(spec: InputSpec) -> dict[str, Any]:
+    if spec.format == "text":
+        return {}
+    return {"text_field": spec.text_field, "id_field": spec.id_field, "keep_columns": list(spec.keep_columns)}
+
+
+def _replicas(servers: Servers) -> tuple[list[Replica], list[bool]]:
+    """A replica per server; ``owned[i]``: this job made the client and closes it."""
+    items = [servers] if isinstance(servers, str | AsyncClient | Client) else list(servers)
+    if not items:
+        raise InvalidInputError(
+            "client", servers, "names no server", "Pass a client, a URL or a list of them."
+        )
+    replicas, owned = [], []
+    for item in items:
+        if isinstance(item, AsyncClient):
+            client, made = item, False
+        elif isinstance(item, Client):  # the same settings on an async client for the job's event loop
+            config = item._config
+            client = AsyncClient(
+                config.base_url,
+                api_key=config.api_key,
+                model=config.model,
+                timeout=config.timeout,
+                max_retries=config.max_retries,
+                headers=config.headers,
+            )
+            made = True
+        elif isinstance(item, str):
+            client, made = AsyncClient(item), True
+        else:
+            raise InvalidInputError(
+                "client", item, "is not a client or a URL", "Pass a Client, an AsyncClient or a root URL."
+            )
+        replicas.append(Replica(client, client.base_url))
+        owned.append(made)
+    urls = [replica.url for replica in replicas]
+    if len(set(urls)) < len(urls):
+        raise InvalidInputError("client", urls, "names a server twice", "Give each server once.")
+    return replicas, owned
+
+
+async def _served_model(replicas: list[Replica], plan: Plan) -> dict[str, Any]:
+    """The model every replica serves (name, weights, width, probe vector); refuses a mix.
+
+    Raises:
+        ReplicaMismatch: two replicas differ.
+        APIError: a replica cannot be reached or refuses the job's options.
+    """
+
+    async def probe(replica: Replica) -> dict[str, Any]:
+        info = await replica.client.server_info()
+        replica.version = info.version
+        name = plan.call.get("model") or replica.client.model or info.default_model
+        root = next((card.root for card in info.models if card.id == name), None)
+        vector = (await replica.client.embed(PROBE_TEXT, **plan.call)).vector
+        return {"model": name, "root": root, "width": int(vector.shape[0]), "probe": vector.tolist()}
+
+    answers = await asyncio.gather(*(probe(replica) for replica in replicas), return_exceptions=True)
+    for answer in answers:
+        if isinstance(answer, BaseException):
+            raise answer
+    served = [answer for answer in answers if not isinstance(answer, BaseException)]
+    first = served[0]
+    for replica, other in zip(replicas[1:], served[1:], strict=True):
+        similarity = cosine(first["probe"], other["probe"])
+        if (first["model"], first["root"]) != (
+            other["model"],
+            other["root"],
+        ) or similarity < PROBE_MIN_COSINE:
+            detail = (
+                f"{first['model']!r} ({first['root']}) vs {other['model']!r} ({other['root']}), "
+                f"cosine of their vectors for one text {similarity:.3f}"
+            )
+            raise ReplicaMismatch((replicas[0].url, replica.url), detail)
+    return first
+
+
+def _finished_job(paths: _Paths, fingerprint: dict[str, Any], resume: bool) -> EmbedFileReport | None:
+    """The report of a finished job with this fingerprint (a no-op re-run), else ``None``.
+
+    Raises:
+        JobMismatch: the finished output was made from another input, model or options.
+    """
+    if not (resume and paths.out.exists() and paths.manifest.exists()):
+        return None
+    manifest = orjson.loads(paths.manifest.read_bytes())
+    differences = changes(manifest.get("fingerprint", {}), fingerprint)
+    if differences:
+        raise JobMismatch(str(paths.out), differences)
+    shutil.rmtree(paths.work, ignore_errors=True)  # left by a run stopped after writing the manifest
+    return EmbedFileReport(
+        out=paths.out,
+        texts=int(manifest["rows"]),
+        dimensions=int(manifest["width"]),
+        chunks_sent=0,
+        chunks_resumed=int(manifest["chunks"]),
+        failed_rows=int(manifest["failed_rows"]),
+        errors_file=paths.errors if manifest["failed_rows"] else None,
+        manifest=paths.manifest,
+        already_complete=True,
+        seconds=0.0,
+        replicas=(),
+    )
+
+
+def _checkpoint(
+    paths: _Paths, *, fingerprint: dict[str, Any], rows: int, width: int, chunk_rows: int, resume: bool
+) -> Checkpoint:
+    """The unfinished run's checkpoint to resume, or a fresh one (the work folder emptied).
+
+    Raises:
+        JobMismatch: the unfinished run was of another job.
+    """
+    saved = Checkpoint.load(paths.work / "state.json") if resume else None
+    if saved is not None:
+        differences = changes(saved.fingerprint, fingerprint)
+        if differences:
+            raise JobMismatch(str(paths.out), differences)
+        return saved
+    shutil.rmtree(paths.work, ignore_errors=True)
+    paths.manifest.unlink(missing_ok=True)  # an older finished output is no longer this job's
+    paths.work.mkdir(parents=True)
+    checkpoint = Checkpoint(fingerprint, rows, width, chunk_rows)
+    checkpoint.save(paths.work / "state.json")
+    return checkpoint
+
+
+def _sink(output: OutputFormat, paths: _Paths, spec: InputSpec, checkpoint: Checkpoint) -> Sink:
+    if output == "npy":
+        return NpySink(paths.work / "data.npy", checkpoint.rows, checkpoint.width, resume=True)
+    id_name = spec.id_field or "row"
+    total = checkpoint.rows * (checkpoint.width * 4 + 64)
+    return ParquetSink(paths.work / "parts", checkpoint.width, parquet_types(spec), id_name, total)
+
+
+def _finish(
+    paths: _Paths,
+    *,
+    spec: InputSpec,
+    sink: Sink | None,
+    checkpoint: Checkpoint,
+    replicas: list[Replica],
+    seconds: float,
+    chunks_sent: int,
+    resumed: int,
+) -> EmbedFileReport:
+    """Move the complete result into place (unless ``sink`` is ``None``: it is there already) with its
+    errors, ids and manifest; remove the work folder."""
+    if sink is not None:
+        sink.finish(paths.out)
+    refused = error_rows(paths.work / "errors.jsonl")
+    if refused:
+        paths.errors.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in refused))
+    else:
+        paths.errors.unlink(missing_ok=True)
+    if spec.id_field is not None and paths.out.suffix.lower() not in (".parquet", ".pq"):
+        temporary = paths.ids.with_name(paths.ids.name + ".tmp")
+        with temporary.open("wb") as handle:
+            for chunk in read_chunks(spec, checkpoint.chunk_rows):
+                handle.write(b"".join(orjson.dumps(row_id) + b"\n" for row_id in chunk.ids))
+        os.replace(temporary, paths.ids)
+    reports = tuple(
+        ReplicaReport(r.url, r.version, r.rows, r.batches, r.failures, r.busy, r.rows / max(seconds, 1e-9))
+        for r in replicas
+    )
+    served = checkpoint.fingerprint["model"]
+    write_json(
+        paths.manifest,
+        {
+            "kind": "embed",
+            "complete": True,
+            "source": str(spec.path),
+            "output": str(paths.out),
+            "rows": checkpoint.rows,
+            "chunks": checkpoint.chunks,
+            "chunk_rows": checkpoint.chunk_rows,
+            "width": checkpoint.width,
+            "dtype": "float32",
+            "failed_rows": len(refused),
+            "model": served["model"],
+            "model_root": served["root"],
+            "servers": [{"url": r.url, "version": r.version} for r in replicas],
+            "fingerprint": checkpoint.fingerprint,
+            "timings": {
+                "seconds": round(checkpoint.seconds, 3),
+                "runs": checkpoint.runs,
+                "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+            },
+            "replicas": [asdict(report) for report in reports],
+        },
+    )
+    shutil.rmtree(paths.work, ignore_errors=True)
+    return EmbedFileReport(
+        out=paths.out,
+        texts=checkpoint.rows,
+        dimensions=checkpoint.width,
+        chunks_sent=chunks_sent,
+        chunks_resumed=resumed,
+        failed_rows=len(refused),
+        errors_file=paths.errors if refused else None,
+        manifest=paths.manifest,
+        already_complete=False,
+        seconds=seconds,
+        replicas=reports,
+    )

@@ -1,0 +1,260 @@
+"""The job engine: read chunks, plan batches, send them over the replicas, write, checkpoint.
+
+Several chunks are in flight at once (enough to keep every replica's slots busy); each finished chunk is
+written to the sink, made durable, and only then recorded in the checkpoint, so a crash (``kill -9``,
+Ctrl-C, a full disk) at any point leaves a state the next run resumes from. A batch the server refuses
+with a 4xx is split in halves until the refused rows are alone; those go to the errors file (or stop
+the job with ``fail_fast``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+from ..batching import plan_batches
+from ..errors import (
+    APIStatusError,
+    BadRequestError,
+    InputTypeNotSupported,
+    MatryoshkaNotSupported,
+    RequestTooLargeError,
+    RowFailed,
+    UnprocessableEntityError,
+)
+from .inputs import Chunk, InputSpec, read_chunks
+from .outputs import Sink
+from .progress import JobProgress
+from .replicas import REPLICA_ERRORS, Replica, ReplicaPool
+from .state import Checkpoint
+
+logger = logging.getLogger("vllm_tasks.jobs")
+
+ROW_ERRORS = (BadRequestError, UnprocessableEntityError, RequestTooLargeError)
+"""Answers about the rows sent (an over-long text, a bad value): the batch is split to find them."""
+OPTION_ERRORS = (MatryoshkaNotSupported, InputTypeNotSupported)
+"""400s about the job's options, not its rows: fatal."""
+
+
+def estimated_tokens(text: str) -> int:
+    """A cheap upper-ish estimate of a text's tokens, for batch budgets (no tokenizer call).
+
+    Examples:
+        >>> estimated_tokens("hello world")
+        5
+    """
+    return len(text) // 3 + 2
+
+
+@dataclass
+class Plan:
+    """How a job sends: batch caps, the embed call's options, and what happens to refused rows.
+
+    Attributes:
+        batch_size: the most rows per request.
+        max_batch_tokens: the most estimated tokens per request.
+        call: keyword arguments of every ``AsyncClient.embed`` call (model and vector options).
+        fail_fast: stop at the first refused row instead of recording it.
+    """
+
+    batch_size: int
+    max_batch_tokens: int
+    call: Mapping[str, Any]
+    fail_fast: bool
+
+
+@dataclass
+class ChunkWork:
+    """A chunk being embedded: its vectors so far, its refused rows."""
+
+    chunk: Chunk
+    vectors: npt.NDArray[np.float32]
+    failed: npt.NDArray[np.bool_]
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Outcome:
+    """What a run did: chunks sent, rows refused in this run."""
+
+    chunks_sent: int = 0
+    failed_rows: int = 0
+
+
+class Engine:
+    """Runs one job to the end (or to its first fatal error), saving progress after every chunk.
+
+    Args:
+        spec: the input.
+        sink: where finished chunks go.
+        checkpoint: the job's saved state (updated and saved as chunks finish).
+        work: the work folder (``state.json``, ``errors.jsonl``).
+        pool: the replicas.
+        plan: batching and call options.
+        progress: the progress display.
+    """
+
+    def __init__(
+        self,
+        spec: InputSpec,
+        *,
+        sink: Sink,
+        checkpoint: Checkpoint,
+        work: Path,
+        pool: ReplicaPool,
+        plan: Plan,
+        progress: JobProgress,
+    ) -> None:
+        self._spec, self._sink, self._checkpoint = spec, sink, checkpoint
+        self._state_path, self._errors_path = work / "state.json", work / "errors.jsonl"
+        self._pool, self._plan, self._progress = pool, plan, progress
+        self.outcome = Outcome()
+        capacity = len(pool.replicas) * pool.concurrency * plan.batch_size
+        self._window = 2 + -(-capacity // checkpoint.chunk_rows)
+
+    async def run(self) -> Outcome:
+        """Embed every chunk not done yet; returns what this run did.
+
+        Raises:
+            RowFailed: a refused row, with ``fail_fast``.
+            APIError: a fatal answer (401, 404, ...), or every replica down for ``give_up_after``.
+            InvalidInputError: an unreadable input row.
+            InsufficientDiskSpace: the disk filled up while writing.
+        """
+        self._trim_errors()
+        started = time.monotonic()
+        chunks = read_chunks(self._spec, self._checkpoint.chunk_rows, self._checkpoint.done)
+        active: set[asyncio.Task[ChunkWork]] = set()
+        exhausted = False
+        try:
+            while True:
+                while not exhausted and len(active) < self._window:
+                    chunk = await asyncio.to_thread(next, chunks, None)
+                    if chunk is None:
+                        exhausted = True
+                    else:
+                        active.add(asyncio.create_task(self._embed_chunk(chunk)))
+                if not active:
+                    break
+                finished, active = await asyncio.wait(active, return_when=asyncio.FIRST_COMPLETED)
+                for task in finished:
+                    await asyncio.to_thread(self._commit, _result(task))
+        finally:
+            for task in active:
+                task.cancel()
+            await asyncio.gather(*active, return_exceptions=True)
+            self._checkpoint.seconds += time.monotonic() - started
+            self._checkpoint.save(self._state_path)
+        return self.outcome
+
+    def _trim_errors(self) -> None:
+        """Cut the errors file back to what the checkpoint covers (rows of unfinished chunks go)."""
+        if self._errors_path.exists():
+            with self._errors_path.open("r+b") as handle:
+                handle.truncate(self._checkpoint.errors_bytes)
+
+    async def _embed_chunk(self, chunk: Chunk) -> ChunkWork:
+        count = len(chunk.texts)
+        work = ChunkWork(
+            chunk,
+            np.full((count, self._checkpoint.width), np.nan, np.float32),
+            np.zeros(count, np.bool_),
+        )
+        sizes = [estimated_tokens(text) for text in chunk.texts]
+        async with asyncio.TaskGroup() as group:
+            for batch in plan_batches(sizes, self._plan.batch_size, self._plan.max_batch_tokens):
+                # A task per batch once it has a slot: one waiter per chunk, not one per batch.
+                group.create_task(self._embed_rows(work, batch, await self._pool.acquire()))
+        return work
+
+    async def _embed_rows(self, work: ChunkWork, rows: range, replica: Replica | None = None) -> None:
+        """Embed ``rows`` of a chunk on ``replica`` (else the next free one); split them on a refusal,
+        move them to another replica on a failure."""
+        texts = work.chunk.texts[rows.start : rows.stop]
+        while True:
+            replica = replica or await self._pool.acquire()
+            sent = time.monotonic()
+            try:
+                result = await replica.client.embed(
+                    texts, batch_size=len(texts), concurrency=1, **self._plan.call
+                )
+            except ROW_ERRORS as error:
+                self._pool.release(replica, seconds=time.monotonic() - sent)
+                if isinstance(error, OPTION_ERRORS):
+                    raise
+                await self._refused(work, rows, error)
+                return
+            except REPLICA_ERRORS as error:
+                self._pool.set_aside(replica, error)
+                replica = None
+                continue
+            except BaseException:
+                self._pool.cancelled(replica)
+                raise
+            tokens = result.usage.prompt_tokens
+            self._pool.release(replica, rows=len(texts), tokens=tokens, seconds=time.monotonic() - sent)
+            work.vectors[rows.start : rows.stop] = result.vectors
+            self._progress.advance(len(texts), tokens)
+            return
+
+    async def _refused(self, work: ChunkWork, rows: range, error: APIStatusError) -> None:
+        if len(rows) > 1:
+            middle = rows.start + len(rows) // 2
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._embed_rows(work, range(rows.start, middle)))
+                group.create_task(self._embed_rows(work, range(middle, rows.stop)))
+            return
+        row, row_id = work.chunk.start + rows.start, work.chunk.ids[rows.start]
+        if self._plan.fail_fast:
+            raise RowFailed(row, row_id, error.message) from error
+        logger.warning("row %d (id %r) refused: %s", row, row_id, error.message)
+        work.failed[rows.start] = True
+        work.errors.append({"row": row, "id": row_id, "status": error.status_code, "error": error.message})
+        self._progress.advance(1, 0)
+
+    def _commit(self, work: ChunkWork) -> None:
+        """Write a finished chunk, make it durable, then record it (in that order)."""
+        self._sink.write(work.chunk, work.vectors, work.failed)
+        if work.errors:
+            with self._errors_path.open("ab") as handle:
+                handle.write(b"".join(orjson.dumps(error) + b"\n" for error in work.errors))
+            self._checkpoint.errors_bytes = self._errors_path.stat().st_size
+        self._sink.sync()
+        self._checkpoint.failed_rows += len(work.errors)
+        self._checkpoint.mark_done(work.chunk.index)
+        self._checkpoint.save(self._state_path)
+        self.outcome.chunks_sent += 1
+        self.outcome.failed_rows += len(work.errors)
+
+
+def _result(task: asyncio.Task[ChunkWork]) -> ChunkWork:
+    """A chunk task's result; a failed batch's own error instead of the task group's wrapper."""
+    try:
+        return task.result()
+    except BaseExceptionGroup as group:
+        error: BaseException = group
+        while isinstance(error, BaseExceptionGroup):
+            error = error.exceptions[0]
+        raise error from None
+
+
+def error_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of an errors file, in row order.
+
+    Examples:
+        >>> error_rows(Path("out.npy.partial/errors.jsonl"))
+        [{'row': 13, 'id': 'd13', 'status': 400, 'error': "This model's maximum context length is ..."}]
+    """
+    if not path.exists():
+        return []
+    rows = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+    return sorted(rows, key=lambda row: int(row["row"]))

@@ -1,0 +1,334 @@
+"""Reading a job's input as a stream of fixed-size chunks: plain text, JSONL, CSV and Parquet.
+
+Nothing is loaded whole. Chunk ``k`` always holds rows ``[k * chunk_rows, (k + 1) * chunk_rows)``, so a
+resumed job cuts the input exactly where the first run did. Plain text is split on ``\\n`` only (a
+trailing ``\\r`` of a CRLF line is dropped, a lone ``\\r`` inside a line is kept), so rows match
+``wc -l``; empty lines are rows too.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import itertools
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO, Literal, cast, get_args
+
+import orjson
+
+from ..dependencies import require
+from ..errors import InvalidInputError
+
+InputFormat = Literal["text", "jsonl", "csv", "parquet"]
+SUFFIXES: dict[str, InputFormat] = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+_HASH_BLOCK = 1 << 20
+
+
+def text_lines(handle: BinaryIO, name: str) -> Iterator[str]:
+    """The lines of a UTF-8 byte stream, split on ``\\n`` only (the one rule of every text input).
+
+    A trailing ``\\r`` (CRLF files) is dropped; a ``\\r`` anywhere else stays in its line. A last line
+    without ``\\n`` is a line; an empty stream has none.
+
+    Args:
+        handle: a binary file (or ``sys.stdin.buffer``).
+        name: the file's name, for errors.
+
+    Returns:
+        An iterator of lines without their line ends.
+
+    Raises:
+        InvalidInputError: a line is not UTF-8 (names the line number).
+
+    Examples:
+        >>> list(text_lines(io.BytesIO(b"a\\rb\\r\\nc"), "x.txt"))
+        ['a\\rb', 'c']
+    """
+    for number, raw in enumerate(handle, start=1):
+        line = raw[:-1] if raw.endswith(b"\n") else raw
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        try:
+            yield line.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise InvalidInputError(
+                "source",
+                name,
+                f"line {number} is not UTF-8 ({error.reason} at byte {error.start})",
+                "Convert the file to UTF-8 first, e.g. `iconv -f latin1 -t utf-8`.",
+            ) from None
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """Where a job's texts come from.
+
+    Attributes:
+        path: the input file.
+        format: ``text`` (one text per line), ``jsonl``, ``csv`` or ``parquet``.
+        text_field: the column (or JSON key) holding the text (not for ``text``).
+        id_field: the column holding each row's id; ``None``: the row number.
+        keep_columns: other columns copied to a Parquet output.
+    """
+
+    path: Path
+    format: InputFormat
+    text_field: str = "text"
+    id_field: str | None = None
+    keep_columns: tuple[str, ...] = ()
+
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        format: str | None = None,
+        text_field: str | None = None,
+        id_field: str | None = None,
+        keep_columns: Iterable[str] = (),
+    ) -> InputSpec:
+        """Check the arguments; the format defaults to the file's suffix (``text`` for any other).
+
+        Raises:
+            InvalidInputError: an unknown format, or column names given for plain text.
+        """
+        path = Path(path)
+        chosen = format if format is not None else SUFFIXES.get(path.suffix.lower(), "text")
+        if chosen not in get_args(InputFormat):
+            raise InvalidInputError(
+                "input_format", format, "is not a known input format", f"Use one of {get_args(InputFormat)}."
+            )
+        kept = tuple(keep_columns)
+        if chosen == "text" and (text_field is not None or id_field is not None or kept):
+            raise InvalidInputError(
+                "text_field" if text_field is not None else "id_field" if id_field is not None else "keep",
+                text_field or id_field or kept,
+                "applies to JSONL, CSV and Parquet inputs, not to plain text (one text per line)",
+                "Drop it, or pass input_format= when the file's suffix does not say its format.",
+            )
+        return cls(path, cast(InputFormat, chosen), text_field or "text", id_field, kept)
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns a row needs: text, id, kept columns."""
+        return [self.text_field, *([self.id_field] if self.id_field else []), *self.keep_columns]
+
+
+@dataclass
+class Chunk:
+    """Consecutive rows of the input.
+
+    Attributes:
+        index: the chunk number (rows ``[index * chunk_rows, ...)``).
+        start: the first row's number.
+        texts: the rows' texts.
+        ids: the rows' ids (the row numbers when the input has no ``id_field``).
+        kept: the kept columns' values, per column.
+    """
+
+    index: int
+    start: int
+    texts: list[str]
+    ids: list[Any]
+    kept: dict[str, list[Any]] = field(default_factory=dict)
+
+
+def scan(spec: InputSpec) -> tuple[int, str]:
+    """Count the rows and hash the content of an input, streaming.
+
+    Returns:
+        ``(rows, sha256 hex digest of the file's bytes)``.
+
+    Raises:
+        InvalidInputError: the file cannot be read, or a Parquet file lacks a needed column.
+
+    Examples:
+        >>> scan(InputSpec.create("corpus.txt"))
+        (100000, '3f2a9c...')
+    """
+    digest = hashlib.sha256()
+    newlines, last = 0, b"\n"
+    try:
+        with spec.path.open("rb") as handle:
+            while block := handle.read(_HASH_BLOCK):
+                digest.update(block)
+                newlines += block.count(b"\n")
+                last = block[-1:]
+        rows = newlines + (last != b"\n")
+        if spec.format == "jsonl":
+            rows = sum(1 for _ in _json_lines(spec))
+        elif spec.format == "csv":
+            with spec.path.open(encoding="utf-8", newline="") as text:
+                rows = sum(1 for _ in csv.reader(text)) - 1 if spec.path.stat().st_size else 0
+        elif spec.format == "parquet":
+            rows = _parquet_file(spec).metadata.num_rows
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise InvalidInputError("source", str(spec.path), f"cannot be read ({error})", "") from error
+    return max(rows, 0), digest.hexdigest()
+
+
+def read_chunks(spec: InputSpec, chunk_rows: int, skip: frozenset[int] = frozenset()) -> Iterator[Chunk]:
+    """The input's rows in chunks of ``chunk_rows``, leaving out the chunks in ``skip`` (done by an
+    earlier run; a Parquet input does not even read their row groups).
+
+    Raises:
+        InvalidInputError: a row without the text field, or a text that is not a string.
+
+    Examples:
+        >>> [chunk.start for chunk in read_chunks(spec, 4096, skip=frozenset({0}))][:2]
+        [4096, 8192]
+    """
+    rows = _rows(spec)
+    index = 0
+    while True:
+        if index in skip:
+            while index in skip:
+                index += 1
+                if spec.format != "parquet":
+                    next(itertools.islice(rows, chunk_rows - 1, None), None)  # read past the chunk
+            if spec.format == "parquet":
+                rows = _rows(spec, index * chunk_rows)
+        batch = list(itertools.islice(rows, chunk_rows))
+        if not batch:
+            return
+        start = index * chunk_rows
+        ids = [row[1] for row in batch] if spec.id_field else list(range(start, start + len(batch)))
+        kept = {name: [row[2][k] for row in batch] for k, name in enumerate(spec.keep_columns)}
+        yield Chunk(index, start, [row[0] for row in batch], ids, kept)
+        if len(batch) < chunk_rows:
+            return
+        index += 1
+
+
+def _rows(spec: InputSpec, start: int = 0) -> Iterator[tuple[str, Any, tuple[Any, ...]]]:
+    """``(text, id, kept values)`` per row, from row ``start`` (only Parquet starts late: by row group)."""
+    raw: Iterator[tuple[Any, ...]]
+    if spec.format == "text":
+        with spec.path.open("rb") as handle:
+            for line in text_lines(handle, str(spec.path)):
+                yield line, None, ()
+        return
+    if spec.format == "jsonl":
+        raw = (_fields(spec, record, f"line {number}") for number, record in _json_lines(spec))
+    elif spec.format == "csv":
+        raw = _csv_rows(spec)
+    else:
+        raw = _parquet_rows(spec, start)
+    has_id = spec.id_field is not None
+    for row in raw:
+        yield row[0], row[1] if has_id else None, row[1 + has_id :]
+
+
+def _fields(spec: InputSpec, record: Any, where: str) -> tuple[Any, ...]:
+    if not isinstance(record, dict):
+        raise InvalidInputError(
+            "source", str(spec.path), f"{where} is not a JSON object", "Write one object per line."
+        )
+    text = record.get(spec.text_field)
+    if not isinstance(text, str):
+        raise InvalidInputError(
+            "text_field",
+            spec.text_field,
+            f"{where} of {spec.path} has no string under this key (found {type(text).__name__})",
+            "Name the key that holds the text with text_field= (vllm-tasks: --text-field).",
+        )
+    values = [record.get(name) for name in spec.columns[1:]]
+    return (text, *(_as_text(value) for value in values))
+
+
+def _as_text(value: Any) -> str | None:
+    """JSONL ids and kept columns become strings (a column's type may differ between rows)."""
+    if value is None or isinstance(value, str):
+        return value
+    return orjson.dumps(value).decode()
+
+
+def _json_lines(spec: InputSpec) -> Iterator[tuple[int, Any]]:
+    with spec.path.open("rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield number, orjson.loads(line)
+            except orjson.JSONDecodeError as error:
+                raise InvalidInputError(
+                    "source", str(spec.path), f"line {number} is not JSON ({error})", "Fix or drop that line."
+                ) from None
+
+
+def _csv_rows(spec: InputSpec) -> Iterator[tuple[Any, ...]]:
+    with spec.path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        _check_columns(spec, list(reader.fieldnames or []))
+        for record in reader:
+            yield tuple(record[name] for name in spec.columns)
+
+
+def _parquet_file(spec: InputSpec) -> Any:
+    parquet = require("pyarrow.parquet", "parquet", "reading Parquet inputs")
+    handle = parquet.ParquetFile(spec.path)
+    _check_columns(spec, handle.schema_arrow.names)
+    return handle
+
+
+def _check_columns(spec: InputSpec, names: list[str]) -> None:
+    missing = [name for name in spec.columns if name not in names]
+    if missing:
+        field = {spec.text_field: "text_field", spec.id_field: "id_field"}.get(missing[0], "keep_columns")
+        raise InvalidInputError(
+            field,
+            missing[0],
+            f"is not a column of {spec.path} (columns: {names})",
+            "Name an existing column (vllm-tasks: --text-field, --id-field, --keep-column).",
+        )
+
+
+def _parquet_rows(spec: InputSpec, start: int) -> Iterator[tuple[Any, ...]]:
+    """Rows from ``start``, read one row group at a time (row groups before ``start`` are not read)."""
+    handle = _parquet_file(spec)
+    first = 0
+    for group in range(handle.metadata.num_row_groups):
+        size = handle.metadata.row_group(group).num_rows
+        if first + size <= start:
+            first += size
+            continue
+        table = handle.read_row_group(group, columns=spec.columns)
+        columns = [table.column(name).to_pylist() for name in spec.columns]
+        skip = max(0, start - first)
+        first += size
+        for position, row in enumerate(zip(*columns, strict=True)):
+            if position < skip:
+                continue
+            if not isinstance(row[0], str):
+                raise InvalidInputError(
+                    "text_field",
+                    spec.text_field,
+                    f"row {first - size + position} of {spec.path} is {type(row[0]).__name__}, not a string",
+                    "Name the column that holds the text with text_field= (vllm-tasks: --text-field).",
+                )
+            yield row
+
+
+def parquet_types(spec: InputSpec) -> dict[str, Any]:
+    """The Arrow types of the id and kept columns in a Parquet output (strings unless the input is
+    Parquet, whose own types are kept).
+
+    Examples:
+        >>> parquet_types(InputSpec.create("docs.csv", id_field="doc_id"))
+        {'doc_id': DataType(string)}
+    """
+    pa = require("pyarrow", "parquet", "writing Parquet outputs")
+    names = spec.columns[1:]
+    if spec.format == "parquet":
+        schema = _parquet_file(spec).schema_arrow
+        return {name: schema.field(name).type for name in names}
+    return {name: pa.string() for name in names}

@@ -1,0 +1,202 @@
+"""Where a job's vectors go: a preallocated ``.npy`` matrix, or Parquet for vector databases.
+
+Both write into the job's work folder and move the result to its final name only when every row is
+there. The ``.npy`` file gets all its blocks at creation (``posix_fallocate``) and is written with
+``pwrite``, never through a memory map: a full disk is an :class:`InsufficientDiskSpace` before the
+first row, never a ``SIGBUS`` in the middle.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from ..dependencies import require
+from ..errors import InsufficientDiskSpace
+from .inputs import Chunk
+
+Matrix = npt.NDArray[np.float32]
+
+
+class Sink(Protocol):
+    """What the engine writes finished chunks to."""
+
+    def write(self, chunk: Chunk, vectors: Matrix, failed: npt.NDArray[np.bool_]) -> None:
+        """Store a finished chunk (``failed`` rows hold NaN in ``vectors``)."""
+
+    def sync(self) -> None:
+        """Make everything written so far durable (before the checkpoint says it is done)."""
+
+    def finish(self, final: Path) -> None:
+        """Move the complete result to ``final``."""
+
+    def close(self) -> None:
+        """Release open files; the work folder stays for a resume."""
+
+
+def free_bytes(folder: Path) -> int:
+    """Bytes an unprivileged writer may still use on ``folder``'s filesystem.
+
+    Examples:
+        >>> free_bytes(Path("/data")) > 10**9
+        True
+    """
+    stats = os.statvfs(folder)
+    return stats.f_bavail * stats.f_frsize
+
+
+def check_space(path: Path, needed: int) -> None:
+    """Raise :class:`InsufficientDiskSpace` when ``needed`` bytes do not fit next to ``path``.
+
+    Examples:
+        >>> check_space(Path("/data/out.npy"), 1_536_000_128)
+    """
+    free = free_bytes(path.parent)
+    if needed > free:
+        raise InsufficientDiskSpace(str(path), needed, free)
+
+
+def npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype[Any], int]:
+    """A ``.npy`` file's shape, dtype and data offset, read from its header.
+
+    Examples:
+        >>> npy_header(Path("corpus.npy"))
+        ((100000, 384), dtype('float32'), 128)
+    """
+    with path.open("rb") as handle:
+        major, _ = np.lib.format.read_magic(handle)
+        read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read(handle)
+        return tuple(shape), dtype, handle.tell()
+
+
+class NpySink:
+    """A float32 ``.npy`` matrix of ``rows x width``, all blocks allocated at creation.
+
+    Args:
+        path: the work file (created, or reopened when ``resume`` and it exists with this shape).
+        rows, width: the matrix's shape.
+        resume: keep an existing file of the same shape.
+
+    Raises:
+        InsufficientDiskSpace: the matrix does not fit on the disk.
+    """
+
+    def __init__(self, path: Path, rows: int, width: int, *, resume: bool) -> None:
+        self.path = path
+        data_bytes = rows * width * 4
+        if not (resume and path.exists() and npy_header(path)[:2] == ((rows, width), np.dtype(np.float32))):
+            check_space(path, data_bytes + 128)
+            header = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(rows, width))
+            del header  # only the header was written; the data blocks are allocated below
+        self._offset = npy_header(path)[2]
+        self._width = width
+        self._fd = os.open(path, os.O_RDWR)
+        try:
+            os.posix_fallocate(self._fd, self._offset, max(data_bytes, 1))
+        except OSError as error:
+            os.close(self._fd)
+            if error.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise InsufficientDiskSpace(str(path), data_bytes, free_bytes(path.parent)) from error
+            if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            self._fd = os.open(path, os.O_RDWR)  # no fallocate here: checked above, written as we go
+
+    def write(self, chunk: Chunk, vectors: Matrix, failed: npt.NDArray[np.bool_]) -> None:
+        """Write the chunk's rows at their place (``failed`` rows are NaN)."""
+        data = np.ascontiguousarray(vectors, dtype="<f4").tobytes()
+        os.pwrite(self._fd, data, self._offset + chunk.start * self._width * 4)
+
+    def sync(self) -> None:
+        """``fdatasync`` the matrix."""
+        os.fdatasync(self._fd)
+
+    def finish(self, final: Path) -> None:
+        """Close and rename the matrix to ``final``."""
+        self.close()
+        os.replace(self.path, final)
+
+    def close(self) -> None:
+        """Close the file (idempotent)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class ParquetSink:
+    """A Parquet file with the id, the kept columns and a ``fixed_size_list<float32>[width]``
+    ``embedding`` column (null for failed rows): one part file per chunk in ``folder``, joined in
+    order (one row group per chunk) when the job is complete.
+
+    Args:
+        folder: where the part files go.
+        width: the embedding width.
+        types: the Arrow type of the id and each kept column, by name.
+        id_name: the id column's name in the output.
+        total_bytes: the expected size of the output, for the free-space check.
+
+    Raises:
+        MissingDependency: pyarrow is not installed.
+        InsufficientDiskSpace: the parts and the joined file do not fit on the disk.
+    """
+
+    def __init__(
+        self, folder: Path, width: int, types: dict[str, Any], id_name: str, total_bytes: int
+    ) -> None:
+        self._pa = require("pyarrow", "parquet", "writing Parquet outputs")
+        self._pq = require("pyarrow.parquet", "parquet", "writing Parquet outputs")
+        folder.mkdir(parents=True, exist_ok=True)
+        written = sum(part.stat().st_size for part in folder.glob("*.parquet"))
+        check_space(folder / "part", max(0, 2 * total_bytes - written))  # the parts, then the joined file
+        self._folder = folder
+        self._id_name = id_name
+        pa = self._pa
+        fields = [pa.field(name, kind) for name, kind in types.items()]
+        if id_name not in types:
+            fields.insert(0, pa.field(id_name, pa.int64()))
+        fields.append(pa.field("embedding", pa.list_(pa.float32(), width)))
+        self._schema = pa.schema(fields)
+        self._width = width
+
+    def _part(self, index: int) -> Path:
+        return self._folder / f"part-{index:08d}.parquet"
+
+    def write(self, chunk: Chunk, vectors: Matrix, failed: npt.NDArray[np.bool_]) -> None:
+        """Write the chunk as its own part file (atomically: a temporary name, then a rename)."""
+        pa = self._pa
+        values = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
+        embedding = pa.FixedSizeListArray.from_arrays(values, self._width, mask=pa.array(failed))
+        columns = {self._id_name: chunk.ids, **chunk.kept}
+        arrays = [
+            pa.array(columns[field.name], field.type) for field in self._schema if field.name in columns
+        ]
+        table = pa.Table.from_arrays([*arrays, embedding], schema=self._schema)
+        temporary = self._part(chunk.index).with_suffix(".tmp")
+        self._pq.write_table(table, temporary)
+        os.replace(temporary, self._part(chunk.index))
+
+    def sync(self) -> None:
+        """Part files are complete once renamed; ``fsync`` their folder so the renames last."""
+        folder = os.open(self._folder, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+
+    def finish(self, final: Path) -> None:
+        """Join the parts in chunk order into ``final`` (through a temporary name)."""
+        temporary = self._folder / "joined.parquet.tmp"
+        with self._pq.ParquetWriter(temporary, self._schema) as writer:
+            for part in sorted(self._folder.glob("part-*.parquet")):
+                writer.write_table(self._pq.read_table(part, schema=self._schema))
+        os.replace(temporary, final)
+        shutil.rmtree(self._folder)
+
+    def close(self) -> None:
+        """Nothing stays open between chunks."""

@@ -1,0 +1,128 @@
+"""Several servers behind one job: least-in-flight dispatch, failing replicas set aside and retried.
+
+Each batch goes to the available replica with the fewest requests in flight (at most ``concurrency``
+each). A replica whose request fails after the client's own retries (connection errors, timeouts, 5xx)
+is set aside for ``retry_after`` seconds, doubling with each failure in a row, and its batch goes to
+another. When every replica is set aside and none has answered for ``give_up_after`` seconds, the job
+stops with the last error (its checkpoint is kept).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+
+from .._async.client import AsyncClient
+from ..errors import APIConnectionError, InternalServerError, RateLimitError
+
+logger = logging.getLogger("vllm_tasks.jobs")
+
+REPLICA_ERRORS = (APIConnectionError, InternalServerError, RateLimitError)
+"""Failures of a server, not of the rows sent to it: the batch goes to another replica."""
+MAX_SET_ASIDE = 300.0
+
+
+@dataclass
+class Replica:
+    """One server of a job and what it did.
+
+    Attributes:
+        client: its client.
+        url: its URL (without credentials).
+        version: its vLLM version.
+        in_flight: requests in flight now.
+        set_aside_until: ``time.monotonic()`` before which it gets no batch.
+        strikes: failures in a row.
+        rows, tokens, batches, failures: totals of this run.
+        busy: seconds of its answered requests, summed.
+    """
+
+    client: AsyncClient
+    url: str
+    version: str | None = None
+    in_flight: int = 0
+    set_aside_until: float = 0.0
+    strikes: int = 0
+    rows: int = 0
+    tokens: int = 0
+    batches: int = 0
+    failures: int = 0
+    busy: float = 0.0
+
+
+class ReplicaPool:
+    """Hands out replicas for batches (see the module doc).
+
+    Args:
+        replicas: the job's servers.
+        concurrency: requests in flight per replica.
+        retry_after: seconds a failing replica is first set aside.
+        give_up_after: seconds without any answer, every replica set aside, before the job stops.
+    """
+
+    def __init__(
+        self, replicas: list[Replica], concurrency: int, retry_after: float, give_up_after: float
+    ) -> None:
+        self.replicas = replicas
+        self.concurrency = concurrency
+        self._retry_after = retry_after
+        self._give_up_after = give_up_after
+        self._changed = asyncio.Event()  # set when a slot is given back (one event loop: no lock)
+        self._last_answer = time.monotonic()
+        self._last_error: BaseException | None = None
+
+    async def acquire(self) -> Replica:
+        """Wait for a slot on the available replica with the fewest requests in flight.
+
+        Raises:
+            APIError: the last replica failure, once every replica has been set aside for
+                ``give_up_after`` seconds without an answer.
+        """
+        while True:
+            now = time.monotonic()
+            up = [replica for replica in self.replicas if replica.set_aside_until <= now]
+            ready = [replica for replica in up if replica.in_flight < self.concurrency]
+            if ready:
+                chosen = min(ready, key=lambda replica: replica.in_flight)
+                chosen.in_flight += 1
+                return chosen
+            wait: float | None = None
+            if not up:
+                if self._last_error is not None and now - self._last_answer >= self._give_up_after:
+                    raise self._last_error
+                wake = min(replica.set_aside_until for replica in self.replicas)
+                wait = max(0.0, min(wake, self._last_answer + self._give_up_after) - now)
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await self._changed.wait()
+
+    def release(self, replica: Replica, *, rows: int = 0, tokens: int = 0, seconds: float = 0.0) -> None:
+        """Give back a slot after an answer (an error answer about the rows counts as one)."""
+        replica.in_flight -= 1
+        replica.strikes = 0
+        replica.rows += rows
+        replica.tokens += tokens
+        replica.batches += 1 if rows else 0
+        replica.busy += seconds
+        self._last_answer = time.monotonic()
+        self._changed.set()
+
+    def set_aside(self, replica: Replica, error: BaseException) -> None:
+        """Give back a slot after a server failure: the replica gets no batch for a while."""
+        replica.in_flight -= 1
+        replica.failures += 1
+        replica.strikes += 1
+        pause = min(self._retry_after * 2 ** (replica.strikes - 1), MAX_SET_ASIDE)
+        replica.set_aside_until = time.monotonic() + pause
+        self._last_error = error
+        logger.warning("%s failed (%s); set aside for %.1f s", replica.url, error, pause)
+        self._changed.set()
+
+    def cancelled(self, replica: Replica) -> None:
+        """Give back a slot whose request was cancelled (Ctrl-C, or another batch's fatal error)."""
+        replica.in_flight -= 1
+        self._changed.set()

@@ -1,0 +1,134 @@
+"""A job's identity (its fingerprint) and its checkpoint, saved atomically.
+
+The fingerprint holds what decides the output's bytes: the input's content (a SHA-256 of its bytes, not
+its mtime), how rows are read from it, the served model (name, weights path, width, and its vector for a
+fixed probe text, which tells a swapped model apart even under the same name), and the options that
+change vectors. ``batch_size``, ``concurrency`` and the servers' URLs are not in it: changing them
+resumes the same job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+PROBE_TEXT = "vllm-tasks probe: the quick brown fox jumps over the lazy dog."
+"""Embedded on every server at the start of a job: same model, same vector."""
+PROBE_MIN_COSINE = 0.999
+"""Two servers (or two runs) whose probe vectors are less alike than this serve different models."""
+
+
+def cosine(first: list[float], second: list[float]) -> float:
+    """The cosine similarity of two vectors (0 for different widths or a zero vector).
+
+    Examples:
+        >>> cosine([1.0, 0.0], [1.0, 1.0])
+        0.7071067811865475
+    """
+    a, b = np.asarray(first, np.float64), np.asarray(second, np.float64)
+    if a.shape != b.shape or not a.any() or not b.any():
+        return 0.0
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What differs between two fingerprints, one readable line per difference.
+
+    Examples:
+        >>> changes({"options": {"dimensions": None}}, {"options": {"dimensions": 128}})
+        ['option dimensions: None -> 128']
+    """
+    lines: list[str] = []
+    for section in sorted(old.keys() | new.keys()):
+        before, after = old.get(section) or {}, new.get(section) or {}
+        for key in sorted(before.keys() | after.keys()):
+            first, second = before.get(key), after.get(key)
+            if key == "probe":
+                similarity = cosine(first or [], second or [])
+                if similarity < PROBE_MIN_COSINE:
+                    lines.append(
+                        f"the server's vector for a probe text changed (cosine {similarity:.3f} with the "
+                        "earlier run): the served model was swapped"
+                    )
+            elif first != second:
+                label = {"sha256": "input content", "model": "served model", "root": "served model weights"}
+                name = label.get(key, f"{'option' if section == 'options' else section} {key}")
+                shown = [str(v)[:12] + "..." if key == "sha256" and v else repr(v) for v in (first, second)]
+                lines.append(f"{name}: {shown[0]} -> {shown[1]}")
+    return lines
+
+
+@dataclass
+class Checkpoint:
+    """What a job has finished, saved after every chunk.
+
+    Attributes:
+        fingerprint: the job's identity (see the module doc).
+        rows, width, chunk_rows: the output's shape and how the input is cut.
+        done_below: every chunk below this one is done.
+        done_above: chunks at or above ``done_below`` that are done too (they finish out of order).
+        errors_bytes: the valid length of the work folder's errors file (a longer one is cut back).
+        failed_rows: rows refused by the server so far.
+        seconds: time spent over all runs.
+        runs: how many runs worked on the job.
+    """
+
+    fingerprint: dict[str, Any]
+    rows: int
+    width: int
+    chunk_rows: int
+    done_below: int = 0
+    done_above: list[int] = field(default_factory=list)
+    errors_bytes: int = 0
+    failed_rows: int = 0
+    seconds: float = 0.0
+    runs: int = 0
+
+    @property
+    def chunks(self) -> int:
+        """The number of chunks in the job."""
+        return -(-self.rows // self.chunk_rows)
+
+    @property
+    def done(self) -> frozenset[int]:
+        """Every finished chunk."""
+        return frozenset(range(self.done_below)) | frozenset(self.done_above)
+
+    def mark_done(self, index: int) -> None:
+        """Record chunk ``index`` as finished."""
+        above = set(self.done_above) | {index}
+        while self.done_below in above:
+            above.discard(self.done_below)
+            self.done_below += 1
+        self.done_above = sorted(above)
+
+    def save(self, path: Path) -> None:
+        """Write atomically: a crash leaves the old or the new checkpoint, never half of one."""
+        write_json(path, asdict(self))
+
+    @classmethod
+    def load(cls, path: Path) -> Checkpoint | None:
+        """The saved checkpoint, or ``None`` when there is none (or it is from another version)."""
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+
+def write_json(path: Path, payload: Any) -> None:
+    """Write JSON to ``path`` through a temporary file, ``fsync`` and rename.
+
+    Examples:
+        >>> write_json(Path("out.npy.manifest.json"), {"rows": 3})
+    """
+    temporary = path.with_name(path.name + ".tmp")
+    with temporary.open("w", encoding="utf-8") as handle:
+        json.dump(payload, handle, indent=1)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
