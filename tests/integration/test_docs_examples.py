@@ -45,6 +45,17 @@ def blocks_on(group: tuple[str, ...]) -> list[Block]:
     ]
 
 
+def distinct_urls(urls: dict[str, str]) -> dict[str, str]:
+    """Two hosts of a block on the same fixture (the replicas of docs/jobs.md and docs/scaling.md) get two
+    spellings of its address, 127.0.0.1 and localhost: a job refuses one server named twice."""
+    seen: set[str] = set()
+    for host, url in urls.items():
+        if url in seen:
+            urls[host] = url.replace("://127.0.0.1:", "://localhost:", 1)
+        seen.add(url)
+    return urls
+
+
 def group_test(group: tuple[str, ...]) -> Callable[..., None]:
     """The test of one set of servers: its fixtures by ``usefixtures``, so the plugin sees them."""
     fixtures = [PYTEST_FIXTURE[name] for name in group]
@@ -53,7 +64,9 @@ def group_test(group: tuple[str, ...]) -> Callable[..., None]:
     @pytest.mark.parametrize("block", blocks_on(group), ids=str)
     def test(block: Block, tmp_path: Path, request: pytest.FixtureRequest) -> None:
         marker = parse_marker(block, FIXTURES)
-        urls = {host: request.getfixturevalue(PYTEST_FIXTURE[name]).base_url for host, name in marker.servers}
+        urls = distinct_urls(
+            {host: request.getfixturevalue(PYTEST_FIXTURE[name]).base_url for host, name in marker.servers}
+        )
         print(run_chain(chain(block, BLOCKS, FIXTURES), workdir(tmp_path), urls))
 
     test.__doc__ = f"The blocks that need the {' and '.join(group)} fixture(s), with their URLs."

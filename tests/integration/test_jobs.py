@@ -146,6 +146,11 @@ def second_embed_server(vllm_embed: Any) -> Iterator[FixtureServer]:
         server.stop()
 
 
+def answered_embeddings(server: FixtureServer) -> bool:
+    """Whether the server's access log shows an answered embeddings request."""
+    return '"POST /v1/embeddings HTTP/1.1" 200' in Path(server.log_path).read_text(errors="replace")
+
+
 def test_a_replica_stopped_mid_job_loses_nothing(
     vllm_embed: Any,
     second_embed_server: FixtureServer,
@@ -157,7 +162,9 @@ def test_a_replica_stopped_mid_job_loses_nothing(
     command = cli_command(inputs["text"], out, vllm_embed.base_url, second_embed_server.base_url)
     child = subprocess.Popen(command, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
-    while done_chunks(out) < 3:
+    # Stop the second replica once it has answered some batches (a cold server on a loaded machine may
+    # answer its first only after the other has finished three chunks) and the job is well under way.
+    while done_chunks(out) < 3 or not answered_embeddings(second_embed_server):
         assert child.poll() is None and time.monotonic() < deadline
         time.sleep(0.1)
     second_embed_server.stop()

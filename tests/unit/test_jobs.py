@@ -317,6 +317,19 @@ def test_the_job_shares_an_event_loop(corpus: Path, tmp_path: Path) -> None:
     assert ticks > 10
 
 
+def test_the_sync_job_runs_where_an_event_loop_is_running(
+    corpus: Path, tmp_path: Path, fake: FakeVLLM
+) -> None:
+    """A Jupyter cell runs in an event loop: embed_file used to fail there ('asyncio.run() cannot be
+    called from a running event loop', seen running docs/jobs.md's example)."""
+
+    async def cell() -> vt.EmbedFileReport:
+        return vt.embed_file(fake.url, corpus, tmp_path / "cell.npy", chunk_rows=5, batch_size=2)
+
+    report = asyncio.run(cell())
+    np.testing.assert_array_equal(np.load(report.out), expected(fake, LINES))
+
+
 # --- inputs and outputs -------------------------------------------------------------------------
 
 

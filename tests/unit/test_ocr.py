@@ -359,8 +359,9 @@ def test_ocr_pdf_returns_pages_in_order_with_joined_markdown(
     client = make_client()
     with pytest.warns(ocr_ops.OCRTruncatedWarning, match="page") as caught:
         document = client.ocr_pdf(pdf, pages="2-4", dpi=72, concurrency=2)
-    if isinstance(client, vt.Client):
-        assert caught[0].filename == __file__
+    if isinstance(client, vt.Client):  # (pypdfium2 may warn too: only the SDK's warning is checked)
+        ours = [w for w in caught if issubclass(w.category, ocr_ops.OCRTruncatedWarning)]
+        assert ours[0].filename == __file__
     assert [p.page for p in document.pages] == [2, 3, 4]
     assert [p.result.markdown for p in document.pages] == ["green", "blue", "white"]
     assert document.markdown == "green\n\n---\n\nblue\n\n---\n\nwhite"

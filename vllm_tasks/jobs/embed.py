@@ -9,6 +9,7 @@ with an ``id_field``), and ``OUT.manifest.json`` records the model, the servers,
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import os
 import shutil
@@ -309,11 +310,20 @@ async def _run(
 
 
 def _run_in_own_loop(job: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
-    """The sync twin of an async job: the same signature, run with ``asyncio.run``."""
+    """The sync twin of an async job: the same signature, run with ``asyncio.run``.
+
+    Where this thread already runs an event loop (a Jupyter cell, sync code called from async code),
+    ``asyncio.run`` refuses; the job then runs on its own loop in a worker thread while this one waits.
+    """
 
     @functools.wraps(job)
     def run(*args: P.args, **kwargs: P.kwargs) -> T:
-        return asyncio.run(job(*args, **kwargs))
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(job(*args, **kwargs))
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="vllm-tasks-job") as worker:
+            return worker.submit(asyncio.run, job(*args, **kwargs)).result()
 
     return run
 
