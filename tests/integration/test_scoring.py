@@ -23,6 +23,7 @@ import pytest
 from fixture_pins import models_dir, venv_python
 
 import vllm_tasks as vt
+from tests.clients import scorer_kind_on
 
 pytestmark = pytest.mark.integration
 
@@ -45,8 +46,8 @@ def at_least(client: vt.Client, version: str) -> bool:
 
 
 def expected_scorer(client: vt.Client, kind: vt.ScorerKind) -> vt.ScorerKind:
-    """``kind``, except on vLLM 0.11.0, whose /pooling answers cannot tell it (docs/compatibility.md)."""
-    return kind if at_least(client, "0.12.0") else vt.ScorerKind.UNKNOWN
+    """The kind ``client``'s server lets the SDK tell (``scorer_kind_on``)."""
+    return scorer_kind_on(client.server_info().version or "", kind)
 
 
 def raw(server: Any, path: str, body: dict[str, Any]) -> Any:

@@ -26,6 +26,7 @@ import pytest
 from fixture_pins import selected_matrix_versions
 
 import vllm_tasks as vt
+from tests.clients import scorer_kind_on
 from vllm_tasks import gates
 from vllm_tasks.versions import ServerVersion
 
@@ -272,10 +273,8 @@ def test_every_scoring_call_leaves_the_server_up(matrix_server: Any, recorded: R
 
 
 def expected_scorer(server: Any, kind: vt.ScorerKind) -> vt.ScorerKind:
-    """0.11.0 answers /pooling with hidden states for every model and task: the kind cannot be told."""
-    if ServerVersion.parse(server.vllm_version) < ServerVersion.parse("0.12.0"):
-        return vt.ScorerKind.UNKNOWN
-    return kind
+    """The kind the matrix server lets the SDK tell (``scorer_kind_on``)."""
+    return scorer_kind_on(server.vllm_version, kind)
 
 
 @on("embed")
