@@ -38,7 +38,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -76,6 +76,14 @@ def _truthy(value: str | None) -> bool:
 
 def must_run() -> bool:
     return _truthy(os.environ.get("VLLM_TASKS_REQUIRE_FIXTURES")) or _truthy(os.environ.get("CI"))
+
+
+def missing_component(why: str) -> NoReturn:
+    """A test's component (nginx, a venv) is missing: fail under CI / VLLM_TASKS_REQUIRE_FIXTURES, else
+    skip, saying ``why``."""
+    if must_run():
+        pytest.fail(why, pytrace=False)
+    pytest.skip(why)
 
 
 def _label(key: Key) -> str:

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 import pytest
 from fault_proxy import FaultProxy
 from nginx_proxy import NginxProxy, NginxStartError, nginx_binary
-from pytest_plugin import _servers_needed, must_run
+from pytest_plugin import _servers_needed, missing_component
 
 
 @dataclasses.dataclass
@@ -49,10 +49,9 @@ class ProxiedEmbed:
 def proxied_embed(vllm_embed: Any) -> Iterator[ProxiedEmbed]:
     """nginx and two fault proxies in front of the `embed` server (see the module doc)."""
     if nginx_binary() is None:
-        why = "nginx is not installed: run server-fixtures/setup as root (apt-get install nginx-light)"
-        if must_run():
-            pytest.fail(why, pytrace=False)
-        pytest.skip(why)
+        missing_component(
+            "nginx is not installed: run server-fixtures/setup as root (apt-get install nginx-light)"
+        )
     parts = urlsplit(vllm_embed.base_url)
     upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
     gateway = FaultProxy(*upstream).start()

@@ -14,7 +14,7 @@ from typing import Any
 import gpu_recipes
 import pytest
 from fixture_pins import selected_matrix_versions, setup_missing, venv_python
-from pytest_plugin import must_run
+from pytest_plugin import missing_component
 
 from vllm_tasks.versions import ServerVersion
 
@@ -28,10 +28,9 @@ VERSIONS = [v for v in selected_matrix_versions() if ServerVersion.parse(v) >= C
 def check(version: str, recipes_file: Path | None = None) -> dict[str, Any]:
     missing = setup_missing(["embed"], version=version)
     if missing:
-        why = f"vLLM {version} venv not built (server-fixtures/setup --vllm {version}): {missing}"
-        if must_run():
-            pytest.fail(why)
-        pytest.skip(why)
+        missing_component(
+            f"vLLM {version} venv not built (server-fixtures/setup --vllm {version}): {missing}"
+        )
     command = [str(venv_python(version)), str(SCRIPT), *([str(recipes_file)] if recipes_file else [])]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -17,7 +17,7 @@ import pytest
 import soundfile as sf
 from fault_proxy import free_port
 from nginx_proxy import NginxProxy, nginx_binary, nginx_conf
-from pytest_plugin import must_run
+from pytest_plugin import missing_component
 
 import vllm_tasks as vt
 from vllm_tasks.testing import FakeVLLM
@@ -60,10 +60,9 @@ def speech(seconds: float) -> bytes:
 
 def test_the_documented_nginx_config_balances_two_replicas(caplog: pytest.LogCaptureFixture) -> None:
     if nginx_binary() is None:
-        why = "nginx is not installed: run server-fixtures/setup as root (apt-get install nginx-light)"
-        if must_run():
-            pytest.fail(why, pytrace=False)
-        pytest.skip(why)
+        missing_component(
+            "nginx is not installed: run server-fixtures/setup as root (apt-get install nginx-light)"
+        )
     texts = [f"text {i} about {'rivers' if i % 2 else 'bridges'}" for i in range(320)]
     with FakeVLLM() as a, FakeVLLM() as b, DocumentedNginx([a, b]) as nginx:
         url = nginx.url("balancer")
