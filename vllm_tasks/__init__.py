@@ -53,7 +53,17 @@ from .errors import (
     UnsupportedByServer,
     VLLMTasksError,
 )
-from .jobs import EmbedFileReport, ReplicaReport, aembed_file, embed_file
+from .jobs import (
+    EmbedFileReport,
+    FolderJobReport,
+    ReplicaReport,
+    aembed_file,
+    aocr_dir,
+    atranscribe_dir,
+    embed_file,
+    ocr_dir,
+    transcribe_dir,
+)
 from .ocr import NGramProcessorMissingWarning, OCRTruncatedWarning, locate
 from .scoring import maxsim
 from .transcription import ChunkingOptions
@@ -100,6 +110,7 @@ __all__ = [
     "EmbeddingResult",
     "EndpointNotServed",
     "FetchLimits",
+    "FolderJobReport",
     "GatewayTimeoutError",
     "ImageError",
     "ImageFetchError",
@@ -153,8 +164,12 @@ __all__ = [
     "VLLMTasksError",
     "__version__",
     "aembed_file",
+    "aocr_dir",
+    "atranscribe_dir",
     "embed_file",
     "locate",
     "maxsim",
+    "ocr_dir",
+    "transcribe_dir",
     "unpackbits",
 ]

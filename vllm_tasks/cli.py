@@ -1,17 +1,19 @@
 """The ``vllm-tasks`` console script: operator tools over the same client.
 
-Exit codes: 0 success, 1 the server answered with an error, 2 the server could not be reached, 3 a batch
-job refused to start or go on (another job's checkpoint, servers serving different models, a full disk,
-a refused row with --fail-fast), 64 bad usage, 130 interrupted (Ctrl-C).
+Exit codes: 0 success, 1 the server answered with an error (``ocr-dir``/``transcribe-dir``: some page
+or file failed, listed in OUT/errors.jsonl and retried by the next run), 2 the server could not be
+reached, 3 a batch job refused to start or go on (another job's checkpoint, servers serving different
+models, a full disk, a refused row with --fail-fast), 64 bad usage, 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -61,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_ocr_parser(commands)
     add_transcribe_parser(commands)
     add_embed_parsers(commands)
+    add_folder_parsers(commands)
     return parser
 
 
@@ -176,39 +179,48 @@ def run_embed_file(args: argparse.Namespace, client: Client) -> int:
     """The ``embed-file`` sub-command: a resumable job writing ``.npy`` or Parquet."""
     from .jobs import embed_file
 
+    others = [Client(url, **client_settings(args)) for url in (args.url or [])[1:]]
+    with _job_logging():
+        try:
+            report = embed_file(
+                [client, *others],
+                args.source,
+                args.out,
+                input_format=args.input_format,
+                text_field=args.text_field,
+                id_field=args.id_field,
+                keep_columns=args.keep_column,
+                output_format=args.output_format,
+                batch_size=args.batch_size,
+                max_batch_tokens=args.max_batch_tokens,
+                concurrency=args.concurrency,
+                chunk_rows=args.chunk_rows,
+                too_long=args.too_long,
+                fail_fast=args.fail_fast,
+                resume=not args.restart,
+                show_progress=args.progress,
+                progress_interval=args.progress_interval,
+                dimensions=args.dimensions,
+            )
+        finally:
+            for other in others:
+                other.close()
+    print(report.summary(), file=sys.stderr)
+    return EXIT_OK
+
+
+@contextlib.contextmanager
+def _job_logging() -> Iterator[None]:
+    """The jobs' log lines (progress, set-aside servers, failed rows) on stderr while a job runs."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("vllm-tasks: %(message)s"))
     jobs_logger = logging.getLogger("vllm_tasks.jobs")
     jobs_logger.addHandler(handler)
     jobs_logger.setLevel(logging.INFO)
-    others = [Client(url, **client_settings(args)) for url in (args.url or [])[1:]]
     try:
-        report = embed_file(
-            [client, *others],
-            args.source,
-            args.out,
-            input_format=args.input_format,
-            text_field=args.text_field,
-            id_field=args.id_field,
-            keep_columns=args.keep_column,
-            output_format=args.output_format,
-            batch_size=args.batch_size,
-            max_batch_tokens=args.max_batch_tokens,
-            concurrency=args.concurrency,
-            chunk_rows=args.chunk_rows,
-            too_long=args.too_long,
-            fail_fast=args.fail_fast,
-            resume=not args.restart,
-            show_progress=args.progress,
-            progress_interval=args.progress_interval,
-            dimensions=args.dimensions,
-        )
+        yield
     finally:
         jobs_logger.removeHandler(handler)
-        for other in others:
-            other.close()
-    print(report.summary(), file=sys.stderr)
-    return EXIT_OK
 
 
 def run_rerank(args: argparse.Namespace, client: Client) -> int:
@@ -404,6 +416,122 @@ def run_transcribe(args: argparse.Namespace, client: Client) -> int:
     return EXIT_OK
 
 
+def add_folder_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``ocr-dir`` and ``transcribe-dir`` sub-commands' arguments."""
+    ocr_dir = commands.add_parser(
+        "ocr-dir",
+        help="OCR every PDF/image under a folder: a .md per document and pages.jsonl, resumably per page",
+    )
+    ocr_dir.add_argument("source", help="folder of .pdf, .png, .jpg/.jpeg, .webp, .tif/.tiff, .bmp, .gif")
+    ocr_dir.add_argument(
+        "--prompt", default="markdown", help="preset (markdown, ocr, free, figure, describe) or text"
+    )
+    ocr_dir.add_argument(
+        "--max-tokens",
+        type=int,
+        default=defaults.OCR_MAX_TOKENS,
+        help="output tokens per page (default %(default)s)",
+    )
+    ocr_dir.add_argument(
+        "--dpi",
+        type=float,
+        default=defaults.OCR_PDF_DPI,
+        help="PDF rendering resolution (default %(default)g)",
+    )
+    transcribe_dir = commands.add_parser(
+        "transcribe-dir",
+        help="transcribe every audio file under a folder: .srt/.json/.txt per file, resumably per file",
+    )
+    transcribe_dir.add_argument("source", help="folder of .wav, .flac, .mp3, .ogg, .opus, .m4a, .mp4, ...")
+    transcribe_dir.add_argument(
+        "--format",
+        action="append",
+        choices=["srt", "vtt", "json", "txt"],
+        default=None,
+        help="a file written per recording; repeat for several (default: srt, json and txt)",
+    )
+    transcribe_dir.add_argument(
+        "--language", default=None, help="spoken language, ISO-639-1 (default: detected)"
+    )
+    transcribe_dir.add_argument("--prompt", default=None, help="text to condition the model on")
+    transcribe_dir.add_argument("--translate", action="store_true", help="translate to English instead")
+    for sub_parser in (ocr_dir, transcribe_dir):
+        sub_parser.add_argument("--out", required=True, help="the output folder (made if missing)")
+        sub_parser.add_argument(
+            "--url",
+            action="append",
+            default=None,
+            help="server root URL; repeat it for several servers of one model (default: env or localhost)",
+        )
+        sub_parser.add_argument(
+            "--model", default=None, help="served model name (default: the server's first)"
+        )
+        sub_parser.add_argument(
+            "--concurrency",
+            type=int,
+            default=defaults.OCR_PDF_CONCURRENCY,
+            help="requests in flight, per server (default %(default)s)",
+        )
+        sub_parser.add_argument("--restart", action="store_true", help="ignore an earlier run, start over")
+        sub_parser.add_argument(
+            "--progress",
+            action="store_true",
+            help="a bar on a terminal, else a log line every --progress-interval s",
+        )
+        sub_parser.add_argument(
+            "--progress-interval",
+            type=float,
+            default=defaults.JOB_PROGRESS_INTERVAL,
+            help="seconds between progress lines (default %(default)g)",
+        )
+
+
+def run_folder_job(args: argparse.Namespace, client: Client) -> int:
+    """The ``ocr-dir`` and ``transcribe-dir`` sub-commands: exit 0 when every file is done, 1 when some
+    page or file failed (listed in OUT/errors.jsonl; the next run retries them)."""
+    import warnings
+
+    from .jobs import ocr_dir, transcribe_dir
+    from .ocr import OCRTruncatedWarning
+
+    common = {
+        "concurrency": args.concurrency,
+        "resume": not args.restart,
+        "show_progress": args.progress,
+        "progress_interval": args.progress_interval,
+    }
+    with _job_logging(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", OCRTruncatedWarning)  # pages.jsonl says which pages hit max_tokens
+        others = [Client(url, **client_settings(args)) for url in (args.url or [])[1:]]
+        try:
+            if args.command == "ocr-dir":
+                report = ocr_dir(
+                    [client, *others],
+                    args.source,
+                    args.out,
+                    prompt=args.prompt,
+                    max_tokens=args.max_tokens,
+                    dpi=args.dpi,
+                    **common,
+                )
+            else:
+                report = transcribe_dir(
+                    [client, *others],
+                    args.source,
+                    args.out,
+                    formats=args.format or ("srt", "json", "txt"),
+                    language=args.language,
+                    prompt=args.prompt,
+                    translate=args.translate,
+                    **common,
+                )
+        finally:
+            for other in others:
+                other.close()
+    print(report.summary(), file=sys.stderr)
+    return EXIT_OK if report.complete else EXIT_SERVER_ERROR
+
+
 def format_probe(report: ProbeReport) -> str:
     """A human-readable probe report."""
     info = report.server
@@ -454,7 +582,11 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Client], int]] = {
     "transcribe": run_transcribe,
     "embed": run_embed,
     "embed-file": run_embed_file,
+    "ocr-dir": run_folder_job,
+    "transcribe-dir": run_folder_job,
 }
+JOB_COMMANDS = frozenset({"embed-file", "ocr-dir", "transcribe-dir"})
+"""Resumable: an interrupted run is continued by the same command."""
 
 
 def client_settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -471,7 +603,7 @@ def client_settings(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the console script; returns the exit code."""
     args = build_parser().parse_args(argv)
-    url = args.url[0] if isinstance(args.url, list) else args.url  # embed-file: --url repeated
+    url = args.url[0] if isinstance(args.url, list) else args.url  # jobs: --url repeated
     try:
         with Client(url, **client_settings(args)) as client:
             return COMMANDS[args.command](args, client)
@@ -491,7 +623,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"vllm-tasks: {error}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:  # Ctrl-C: one line, no traceback, the shell's code for SIGINT
-        again = "; run the same command again to resume" if args.command == "embed-file" else ""
+        again = "; run the same command again to resume" if args.command in JOB_COMMANDS else ""
         print(f"vllm-tasks: interrupted{again}", file=sys.stderr)
         return EXIT_INTERRUPTED
 

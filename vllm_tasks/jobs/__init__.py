@@ -1,10 +1,25 @@
 """Batch jobs at corpus scale: stream an input of any size through one or several servers into a file,
-resumably (``embed_file`` / ``aembed_file``; ``vllm-tasks embed-file``). See ``docs/jobs.md``.
+resumably (``embed_file`` / ``aembed_file``; ``vllm-tasks embed-file``), and folders of documents or
+recordings (``ocr_dir``, ``transcribe_dir``; ``vllm-tasks ocr-dir``, ``transcribe-dir``). See
+``docs/jobs.md``.
 """
 
 from __future__ import annotations
 
 from .embed import EmbedFileReport, ReplicaReport, aembed_file, embed_file
+from .folders import FolderJobReport
 from .inputs import text_lines
+from .media import aocr_dir, atranscribe_dir, ocr_dir, transcribe_dir
 
-__all__ = ["EmbedFileReport", "ReplicaReport", "aembed_file", "embed_file", "text_lines"]
+__all__ = [
+    "EmbedFileReport",
+    "FolderJobReport",
+    "ReplicaReport",
+    "aembed_file",
+    "aocr_dir",
+    "atranscribe_dir",
+    "embed_file",
+    "ocr_dir",
+    "text_lines",
+    "transcribe_dir",
+]

@@ -9,35 +9,27 @@ with an ``id_field``), and ``OUT.manifest.json`` records the model, the servers,
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import functools
 import os
 import shutil
 import time
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, ParamSpec, TypeVar, get_args
+from typing import Any, Literal, get_args
 
 import orjson
 
 from .. import defaults
-from .._async.client import AsyncClient
-from .._sync.client import Client
 from ..errors import InvalidInputError, JobMismatch, ReplicaMismatch
 from ..validation import positive_int, positive_number
 from .engine import Engine, Plan, error_rows
 from .inputs import InputSpec, parquet_types, read_chunks, scan
 from .outputs import NpySink, ParquetSink, Sink
 from .progress import JobProgress
-from .replicas import Replica, ReplicaPool
+from .replicas import Replica, ReplicaPool, Servers, make_replicas, run_in_own_loop
 from .state import PROBE_MIN_COSINE, PROBE_TEXT, Checkpoint, changes, cosine, write_json
 
-P = ParamSpec("P")
-T = TypeVar("T")
-Servers = AsyncClient | Client | str | Sequence[AsyncClient | Client | str]
-"""One server or several: clients (their settings are reused) or root URLs."""
 OutputFormat = Literal["npy", "parquet"]
 TooLong = Literal["report", "truncate"]
 
@@ -227,7 +219,7 @@ async def aembed_file(
     rows, digest = await asyncio.to_thread(scan, spec)
     if rows == 0:
         raise InvalidInputError("source", str(spec.path), "has no rows", "Pass a file with one text per row.")
-    replicas, owned = _replicas(client)
+    replicas, owned = make_replicas(client)
     try:
         served = await _served_model(replicas, plan)
         fingerprint = {
@@ -309,26 +301,7 @@ async def _run(
     )
 
 
-def _run_in_own_loop(job: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
-    """The sync twin of an async job: the same signature, run with ``asyncio.run``.
-
-    Where this thread already runs an event loop (a Jupyter cell, sync code called from async code),
-    ``asyncio.run`` refuses; the job then runs on its own loop in a worker thread while this one waits.
-    """
-
-    @functools.wraps(job)
-    def run(*args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(job(*args, **kwargs))
-        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="vllm-tasks-job") as worker:
-            return worker.submit(asyncio.run, job(*args, **kwargs)).result()
-
-    return run
-
-
-embed_file = _run_in_own_loop(aembed_file)
+embed_file = run_in_own_loop(aembed_file)
 embed_file.__name__ = embed_file.__qualname__ = "embed_file"
 embed_file.__doc__ = """Embed every row of a text, JSONL, CSV or Parquet file into ``.npy`` or Parquet (sync).
 
@@ -372,42 +345,6 @@ def _fields(spec: InputSpec) -> dict[str, Any]:
     if spec.format == "text":
         return {}
     return {"text_field": spec.text_field, "id_field": spec.id_field, "keep_columns": list(spec.keep_columns)}
-
-
-def _replicas(servers: Servers) -> tuple[list[Replica], list[bool]]:
-    """A replica per server; ``owned[i]``: this job made the client and closes it."""
-    items = [servers] if isinstance(servers, str | AsyncClient | Client) else list(servers)
-    if not items:
-        raise InvalidInputError(
-            "client", servers, "names no server", "Pass a client, a URL or a list of them."
-        )
-    replicas, owned = [], []
-    for item in items:
-        if isinstance(item, AsyncClient):
-            client, made = item, False
-        elif isinstance(item, Client):  # the same settings on an async client for the job's event loop
-            config = item._config
-            client = AsyncClient(
-                config.base_url,
-                api_key=config.api_key,
-                model=config.model,
-                timeout=config.timeout,
-                max_retries=config.max_retries,
-                headers=config.headers,
-            )
-            made = True
-        elif isinstance(item, str):
-            client, made = AsyncClient(item), True
-        else:
-            raise InvalidInputError(
-                "client", item, "is not a client or a URL", "Pass a Client, an AsyncClient or a root URL."
-            )
-        replicas.append(Replica(client, client.base_url))
-        owned.append(made)
-    urls = [replica.url for replica in replicas]
-    if len(set(urls)) < len(urls):
-        raise InvalidInputError("client", urls, "names a server twice", "Give each server once.")
-    return replicas, owned
 
 
 async def _served_model(replicas: list[Replica], plan: Plan) -> dict[str, Any]:

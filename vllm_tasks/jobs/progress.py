@@ -30,6 +30,7 @@ class JobProgress:
         enabled: show anything at all.
         interval: seconds between log lines when stderr is not a terminal.
         description: the bar's label and the log lines' prefix.
+        unit: what is counted (``row``, ``page``, ``file``).
 
     Raises:
         MissingDependency: on a terminal, when tqdm is not installed.
@@ -44,18 +45,20 @@ class JobProgress:
         enabled: bool,
         interval: float,
         description: str,
+        unit: str = "row",
     ) -> None:
         self._total, self._done, self._start_done = total, done, done
         self._tokens = 0
         self._replicas = replicas
         self._interval = interval
         self._description = description
+        self._unit = unit
         self._started = self._last_line = time.monotonic()
         self._enabled = enabled
         self._bar: Any = None
         if enabled and sys.stderr.isatty():
             tqdm = require("tqdm.auto", "progress", "show_progress=True").tqdm
-            self._bar = tqdm(total=total, initial=done, desc=description, unit="row", smoothing=0.1)
+            self._bar = tqdm(total=total, initial=done, desc=description, unit=unit, smoothing=0.1)
 
     def advance(self, rows: int, tokens: int) -> None:
         """Count finished rows and their tokens; update the bar or log a line when one is due."""
@@ -77,13 +80,14 @@ class JobProgress:
         return f"{self._tokens / elapsed:,.0f} tok/s | {replicas}"
 
     def line(self) -> str:
-        """One log line: rows done, rows/s, tokens/s, ETA, per replica."""
+        """One log line: units done, units/s, tokens/s, ETA, per replica."""
         elapsed = max(time.monotonic() - self._started, 1e-9)
         speed = (self._done - self._start_done) / elapsed
         eta = _duration((self._total - self._done) / speed) if speed else "?"
         share = 100 * self._done / max(self._total, 1)
         return (
-            f"{self._description}: {self._done:,}/{self._total:,} rows ({share:.1f}%), {speed:,.0f} rows/s, "
+            f"{self._description}: {self._done:,}/{self._total:,} {self._unit}s ({share:.1f}%), "
+            f"{speed:,.0f} {self._unit}s/s, "
             f"ETA {eta}, {self.rates()}"
         )
 

@@ -10,19 +10,28 @@ stops with the last error (its checkpoint is kept).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import functools
 import logging
 import time
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
 
 from .._async.client import AsyncClient
-from ..errors import APIConnectionError, InternalServerError, RateLimitError
+from .._sync.client import Client
+from ..errors import APIConnectionError, InternalServerError, InvalidInputError, RateLimitError
 
 logger = logging.getLogger("vllm_tasks.jobs")
 
 REPLICA_ERRORS = (APIConnectionError, InternalServerError, RateLimitError)
 """Failures of a server, not of the rows sent to it: the batch goes to another replica."""
 MAX_SET_ASIDE = 300.0
+P = ParamSpec("P")
+T = TypeVar("T")
+Servers = AsyncClient | Client | str | Sequence[AsyncClient | Client | str]
+"""One server or several: clients (their settings are reused) or root URLs."""
 
 
 @dataclass
@@ -126,3 +135,100 @@ class ReplicaPool:
         """Give back a slot whose request was cancelled (Ctrl-C, or another batch's fatal error)."""
         replica.in_flight -= 1
         self._changed.set()
+
+    async def send(self, call: Callable[[AsyncClient], Awaitable[T]], *, rows: int = 1) -> T:
+        """Run ``call`` on the next free replica; on a server failure set that one aside and run it on
+        another, until one answers (or every replica has been down for ``give_up_after``).
+
+        Any other error (about what was sent) frees the slot and is raised.
+
+        Raises:
+            APIError: the error ``call`` raised that is not a server failure, or the last server failure
+                once every replica is down.
+
+        Examples:
+            >>> result = await pool.send(lambda client: client.ocr("page.png"))
+        """
+        while True:
+            replica = await self.acquire()
+            sent = time.monotonic()
+            try:
+                result = await call(replica.client)
+            except REPLICA_ERRORS as error:
+                self.set_aside(replica, error)
+                continue
+            except asyncio.CancelledError:
+                self.cancelled(replica)
+                raise
+            except Exception:
+                self.release(replica, seconds=time.monotonic() - sent)
+                raise
+            self.release(replica, rows=rows, seconds=time.monotonic() - sent)
+            return result
+
+
+def make_replicas(servers: Servers) -> tuple[list[Replica], list[bool]]:
+    """A replica per server; ``owned[i]``: this job made the client and closes it.
+
+    Raises:
+        InvalidInputError: no server, something that is not a client or a URL, a server named twice.
+
+    Examples:
+        >>> replicas, owned = make_replicas(["http://gpu1:8000", "http://gpu2:8000"])
+        >>> owned
+        [True, True]
+    """
+    items = [servers] if isinstance(servers, str | AsyncClient | Client) else list(servers)
+    if not items:
+        raise InvalidInputError(
+            "client", servers, "names no server", "Pass a client, a URL or a list of them."
+        )
+    replicas, owned = [], []
+    for item in items:
+        if isinstance(item, AsyncClient):
+            client, made = item, False
+        elif isinstance(item, Client):  # the same settings on an async client for the job's event loop
+            config = item._config
+            client = AsyncClient(
+                config.base_url,
+                api_key=config.api_key,
+                model=config.model,
+                timeout=config.timeout,
+                max_retries=config.max_retries,
+                headers=config.headers,
+            )
+            made = True
+        elif isinstance(item, str):
+            client, made = AsyncClient(item), True
+        else:
+            raise InvalidInputError(
+                "client", item, "is not a client or a URL", "Pass a Client, an AsyncClient or a root URL."
+            )
+        replicas.append(Replica(client, client.base_url))
+        owned.append(made)
+    urls = [replica.url for replica in replicas]
+    if len(set(urls)) < len(urls):
+        raise InvalidInputError("client", urls, "names a server twice", "Give each server once.")
+    return replicas, owned
+
+
+def run_in_own_loop(job: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """The sync twin of an async job: the same signature, run with ``asyncio.run``.
+
+    Where this thread already runs an event loop (a Jupyter cell, sync code called from async code),
+    ``asyncio.run`` refuses; the job then runs on its own loop in a worker thread while this one waits.
+
+    Examples:
+        >>> embed_file = run_in_own_loop(aembed_file)
+    """
+
+    @functools.wraps(job)
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(job(*args, **kwargs))
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="vllm-tasks-job") as worker:
+            return worker.submit(asyncio.run, job(*args, **kwargs)).result()
+
+    return run

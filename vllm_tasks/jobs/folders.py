@@ -1,0 +1,510 @@
+"""Folder jobs: every matching file under a folder, one unit of work at a time (a PDF page, an audio
+file), resumably, over one or several servers (``ocr_dir``, ``transcribe_dir``).
+
+Each finished unit is saved at once as its own record, ``OUT/.vllm-tasks/records/<file>/<unit>.json``
+(written to a temporary file, ``fsync``ed, renamed), holding the SHA-256 of the file it came from. A run
+skips every unit whose record is there for the file's current content, so nothing finished is redone
+after ``kill -9`` or Ctrl-C, and an edited file is redone. A file's outputs are written (atomically)
+once all its units are done. A unit that fails (a refused request, an unreadable file) is recorded in
+``OUT/errors.jsonl`` and tried again by the next run; the job goes on with the others.
+``OUT/.vllm-tasks/state.json`` holds the job's fingerprint (the served model and the options that change
+the output): a run with another one refuses to resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import shutil
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .._async.client import AsyncClient
+from ..errors import (
+    APIStatusError,
+    InvalidInputError,
+    JobMismatch,
+    ReplicaMismatch,
+)
+from .embed import ReplicaReport
+from .engine import ROW_ERRORS
+from .progress import JobProgress
+from .replicas import Replica, ReplicaPool, Servers, make_replicas
+from .state import changes, write_json
+
+logger = logging.getLogger("vllm_tasks.jobs")
+
+WORK = ".vllm-tasks"
+"""The work folder inside the output folder: the job's state and its units' records."""
+UNIT_ERRORS = (*ROW_ERRORS, InvalidInputError)
+"""Failures of one unit (a refused request, a file that does not decode): recorded, retried next run."""
+Unit = int | None
+"""A page number (1-based), or ``None`` for a whole file."""
+
+
+@dataclass(frozen=True)
+class Document:
+    """One input file of a folder job.
+
+    Attributes:
+        path: the file.
+        relative: its path under the input folder (POSIX), its outputs' path under the output folder.
+        sha256: its content's SHA-256.
+    """
+
+    path: Path
+    relative: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class FolderJobReport:
+    """What :func:`ocr_dir` or :func:`transcribe_dir` did.
+
+    Attributes:
+        out: the output folder.
+        documents: input files found.
+        documents_done: files whose outputs are complete.
+        unit: what a unit is: ``page`` (``ocr_dir``) or ``file`` (``transcribe_dir``).
+        units: units in the job.
+        units_sent: units processed by this run.
+        units_resumed: units found done by earlier runs.
+        failed: ``(file, page, message)`` of each unit that failed in this run (tried again next run).
+        errors_file: ``OUT/errors.jsonl`` listing them, or ``None`` when there are none.
+        manifest: ``OUT/manifest.json``.
+        seconds: this run's wall time.
+        replicas: per server, what it did in this run.
+    """
+
+    out: Path
+    documents: int
+    documents_done: int
+    unit: str
+    units: int
+    units_sent: int
+    units_resumed: int
+    failed: tuple[tuple[str, int | None, str], ...]
+    errors_file: Path | None
+    manifest: Path
+    seconds: float
+    replicas: tuple[ReplicaReport, ...]
+
+    @property
+    def complete(self) -> bool:
+        """Every unit of every file is done."""
+        return not self.failed and self.documents_done == self.documents
+
+    def summary(self) -> str:
+        """One line for a terminal, e.g. ``"scans: 12/12 file(s), 230 page(s) (200 resumed)"``."""
+        parts = [
+            f"{self.out}: {self.documents_done}/{self.documents} file(s) done, {self.units} {self.unit}(s)"
+        ]
+        if not self.units_sent and self.complete:
+            parts.append("already complete; nothing to do")
+        elif self.units_resumed:
+            parts.append(f"{self.units_resumed} resumed")
+        if self.failed:
+            parts.append(f"{len(self.failed)} failed (see {self.errors_file}; run again to retry them)")
+        return ", ".join(parts)
+
+
+class FolderJob(ABC):
+    """What a kind of folder job does; :func:`run_folder_job` does the rest.
+
+    Attributes:
+        kind: the job's name (``ocr``, ``transcribe``).
+        suffixes: the file suffixes it takes (lower case, with the dot).
+        unit: what one unit is, for progress (``page``, ``file``).
+        fingerprint: the options that change the output.
+    """
+
+    kind: str
+    suffixes: frozenset[str]
+    unit: str
+
+    @property
+    @abstractmethod
+    def fingerprint(self) -> dict[str, Any]:
+        """The options that change the output (not concurrency, progress or formats rendered later)."""
+
+    @abstractmethod
+    def units(self, document: Document) -> list[Unit]:
+        """A file's units (called in a worker thread).
+
+        Raises:
+            InvalidInputError: the file cannot be read: the whole file is recorded as failed.
+        """
+
+    @abstractmethod
+    def process(self, client: AsyncClient, document: Document, unit: Unit) -> Awaitable[dict[str, Any]]:
+        """Process one unit on one server; its record (JSON-friendly)."""
+
+    @abstractmethod
+    def write_outputs(self, out: Path, document: Document, records: list[dict[str, Any]]) -> None:
+        """Write a finished file's outputs under ``out`` (atomically), from its units' records in order."""
+
+    @abstractmethod
+    def finish(self, out: Path, done: list[tuple[Document, list[dict[str, Any]]]]) -> None:
+        """After a run: write whatever covers every finished file (``done``: each with its records)."""
+
+
+def output_path(out: Path, document: Document, suffix: str) -> Path:
+    """Where a file's output with ``suffix`` goes: its relative path under ``out``, suffix replaced.
+
+    Examples:
+        >>> output_path(Path("md"), document, ".md")  # scans/a/report.pdf under scans/
+        PosixPath('md/a/report.md')
+    """
+    return (out / document.relative).with_suffix(suffix)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file, ``fsync`` and rename (parents made).
+
+    Examples:
+        >>> write_atomically(Path("out/report.md"), b"# Report\\n")
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    with temporary.open("wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def find_documents(source: Path, out: Path, suffixes: frozenset[str]) -> list[Document]:
+    """Every file under ``source`` (recursive, sorted) with one of ``suffixes``, hashed; ``out`` skipped.
+
+    Raises:
+        InvalidInputError: ``source`` is not a folder, holds no such file, or two files would write the
+            same outputs (``a.pdf`` and ``a.png`` in one folder).
+    """
+    if not source.is_dir():
+        raise InvalidInputError("source", str(source), "is not a folder", "Pass a folder of input files.")
+    skip = out.resolve()
+    paths = sorted(
+        path
+        for path in source.rglob("*")
+        if path.suffix.lower() in suffixes
+        and path.is_file()
+        and not path.resolve().is_relative_to(skip)
+        and not any(part.startswith(".") for part in path.relative_to(source).parts)
+    )
+    if not paths:
+        raise InvalidInputError(
+            "source",
+            str(source),
+            f"holds no file ending in {', '.join(sorted(suffixes))}",
+            "Pass a folder that holds such files (subfolders are searched too).",
+        )
+    stems: dict[str, Path] = {}
+    for path in paths:
+        stem = path.relative_to(source).with_suffix("").as_posix()
+        if stem in stems:
+            raise InvalidInputError(
+                "source",
+                f"{stems[stem]} and {path}",
+                "would write the same output files (same name, other suffix)",
+                "Rename one of them, or put it in another folder.",
+            )
+        stems[stem] = path
+    return [Document(path, path.relative_to(source).as_posix(), _sha256(path)) for path in paths]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class _Records:
+    """The units' records in the work folder: ``records/<file>/<page or 'file'>.json``."""
+
+    def __init__(self, work: Path) -> None:
+        self._root = work / "records"
+
+    def _path(self, document: Document, unit: Unit) -> Path:
+        return self._root / document.relative / ("file.json" if unit is None else f"{unit:06d}.json")
+
+    def load(self, document: Document, unit: Unit) -> dict[str, Any] | None:
+        """The unit's record for the file's current content, else ``None``."""
+        try:
+            saved = orjson.loads(self._path(document, unit).read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return None
+        record: dict[str, Any] | None = (
+            saved.get("record") if saved.get("sha256") == document.sha256 else None
+        )
+        return record
+
+    def save(self, document: Document, unit: Unit, record: dict[str, Any]) -> None:
+        """Save a finished unit's record (atomically)."""
+        write_atomically(
+            self._path(document, unit), orjson.dumps({"sha256": document.sha256, "record": record})
+        )
+
+
+async def run_folder_job(
+    job: FolderJob,
+    servers: Servers,
+    source: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    concurrency: int,
+    resume: bool,
+    show_progress: bool,
+    progress_interval: float,
+    retry_replica_after: float,
+    give_up_after: float,
+) -> FolderJobReport:
+    """Run a folder job to the end (see the module doc).
+
+    Raises:
+        InvalidInputError: no such folder, no matching file, two files with the same outputs.
+        JobMismatch: an earlier run in ``out`` served another model or had other options.
+        ReplicaMismatch: the servers serve different models.
+        APIError: a fatal answer (401, 404, ...), or every server down for ``give_up_after`` seconds.
+    """
+    started = time.monotonic()
+    folder, target = Path(source), Path(out)
+    documents = await asyncio.to_thread(find_documents, folder, target, job.suffixes)
+    replicas, owned = make_replicas(servers)
+    try:
+        served = await _served_model(replicas, job.kind)
+        fingerprint = {"model": served, "options": job.fingerprint}
+        work = target / WORK
+        _check_state(work, target, fingerprint, resume)
+        pool = ReplicaPool(replicas, concurrency, retry_replica_after, give_up_after)
+        return await _FolderRun(
+            job, out=target, documents=documents, pool=pool, work=work, fingerprint=fingerprint
+        ).run(show_progress=show_progress, progress_interval=progress_interval, started=started)
+    finally:
+        for replica, close in zip(replicas, owned, strict=True):
+            if close:
+                await replica.client.close()
+
+
+async def _served_model(replicas: list[Replica], kind: str) -> dict[str, Any]:
+    """The model every replica serves (name and weights path); refuses a mix.
+
+    Raises:
+        ReplicaMismatch: two replicas serve different models.
+    """
+
+    async def served(replica: Replica) -> dict[str, Any]:
+        info = await replica.client.server_info()
+        replica.version = info.version
+        name = replica.client.model or info.default_model
+        root = next((card.root for card in info.models if card.id == name), None)
+        return {"model": name, "root": root}
+
+    answers = await asyncio.gather(*(served(replica) for replica in replicas))
+    for replica, answer in zip(replicas[1:], answers[1:], strict=True):
+        if answer != answers[0]:
+            detail = (
+                f"{answers[0]['model']!r} ({answers[0]['root']}) vs {answer['model']!r} ({answer['root']})"
+            )
+            raise ReplicaMismatch((replicas[0].url, replica.url), f"{kind}: {detail}")
+    return answers[0]
+
+
+def _check_state(work: Path, out: Path, fingerprint: dict[str, Any], resume: bool) -> None:
+    """Keep an earlier run's records when its fingerprint is this one's; start over without ``resume``.
+
+    Raises:
+        JobMismatch: the earlier run served another model or had other options.
+    """
+    state = work / "state.json"
+    if resume and state.exists():
+        differences = changes(orjson.loads(state.read_bytes()).get("fingerprint", {}), fingerprint)
+        if differences:
+            raise JobMismatch(str(out), differences)
+        return
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    write_json(state, {"fingerprint": fingerprint})
+
+
+class _FolderRun:
+    """One run of a folder job: the units left, sent with bounded concurrency over the replicas."""
+
+    def __init__(
+        self,
+        job: FolderJob,
+        *,
+        out: Path,
+        documents: list[Document],
+        pool: ReplicaPool,
+        work: Path,
+        fingerprint: dict[str, Any],
+    ) -> None:
+        self._job, self._out, self._documents, self._pool = job, out, documents, pool
+        self._work, self._fingerprint = work, fingerprint
+        self._records = _Records(work)
+        self._units: dict[str, list[Unit]] = {}
+        self._left: dict[str, int] = {}
+        self._failed: list[tuple[str, int | None, str]] = []
+        self._sent = 0
+
+    async def run(self, *, show_progress: bool, progress_interval: float, started: float) -> FolderJobReport:
+        todo: list[tuple[Document, Unit]] = []
+        for document in self._documents:
+            try:
+                units = await asyncio.to_thread(self._job.units, document)
+            except InvalidInputError as error:
+                self._fail(document, None, error)
+                continue
+            self._units[document.relative] = units
+            left = [unit for unit in units if self._records.load(document, unit) is None]
+            self._left[document.relative] = len(left)
+            todo.extend((document, unit) for unit in left)
+            if not left:  # every unit done earlier; outputs rewritten if a kill came before them
+                await asyncio.to_thread(self._write_outputs, document)
+        total = sum(len(units) for units in self._units.values())
+        progress = JobProgress(
+            total,
+            total - len(todo),
+            self._pool.replicas,
+            enabled=show_progress,
+            interval=progress_interval,
+            description=f"{self._job.kind}-dir",
+            unit=self._job.unit,
+        )
+        try:
+            await self._send(todo, progress)
+        finally:
+            progress.close()
+        return await asyncio.to_thread(self._finish, total, total - len(todo), time.monotonic() - started)
+
+    async def _send(self, todo: list[tuple[Document, Unit]], progress: JobProgress) -> None:
+        """Every unit left, at most ``concurrency`` per replica in flight (a task per unit only once it
+        may start: a million pages are not a million waiting tasks)."""
+        slots = asyncio.Semaphore(len(self._pool.replicas) * self._pool.concurrency)
+        async with asyncio.TaskGroup() as group:
+            for document, unit in todo:
+                await slots.acquire()
+                task = group.create_task(self._unit(document, unit, progress))
+                task.add_done_callback(lambda _task: slots.release())
+
+    async def _unit(self, document: Document, unit: Unit, progress: JobProgress) -> None:
+        job = self._job
+
+        def call(client: AsyncClient) -> Awaitable[dict[str, Any]]:
+            return job.process(client, document, unit)
+
+        try:
+            record = await self._pool.send(call)
+        except UNIT_ERRORS as error:
+            self._fail(document, unit, error)
+            progress.advance(0, 0)
+            return
+        await asyncio.to_thread(self._records.save, document, unit, record)
+        self._sent += 1
+        progress.advance(1, int((record.get("usage") or {}).get("total_tokens") or 0))
+        self._left[document.relative] -= 1
+        if self._left[document.relative] == 0:
+            await asyncio.to_thread(self._write_outputs, document)
+
+    def _fail(self, document: Document, unit: Unit, error: Exception) -> None:
+        message = error.message if isinstance(error, APIStatusError) else str(error)
+        where = document.relative if unit is None else f"{document.relative} page {unit}"
+        logger.warning("%s failed: %s", where, message)
+        self._failed.append((document.relative, unit, message))
+
+    def _loaded(self, document: Document) -> list[dict[str, Any]] | None:
+        records = [self._records.load(document, unit) for unit in self._units[document.relative]]
+        return None if any(record is None for record in records) else [r for r in records if r is not None]
+
+    def _write_outputs(self, document: Document) -> None:
+        records = self._loaded(document)
+        if records is not None:
+            self._job.write_outputs(self._out, document, records)
+
+    def _finish(self, total: int, resumed: int, seconds: float) -> FolderJobReport:
+        """Write the errors file, what covers every finished file, and the manifest."""
+        done = [
+            (document, records)
+            for document in self._documents
+            if document.relative in self._units and (records := self._loaded(document)) is not None
+        ]
+        self._job.finish(self._out, done)
+        errors = self._out / "errors.jsonl"
+        failed = sorted(self._failed, key=lambda item: (item[0], item[1] or 0))
+        if failed:
+            lines = [orjson.dumps({"document": d, "page": p, "error": m}) + b"\n" for d, p, m in failed]
+            write_atomically(errors, b"".join(lines))
+        else:
+            errors.unlink(missing_ok=True)
+        reports = tuple(
+            ReplicaReport(
+                r.url, r.version, r.rows, r.batches, r.failures, r.busy, r.rows / max(seconds, 1e-9)
+            )
+            for r in self._pool.replicas
+        )
+        manifest = self._out / "manifest.json"
+        write_json(
+            manifest,
+            {
+                "kind": f"{self._job.kind}-dir",
+                "complete": len(done) == len(self._documents),
+                "documents": len(self._documents),
+                "documents_done": len(done),
+                self._job.unit + "s": total,
+                "failed": len(failed),
+                "model": self._fingerprint["model"]["model"],
+                "model_root": self._fingerprint["model"]["root"],
+                "servers": [{"url": r.url, "version": r.version} for r in self._pool.replicas],
+                "fingerprint": self._fingerprint,
+                "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+                "seconds": round(seconds, 3),
+                "replicas": [asdict(report) for report in reports],
+            },
+        )
+        return FolderJobReport(
+            out=self._out,
+            documents=len(self._documents),
+            documents_done=len(done),
+            unit=self._job.unit,
+            units=total,
+            units_sent=self._sent,
+            units_resumed=resumed,
+            failed=tuple(failed),
+            errors_file=errors if failed else None,
+            manifest=manifest,
+            seconds=seconds,
+            replicas=reports,
+        )
+
+
+def validate_formats(formats: Sequence[str], allowed: Sequence[str]) -> tuple[str, ...]:
+    """The output formats asked for, checked (duplicates dropped, order kept).
+
+    Raises:
+        InvalidInputError: none, or one not in ``allowed``.
+
+    Examples:
+        >>> validate_formats(["srt", "txt"], ["srt", "vtt", "json", "txt"])
+        ('srt', 'txt')
+    """
+    chosen = tuple(dict.fromkeys(formats))
+    bad = [fmt for fmt in chosen if fmt not in allowed]
+    if bad or not chosen:
+        raise InvalidInputError(
+            "formats",
+            list(formats),
+            "names no known format" if not bad else f"has {bad[0]!r}",
+            f"Pass one or more of {', '.join(allowed)}.",
+        )
+    return chosen

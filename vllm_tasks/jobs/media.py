@@ -1,0 +1,326 @@
+"""``ocr_dir`` / ``aocr_dir`` and ``transcribe_dir`` / ``atranscribe_dir``: a folder of PDFs and images
+into markdown, a folder of recordings into subtitles and transcripts, resumably (see ``folders``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .. import defaults, pdf
+from .. import ocr as ocr_parts
+from .._async.client import AsyncClient
+from ..integrations._common import block_metadata
+from ..types.audio import Transcription
+from ..validation import positive_int, positive_number
+from .folders import (
+    Document,
+    FolderJob,
+    FolderJobReport,
+    Unit,
+    output_path,
+    run_folder_job,
+    validate_formats,
+    write_atomically,
+)
+from .replicas import Servers, run_in_own_loop
+
+PDF_SUFFIXES = frozenset({".pdf"})
+IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp", ".gif"})
+OCR_SUFFIXES = PDF_SUFFIXES | IMAGE_SUFFIXES
+"""What ``ocr_dir`` takes (any case)."""
+AUDIO_SUFFIXES = frozenset(
+    {".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".m4a", ".aac", ".webm", ".mp4", ".mkv", ".mov"}
+)
+"""What ``transcribe_dir`` takes (any case; video files are read for their audio track)."""
+TRANSCRIPT_FORMATS = ("srt", "vtt", "json", "txt")
+PAGE_SEPARATOR = "\n\n---\n\n"
+"""Between a PDF's pages in its markdown file (as ``OCRDocument.markdown``)."""
+
+
+class _OCRJob(FolderJob):
+    kind, suffixes, unit = "ocr", OCR_SUFFIXES, "page"
+
+    def __init__(self, options: dict[str, Any], dpi: float) -> None:
+        self._options, self._dpi = options, dpi
+
+    @property
+    def fingerprint(self) -> dict[str, Any]:
+        return {**self._options, "dpi": self._dpi}
+
+    def units(self, document: Document) -> list[Unit]:
+        if document.path.suffix.lower() not in PDF_SUFFIXES:
+            return [1]
+        with pdf.PDFIUM_LOCK:
+            opened = pdf.open_pdf(document.path)
+            try:
+                pages = len(opened)
+                pdf.check_page_sizes(opened, range(1, pages + 1), self._dpi)
+            finally:
+                opened.close()
+        return list(range(1, pages + 1))
+
+    async def process(self, client: AsyncClient, document: Document, unit: Unit) -> dict[str, Any]:
+        image: Any = document.path
+        if document.path.suffix.lower() in PDF_SUFFIXES:
+            image = await _render_page(document.path, unit or 1, self._dpi)
+        result = await client.ocr(image, **self._options)
+        return {
+            "document": document.relative,
+            "page": unit,
+            "markdown": result.markdown,
+            "blocks": [block_metadata(block) for block in result.blocks],
+            "image_size": list(result.image_size) if result.image_size is not None else None,
+            "truncated": result.truncated,
+            "finish_reason": result.finish_reason,
+            "model": result.model,
+            "usage": result.usage.model_dump(),
+        }
+
+    def write_outputs(self, out: Path, document: Document, records: list[dict[str, Any]]) -> None:
+        markdown = PAGE_SEPARATOR.join(record["markdown"] for record in records)
+        write_atomically(output_path(out, document, ".md"), markdown.encode() + b"\n")
+
+    def finish(self, out: Path, done: list[tuple[Document, list[dict[str, Any]]]]) -> None:
+        """``OUT/pages.jsonl``: every page of every finished document, in order (streamed, renamed)."""
+        path = out / "pages.jsonl"
+        temporary = path.with_name(path.name + ".tmp")
+        with temporary.open("wb") as handle:
+            for _, records in done:
+                handle.writelines(orjson.dumps(record) + b"\n" for record in records)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+
+
+async def _render_page(path: Path, page: int, dpi: float) -> Any:
+    """One PDF page as a PIL image, rendered in a worker thread."""
+    from ..offload import async_offload
+
+    def render() -> Any:
+        _, pages = pdf.render_pages(path, [page], dpi)
+        for _, image in pages:
+            return image
+        return None  # pragma: no cover - render_pages yields the page asked for
+
+    return await async_offload(render)
+
+
+class _TranscribeJob(FolderJob):
+    kind, suffixes, unit = "transcribe", AUDIO_SUFFIXES, "file"
+
+    def __init__(self, options: dict[str, Any], translate: bool, formats: Sequence[str]) -> None:
+        self._options, self._translate, self._formats = options, translate, formats
+
+    @property
+    def fingerprint(self) -> dict[str, Any]:
+        return {**self._options, "translate": self._translate}
+
+    def units(self, document: Document) -> list[Unit]:
+        return [None]
+
+    def process(self, client: AsyncClient, document: Document, unit: Unit) -> Awaitable[dict[str, Any]]:
+        method = client.translate if self._translate else client.transcribe
+        return _transcript_record(method(document.path, response_format="verbose_json", **self._options))
+
+    def write_outputs(self, out: Path, document: Document, records: list[dict[str, Any]]) -> None:
+        result = Transcription.model_validate(records[0])
+        rendered = {"srt": result.to_srt, "vtt": result.to_vtt, "json": result.to_json, "txt": result.to_text}
+        for fmt in self._formats:
+            text = rendered[fmt]()
+            write_atomically(output_path(out, document, f".{fmt}"), text.rstrip("\n").encode() + b"\n")
+
+    def finish(self, out: Path, done: list[tuple[Document, list[dict[str, Any]]]]) -> None:
+        """Nothing: each recording's files are all its outputs."""
+
+
+async def _transcript_record(call: Awaitable[Transcription]) -> dict[str, Any]:
+    record: dict[str, Any] = (await call).model_dump(mode="json", exclude_none=True)
+    return record
+
+
+async def aocr_dir(
+    client: Servers,
+    source: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    prompt: str = "markdown",
+    max_tokens: int | None = defaults.OCR_MAX_TOKENS,
+    dpi: float = defaults.OCR_PDF_DPI,
+    ngram_size: int | None = ocr_parts.RECIPE_NGRAM_SIZE,
+    window_size: int | None = ocr_parts.RECIPE_WINDOW_SIZE,
+    whitelist_token_ids: Sequence[int] | None = ocr_parts.RECIPE_WHITELIST,
+    temperature: float = 0.0,
+    max_side: int | None = defaults.IMAGE_MAX_SIDE,
+    concurrency: int = defaults.OCR_PDF_CONCURRENCY,
+    resume: bool = True,
+    show_progress: bool = False,
+    progress_interval: float = defaults.JOB_PROGRESS_INTERVAL,
+    retry_replica_after: float = defaults.JOB_REPLICA_RETRY_AFTER,
+    give_up_after: float = defaults.JOB_GIVE_UP_AFTER,
+) -> FolderJobReport:
+    """OCR every PDF and image under a folder into markdown, page by page, resumably.
+
+    Takes ``.pdf``, ``.png``, ``.jpg``/``.jpeg``, ``.webp``, ``.tif``/``.tiff``, ``.bmp`` and ``.gif``
+    (any case) in ``source`` and its subfolders (hidden ones skipped). Writes, under ``out``:
+    ``<relative path>.md`` per document (its pages joined with ``---``, once every page is done),
+    ``pages.jsonl`` (one line per page: ``document``, ``page``, ``markdown``, ``blocks`` with labels and
+    pixel boxes, ``image_size``, ``truncated``, ``finish_reason``, ``model``, ``usage``), ``errors.jsonl``
+    (``document``, ``page``, ``error``: pages that failed in this run) and ``manifest.json``. Every page
+    is saved as it finishes: a run after ``kill -9`` or Ctrl-C redoes no finished page; failed pages are
+    tried again. Async-first: ``ocr_dir`` (same arguments) runs this in its own event loop.
+
+    Args:
+        client: the server(s): a ``Client``/``AsyncClient``, a root URL, or a list of them (pages go to
+            the one with the fewest in flight; all must serve the same model).
+        source: the folder of documents.
+        out: the output folder (made if missing; may not be inside ``source``'s scan: it is skipped).
+        prompt, max_tokens, ngram_size, window_size, whitelist_token_ids, temperature, max_side: as for
+            :meth:`AsyncClient.ocr`.
+        dpi: PDF rendering resolution.
+        concurrency: pages in flight per server.
+        resume: continue an earlier run in ``out``; False starts over.
+        show_progress: a tqdm bar on a terminal, else a log line every ``progress_interval`` seconds.
+        progress_interval: seconds between progress log lines.
+        retry_replica_after: seconds a failing server is first set aside (doubling while it fails).
+        give_up_after: stop when every server has failed and none answered for this many seconds.
+
+    Returns:
+        FolderJobReport.
+
+    Raises:
+        InvalidInputError: not a folder, no document in it, two documents with the same output name
+            (``a.pdf`` and ``a.png``), a bad option.
+        JobMismatch: the earlier run in ``out`` served another model or had other OCR options.
+        ReplicaMismatch: the servers serve different models.
+        APIError: a fatal answer (401, 404, ...), or every server down for ``give_up_after`` seconds.
+
+    Examples:
+        >>> report = await aocr_dir(["http://gpu1:8000", "http://gpu2:8000"], "scans", "scans-md")
+        >>> report.summary()
+        'scans-md: 12/12 file(s) done, 230 page(s)'
+    """
+    options = {
+        "prompt": prompt,
+        "max_tokens": None if max_tokens is None else positive_int("max_tokens", max_tokens),
+        "ngram_size": ngram_size,
+        "window_size": window_size,
+        "whitelist_token_ids": None if whitelist_token_ids is None else list(whitelist_token_ids),
+        "temperature": temperature,
+        "max_side": max_side,
+    }
+    job = _OCRJob(options, positive_number("dpi", dpi))
+    return await run_folder_job(
+        job,
+        client,
+        source,
+        out,
+        concurrency=positive_int("concurrency", concurrency),
+        resume=resume,
+        show_progress=show_progress,
+        progress_interval=positive_number("progress_interval", progress_interval),
+        retry_replica_after=positive_number("retry_replica_after", retry_replica_after),
+        give_up_after=positive_number("give_up_after", give_up_after),
+    )
+
+
+async def atranscribe_dir(
+    client: Servers,
+    source: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    formats: Iterable[str] = ("srt", "json", "txt"),
+    language: str | None = None,
+    prompt: str | None = None,
+    translate: bool = False,
+    temperature: float | None = None,
+    concurrency: int = defaults.OCR_PDF_CONCURRENCY,
+    resume: bool = True,
+    show_progress: bool = False,
+    progress_interval: float = defaults.JOB_PROGRESS_INTERVAL,
+    retry_replica_after: float = defaults.JOB_REPLICA_RETRY_AFTER,
+    give_up_after: float = defaults.JOB_GIVE_UP_AFTER,
+) -> FolderJobReport:
+    """Transcribe (or translate) every audio file under a folder into subtitles and text, resumably.
+
+    Takes ``.wav``, ``.flac``, ``.mp3``, ``.ogg``/``.oga``, ``.opus``, ``.m4a``, ``.aac``, ``.webm``,
+    ``.mp4``, ``.mkv`` and ``.mov`` (any case) in ``source`` and its subfolders (hidden ones skipped).
+    Writes, under ``out``, ``<relative path>.srt``, ``.json`` and ``.txt`` per file (or the ``formats``
+    asked: ``srt``, ``vtt``, ``json``, ``txt``), ``errors.jsonl`` (``document``, ``page`` (null),
+    ``error``: files that failed in this run) and ``manifest.json``. Each file is saved as it finishes
+    (long files are split client-side as :meth:`AsyncClient.transcribe` does): a run after ``kill -9``
+    or Ctrl-C redoes no finished file; failed ones are tried again; formats added later are rendered
+    from the saved results without a request. Async-first: ``transcribe_dir`` runs this in its own loop.
+
+    Args:
+        client: the server(s): a ``Client``/``AsyncClient``, a root URL, or a list of them.
+        source: the folder of recordings.
+        out: the output folder (made if missing).
+        formats: the files written per recording.
+        language, prompt, temperature: as for :meth:`AsyncClient.transcribe`.
+        translate: translate to English (``/v1/audio/translations``) instead.
+        concurrency: files in flight per server.
+        resume, show_progress, progress_interval, retry_replica_after, give_up_after: as for
+            :func:`aocr_dir`.
+
+    Returns:
+        FolderJobReport.
+
+    Raises:
+        InvalidInputError: not a folder, no audio in it, two files with the same output name, an
+            unknown format, a bad option.
+        JobMismatch: the earlier run in ``out`` served another model or had other options.
+        ReplicaMismatch: the servers serve different models.
+        APIError: a fatal answer (401, 404, ...), or every server down for ``give_up_after`` seconds.
+
+    Examples:
+        >>> report = await atranscribe_dir("http://localhost:8000", "calls", "calls-text", formats=["srt"])
+        >>> report.summary()
+        'calls-text: 40/40 file(s) done, 40 file(s)'
+    """
+    options = {"language": language, "prompt": prompt, "temperature": temperature}
+    job = _TranscribeJob(options, bool(translate), validate_formats(list(formats), TRANSCRIPT_FORMATS))
+    return await run_folder_job(
+        job,
+        client,
+        source,
+        out,
+        concurrency=positive_int("concurrency", concurrency),
+        resume=resume,
+        show_progress=show_progress,
+        progress_interval=positive_number("progress_interval", progress_interval),
+        retry_replica_after=positive_number("retry_replica_after", retry_replica_after),
+        give_up_after=positive_number("give_up_after", give_up_after),
+    )
+
+
+ocr_dir = run_in_own_loop(aocr_dir)
+ocr_dir.__name__ = ocr_dir.__qualname__ = "ocr_dir"
+ocr_dir.__doc__ = """OCR every PDF and image under a folder into markdown, page by page, resumably (sync).
+
+The sync entry point of :func:`aocr_dir`: the same arguments, result and errors, run in its own event
+loop (await ``aocr_dir`` from async code).
+
+Examples:
+    >>> with vt.Client("http://localhost:8000") as client:
+    ...     report = vt.ocr_dir(client, "scans", "scans-md", show_progress=True)
+    >>> report.summary()
+    'scans-md: 12/12 file(s) done, 230 page(s)'
+"""
+
+transcribe_dir = run_in_own_loop(atranscribe_dir)
+transcribe_dir.__name__ = transcribe_dir.__qualname__ = "transcribe_dir"
+transcribe_dir.__doc__ = """Transcribe every audio file under a folder into .srt/.json/.txt, resumably (sync).
+
+The sync entry point of :func:`atranscribe_dir`: the same arguments, result and errors, run in its own
+event loop.
+
+Examples:
+    >>> report = vt.transcribe_dir("http://localhost:8000", "calls", "calls-text")
+    >>> report.summary()
+    'calls-text: 40/40 file(s) done, 40 file(s)'
+"""
