@@ -53,7 +53,7 @@ class _OCRJob(FolderJob):
         return {**self._options, "dpi": self._dpi}
 
     def units(self, document: Document) -> list[Unit]:
-        if document.path.suffix.lower() not in PDF_SUFFIXES:
+        if not _is_pdf(document.path):
             return [1]
         with pdf.PDFIUM_LOCK:
             opened = pdf.open_pdf(document.path)
@@ -66,7 +66,7 @@ class _OCRJob(FolderJob):
 
     async def process(self, client: AsyncClient, document: Document, unit: Unit) -> dict[str, Any]:
         image: Any = document.path
-        if document.path.suffix.lower() in PDF_SUFFIXES:
+        if unit is not None and _is_pdf(document.path):
             image = await _render_page(document.path, unit or 1, self._dpi)
         result = await client.ocr(image, **self._options)
         return {
@@ -95,6 +95,14 @@ class _OCRJob(FolderJob):
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)
+
+
+def _is_pdf(path: Path) -> bool:
+    """A PDF by its first bytes, whatever its suffix (a ``.pdf`` that is not one fails to open)."""
+    if path.suffix.lower() in PDF_SUFFIXES:
+        return True
+    with path.open("rb") as handle:
+        return handle.read(5) == b"%PDF-"
 
 
 async def _render_page(path: Path, page: int, dpi: float) -> Any:

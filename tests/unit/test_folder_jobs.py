@@ -1,0 +1,455 @@
+"""ocr_dir() / transcribe_dir() and ``vllm-tasks ocr-dir`` / ``transcribe-dir`` against FakeVLLM servers.
+
+What is checked: the outputs (a markdown file per document, equal to ``client.ocr_pdf``'s; ``pages.jsonl``
+with blocks and boxes; ``.srt``/``.json``/``.txt`` per recording), resuming (a finished page or file is
+never sent again; a failed one is recorded with its message and retried by the next run; an edited file
+is redone), refusals (another model, other options, bad folders), several servers, progress and the CLI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import vllm_tasks as vt
+from vllm_tasks import cli
+from vllm_tasks.testing import OCR_TASKS, SPEECH_TASKS, FakeVLLM, ReceivedRequest
+
+DATA = Path(__file__).parents[2]
+PAGE, REPORT = DATA / "examples/data/page.png", DATA / "examples/data/report.pdf"
+FOX, NUMBERS = DATA / "tests/data/audio/fox.wav", DATA / "tests/data/audio/numbers.wav"
+CHAT, AUDIO = "/v1/chat/completions", "/v1/audio/transcriptions"
+FAST = {"retry_replica_after": 0.05, "give_up_after": 0.5}
+pytestmark = pytest.mark.filterwarnings("ignore::vllm_tasks.OCRTruncatedWarning")  # the fake's long page
+
+
+def page_requests(fake: FakeVLLM) -> list[ReceivedRequest]:
+    """The OCR requests (the n-gram processor check has no image)."""
+    return [r for r in fake.received(CHAT) if "image_url" in json.dumps(r.json)]
+
+
+def page_of(request: ReceivedRequest) -> str:
+    """A short tag of the image a request carried, to tell pages apart."""
+    return json.dumps(request.json)[-200:]
+
+
+@pytest.fixture
+def scans(tmp_path: Path) -> Path:
+    """page.png, sub/report.pdf (2 pages), sub/deeper/copy.png, and files ocr_dir must skip."""
+    folder = tmp_path / "scans"
+    (folder / "sub" / "deeper").mkdir(parents=True)
+    shutil.copy(PAGE, folder / "page.png")
+    shutil.copy(REPORT, folder / "sub" / "report.pdf")
+    shutil.copy(PAGE, folder / "sub" / "deeper" / "copy.PNG")
+    (folder / "notes.txt").write_text("not a document")
+    (folder / ".hidden").mkdir()
+    shutil.copy(PAGE, folder / ".hidden" / "skipped.png")
+    return folder
+
+
+@pytest.fixture
+def recordings(tmp_path: Path) -> Path:
+    folder = tmp_path / "calls"
+    (folder / "day2").mkdir(parents=True)
+    shutil.copy(FOX, folder / "fox.wav")
+    shutil.copy(NUMBERS, folder / "day2" / "numbers.wav")
+    return folder
+
+
+@pytest.fixture
+def ocr_fake() -> Iterator[FakeVLLM]:
+    with FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS) as server:
+        yield server
+
+
+@pytest.fixture
+def stt_fake() -> Iterator[FakeVLLM]:
+    with FakeVLLM(model="whisper", tasks=SPEECH_TASKS) as server:
+        yield server
+
+
+def outputs(folder: Path) -> dict[str, bytes]:
+    """Every output file (not the work folder, not the manifest's timings) by relative path."""
+    return {
+        path.relative_to(folder).as_posix(): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and ".vllm-tasks" not in path.parts and path.name != "manifest.json"
+    }
+
+
+# --- ocr_dir: outputs ----------------------------------------------------------------------------------
+
+
+def test_ocr_dir_writes_a_markdown_file_per_document_and_the_pages(
+    scans: Path, tmp_path: Path, ocr_fake: FakeVLLM
+) -> None:
+    out = tmp_path / "md"
+    report = vt.ocr_dir(ocr_fake.url, scans, out, max_tokens=64)
+    assert (report.documents, report.documents_done, report.units, report.units_sent) == (3, 3, 4, 4)
+    assert report.complete and report.failed == () and report.errors_file is None
+    assert sorted(outputs(out)) == ["page.md", "pages.jsonl", "sub/deeper/copy.md", "sub/report.md"]
+    with vt.Client(ocr_fake.url) as client:
+        document = client.ocr_pdf(REPORT, max_tokens=64)
+        single = client.ocr(PAGE, max_tokens=64)
+    assert (out / "sub/report.md").read_text() == document.markdown + "\n"
+    assert (out / "page.md").read_text() == single.markdown + "\n"
+    pages = [json.loads(line) for line in (out / "pages.jsonl").read_text().splitlines()]
+    assert [(p["document"], p["page"]) for p in pages] == [
+        ("page.png", 1),
+        ("sub/deeper/copy.PNG", 1),
+        ("sub/report.pdf", 1),
+        ("sub/report.pdf", 2),
+    ]
+    assert [p["markdown"] for p in pages[2:]] == [page.result.markdown for page in document.pages]
+    first = pages[0]["blocks"][0]
+    assert first["label"] == single.blocks[0].label and first["boxes"] == [list(single.blocks[0].boxes[0])]
+    assert pages[0]["image_size"] == list(single.image_size or ())
+    manifest = json.loads(report.manifest.read_text())
+    assert manifest["complete"] and manifest["pages"] == 4 and manifest["model"] == "deepseek-ocr"
+    assert manifest["fingerprint"]["options"]["max_tokens"] == 64
+    assert all(r["max_tokens"] == 64 for r in (p.json for p in page_requests(ocr_fake)))
+
+
+def test_a_finished_job_run_again_sends_nothing(scans: Path, tmp_path: Path, ocr_fake: FakeVLLM) -> None:
+    vt.ocr_dir(ocr_fake.url, scans, tmp_path / "md")
+    before = outputs(tmp_path / "md")
+    ocr_fake.clear_requests()
+    report = vt.ocr_dir(ocr_fake.url, scans, tmp_path / "md")
+    assert page_requests(ocr_fake) == [] and report.units_sent == 0 and report.units_resumed == 4
+    assert "already complete; nothing to do" in report.summary()
+    assert outputs(tmp_path / "md") == before
+
+
+def test_a_new_document_is_the_only_one_sent(scans: Path, tmp_path: Path, ocr_fake: FakeVLLM) -> None:
+    vt.ocr_dir(ocr_fake.url, scans, tmp_path / "md")
+    shutil.copy(PAGE, scans / "added.jpg")  # PNG bytes under another suffix: the server sees an image
+    ocr_fake.clear_requests()
+    report = vt.ocr_dir(ocr_fake.url, scans, tmp_path / "md")
+    assert len(page_requests(ocr_fake)) == 1 and report.units_sent == 1 and report.documents == 4
+    assert (tmp_path / "md" / "added.md").exists()
+
+
+def test_an_edited_document_is_redone(scans: Path, tmp_path: Path, ocr_fake: FakeVLLM) -> None:
+    vt.ocr_dir(ocr_fake.url, scans, tmp_path / "md")
+    shutil.copy(REPORT, scans / "page.png")  # same name, other content (a PDF now: 2 pages)
+    ocr_fake.clear_requests()
+    report = vt.ocr_dir(ocr_fake.url, scans, tmp_path / "md")
+    assert report.units_sent == 2 and len(page_requests(ocr_fake)) == 2 and report.units == 5
+
+
+# --- ocr_dir: failures, interruptions ------------------------------------------------------------------
+
+
+def test_a_page_that_fails_is_recorded_and_retried_next_run(
+    scans: Path, tmp_path: Path, ocr_fake: FakeVLLM
+) -> None:
+    reference = tmp_path / "reference"
+    vt.ocr_dir(ocr_fake.url, scans, reference)
+    ocr_fake.clear_requests()
+    ocr_fake.fail(400, path=CHAT, after=3, message="this page is refused")  # 1 check + 2 pages pass
+    out = tmp_path / "md"
+    report = vt.ocr_dir(ocr_fake.url, scans, out, concurrency=1)
+    assert not report.complete and report.documents_done == 2 and len(report.failed) == 1
+    document, page, message = report.failed[0]
+    assert page is not None and message == "this page is refused"
+    assert json.loads((out / "errors.jsonl").read_text()) == {
+        "document": document,
+        "page": page,
+        "error": "this page is refused",
+    }
+    assert not (out / Path(document).with_suffix(".md")).exists()  # not until all its pages are done
+    assert "1 failed" in report.summary() and "run again" in report.summary()
+    sent = len(page_requests(ocr_fake))
+    ocr_fake.clear_requests()
+    again = vt.ocr_dir(ocr_fake.url, scans, out)
+    assert len(page_requests(ocr_fake)) == 1 and again.units_sent == 1 and sent == 4  # only that page
+    assert again.complete and not (out / "errors.jsonl").exists()
+    assert outputs(out) == outputs(reference)
+
+
+def test_a_file_that_does_not_decode_is_recorded_and_the_others_done(
+    scans: Path, tmp_path: Path, ocr_fake: FakeVLLM
+) -> None:
+    (scans / "broken.png").write_bytes(b"not an image")
+    (scans / "broken2.pdf").write_bytes(b"not a pdf either")
+    report = vt.ocr_dir(ocr_fake.url, scans, tmp_path / "md")
+    failed = {document: (page, message) for document, page, message in report.failed}
+    assert set(failed) == {"broken.png", "broken2.pdf"} and failed["broken2.pdf"][0] is None
+    assert "cannot be opened" in failed["broken2.pdf"][1]
+    assert report.documents == 5 and report.documents_done == 3
+    assert cli.main(["ocr-dir", str(scans), "--out", str(tmp_path / "md"), "--url", ocr_fake.url]) == (
+        cli.EXIT_SERVER_ERROR
+    )
+    (scans / "broken.png").unlink()
+    (scans / "broken2.pdf").unlink()
+    assert (
+        cli.main(["ocr-dir", str(scans), "--out", str(tmp_path / "md"), "--url", ocr_fake.url]) == cli.EXIT_OK
+    )
+
+
+def test_an_interrupted_run_redoes_no_finished_page(scans: Path, tmp_path: Path) -> None:
+    for index in range(6):
+        shutil.copy(PAGE, scans / f"extra{index}.png")
+    out = tmp_path / "md"
+
+    async def interrupted() -> None:
+        task = asyncio.create_task(vt.aocr_dir(fake.url, scans, out, concurrency=1))
+        records = out / ".vllm-tasks" / "records"
+        while len(list(records.rglob("*.json"))) < 3:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS, latency=0.05) as fake:
+        asyncio.run(interrupted())
+        saved = len(list((out / ".vllm-tasks" / "records").rglob("*.json")))
+        first = [page_of(r) for r in page_requests(fake)]
+        fake.clear_requests()
+        report = vt.ocr_dir(fake.url, scans, out)
+        second = [page_of(r) for r in page_requests(fake)]
+    assert 3 <= saved < 10 and report.units_resumed == saved and report.units_sent == 10 - saved
+    assert len(second) == 10 - saved and len(first) <= saved + 1  # at most the one in flight is redone
+    assert report.complete and len((out / "pages.jsonl").read_text().splitlines()) == 10
+
+
+# --- ocr_dir: what refuses to resume, bad input ---------------------------------------------------------
+
+
+def test_other_options_or_another_model_refuse_to_resume(
+    scans: Path, tmp_path: Path, ocr_fake: FakeVLLM
+) -> None:
+    out = tmp_path / "md"
+    vt.ocr_dir(ocr_fake.url, scans, out, max_tokens=64)
+    with pytest.raises(vt.JobMismatch, match="option max_tokens: 64 -> 128"):
+        vt.ocr_dir(ocr_fake.url, scans, out, max_tokens=128)
+    with (
+        FakeVLLM(model="other-ocr", tasks=OCR_TASKS) as other,
+        pytest.raises(vt.JobMismatch, match="served model: 'deepseek-ocr' -> 'other-ocr'"),
+    ):
+        vt.ocr_dir(other.url, scans, out, max_tokens=64)
+    assert cli.main(["ocr-dir", str(scans), "--out", str(out), "--url", ocr_fake.url]) == cli.EXIT_JOB_REFUSED
+    ocr_fake.clear_requests()
+    report = vt.ocr_dir(ocr_fake.url, scans, out, max_tokens=128, resume=False)  # --restart
+    assert report.units_sent == 4 and len(page_requests(ocr_fake)) == 4
+
+
+def test_concurrency_and_servers_may_change_between_runs(
+    scans: Path, tmp_path: Path, ocr_fake: FakeVLLM
+) -> None:
+    vt.ocr_dir(ocr_fake.url, scans, tmp_path / "md", concurrency=1)
+    with FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS) as second:
+        report = vt.ocr_dir([second.url, ocr_fake.url], scans, tmp_path / "md", concurrency=3)
+    assert report.complete and report.units_sent == 0
+
+
+@pytest.mark.parametrize(
+    ("layout", "match"),
+    [
+        ({}, "holds no file ending in"),
+        ({"a.pdf": REPORT, "a.png": PAGE}, "would write the same output files"),
+    ],
+)
+def test_bad_folders_are_refused(
+    tmp_path: Path, layout: dict[str, Path], match: str, ocr_fake: FakeVLLM
+) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name, source in layout.items():
+        shutil.copy(source, folder / name)
+    with pytest.raises(vt.InvalidInputError, match=match) as info:
+        vt.ocr_dir(ocr_fake.url, folder, tmp_path / "out")
+    assert info.value.field == "source" and not (tmp_path / "out").exists()
+
+
+def test_bad_arguments_are_refused(scans: Path, tmp_path: Path, ocr_fake: FakeVLLM) -> None:
+    with pytest.raises(vt.InvalidInputError, match="is not a folder"):
+        vt.ocr_dir(ocr_fake.url, PAGE, tmp_path / "out")
+    with pytest.raises(vt.InvalidInputError) as info:
+        vt.ocr_dir(ocr_fake.url, scans, tmp_path / "out", concurrency=0)
+    assert info.value.field == "concurrency"
+    with pytest.raises(vt.InvalidInputError, match="has 'docx'") as info:
+        vt.transcribe_dir(ocr_fake.url, scans, tmp_path / "out", formats=["srt", "docx"])
+    assert info.value.field == "formats"
+    with pytest.raises(vt.InvalidInputError, match="names a server twice"):
+        vt.ocr_dir([ocr_fake.url, ocr_fake.url], scans, tmp_path / "out")
+
+
+def test_an_output_folder_inside_the_input_is_not_read(scans: Path, ocr_fake: FakeVLLM) -> None:
+    report = vt.ocr_dir(ocr_fake.url, scans, scans / "md")
+    shutil.copy(PAGE, scans / "md" / "dropped-here.png")
+    again = vt.ocr_dir(ocr_fake.url, scans, scans / "md")
+    assert report.documents == again.documents == 3 and again.units_sent == 0
+
+
+# --- several servers, progress ---------------------------------------------------------------------------
+
+
+def test_pages_go_to_every_server_and_a_failing_one_is_set_aside(scans: Path, tmp_path: Path) -> None:
+    for index in range(5):
+        shutil.copy(PAGE, scans / f"extra{index}.png")
+    with (
+        FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS, latency=0.02) as good,
+        FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS, latency=0.02) as bad,
+    ):
+        bad.fail(503, path=CHAT, after=2, times=None)  # the check and one page, then every request fails
+        with vt.Client(bad.url, max_retries=0) as flaky:
+            report = vt.ocr_dir([good.url, flaky], scans, tmp_path / "md", concurrency=2, **FAST)
+        urls = (good.url, bad.url)
+    by_url = {r.url: r for r in report.replicas}
+    good_url, bad_url = urls
+    assert report.complete and report.units_sent == 9
+    assert by_url[bad_url].failures >= 1 and by_url[bad_url].rows + by_url[good_url].rows == 9
+    manifest = json.loads(report.manifest.read_text())
+    assert {s["url"] for s in manifest["servers"]} == set(urls)
+
+
+def test_servers_of_different_models_are_refused(scans: Path, tmp_path: Path, ocr_fake: FakeVLLM) -> None:
+    with (
+        FakeVLLM(model="other", tasks=OCR_TASKS) as other,
+        pytest.raises(vt.ReplicaMismatch, match="'other'"),
+    ):
+        vt.ocr_dir([ocr_fake.url, other.url], scans, tmp_path / "md")
+
+
+def test_progress_is_a_log_line_without_a_terminal(
+    scans: Path, tmp_path: Path, ocr_fake: FakeVLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="vllm_tasks.jobs")
+    vt.ocr_dir(ocr_fake.url, scans, tmp_path / "md", show_progress=True, progress_interval=0.0001)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ocr-dir: ")]
+    assert lines and "4/4 pages (100.0%)" in lines[-1] and "pages/s" in lines[-1]
+
+
+def test_progress_is_a_bar_on_a_terminal(
+    recordings: Path,
+    tmp_path: Path,
+    stt_fake: FakeVLLM,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    vt.transcribe_dir(stt_fake.url, recordings, tmp_path / "text", show_progress=True)
+    bar = capsys.readouterr().err
+    assert "transcribe-dir: 100%" in bar and "2/2" in bar and "file" in bar
+
+
+def test_the_job_shares_an_event_loop(scans: Path, tmp_path: Path, ocr_fake: FakeVLLM) -> None:
+    async def main() -> tuple[vt.FolderJobReport, int]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.001)
+
+        beat = asyncio.create_task(ticker())
+        async with vt.AsyncClient(ocr_fake.url) as client:
+            report = await vt.aocr_dir(client, scans, tmp_path / "md")
+        beat.cancel()
+        return report, ticks
+
+    report, ticks = asyncio.run(main())
+    assert report.complete and ticks > 1
+
+
+# --- transcribe_dir --------------------------------------------------------------------------------------
+
+
+def test_transcribe_dir_writes_srt_json_and_txt_per_file(
+    recordings: Path, tmp_path: Path, stt_fake: FakeVLLM
+) -> None:
+    out = tmp_path / "text"
+    report = vt.transcribe_dir(stt_fake.url, recordings, out, language="en")
+    assert report.complete and (report.documents, report.units, report.unit) == (2, 2, "file")
+    assert sorted(outputs(out)) == [
+        "day2/numbers.json",
+        "day2/numbers.srt",
+        "day2/numbers.txt",
+        "fox.json",
+        "fox.srt",
+        "fox.txt",
+    ]
+    with vt.Client(stt_fake.url) as client:
+        direct = client.transcribe(FOX, language="en", response_format="verbose_json")
+    assert (out / "fox.srt").read_text() == direct.to_srt().rstrip("\n") + "\n"
+    assert (out / "fox.txt").read_text() == direct.to_text() + "\n"
+    assert json.loads((out / "fox.json").read_text()) == json.loads(direct.to_json())
+    assert all(r.form["response_format"] == "verbose_json" for r in stt_fake.received(AUDIO))
+    assert all(r.form["language"] == "en" for r in stt_fake.received(AUDIO))
+
+
+def test_formats_added_later_are_rendered_without_a_request(
+    recordings: Path, tmp_path: Path, stt_fake: FakeVLLM
+) -> None:
+    out = tmp_path / "text"
+    vt.transcribe_dir(stt_fake.url, recordings, out, formats=["txt"])
+    assert sorted(outputs(out)) == ["day2/numbers.txt", "fox.txt"]
+    stt_fake.clear_requests()
+    vt.transcribe_dir(stt_fake.url, recordings, out, formats=["vtt", "srt"])
+    assert stt_fake.received(AUDIO) == []
+    assert (out / "fox.vtt").read_text().startswith("WEBVTT") and (out / "day2/numbers.srt").exists()
+
+
+def test_a_file_that_fails_is_recorded_and_retried(
+    recordings: Path, tmp_path: Path, stt_fake: FakeVLLM
+) -> None:
+    stt_fake.fail(400, path=AUDIO, message="bad audio")
+    out = tmp_path / "text"
+    report = vt.transcribe_dir(stt_fake.url, recordings, out, concurrency=1)
+    assert report.failed == (("day2/numbers.wav", None, "bad audio"),) and report.documents_done == 1
+    assert json.loads((out / "errors.jsonl").read_text())["document"] == "day2/numbers.wav"
+    stt_fake.clear_requests()
+    assert (
+        cli.main(["transcribe-dir", str(recordings), "--out", str(out), "--url", stt_fake.url]) == cli.EXIT_OK
+    )
+    assert [r.files["file"].filename for r in stt_fake.received(AUDIO)] == ["numbers.wav"]
+    assert (out / "day2/numbers.srt").exists() and not (out / "errors.jsonl").exists()
+
+
+def test_transcribe_dir_cli_formats_and_translate(
+    recordings: Path, tmp_path: Path, stt_fake: FakeVLLM, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "text"
+    argv = ["transcribe-dir", str(recordings), "--out", str(out), "--url", stt_fake.url]
+    assert cli.main([*argv, "--format", "vtt", "--translate"]) == cli.EXIT_OK
+    assert sorted(outputs(out)) == ["day2/numbers.vtt", "fox.vtt"]
+    assert len(stt_fake.received("/v1/audio/translations")) == 2
+    assert "2/2 file(s) done" in capsys.readouterr().err
+    assert cli.main(argv) == cli.EXIT_JOB_REFUSED  # translate is in the fingerprint
+    assert "option translate: True -> False" in capsys.readouterr().err
+    assert cli.main([*argv, "--restart"]) == cli.EXIT_OK
+
+
+def test_ocr_dir_cli_passes_its_options(
+    scans: Path, tmp_path: Path, ocr_fake: FakeVLLM, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["ocr-dir", str(scans), "--out", str(tmp_path / "md"), "--url", ocr_fake.url]
+    assert (
+        cli.main([*argv, "--max-tokens", "32", "--dpi", "72", "--prompt", "free", "--concurrency", "2"]) == 0
+    )
+    assert {r.json["max_tokens"] for r in page_requests(ocr_fake)} == {32}
+    assert "3/3 file(s) done, 4 page(s)" in capsys.readouterr().err
+    assert cli.main(
+        ["ocr-dir", str(tmp_path / "nothing"), "--out", str(tmp_path / "x"), "--url", ocr_fake.url]
+    ) == (cli.EXIT_USAGE)
+    assert "is not a folder" in capsys.readouterr().err
+
+
+def test_ctrl_c_says_the_folder_jobs_resume(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    def interrupted(args: Any, client: Any) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli.COMMANDS, "ocr-dir", interrupted)
+    assert cli.main(["ocr-dir", str(tmp_path), "--out", str(tmp_path / "o")]) == cli.EXIT_INTERRUPTED
+    assert "run the same command again to resume" in capsys.readouterr().err
