@@ -1,0 +1,136 @@
+"""``vllm-tasks ocr-dir`` and ``transcribe-dir`` against the real `ocr` and `stt` CPU fixtures (issue 12,
+part 4): ``kill -9`` of the CLI at seeded random points, then a run to the end, gives the same output
+files as an uninterrupted run, and nothing finished before a kill is done again (its saved record is
+untouched: same bytes, same mtime; the resumed run's report counts it as resumed).
+
+The tiny OCR model writes until ``max_tokens``: ``--max-tokens 64`` keeps a page to seconds. Both runs
+use ``--concurrency 1`` so that the server batches the same requests the same way.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image, ImageDraw
+
+import vllm_tasks as vt
+
+pytestmark = pytest.mark.integration
+
+DATA = Path(__file__).parents[2]
+AUDIO = DATA / "tests" / "data" / "audio"
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(Path(vt.__file__).parents[1])}
+
+
+def command(kind: str, source: Path, out: Path, url: str) -> list[str]:
+    extra = ["--max-tokens", "64"] if kind == "ocr-dir" else ["--language", "en"]
+    return [sys.executable, "-m", "vllm_tasks.cli", "--timeout", "600", kind, str(source), "--out", str(out),
+            "--url", url, "--concurrency", "1", *extra]  # fmt: skip
+
+
+def records(out: Path) -> dict[str, tuple[bytes, int]]:
+    """The saved units (pages, files): bytes and mtime of each record."""
+    folder = out / ".vllm-tasks" / "records"
+    return {
+        p.relative_to(folder).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in folder.rglob("*.json")
+    }
+
+
+def outputs(out: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(out).as_posix(): p.read_bytes()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and ".vllm-tasks" not in p.parts and p.name != "manifest.json"
+    }
+
+
+def kill_mid_job(
+    argv: list[str], out: Path, total: int, rng: random.Random, kills: int
+) -> list[dict[str, Any]]:
+    """Start the job and SIGKILL it ``kills`` times, each after a random number of units (at least one
+    more than before, fewer than all) plus a random fraction of a second; returns the records at each."""
+    seen: list[dict[str, Any]] = []
+    for _ in range(kills):
+        before = len(records(out))
+        if before >= total - 1:
+            break
+        target = rng.randint(before + 1, total - 1)
+        child = subprocess.Popen(argv, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 600
+        while len(records(out)) < target:
+            assert child.poll() is None and time.monotonic() < deadline, "the job ended before the kill"
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 1.0))
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        seen.append(records(out))
+    return seen
+
+
+def resume_and_compare(kind: str, source: Path, url: str, tmp: Path, total: int, seed: str) -> None:
+    reference = tmp / "reference"
+    done = subprocess.run(command(kind, source, reference, url), env=env(), capture_output=True, text=True,
+                          timeout=900, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = tmp / "resumed"
+    argv = command(kind, source, out, url)
+    seen = kill_mid_job(argv, out, total, random.Random(seed), kills=2)
+    assert seen and all(0 < len(saved) < total for saved in seen), [len(s) for s in seen]
+    for earlier, later in itertools.pairwise(seen):
+        assert all(later[name] == record for name, record in earlier.items())  # nothing redone
+    last = seen[-1]
+    finished = subprocess.run(argv, env=env(), capture_output=True, text=True, timeout=900, check=False)
+    assert finished.returncode == 0, finished.stderr
+    assert f"{len(last)} resumed" in finished.stderr
+    after = records(out)
+    assert all(after[name] == record for name, record in last.items())  # not one finished unit redone
+    assert len(after) == total
+    assert outputs(out) == outputs(reference)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["complete"] and manifest["documents_done"] == manifest["documents"]
+
+
+def test_ocr_dir_killed_and_resumed(vllm_ocr: Any, tmp_path: Path) -> None:
+    source = tmp_path / "scans"
+    (source / "sub").mkdir(parents=True)
+    shutil.copy(DATA / "examples/data/page.png", source / "page.png")
+    shutil.copy(DATA / "examples/data/report.pdf", source / "sub" / "report.pdf")  # 2 pages
+    for index in range(3):
+        image = Image.new("RGB", (320, 240), "white")
+        ImageDraw.Draw(image).text((20, 20), f"Page {index}: hello OCR", fill="black")
+        image.save(source / "sub" / f"note{index}.png")
+    resume_and_compare("ocr-dir", source, vllm_ocr.base_url, tmp_path, total=6, seed="ocr-dir")
+    pages = [json.loads(line) for line in (tmp_path / "resumed" / "pages.jsonl").read_text().splitlines()]
+    assert [(p["document"], p["page"]) for p in pages][:3] == [
+        ("page.png", 1),
+        ("sub/note0.png", 1),
+        ("sub/note1.png", 1),
+    ]
+    assert all(p["usage"]["completion_tokens"] <= 64 for p in pages)
+
+
+def test_transcribe_dir_killed_and_resumed(vllm_stt: Any, tmp_path: Path) -> None:
+    source = tmp_path / "calls"
+    (source / "day2").mkdir(parents=True)
+    for name in ("fox.wav", "numbers.wav", "french.wav"):
+        shutil.copy(AUDIO / name, source / name)
+    shutil.copy(AUDIO / "long45.wav", source / "day2" / "long45.wav")
+    shutil.copy(AUDIO / "fox.wav", source / "day2" / "fox-again.wav")
+    resume_and_compare("transcribe-dir", source, vllm_stt.base_url, tmp_path, total=5, seed="transcribe-dir")
+    text = (tmp_path / "resumed" / "fox.txt").read_text().lower()
+    assert "fox" in text and (tmp_path / "resumed" / "day2" / "long45.srt").read_text().count("-->") >= 3
