@@ -453,3 +453,13 @@ def test_ctrl_c_says_the_folder_jobs_resume(
     monkeypatch.setitem(cli.COMMANDS, "ocr-dir", interrupted)
     assert cli.main(["ocr-dir", str(tmp_path), "--out", str(tmp_path / "o")]) == cli.EXIT_INTERRUPTED
     assert "run the same command again to resume" in capsys.readouterr().err
+
+
+def test_every_server_down_stops_the_job_with_its_own_error(
+    scans: Path, tmp_path: Path, ocr_fake: FakeVLLM
+) -> None:
+    ocr_fake.fail(500, path=CHAT, after=1, times=None)  # the processor check passes, every page fails
+    with vt.Client(ocr_fake.url, max_retries=0) as client, pytest.raises(vt.InternalServerError):
+        vt.ocr_dir(client, scans, tmp_path / "md", **FAST)
+    ocr_fake.clear_faults()
+    assert vt.ocr_dir(ocr_fake.url, scans, tmp_path / "md").complete

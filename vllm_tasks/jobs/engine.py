@@ -241,10 +241,20 @@ def _result(task: asyncio.Task[ChunkWork]) -> ChunkWork:
     try:
         return task.result()
     except BaseExceptionGroup as group:
-        error: BaseException = group
-        while isinstance(error, BaseExceptionGroup):
-            error = error.exceptions[0]
-        raise error from None
+        raise first_error(group) from None
+
+
+def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first error a task group collected (its own type, for ``except APIError`` and exit codes).
+
+    Examples:
+        >>> first_error(BaseExceptionGroup("", [ExceptionGroup("", [KeyError("a")])]))
+        KeyError('a')
+    """
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
 
 
 def error_rows(path: Path) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ import os
 import shutil
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,7 +36,7 @@ from ..errors import (
     ReplicaMismatch,
 )
 from .embed import ReplicaReport
-from .engine import ROW_ERRORS
+from .engine import ROW_ERRORS, first_error
 from .progress import JobProgress
 from .replicas import Replica, ReplicaPool, Servers, make_replicas
 from .state import changes, write_json
@@ -153,8 +153,9 @@ class FolderJob(ABC):
         """Write a finished file's outputs under ``out`` (atomically), from its units' records in order."""
 
     @abstractmethod
-    def finish(self, out: Path, done: list[tuple[Document, list[dict[str, Any]]]]) -> None:
-        """After a run: write whatever covers every finished file (``done``: each with its records)."""
+    def finish(self, out: Path, done: Iterator[tuple[Document, list[dict[str, Any]]]]) -> None:
+        """After a run: write whatever covers every finished file (``done``: each with its records, read
+        one file at a time)."""
 
 
 def output_path(out: Path, document: Document, suffix: str) -> Path:
@@ -356,6 +357,7 @@ class _FolderRun:
         self._units: dict[str, list[Unit]] = {}
         self._left: dict[str, int] = {}
         self._failed: list[tuple[str, int | None, str]] = []
+        self._finished: set[str] = set()
         self._sent = 0
 
     async def run(self, *, show_progress: bool, progress_interval: float, started: float) -> FolderJobReport:
@@ -392,11 +394,14 @@ class _FolderRun:
         """Every unit left, at most ``concurrency`` per replica in flight (a task per unit only once it
         may start: a million pages are not a million waiting tasks)."""
         slots = asyncio.Semaphore(len(self._pool.replicas) * self._pool.concurrency)
-        async with asyncio.TaskGroup() as group:
-            for document, unit in todo:
-                await slots.acquire()
-                task = group.create_task(self._unit(document, unit, progress))
-                task.add_done_callback(lambda _task: slots.release())
+        try:
+            async with asyncio.TaskGroup() as group:
+                for document, unit in todo:
+                    await slots.acquire()
+                    task = group.create_task(self._unit(document, unit, progress))
+                    task.add_done_callback(lambda _task: slots.release())
+        except BaseExceptionGroup as errors:  # a fatal answer: raised as itself, the others cancelled
+            raise first_error(errors) from None
 
     async def _unit(self, document: Document, unit: Unit, progress: JobProgress) -> None:
         job = self._job
@@ -431,15 +436,12 @@ class _FolderRun:
         records = self._loaded(document)
         if records is not None:
             self._job.write_outputs(self._out, document, records)
+            self._finished.add(document.relative)
 
     def _finish(self, total: int, resumed: int, seconds: float) -> FolderJobReport:
         """Write the errors file, what covers every finished file, and the manifest."""
-        done = [
-            (document, records)
-            for document in self._documents
-            if document.relative in self._units and (records := self._loaded(document)) is not None
-        ]
-        self._job.finish(self._out, done)
+        finished = [document for document in self._documents if document.relative in self._finished]
+        self._job.finish(self._out, ((document, self._loaded(document) or []) for document in finished))
         errors = self._out / "errors.jsonl"
         failed = sorted(self._failed, key=lambda item: (item[0], item[1] or 0))
         if failed:
@@ -458,9 +460,9 @@ class _FolderRun:
             manifest,
             {
                 "kind": f"{self._job.kind}-dir",
-                "complete": len(done) == len(self._documents),
+                "complete": len(finished) == len(self._documents),
                 "documents": len(self._documents),
-                "documents_done": len(done),
+                "documents_done": len(finished),
                 self._job.unit + "s": total,
                 "failed": len(failed),
                 "model": self._fingerprint["model"]["model"],
@@ -475,7 +477,7 @@ class _FolderRun:
         return FolderJobReport(
             out=self._out,
             documents=len(self._documents),
-            documents_done=len(done),
+            documents_done=len(finished),
             unit=self._job.unit,
             units=total,
             units_sent=self._sent,

@@ -5,7 +5,7 @@ into markdown, a folder of recordings into subtitles and transcripts, resumably 
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,7 @@ class _OCRJob(FolderJob):
         markdown = PAGE_SEPARATOR.join(record["markdown"] for record in records)
         write_atomically(output_path(out, document, ".md"), markdown.encode() + b"\n")
 
-    def finish(self, out: Path, done: list[tuple[Document, list[dict[str, Any]]]]) -> None:
+    def finish(self, out: Path, done: Iterator[tuple[Document, list[dict[str, Any]]]]) -> None:
         """``OUT/pages.jsonl``: every page of every finished document, in order (streamed, renamed)."""
         path = out / "pages.jsonl"
         temporary = path.with_name(path.name + ".tmp")
@@ -142,7 +142,7 @@ class _TranscribeJob(FolderJob):
             text = rendered[fmt]()
             write_atomically(output_path(out, document, f".{fmt}"), text.rstrip("\n").encode() + b"\n")
 
-    def finish(self, out: Path, done: list[tuple[Document, list[dict[str, Any]]]]) -> None:
+    def finish(self, out: Path, done: Iterator[tuple[Document, list[dict[str, Any]]]]) -> None:
         """Nothing: each recording's files are all its outputs."""
 
 
