@@ -187,9 +187,14 @@ async def aocr_dir(
             the one with the fewest in flight; all must serve the same model).
         source: the folder of documents.
         out: the output folder (made if missing; may not be inside ``source``'s scan: it is skipped).
-        prompt, max_tokens, ngram_size, window_size, whitelist_token_ids, temperature, max_side: as for
-            :meth:`AsyncClient.ocr`.
+        prompt: a preset (``markdown``, ``ocr``, ``free``, ...) or text, as for :meth:`AsyncClient.ocr`.
+        max_tokens: output tokens per page (a page cut short says ``truncated`` in ``pages.jsonl``).
         dpi: PDF rendering resolution.
+        ngram_size: the n-gram repetition guard (``None``: no ``vllm_xargs``), as for ``ocr``.
+        window_size: how many recent tokens the guard looks at.
+        whitelist_token_ids: tokens never banned.
+        temperature: sampling temperature.
+        max_side: longest side sent, in pixels (larger pages are downscaled).
         concurrency: pages in flight per server.
         resume: continue an earlier run in ``out``; False starts over.
         show_progress: a tqdm bar on a terminal, else a log line every ``progress_interval`` seconds.
@@ -269,11 +274,16 @@ async def atranscribe_dir(
         source: the folder of recordings.
         out: the output folder (made if missing).
         formats: the files written per recording.
-        language, prompt, temperature: as for :meth:`AsyncClient.transcribe`.
+        language: ISO-639-1 code (``None``: detected per file).
+        prompt: text to condition the model on.
         translate: translate to English (``/v1/audio/translations``) instead.
+        temperature: sampling temperature (default: the server's).
         concurrency: files in flight per server.
-        resume, show_progress, progress_interval, retry_replica_after, give_up_after: as for
-            :func:`aocr_dir`.
+        resume: continue an earlier run in ``out``; False starts over.
+        show_progress: a tqdm bar on a terminal, else a log line every ``progress_interval`` seconds.
+        progress_interval: seconds between progress log lines.
+        retry_replica_after: seconds a failing server is first set aside (doubling while it fails).
+        give_up_after: stop when every server has failed and none answered for this many seconds.
 
     Returns:
         FolderJobReport.
