@@ -111,25 +111,8 @@ def add_embed_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="over-long rows: report them in OUT.errors.jsonl (default) or truncate them",
     )
     embed_file.add_argument("--fail-fast", action="store_true", help="stop at the first refused row")
-    embed_file.add_argument("--restart", action="store_true", help="ignore an earlier run, start over")
-    embed_file.add_argument(
-        "--progress",
-        action="store_true",
-        help="a bar on a terminal, else a log line every --progress-interval s",
-    )
-    embed_file.add_argument(
-        "--progress-interval",
-        type=float,
-        default=defaults.JOB_PROGRESS_INTERVAL,
-        help="seconds between progress lines (default %(default)g)",
-    )
+    add_job_options(embed_file)
     embed.add_argument("--url", default=None, help="server root URL (default: env or localhost)")
-    embed_file.add_argument(
-        "--url",
-        action="append",
-        default=None,
-        help="server root URL; repeat it for several servers of one model (default: env or localhost)",
-    )
     for sub_parser in (embed, embed_file):
         sub_parser.add_argument(
             "--model", default=None, help="served model name (default: the server's first)"
@@ -179,48 +162,47 @@ def run_embed_file(args: argparse.Namespace, client: Client) -> int:
     """The ``embed-file`` sub-command: a resumable job writing ``.npy`` or Parquet."""
     from .jobs import embed_file
 
-    others = [Client(url, **client_settings(args)) for url in (args.url or [])[1:]]
-    with _job_logging():
-        try:
-            report = embed_file(
-                [client, *others],
-                args.source,
-                args.out,
-                input_format=args.input_format,
-                text_field=args.text_field,
-                id_field=args.id_field,
-                keep_columns=args.keep_column,
-                output_format=args.output_format,
-                batch_size=args.batch_size,
-                max_batch_tokens=args.max_batch_tokens,
-                concurrency=args.concurrency,
-                chunk_rows=args.chunk_rows,
-                too_long=args.too_long,
-                fail_fast=args.fail_fast,
-                resume=not args.restart,
-                show_progress=args.progress,
-                progress_interval=args.progress_interval,
-                dimensions=args.dimensions,
-            )
-        finally:
-            for other in others:
-                other.close()
+    with _job_servers(args, client) as servers:
+        report = embed_file(
+            servers,
+            args.source,
+            args.out,
+            input_format=args.input_format,
+            text_field=args.text_field,
+            id_field=args.id_field,
+            keep_columns=args.keep_column,
+            output_format=args.output_format,
+            batch_size=args.batch_size,
+            max_batch_tokens=args.max_batch_tokens,
+            concurrency=args.concurrency,
+            chunk_rows=args.chunk_rows,
+            too_long=args.too_long,
+            fail_fast=args.fail_fast,
+            resume=not args.restart,
+            show_progress=args.progress,
+            progress_interval=args.progress_interval,
+            dimensions=args.dimensions,
+        )
     print(report.summary(), file=sys.stderr)
     return EXIT_OK
 
 
 @contextlib.contextmanager
-def _job_logging() -> Iterator[None]:
-    """The jobs' log lines (progress, set-aside servers, failed rows) on stderr while a job runs."""
+def _job_servers(args: argparse.Namespace, client: Client) -> Iterator[list[Client]]:
+    """A job's servers (the command's client, and one per further ``--url``, closed after), with the
+    job's log lines (progress, set-aside servers, failures) on stderr while it runs."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("vllm-tasks: %(message)s"))
     jobs_logger = logging.getLogger("vllm_tasks.jobs")
     jobs_logger.addHandler(handler)
     jobs_logger.setLevel(logging.INFO)
+    others = [Client(url, **client_settings(args)) for url in (args.url or [])[1:]]
     try:
-        yield
+        yield [client, *others]
     finally:
         jobs_logger.removeHandler(handler)
+        for other in others:
+            other.close()
 
 
 def run_rerank(args: argparse.Namespace, client: Client) -> int:
@@ -248,6 +230,47 @@ def run_rerank(args: argparse.Namespace, client: Client) -> int:
     return EXIT_OK
 
 
+def add_job_options(parser: argparse.ArgumentParser) -> None:
+    """The options every resumable job takes: ``--url`` (repeated), ``--restart``, ``--progress``."""
+    parser.add_argument(
+        "--url",
+        action="append",
+        default=None,
+        help="server root URL; repeat it for several servers of one model (default: env or localhost)",
+    )
+    parser.add_argument("--restart", action="store_true", help="ignore an earlier run, start over")
+    parser.add_argument(
+        "--progress",
+        action="store_true",
+        help="a bar on a terminal, else a log line every --progress-interval s",
+    )
+    parser.add_argument(
+        "--progress-interval",
+        type=float,
+        default=defaults.JOB_PROGRESS_INTERVAL,
+        help="seconds between progress lines (default %(default)g)",
+    )
+
+
+def add_ocr_options(parser: argparse.ArgumentParser) -> None:
+    """The OCR options of ``ocr`` and ``ocr-dir``: ``--prompt``, ``--max-tokens``, ``--dpi``."""
+    parser.add_argument(
+        "--prompt", default="markdown", help="preset (markdown, ocr, free, figure, describe) or text"
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=defaults.OCR_MAX_TOKENS,
+        help="output tokens per page (default %(default)s)",
+    )
+    parser.add_argument(
+        "--dpi",
+        type=float,
+        default=defaults.OCR_PDF_DPI,
+        help="PDF rendering resolution (default %(default)g)",
+    )
+
+
 def add_ocr_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The ``ocr`` sub-command's arguments."""
     ocr = commands.add_parser(
@@ -261,21 +284,7 @@ def add_ocr_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     ocr.add_argument(
         "--boxes", default=None, help="save the image with the layout boxes drawn (PDF: NAME-p<page>.png)"
     )
-    ocr.add_argument(
-        "--prompt", default="markdown", help="preset (markdown, ocr, free, figure, describe) or text"
-    )
-    ocr.add_argument(
-        "--max-tokens",
-        type=int,
-        default=defaults.OCR_MAX_TOKENS,
-        help="output tokens per page (default %(default)s)",
-    )
-    ocr.add_argument(
-        "--dpi",
-        type=float,
-        default=defaults.OCR_PDF_DPI,
-        help="PDF rendering resolution (default %(default)g)",
-    )
+    add_ocr_options(ocr)
     ocr.add_argument(
         "--concurrency",
         type=int,
@@ -423,21 +432,7 @@ def add_folder_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPar
         help="OCR every PDF/image under a folder: a .md per document and pages.jsonl, resumably per page",
     )
     ocr_dir.add_argument("source", help="folder of .pdf, .png, .jpg/.jpeg, .webp, .tif/.tiff, .bmp, .gif")
-    ocr_dir.add_argument(
-        "--prompt", default="markdown", help="preset (markdown, ocr, free, figure, describe) or text"
-    )
-    ocr_dir.add_argument(
-        "--max-tokens",
-        type=int,
-        default=defaults.OCR_MAX_TOKENS,
-        help="output tokens per page (default %(default)s)",
-    )
-    ocr_dir.add_argument(
-        "--dpi",
-        type=float,
-        default=defaults.OCR_PDF_DPI,
-        help="PDF rendering resolution (default %(default)g)",
-    )
+    add_ocr_options(ocr_dir)
     transcribe_dir = commands.add_parser(
         "transcribe-dir",
         help="transcribe every audio file under a folder: .srt/.json/.txt per file, resumably per file",
@@ -458,12 +453,6 @@ def add_folder_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPar
     for sub_parser in (ocr_dir, transcribe_dir):
         sub_parser.add_argument("--out", required=True, help="the output folder (made if missing)")
         sub_parser.add_argument(
-            "--url",
-            action="append",
-            default=None,
-            help="server root URL; repeat it for several servers of one model (default: env or localhost)",
-        )
-        sub_parser.add_argument(
             "--model", default=None, help="served model name (default: the server's first)"
         )
         sub_parser.add_argument(
@@ -472,18 +461,7 @@ def add_folder_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPar
             default=defaults.OCR_PDF_CONCURRENCY,
             help="requests in flight, per server (default %(default)s)",
         )
-        sub_parser.add_argument("--restart", action="store_true", help="ignore an earlier run, start over")
-        sub_parser.add_argument(
-            "--progress",
-            action="store_true",
-            help="a bar on a terminal, else a log line every --progress-interval s",
-        )
-        sub_parser.add_argument(
-            "--progress-interval",
-            type=float,
-            default=defaults.JOB_PROGRESS_INTERVAL,
-            help="seconds between progress lines (default %(default)g)",
-        )
+        add_job_options(sub_parser)
 
 
 def run_folder_job(args: argparse.Namespace, client: Client) -> int:
@@ -500,34 +478,24 @@ def run_folder_job(args: argparse.Namespace, client: Client) -> int:
         "show_progress": args.progress,
         "progress_interval": args.progress_interval,
     }
-    with _job_logging(), warnings.catch_warnings():
+    with _job_servers(args, client) as servers, warnings.catch_warnings():
         warnings.simplefilter("ignore", OCRTruncatedWarning)  # pages.jsonl says which pages hit max_tokens
-        others = [Client(url, **client_settings(args)) for url in (args.url or [])[1:]]
-        try:
-            if args.command == "ocr-dir":
-                report = ocr_dir(
-                    [client, *others],
-                    args.source,
-                    args.out,
-                    prompt=args.prompt,
-                    max_tokens=args.max_tokens,
-                    dpi=args.dpi,
-                    **common,
-                )
-            else:
-                report = transcribe_dir(
-                    [client, *others],
-                    args.source,
-                    args.out,
-                    formats=args.format or ("srt", "json", "txt"),
-                    language=args.language,
-                    prompt=args.prompt,
-                    translate=args.translate,
-                    **common,
-                )
-        finally:
-            for other in others:
-                other.close()
+        if args.command == "ocr-dir":
+            report = ocr_dir(
+                servers, args.source, args.out, prompt=args.prompt, max_tokens=args.max_tokens, dpi=args.dpi,
+                **common,
+            )  # fmt: skip
+        else:
+            report = transcribe_dir(
+                servers,
+                args.source,
+                args.out,
+                formats=args.format or ("srt", "json", "txt"),
+                language=args.language,
+                prompt=args.prompt,
+                translate=args.translate,
+                **common,
+            )
     print(report.summary(), file=sys.stderr)
     return EXIT_OK if report.complete else EXIT_SERVER_ERROR
 

@@ -35,6 +35,7 @@ from ..errors import (
     JobMismatch,
     ReplicaMismatch,
 )
+from ..validation import positive_int, positive_number
 from .embed import ReplicaReport
 from .engine import ROW_ERRORS, first_error
 from .progress import JobProgress
@@ -273,12 +274,20 @@ async def run_folder_job(
     """Run a folder job to the end (see the module doc).
 
     Raises:
-        InvalidInputError: no such folder, no matching file, two files with the same outputs.
+        InvalidInputError: no such folder, no matching file, two files with the same outputs, a
+            ``concurrency`` or a number of seconds that is not positive.
         JobMismatch: an earlier run in ``out`` served another model or had other options.
         ReplicaMismatch: the servers serve different models.
         APIError: a fatal answer (401, 404, ...), or every server down for ``give_up_after`` seconds.
     """
     started = time.monotonic()
+    positive_int("concurrency", concurrency)
+    for name, value in [
+        ("progress_interval", progress_interval),
+        ("retry_replica_after", retry_replica_after),
+        ("give_up_after", give_up_after),
+    ]:
+        positive_number(name, value)
     folder, target = Path(source), Path(out)
     documents = await asyncio.to_thread(find_documents, folder, target, job.suffixes)
     replicas, owned = make_replicas(servers)

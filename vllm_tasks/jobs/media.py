@@ -232,12 +232,12 @@ async def aocr_dir(
         client,
         source,
         out,
-        concurrency=positive_int("concurrency", concurrency),
+        concurrency=concurrency,
         resume=resume,
         show_progress=show_progress,
-        progress_interval=positive_number("progress_interval", progress_interval),
-        retry_replica_after=positive_number("retry_replica_after", retry_replica_after),
-        give_up_after=positive_number("give_up_after", give_up_after),
+        progress_interval=progress_interval,
+        retry_replica_after=retry_replica_after,
+        give_up_after=give_up_after,
     )
 
 
@@ -307,12 +307,12 @@ async def atranscribe_dir(
         client,
         source,
         out,
-        concurrency=positive_int("concurrency", concurrency),
+        concurrency=concurrency,
         resume=resume,
         show_progress=show_progress,
-        progress_interval=positive_number("progress_interval", progress_interval),
-        retry_replica_after=positive_number("retry_replica_after", retry_replica_after),
-        give_up_after=positive_number("give_up_after", give_up_after),
+        progress_interval=progress_interval,
+        retry_replica_after=retry_replica_after,
+        give_up_after=give_up_after,
     )
 
 
