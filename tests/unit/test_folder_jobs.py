@@ -463,3 +463,16 @@ def test_every_server_down_stops_the_job_with_its_own_error(
         vt.ocr_dir(client, scans, tmp_path / "md", **FAST)
     ocr_fake.clear_faults()
     assert vt.ocr_dir(ocr_fake.url, scans, tmp_path / "md").complete
+
+
+def test_an_audio_file_that_does_not_decode_is_recorded(
+    recordings: Path, tmp_path: Path, stt_fake: FakeVLLM
+) -> None:
+    (recordings / "broken.wav").write_bytes(b"RIFF not really a wav file at all")
+    report = vt.transcribe_dir(stt_fake.url, recordings, tmp_path / "text")
+    assert [document for document, _, _ in report.failed] == ["broken.wav"] and report.documents_done == 2
+    assert sorted(outputs(tmp_path / "text"))[:3] == [
+        "day2/numbers.json",
+        "day2/numbers.srt",
+        "day2/numbers.txt",
+    ]
