@@ -75,8 +75,8 @@ def kill_mid_job(
         while len(records(out)) < target:
             assert child.poll() is None and time.monotonic() < deadline, "the job ended before the kill"
             time.sleep(0.05)
-        time.sleep(rng.uniform(0.0, 1.0))
-        child.send_signal(signal.SIGKILL)
+        time.sleep(rng.uniform(0.0, 0.5))
+        child.send_signal(signal.SIGKILL)  # a no-op if the job finished in the meantime
         child.wait()
         seen.append(records(out))
     return seen
@@ -90,13 +90,14 @@ def resume_and_compare(kind: str, source: Path, url: str, tmp: Path, total: int,
     out = tmp / "resumed"
     argv = command(kind, source, out, url)
     seen = kill_mid_job(argv, out, total, random.Random(seed), kills=2)
-    assert seen and all(0 < len(saved) < total for saved in seen), [len(s) for s in seen]
+    assert any(0 < len(saved) < total for saved in seen), [len(s) for s in seen]  # a kill mid-job
     for earlier, later in itertools.pairwise(seen):
         assert all(later[name] == record for name, record in earlier.items())  # nothing redone
     last = seen[-1]
     finished = subprocess.run(argv, env=env(), capture_output=True, text=True, timeout=900, check=False)
     assert finished.returncode == 0, finished.stderr
-    assert f"{len(last)} resumed" in finished.stderr
+    said = "already complete; nothing to do" if len(last) == total else f"{len(last)} resumed"
+    assert said in finished.stderr, finished.stderr
     after = records(out)
     assert all(after[name] == record for name, record in last.items())  # not one finished unit redone
     assert len(after) == total
@@ -129,8 +130,8 @@ def test_transcribe_dir_killed_and_resumed(vllm_stt: Any, tmp_path: Path) -> Non
     (source / "day2").mkdir(parents=True)
     for name in ("fox.wav", "numbers.wav", "french.wav"):
         shutil.copy(AUDIO / name, source / name)
+        shutil.copy(AUDIO / name, source / "day2" / f"again-{name}")
     shutil.copy(AUDIO / "long45.wav", source / "day2" / "long45.wav")
-    shutil.copy(AUDIO / "fox.wav", source / "day2" / "fox-again.wav")
-    resume_and_compare("transcribe-dir", source, vllm_stt.base_url, tmp_path, total=5, seed="transcribe-dir")
+    resume_and_compare("transcribe-dir", source, vllm_stt.base_url, tmp_path, total=7, seed="transcribe-dir")
     text = (tmp_path / "resumed" / "fox.txt").read_text().lower()
     assert "fox" in text and (tmp_path / "resumed" / "day2" / "long45.srt").read_text().count("-->") >= 3
