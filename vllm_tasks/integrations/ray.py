@@ -107,7 +107,8 @@ def isolate_failures(
         The ``(rows, results)`` pairs that succeeded, in row order.
 
     Raises:
-        Whatever ``run`` raises that is not a row's error (connection, authentication, 5xx after retries).
+        Exception: whatever ``run`` raises that is not a row's error (connection, authentication, 5xx
+            after retries).
 
     Examples:
         >>> errors = [None] * 4
@@ -413,15 +414,17 @@ class Embedder(_BatchCallable):
             ``error_column``, its vector is NaN; the rest of the batch is embedded).
         error_column: the error column's name: the SDK's exception type and message, ``""`` where the
             row succeeded (never null: Ray's blocks must agree on the column's type).
-        api_key, timeout, max_retries, headers: as for ``vllm_tasks.Client`` (``api_key`` defaults to env
-            ``VLLM_API_KEY`` on the worker; timeout 600 s per request, connect 10 s).
+        api_key: as for ``vllm_tasks.Client`` (default: env ``VLLM_API_KEY`` on the worker).
+        timeout: as for ``vllm_tasks.Client`` (default: 600 s per request, connect 10 s).
+        max_retries: as for ``vllm_tasks.Client``.
+        headers: as for ``vllm_tasks.Client``.
 
     Raises:
         InvalidInputError: bad settings at construction; on a batch, a missing column or one that does not
             hold text (naming the column and what the batch has), or, with ``on_error="raise"``, a
             cell that is not a string.
-        The SDK's errors, as ``Client.embed`` raises them (``ContextLengthExceeded`` with
-        ``on_error="raise"``, ``APIConnectionError`` after the retries, ...).
+        APIError: the SDK's errors, as ``Client.embed`` raises them (``ContextLengthExceeded`` with
+            ``on_error="raise"``, ``APIConnectionError`` after the retries, ...).
 
     Examples:
         >>> embedder = Embedder(base_url="http://localhost:8000", model="minilm")
@@ -484,19 +487,26 @@ class Scorer(_BatchCallable):
     model's: 0..1 for a cross-encoder, a cosine for an embedding model (``docs/scoring.md``).
 
     Args:
-        base_url, model, api_key, timeout, max_retries, headers: as for :class:`Embedder`.
-        query_column, document_column: the columns of texts to pair.
+        base_url: the server's root URL, as for :class:`Embedder`.
+        model: the served model, as for :class:`Embedder`.
+        api_key: as for :class:`Embedder`.
+        timeout: as for :class:`Embedder`.
+        max_retries: as for :class:`Embedder`.
+        headers: as for :class:`Embedder`.
+        query_column: the column of queries.
+        document_column: the column of documents, paired row by row with the queries.
         output_column: the column the scores go to.
         truncate_prompt_tokens: ``-1`` cuts over-long pairs to the model's maximum.
         batch_size: pairs per request; concurrency: requests in flight per actor.
         score_options: other keyword arguments of ``Client.score`` (``max_tokens_per_doc``,
             ``instruction``, ``use_activation``, ``extra_body``, ...).
-        on_error, error_column: as for :class:`Embedder` (a failing row's score is NaN).
+        on_error: as for :class:`Embedder` (a failing row's score is NaN).
+        error_column: as for :class:`Embedder`.
 
     Raises:
         InvalidInputError: bad settings; a missing or non-text column (naming it and the batch's columns).
-        The SDK's errors, as ``Client.score`` raises them (``EndpointNotServed`` for a model that does not
-        score).
+        APIError: the SDK's errors, as ``Client.score`` raises them (``EndpointNotServed`` for a model
+            that does not score).
 
     Examples:
         >>> scorer = Scorer(base_url="http://localhost:8001")
@@ -569,7 +579,12 @@ class Transcriber(_BatchCallable):
     ``concurrency`` rows in flight per actor.
 
     Args:
-        base_url, model, api_key, timeout, max_retries, headers: as for :class:`Embedder`.
+        base_url: the server's root URL, as for :class:`Embedder`.
+        model: the served model, as for :class:`Embedder`.
+        api_key: as for :class:`Embedder`.
+        timeout: as for :class:`Embedder`.
+        max_retries: as for :class:`Embedder`.
+        headers: as for :class:`Embedder`.
         audio_column: the column of audio: the files' bytes (``ray.data.read_binary_files``' ``bytes``),
             or paths / ``http(s)`` URLs the worker can read.
         output_column: the column the transcripts go to (strings).
@@ -579,7 +594,8 @@ class Transcriber(_BatchCallable):
         concurrency: rows in flight per actor.
         transcribe_options: other keyword arguments of ``Client.transcribe`` (``prompt``, ``temperature``,
             ``chunking``, ``extra_body``, ...).
-        on_error, error_column: as for :class:`Embedder` (a failing row's transcript is ``""``).
+        on_error: as for :class:`Embedder` (a failing row's transcript is ``""``).
+        error_column: as for :class:`Embedder`.
 
     Raises:
         InvalidInputError: bad settings; a missing column, or one that holds neither bytes nor strings.
@@ -650,7 +666,12 @@ class OCR(_BatchCallable):
     rows are in flight per actor (and up to ``pdf_concurrency`` pages of each PDF).
 
     Args:
-        base_url, model, api_key, timeout, max_retries, headers: as for :class:`Embedder`.
+        base_url: the server's root URL, as for :class:`Embedder`.
+        model: the served model, as for :class:`Embedder`.
+        api_key: as for :class:`Embedder`.
+        timeout: as for :class:`Embedder`.
+        max_retries: as for :class:`Embedder`.
+        headers: as for :class:`Embedder`.
         image_column: the column of images: bytes (``ray.data.read_binary_files``' ``bytes``), paths or
             ``http(s)`` URLs, or decoded arrays (``ray.data.read_images``' ``image`` column).
         output_column: the column the markdown goes to (strings).
@@ -661,7 +682,8 @@ class OCR(_BatchCallable):
         concurrency: rows in flight per actor; pdf_concurrency: pages in flight per PDF row.
         ocr_options: other keyword arguments of ``Client.ocr`` (``ngram_size``, ``max_side``,
             ``extra_body``, ...); they apply to PDF pages too.
-        on_error, error_column: as for :class:`Embedder` (a failing row's markdown is ``""``).
+        on_error: as for :class:`Embedder` (a failing row's markdown is ``""``).
+        error_column: as for :class:`Embedder`.
 
     Raises:
         InvalidInputError: bad settings; a missing column or one of other values.
