@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -444,15 +447,34 @@ def test_ocr_dir_cli_passes_its_options(
     assert "is not a folder" in capsys.readouterr().err
 
 
-def test_ctrl_c_says_the_folder_jobs_resume(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    def interrupted(args: Any, client: Any) -> int:
-        raise KeyboardInterrupt
-
-    monkeypatch.setitem(cli.COMMANDS, "ocr-dir", interrupted)
-    assert cli.main(["ocr-dir", str(tmp_path), "--out", str(tmp_path / "o")]) == cli.EXIT_INTERRUPTED
-    assert "run the same command again to resume" in capsys.readouterr().err
+def test_ctrl_c_stops_promptly_and_the_job_resumes(scans: Path, tmp_path: Path) -> None:
+    for index in range(8):
+        shutil.copy(PAGE, scans / f"extra{index}.png")
+    out = tmp_path / "md"
+    argv = ["ocr-dir", str(scans), "--out", str(out), "--concurrency", "1"]
+    with FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS, latency=0.2) as fake:
+        env = {**os.environ, "PYTHONPATH": str(Path(vt.__file__).parents[1])}
+        child = subprocess.Popen(
+            [sys.executable, "-m", "vllm_tasks.cli", *argv, "--url", fake.url],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        records = out / ".vllm-tasks" / "records"
+        deadline = time.monotonic() + 30
+        while len(list(records.rglob("*.json"))) < 2:
+            assert time.monotonic() < deadline and child.poll() is None
+            time.sleep(0.02)
+        child.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        _, err = child.communicate(timeout=10)
+        assert child.returncode == cli.EXIT_INTERRUPTED and time.monotonic() - sent < 3
+        assert "run the same command again to resume" in err
+        saved = len(list(records.rglob("*.json")))
+        fake.clear_requests()
+        assert 2 <= saved < 12
+        assert cli.main([*argv, "--url", fake.url]) == cli.EXIT_OK
+        assert len(page_requests(fake)) == 12 - saved
 
 
 def test_every_server_down_stops_the_job_with_its_own_error(
