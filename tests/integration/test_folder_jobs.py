@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import random
 import shutil
@@ -59,6 +60,35 @@ def outputs(out: Path) -> dict[str, bytes]:
     }
 
 
+def same_up_to_float_noise(resumed: Any, reference: Any) -> bool:
+    """Equal JSON values, except that floats may differ in their last digits (relative 1e-5)."""
+    if isinstance(reference, float) and isinstance(resumed, float):
+        return math.isclose(resumed, reference, rel_tol=1e-5, abs_tol=1e-6)
+    if isinstance(reference, dict) and isinstance(resumed, dict):
+        return resumed.keys() == reference.keys() and all(
+            same_up_to_float_noise(resumed[key], reference[key]) for key in reference
+        )
+    if isinstance(reference, list) and isinstance(resumed, list):
+        return len(resumed) == len(reference) and all(map(same_up_to_float_noise, resumed, reference))
+    return bool(resumed == reference)
+
+
+def assert_same_outputs(resumed: dict[str, bytes], reference: dict[str, bytes]) -> None:
+    """Every output file byte-identical, except a transcript's ``.json``, whose per-segment statistics
+    (``avg_logprob``, ``compression_ratio``, ``no_speech_prob``) the server computes in floats that move in the
+    7th digit with what else it batched the request with (the file's other chunks, which are sent at once,
+    or a killed run's requests still running on the server when the resumed run's arrive; seen: -0.3151571612 vs -0.3151572812 for one segment of
+    long45.json, a 45-s file sent as 3 concurrent chunks). Its strings are compared exactly, and the
+    ``.srt`` and ``.txt`` made from the same answer byte for byte.
+    """
+    assert resumed.keys() == reference.keys()
+    for name, data in reference.items():
+        if name.endswith(".json"):
+            assert same_up_to_float_noise(json.loads(resumed[name]), json.loads(data)), name
+        else:
+            assert resumed[name] == data, name
+
+
 def kill_mid_job(
     argv: list[str], out: Path, total: int, rng: random.Random, kills: int
 ) -> list[dict[str, Any]]:
@@ -101,7 +131,7 @@ def resume_and_compare(kind: str, source: Path, url: str, tmp: Path, total: int,
     after = records(out)
     assert all(after[name] == record for name, record in last.items())  # not one finished unit redone
     assert len(after) == total
-    assert outputs(out) == outputs(reference)
+    assert_same_outputs(outputs(out), outputs(reference))
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["complete"] and manifest["documents_done"] == manifest["documents"]
 
