@@ -75,11 +75,11 @@ def same_up_to_float_noise(resumed: Any, reference: Any) -> bool:
 
 def assert_same_outputs(resumed: dict[str, bytes], reference: dict[str, bytes]) -> None:
     """Every output file byte-identical, except a transcript's ``.json``, whose per-segment statistics
-    (``avg_logprob``, ``compression_ratio``, ``no_speech_prob``) the server computes in floats that move in the
-    7th digit with what else it batched the request with (the file's other chunks, which are sent at once,
-    or a killed run's requests still running on the server when the resumed run's arrive; seen: -0.3151571612 vs -0.3151572812 for one segment of
-    long45.json, a 45-s file sent as 3 concurrent chunks). Its strings are compared exactly, and the
-    ``.srt`` and ``.txt`` made from the same answer byte for byte.
+    (``avg_logprob``, ``compression_ratio``, ``no_speech_prob``) the server computes in floats that move in
+    the 7th digit with what else it batched the request with: the file's other chunks, which are sent at
+    once, or a killed run's requests still running on the server when the resumed run's arrive. Seen:
+    -0.3151571612 vs -0.3151572812 for one segment of long45.json, a 45-s file sent as 3 concurrent chunks.
+    Its strings are compared exactly, and the ``.srt`` and ``.txt`` made from the same answer byte for byte.
     """
     assert resumed.keys() == reference.keys()
     for name, data in reference.items():
