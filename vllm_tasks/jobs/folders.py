@@ -105,7 +105,7 @@ class FolderJobReport:
         return not self.failed and self.documents_done == self.documents
 
     def summary(self) -> str:
-        """One line for a terminal, e.g. ``"scans: 12/12 file(s), 230 page(s) (200 resumed)"``."""
+        """One line for a terminal, e.g. ``"scans: 12/12 file(s) done, 230 page(s), 200 resumed"``."""
         parts = [
             f"{self.out}: {self.documents_done}/{self.documents} file(s) done, {self.units} {self.unit}(s)"
         ]
