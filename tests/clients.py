@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import vllm_tasks as vt
@@ -60,3 +64,22 @@ def scorer_kind_on(vllm_version: str, kind: vt.ScorerKind) -> vt.ScorerKind:
     """The scorer kind the SDK reports for a ``kind`` model on ``vllm_version``: ``UNKNOWN`` on 0.11, whose
     /pooling answers hidden states for every model and task (docs/compatibility.md)."""
     return kind if vt.ServerVersion.parse(vllm_version).at_least("0.12.0") else vt.ScorerKind.UNKNOWN
+
+
+def start_cli_for_ctrl_c(args: list[str]) -> subprocess.Popen[str]:
+    """Start ``vllm-tasks ARGS`` (this checkout's) as a child that SIGINT interrupts, stderr piped.
+
+    A shell's background job (``cmd &``, ``nohup``) starts with SIGINT ignored, and its children inherit
+    that; Python then installs no ``KeyboardInterrupt`` handler, and the test's SIGINT would be ignored
+    (the job ran to the end and exited 0). So the child puts Python's handler back before the CLI starts.
+    """
+    launcher = (
+        "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "runpy.run_module('vllm_tasks.cli', run_name='__main__', alter_sys=True)"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", launcher, *args],
+        env={**os.environ, "PYTHONPATH": str(Path(vt.__file__).parents[1])},
+        stderr=subprocess.PIPE,
+        text=True,
+    )

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -24,6 +22,8 @@ import pytest
 import vllm_tasks as vt
 from vllm_tasks import cli
 from vllm_tasks.testing import OCR_TASKS, SPEECH_TASKS, FakeVLLM, ReceivedRequest
+
+from ..clients import start_cli_for_ctrl_c
 
 DATA = Path(__file__).parents[2]
 PAGE, REPORT = DATA / "examples/data/page.png", DATA / "examples/data/report.pdf"
@@ -453,13 +453,7 @@ def test_ctrl_c_stops_promptly_and_the_job_resumes(scans: Path, tmp_path: Path) 
     out = tmp_path / "md"
     argv = ["ocr-dir", str(scans), "--out", str(out), "--concurrency", "1"]
     with FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS, latency=0.2) as fake:
-        env = {**os.environ, "PYTHONPATH": str(Path(vt.__file__).parents[1])}
-        child = subprocess.Popen(
-            [sys.executable, "-m", "vllm_tasks.cli", *argv, "--url", fake.url],
-            env=env,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        child = start_cli_for_ctrl_c([*argv, "--url", fake.url])
         records = out / ".vllm-tasks" / "records"
         deadline = time.monotonic() + 30
         while len(list(records.rglob("*.json"))) < 2:

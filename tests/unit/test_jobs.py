@@ -14,7 +14,6 @@ import errno
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from vllm_tasks import cli
 from vllm_tasks.jobs import embed, outputs, state
 from vllm_tasks.testing import EMBEDDING_TASKS, FakeVLLM
 
+from ..clients import start_cli_for_ctrl_c
 from .conftest import BASE
 
 WIDTH = 8
@@ -472,11 +472,10 @@ def test_ctrl_c_stops_promptly_and_the_job_resumes(corpus: Path, tmp_path: Path)
     lines = [f"line {i}" for i in range(400)]
     source.write_text("\n".join(lines) + "\n")
     out = tmp_path / "o.npy"
-    command = [sys.executable, "-m", "vllm_tasks.cli", "embed-file", str(source), "--out", str(out)]
-    command += ["--chunk-rows", "20", "--batch-size", "5", "--concurrency", "2"]
+    command = ["embed-file", str(source), "--out", str(out), "--chunk-rows", "20", "--batch-size", "5"]
+    command += ["--concurrency", "2"]
     with fake_server(latency=0.05) as fake:
-        env = {**os.environ, "PYTHONPATH": str(Path(vt.__file__).parents[1])}
-        child = subprocess.Popen([*command, "--url", fake.url], env=env, stderr=subprocess.PIPE, text=True)
+        child = start_cli_for_ctrl_c([*command, "--url", fake.url])
         state_file = tmp_path / "o.npy.partial" / "state.json"
         deadline = time.monotonic() + 30
         while not (state_file.exists() and json.loads(state_file.read_text())["done_below"] >= 2):
