@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 import vllm_tasks as vt
 
@@ -83,3 +86,42 @@ def start_cli_for_ctrl_c(args: list[str]) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+class Ticker:
+    """An asyncio task that sleeps ``interval`` seconds in a loop and records the longest gap between
+    its wake-ups (``longest``, seconds): how long the event loop was kept from running it.
+
+    Examples:
+        >>> async with Ticker() as ticker:
+        ...     await client.transcribe(...)
+        >>> ticker.longest
+    """
+
+    def __init__(self, interval: float = 0.001) -> None:
+        self.interval = interval
+        self.longest = 0.0
+        self.ticks = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _tick(self) -> None:
+        last = time.perf_counter()
+        while True:
+            await asyncio.sleep(self.interval)
+            now = time.perf_counter()
+            self.longest = max(self.longest, now - last)
+            self.ticks += 1
+            last = now
+
+    async def __aenter__(self) -> Self:
+        self._task = asyncio.create_task(self._tick())
+        await asyncio.sleep(0)  # the ticker takes its first timestamp before the work starts
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task

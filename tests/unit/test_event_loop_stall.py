@@ -11,14 +11,11 @@ To add a case: build the inputs, answer the task's requests with :func:`fake_ser
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import json
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 import numpy as np
@@ -26,6 +23,7 @@ from pytest_httpx import HTTPXMock
 
 import vllm_tasks as vt
 
+from ..clients import Ticker
 from .conftest import BASE
 from .recorded import RECORDED, recorded_json, recorded_response
 
@@ -33,45 +31,6 @@ T = TypeVar("T")
 
 STALL_LIMIT = 0.020
 """The longest the event loop may go without serving other tasks (seconds)."""
-
-
-class Ticker:
-    """An asyncio task that sleeps ``interval`` seconds in a loop and records the longest gap between
-    its wake-ups (``longest``, seconds): how long the event loop was kept from running it.
-
-    Example:
-        >>> async with Ticker() as ticker:
-        ...     await client.transcribe(...)
-        >>> ticker.longest
-    """
-
-    def __init__(self, interval: float = 0.001) -> None:
-        self.interval = interval
-        self.longest = 0.0
-        self.ticks = 0
-        self._task: asyncio.Task[None] | None = None
-
-    async def _tick(self) -> None:
-        last = time.perf_counter()
-        while True:
-            await asyncio.sleep(self.interval)
-            now = time.perf_counter()
-            self.longest = max(self.longest, now - last)
-            self.ticks += 1
-            last = now
-
-    async def __aenter__(self) -> Self:
-        self._task = asyncio.create_task(self._tick())
-        await asyncio.sleep(0)  # the ticker takes its first timestamp before the work starts
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        assert self._task is not None
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
 
 
 Answer = Callable[[httpx.Request], httpx.Response]

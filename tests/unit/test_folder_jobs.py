@@ -23,7 +23,7 @@ import vllm_tasks as vt
 from vllm_tasks import cli
 from vllm_tasks.testing import OCR_TASKS, SPEECH_TASKS, FakeVLLM, ReceivedRequest
 
-from ..clients import start_cli_for_ctrl_c
+from ..clients import Ticker, start_cli_for_ctrl_c
 
 DATA = Path(__file__).parents[2]
 PAGE, REPORT = DATA / "examples/data/page.png", DATA / "examples/data/report.pdf"
@@ -346,19 +346,9 @@ def test_progress_is_a_bar_on_a_terminal(
 
 def test_the_job_shares_an_event_loop(scans: Path, tmp_path: Path, ocr_fake: FakeVLLM) -> None:
     async def main() -> tuple[vt.FolderJobReport, int]:
-        ticks = 0
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0.001)
-
-        beat = asyncio.create_task(ticker())
-        async with vt.AsyncClient(ocr_fake.url) as client:
+        async with Ticker() as ticker, vt.AsyncClient(ocr_fake.url) as client:
             report = await vt.aocr_dir(client, scans, tmp_path / "md")
-        beat.cancel()
-        return report, ticks
+        return report, ticker.ticks
 
     report, ticks = asyncio.run(main())
     assert report.complete and ticks > 1

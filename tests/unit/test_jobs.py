@@ -30,7 +30,7 @@ from vllm_tasks import cli
 from vllm_tasks.jobs import embed, outputs, state
 from vllm_tasks.testing import EMBEDDING_TASKS, FakeVLLM
 
-from ..clients import start_cli_for_ctrl_c
+from ..clients import Ticker, start_cli_for_ctrl_c
 from .conftest import BASE
 
 WIDTH = 8
@@ -297,19 +297,9 @@ def test_a_poisoned_row_is_isolated_and_every_other_row_written(tmp_path: Path) 
 
 def test_the_job_shares_an_event_loop(corpus: Path, tmp_path: Path) -> None:
     async def main() -> tuple[vt.EmbedFileReport, int]:
-        ticks = 0
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0.005)
-
-        task = asyncio.create_task(ticker())
-        async with vt.AsyncClient(fake.url) as aclient:
+        async with Ticker(interval=0.005) as ticker, vt.AsyncClient(fake.url) as aclient:
             report = await vt.aembed_file(aclient, corpus, tmp_path / "a.npy", chunk_rows=5, batch_size=2)
-        task.cancel()
-        return report, ticks
+        return report, ticker.ticks
 
     with fake_server(latency=0.02) as fake:
         report, ticks = asyncio.run(main())
