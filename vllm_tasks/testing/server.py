@@ -478,6 +478,11 @@ class FakeVLLM:
 class _HTTPServer(HTTPServer):
     """A threading HTTP server that knows its connections and threads, so that stopping is clean."""
 
+    # socketserver's default backlog of 5 overflows when a test opens dozens of connections at once: the
+    # kernel then answers with SYN cookies, and a cookie that fails its check resets the connection
+    # (ECONNRESET mid-request, seen as spurious retries under load).
+    request_queue_size = socket.SOMAXCONN
+
     def __init__(self, address: tuple[str, int], answer: Any, stopping: threading.Event) -> None:
         self.answer = answer
         self.stopping = stopping
