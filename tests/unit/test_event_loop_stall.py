@@ -1,7 +1,11 @@
 """``AsyncClient`` keeps the event loop serving while it decodes, resamples and encodes inputs.
 
-A ticker task sleeps 1 ms in a loop and records the longest gap between its wake-ups while a call runs
-against a fast fake server (pytest-httpx): CPU-heavy work done on the event loop shows up as a long gap.
+A ticker task sleeps 1 ms in a loop while a call runs against a fast fake server (pytest-httpx), and
+records what the event loop's thread did between two of its wake-ups: CPU-heavy work done on the event
+loop shows up as CPU time of that thread. That measure is the one asserted on because a busy machine
+cannot move it: a full CI run once descheduled the process for 21-42 ms in every try (wall-clock gaps),
+while the same code's gaps were 4-10 ms on a quiet machine. The wall-clock gap has a loose limit of its
+own, for a worker thread that holds the GIL for long (time the loop waits, not computes).
 
 To add a case: build the inputs, answer the task's requests with :func:`fake_server`, then
 ``result, tickers = run_with_ticker(lambda client: client.some_call(...))`` and
@@ -30,7 +34,10 @@ from .recorded import RECORDED, recorded_json, recorded_response
 T = TypeVar("T")
 
 STALL_LIMIT = 0.020
-"""The longest the event loop may go without serving other tasks (seconds)."""
+"""The most CPU time the event loop's thread may spend between two ticks (seconds)."""
+
+WALL_LIMIT = 0.250
+"""The longest wall-clock gap between two ticks (seconds): a GIL held by a worker for long."""
 
 
 Answer = Callable[[httpx.Request], httpx.Response]
@@ -63,12 +70,12 @@ def run_with_ticker(
     call: Callable[[vt.AsyncClient], Awaitable[T]], *, attempts: int = 3, **client_args: Any
 ) -> tuple[T, list[Ticker]]:
     """Run ``call(client)`` on a fresh event loop (and client) with a :class:`Ticker` beside it, up to
-    ``attempts`` times until one run stays under :data:`STALL_LIMIT`; returns the last result and the
-    tickers of every run.
+    ``attempts`` times until one run stays under both limits; returns the last result and the tickers of
+    every run.
 
-    A shared, busy CI machine can deschedule the loop's thread for tens of milliseconds now and then;
-    work done on the event loop stalls every run. Discovery (``server_info``) runs before the ticker
-    starts: only the call itself is measured.
+    A busy machine can make a run's wall-clock gaps long (and, less often, its CPU times: caches shared
+    with other processes); work done on the event loop is long in every run. Discovery (``server_info``)
+    runs before the ticker starts: only the call itself is measured.
     """
 
     async def main() -> tuple[T, Ticker]:
@@ -82,17 +89,28 @@ def run_with_ticker(
     while True:
         result, ticker = asyncio.run(main())
         tickers.append(ticker)
-        if ticker.longest < STALL_LIMIT or len(tickers) >= attempts:
+        if within_limits(ticker) or len(tickers) >= attempts:
             return result, tickers
 
 
+def within_limits(ticker: Ticker) -> bool:
+    """Whether a run stayed under :data:`STALL_LIMIT` (CPU) and :data:`WALL_LIMIT` (wall clock)."""
+    return ticker.longest_cpu < STALL_LIMIT and ticker.longest < WALL_LIMIT
+
+
 def assert_responsive(tickers: list[Ticker], what: str) -> None:
-    """Fail when the best run's longest gap is over :data:`STALL_LIMIT`; prints each run's (``-s``)."""
-    stalls = ", ".join(f"{ticker.longest * 1000:.1f} ms ({ticker.ticks} ticks)" for ticker in tickers)
-    print(f"\n{what}: longest event-loop stall per run: {stalls}")
-    best = min(tickers, key=lambda ticker: ticker.longest)
+    """Fail when no run stayed within the limits; prints each run's measures (``-s``)."""
+    runs = ", ".join(
+        f"{t.longest_cpu * 1000:.1f} ms CPU / {t.longest * 1000:.1f} ms wall ({t.ticks} ticks)"
+        for t in tickers
+    )
+    print(f"\n{what}: the event loop's longest stall per run: {runs}")
+    best = min(tickers, key=lambda ticker: (not within_limits(ticker), ticker.longest_cpu))
     assert best.ticks > 0
-    assert best.longest < STALL_LIMIT, f"{what} blocked the event loop for {best.longest * 1000:.1f} ms"
+    assert best.longest_cpu < STALL_LIMIT, (
+        f"{what} ran {best.longest_cpu * 1000:.1f} ms of CPU work on the event loop at a stretch"
+    )
+    assert best.longest < WALL_LIMIT, f"{what} kept the event loop waiting for {best.longest * 1000:.1f} ms"
 
 
 # ------------------------------------------------------------------------------------ transcription
