@@ -436,7 +436,7 @@ def test_stop_is_clean_with_open_and_pending_connections() -> None:
     fake.stop()  # a second stop is a no-op
 
 
-def test_a_burst_of_new_connections_is_answered_without_resets() -> None:
+def test_a_burst_of_new_connections_is_answered_without_resets(fake_vllm: FakeVLLM) -> None:
     """200 connections opened at once all get their answer on the first try. With socketserver's default
     listen backlog of 5, SYNs were dropped (answers late by seconds) and a failed SYN cookie reset a
     connection mid-request: a client shared by 8 threads x concurrency 4 then counted spurious retries."""
@@ -447,21 +447,20 @@ def test_a_burst_of_new_connections_is_answered_without_resets() -> None:
     barrier = threading.Barrier(connections)
     answers: list[bytes | BaseException] = []
 
-    def one(port: int) -> None:
+    def one() -> None:
         barrier.wait()
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            with socket.create_connection(("127.0.0.1", fake_vllm.port), timeout=5) as sock:
                 sock.sendall(request)
                 answers.append(sock.recv(12))
         except OSError as error:
             answers.append(error)
 
-    with FakeVLLM() as fake:
-        threads = [threading.Thread(target=one, args=(fake.port,)) for _ in range(connections)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+    threads = [threading.Thread(target=one) for _ in range(connections)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     failed = [answer for answer in answers if answer != b"HTTP/1.1 200"]
     assert len(answers) == connections and not failed, f"{len(failed)} of {connections}: {failed[:3]}"
 
