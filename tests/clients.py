@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import inspect
 import os
+import random
+import signal
 import subprocess
 import sys
 import time
@@ -81,11 +83,39 @@ def start_cli_for_ctrl_c(args: list[str]) -> subprocess.Popen[str]:
         "runpy.run_module('vllm_tasks.cli', run_name='__main__', alter_sys=True)"
     )
     return subprocess.Popen(
-        [sys.executable, "-c", launcher, *args],
-        env={**os.environ, "PYTHONPATH": str(Path(vt.__file__).parents[1])},
-        stderr=subprocess.PIPE,
-        text=True,
+        [sys.executable, "-c", launcher, *args], env=cli_env(), stderr=subprocess.PIPE, text=True
     )
+
+
+def cli_env() -> dict[str, str]:
+    """The environment for a child process that runs this checkout's ``vllm_tasks``."""
+    return {**os.environ, "PYTHONPATH": str(Path(vt.__file__).parents[1])}
+
+
+def kill_at_random_progress(
+    argv: list[str], progress: Callable[[], int], total: int, rng: random.Random, kills: int
+) -> Iterator[None]:
+    """Start the job ``argv`` and SIGKILL it up to ``kills`` times, each once ``progress()`` (units saved)
+    has reached a random target, at least one more than before and fewer than ``total``, plus a random
+    fraction of a second; yields after each kill, for the caller to look at what was saved.
+
+    Kill points are drawn in units of progress, not seconds after the start: a slow machine spent the
+    whole of "0.5-4 s after the start" in start-up, and every kill landed before the first unit.
+    """
+    for _ in range(kills):
+        before = progress()
+        if before >= total - 1:
+            return
+        target = rng.randint(before + 1, total - 1)
+        child = subprocess.Popen(argv, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 600
+        while progress() < target:
+            assert child.poll() is None and time.monotonic() < deadline, "the job ended before the kill"
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 0.5))
+        child.send_signal(signal.SIGKILL)  # a no-op if the job finished in the meantime
+        child.wait()
+        yield
 
 
 class Ticker:

@@ -12,29 +12,22 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from PIL import Image, ImageDraw
 
-import vllm_tasks as vt
+from tests.clients import cli_env, kill_at_random_progress
 
 pytestmark = pytest.mark.integration
 
 DATA = Path(__file__).parents[2]
 AUDIO = DATA / "tests" / "data" / "audio"
-
-
-def env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(Path(vt.__file__).parents[1])}
 
 
 def command(kind: str, source: Path, out: Path, url: str) -> list[str]:
@@ -89,42 +82,23 @@ def assert_same_outputs(resumed: dict[str, bytes], reference: dict[str, bytes]) 
             assert resumed[name] == data, name
 
 
-def kill_mid_job(
-    argv: list[str], out: Path, total: int, rng: random.Random, kills: int
-) -> list[dict[str, Any]]:
-    """Start the job and SIGKILL it ``kills`` times, each after a random number of units (at least one
-    more than before, fewer than all) plus a random fraction of a second; returns the records at each."""
-    seen: list[dict[str, Any]] = []
-    for _ in range(kills):
-        before = len(records(out))
-        if before >= total - 1:
-            break
-        target = rng.randint(before + 1, total - 1)
-        child = subprocess.Popen(argv, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 600
-        while len(records(out)) < target:
-            assert child.poll() is None and time.monotonic() < deadline, "the job ended before the kill"
-            time.sleep(0.05)
-        time.sleep(rng.uniform(0.0, 0.5))
-        child.send_signal(signal.SIGKILL)  # a no-op if the job finished in the meantime
-        child.wait()
-        seen.append(records(out))
-    return seen
-
-
 def resume_and_compare(kind: str, source: Path, url: str, tmp: Path, total: int, seed: str) -> None:
     reference = tmp / "reference"
-    done = subprocess.run(command(kind, source, reference, url), env=env(), capture_output=True, text=True,
-                          timeout=900, check=False)  # fmt: skip
+    uninterrupted = command(kind, source, reference, url)
+    done = subprocess.run(
+        uninterrupted, env=cli_env(), capture_output=True, text=True, timeout=900, check=False
+    )
     assert done.returncode == 0, done.stderr
     out = tmp / "resumed"
     argv = command(kind, source, out, url)
-    seen = kill_mid_job(argv, out, total, random.Random(seed), kills=2)
+    seen: list[dict[str, tuple[bytes, int]]] = []
+    for _ in kill_at_random_progress(argv, lambda: len(records(out)), total, random.Random(seed), kills=2):
+        seen.append(records(out))
     assert any(0 < len(saved) < total for saved in seen), [len(s) for s in seen]  # a kill mid-job
     for earlier, later in itertools.pairwise(seen):
         assert all(later[name] == record for name, record in earlier.items())  # nothing redone
     last = seen[-1]
-    finished = subprocess.run(argv, env=env(), capture_output=True, text=True, timeout=900, check=False)
+    finished = subprocess.run(argv, env=cli_env(), capture_output=True, text=True, timeout=900, check=False)
     assert finished.returncode == 0, finished.stderr
     said = "already complete; nothing to do" if len(last) == total else f"{len(last)} resumed"
     assert said in finished.stderr, finished.stderr

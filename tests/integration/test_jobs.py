@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import signal
@@ -30,6 +29,7 @@ import pytest
 from launcher import FixtureServer
 
 import vllm_tasks as vt
+from tests.clients import cli_env, kill_at_random_progress
 from vllm_tasks import cli
 from vllm_tasks.testing import EMBEDDING_TASKS, FakeVLLM
 
@@ -58,12 +58,8 @@ def cli_command(source: Path, out: Path, *urls: str, extra: tuple[str, ...] = ()
     return command + list(extra)
 
 
-def env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(Path(vt.__file__).parents[1])}
-
-
 def run_cli(command: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, env=env(), capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run(command, env=cli_env(), capture_output=True, text=True, timeout=600, check=False)
 
 
 def done_chunks(out: Path) -> int:
@@ -74,18 +70,9 @@ def done_chunks(out: Path) -> int:
     return int(saved["done_below"]) + len(saved["done_above"])
 
 
-def kill_at_random_points(command: list[str], out: Path, rng: random.Random, kills: int) -> list[int]:
-    """Start the job and SIGKILL it ``kills`` times at random moments; returns the chunks done at each."""
-    seen = []
-    for _ in range(kills):
-        child = subprocess.Popen(command, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.5, 4.0))
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-        seen.append(done_chunks(out))
-        if out.exists():  # finished before the kill
-            break
-    return seen
+def finished_chunks(out: Path, chunks: int) -> int:
+    """Chunks done so far: all of them once the output is in place (the checkpoint is gone then)."""
+    return chunks if out.exists() else done_chunks(out)
 
 
 @pytest.fixture(scope="module")
@@ -119,8 +106,11 @@ def test_kill_9_at_random_points_then_resume_is_byte_identical(
     out = tmp_path / ("corpus.parquet" if kind == "parquet" else "corpus.npy")
     extra = ("--id-field", "id") if kind != "text" else ()
     command = cli_command(inputs[kind], out, vllm_embed.base_url, extra=extra)
-    seen = kill_at_random_points(command, out, random.Random(f"kill-{kind}"), kills=4)
-    assert any(0 < chunks < ROWS // 100 for chunks in seen), seen  # at least one kill mid-job
+    seen: list[int] = []
+    chunks, rng = ROWS // 100, random.Random(f"kill-{kind}")
+    for _ in kill_at_random_progress(command, lambda: finished_chunks(out, chunks), chunks, rng, kills=4):
+        seen.append(finished_chunks(out, chunks))
+    assert any(0 < done < chunks for done in seen), seen  # at least one kill mid-job
     result = run_cli(command)
     assert result.returncode == 0, result.stderr
     if kind == "parquet":
@@ -161,7 +151,9 @@ def test_a_replica_stopped_mid_job_loses_nothing(
     out = tmp_path / "corpus.npy"
     command = cli_command(inputs["text"], out, vllm_embed.base_url, second_embed_server.base_url)
     before = answered_embeddings(second_embed_server)
-    child = subprocess.Popen(command, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        command, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 300
     # Stop the second replica once it has answered a batch (a cold server on a loaded machine may answer
     # its first only after the other has finished three chunks) and the job is well under way. Its first
@@ -210,7 +202,7 @@ def test_a_swapped_model_and_a_changed_input_are_refused(
     shutil.copy(inputs["text"], source)
     out = tmp_path / "corpus.npy"
     command = cli_command(source, out, vllm_embed.base_url)
-    child = subprocess.Popen(command, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(command, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while done_chunks(out) < 2:
         assert child.poll() is None
         time.sleep(0.05)
