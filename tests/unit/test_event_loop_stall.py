@@ -1,12 +1,13 @@
 """``AsyncClient`` keeps the event loop serving while it decodes, resamples and encodes inputs.
 
-Each call runs against a fast fake server (pytest-httpx), in a task of its own, with two measures:
+Each call runs against a fast fake server (:class:`FakeServer`, whose own work runs in worker threads),
+in a task of its own, with two measures:
 
 - :class:`LoopSteps` times, in CPU seconds of the event loop's thread, every callback the loop runs: a
   task's step from one suspending ``await`` to the next, or an I/O or timer callback. CPU-heavy work
   done on the event loop is one long step (a decode or render run inline: 100-950 ms), and the longest
-  step is asserted on (:data:`STEP_LIMIT`). The SDK's step per request takes 2-13 ms here: building
-  the request, and pytest-httpx reading its whole body (1 MB for 30 s of audio).
+  step is asserted on (:data:`STEP_LIMIT`). The SDK's step per request (building it, handing it to
+  httpx, reading the answer) takes 0.5-3 ms here, and a call's longest step 2.5-7 ms.
 - A :class:`~tests.clients.Ticker` records the longest wall-clock gap between two of its 1 ms wake-ups,
   with a loose limit of its own (:data:`WALL_LIMIT`): a worker thread that holds the GIL for long keeps
   the loop waiting without computing on it.
@@ -18,8 +19,8 @@ for transcribe on unchanged code as the machine's speed varied (CI failed on it 
 time), and it missed the first and last steps of a call, where ``embed`` could merge its results
 inline unnoticed. Wall time also grows when a busy machine deschedules the process.
 
-To add a case: build the inputs, answer the task's requests with :func:`fake_server`, then
-``result, runs = run_measured(lambda client: client.some_call(...))`` and
+To add a case: build the inputs and a :class:`FakeServer` that answers the task's requests, then
+``result, runs = run_measured(server, lambda client: client.some_call(...))`` and
 ``assert_responsive(runs, "what")``.
 """
 
@@ -34,11 +35,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Self, TypeVar
 
 import httpx
 import numpy as np
-from pytest_httpx import HTTPXMock
 
 import vllm_tasks as vt
 
@@ -58,27 +58,36 @@ WALL_LIMIT = 0.250
 Answer = Callable[[httpx.Request], httpx.Response]
 
 
-def fake_server(httpx_mock: HTTPXMock, fixture: str, answer: Answer, *, latency: float = 0.001) -> None:
-    """A fast fake vLLM server: discovery as the recorded ``fixture`` answered it, every other request
-    by ``answer(request)``, after ``latency`` seconds (a fast local network).
+class FakeServer(httpx.AsyncBaseTransport):
+    """A fast fake vLLM server as an httpx transport: discovery as the recorded ``fixture`` answered it,
+    every other request by ``answer(request)``, after ``latency`` seconds (a fast local network).
 
-    Answers arrive in a later turn of the event loop, as network answers do: an in-process mock that
-    never suspends would run every request of a call in one step, a stall no real server causes. One
-    catch-all callback keeps pytest-httpx's own work per request small (no URL matching).
+    The server's own work stays off the event loop, as a real server's does: the request body is taken
+    as a socket takes it, piece by piece and not copied, and joined and answered in a worker thread.
+    pytest-httpx joins the whole body on the loop, inside the SDK's step: 1 MB per transcription request,
+    about half of what that step measured. Answers arrive in a later turn of the loop, as network
+    answers do.
     """
-    discovery = {"/version": "version", "/v1/models": "models", "/openapi.json": "openapi"}
-    has_openapi = (RECORDED / fixture / "openapi.json").exists()
 
-    async def respond(request: httpx.Request) -> httpx.Response:
-        await asyncio.sleep(latency)
-        name = discovery.get(request.url.path)
-        if name == "openapi" and not has_openapi:
+    def __init__(self, fixture: str, answer: Answer, *, latency: float = 0.001) -> None:
+        self.fixture, self.answer, self.latency = fixture, answer, latency
+        self.has_openapi = (RECORDED / fixture / "openapi.json").exists()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        assert isinstance(request.stream, httpx.AsyncByteStream)
+        pieces = [piece async for piece in request.stream]
+        await asyncio.sleep(self.latency)
+        return await asyncio.to_thread(self._respond, request.method, request.url, request.headers, pieces)
+
+    def _respond(
+        self, method: str, url: httpx.URL, headers: httpx.Headers, pieces: list[bytes]
+    ) -> httpx.Response:
+        name = {"/version": "version", "/v1/models": "models", "/openapi.json": "openapi"}.get(url.path)
+        if name == "openapi" and not self.has_openapi:
             return httpx.Response(404, json={"detail": "Not Found"})
         if name is not None:
-            return recorded_response(fixture, name)
-        return answer(request)
-
-    httpx_mock.add_callback(respond, is_reusable=True)
+            return recorded_response(self.fixture, name)
+        return self.answer(httpx.Request(method, url, headers=headers, content=b"".join(pieces)))
 
 
 class LoopSteps:
@@ -151,10 +160,10 @@ class Run:
 
 
 def run_measured(
-    call: Callable[[vt.AsyncClient], Awaitable[T]], *, attempts: int = 5, **client_args: Any
+    server: FakeServer, call: Callable[[vt.AsyncClient], Awaitable[T]], *, attempts: int = 5
 ) -> tuple[T, list[Run]]:
-    """Run ``call(client)`` on a fresh event loop (and client), measured, up to ``attempts`` times
-    until one run stays within the limits; returns the last result and every run.
+    """Run ``call(client)`` against ``server`` on a fresh event loop (and client), measured, up to
+    ``attempts`` times until one run stays within the limits; returns the last result and every run.
 
     A busy machine can lengthen a run's wall-clock gaps (and, on a virtual machine, the CPU time
     charged to a step); work done on the event loop is long in every run. Discovery (``server_info``)
@@ -164,7 +173,8 @@ def run_measured(
     """
 
     async def main() -> tuple[T, Run]:
-        async with vt.AsyncClient(BASE, max_retries=0, **client_args) as client:
+        http = httpx.AsyncClient(transport=server)
+        async with http, vt.AsyncClient(BASE, max_retries=0, http_client=http) as client:
             await client.server_info()
             async with Ticker() as ticker:
                 with LoopSteps() as steps:
@@ -221,11 +231,11 @@ def answer_transcription(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200, json={"text": " words.", "usage": {"type": "duration", "seconds": 30}})
 
 
-def test_transcribe_of_five_minutes_in_memory_keeps_the_loop_serving(httpx_mock: HTTPXMock) -> None:
-    fake_server(httpx_mock, "stt", answer_transcription)
+def test_transcribe_of_five_minutes_in_memory_keeps_the_loop_serving() -> None:
+    server = FakeServer("stt", answer_transcription)
     rate = 44_100
     samples = speech_like(300.0, rate)
-    result, runs = run_measured(lambda client: client.transcribe((samples, rate), language="en"))
+    result, runs = run_measured(server, lambda client: client.transcribe((samples, rate), language="en"))
     assert result.requests >= 10  # chunked client-side: 5 minutes in pieces of at most 30 s
     assert result.text.startswith("words.") and result.duration is not None and result.duration > 299
     assert_responsive(runs, "transcribe(5 min, 44.1 kHz stereo array)")
@@ -269,12 +279,12 @@ def answer_ocr(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200, json=answer)
 
 
-def test_ocr_pdf_of_ten_a4_pages_keeps_the_loop_serving(httpx_mock: HTTPXMock, tmp_path: Path) -> None:
+def test_ocr_pdf_of_ten_a4_pages_keeps_the_loop_serving(tmp_path: Path) -> None:
     """Rendering (pypdfium2) and PNG-encoding ten 1190 x 1684 pages take about a second of CPU: all of it
     in worker threads, a wave of pages at a time."""
-    fake_server(httpx_mock, "ocr", answer_ocr)
+    server = FakeServer("ocr", answer_ocr)
     pdf = a4_report_pdf(tmp_path / "report.pdf", 10)
-    document, runs = run_measured(lambda client: client.ocr_pdf(pdf, concurrency=4))
+    document, runs = run_measured(server, lambda client: client.ocr_pdf(pdf, concurrency=4))
     assert [page.page for page in document.pages] == list(range(1, 11))
     assert document.pages[0].result.image_size == (1190, 1684)
     assert document.markdown.count("# Report") == 10
@@ -311,11 +321,11 @@ def answer_embeddings(request: httpx.Request) -> httpx.Response:
     )
 
 
-def test_embed_of_fifty_thousand_texts_keeps_the_loop_serving(httpx_mock: HTTPXMock) -> None:
+def test_embed_of_fifty_thousand_texts_keeps_the_loop_serving() -> None:
     """Planning 782 requests (~20 ms) and decoding 77 MB of vectors run in worker threads; the requests
     go out through a few workers, not one task per request."""
-    fake_server(httpx_mock, "embed", answer_embeddings)
+    server = FakeServer("embed", answer_embeddings)
     texts = [f"passage {i}: the quick brown fox jumps over the lazy dog" for i in range(50_000)]
-    result, runs = run_measured(lambda client: client.embed(texts, concurrency=4))
+    result, runs = run_measured(server, lambda client: client.embed(texts, concurrency=4))
     assert result.vectors.shape == (50_000, WIDTH) and float(result.vectors[-1, 0]) == 0.5
     assert_responsive(runs, "embed(50,000 texts, bytes transport)")
