@@ -127,7 +127,7 @@ def test_long_lists_are_batched_and_merged_in_order(make_client: Any, httpx_mock
     texts = [chr(ord("a") + i % 26) * (i + 1) for i in range(23)]
     result = make_client().embed(texts, encoding_format="float", batch_size=5, concurrency=3)
     # Three batches are in flight at once (threads for Client), so the order they are sent in is not
-    # fixed: CI once saw [5, 5, 5, 3, 5]. Put back in input order, they are 5, 5, 5, 5, 3 and the input.
+    # fixed: a full local run once saw [5, 5, 5, 3, 5]. Put back in input order: 5, 5, 5, 5, 3 and the input.
     batches = sorted((b["input"] for b in sent_bodies(httpx_mock)), key=lambda batch: texts.index(batch[0]))
     assert [len(batch) for batch in batches] == [5, 5, 5, 5, 3]
     assert [text for batch in batches for text in batch] == texts
