@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import inspect
 import os
 import random
@@ -11,6 +12,8 @@ import signal
 import subprocess
 import sys
 import time
+import tracemalloc
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
@@ -160,3 +163,20 @@ class Ticker:
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
+
+
+def left_open_at_collection() -> list[str]:
+    """Runs the garbage collector and returns what it found left open (sockets, transports, event loops,
+    files): the ``ResourceWarning`` each one gives, sorted, with where it was made when tracemalloc traces
+    (``PYTHONTRACEMALLOC=20``)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        gc.collect()
+    return sorted({_where_made(warning) for warning in caught if warning.category is ResourceWarning})
+
+
+def _where_made(warning: warnings.WarningMessage) -> str:
+    made = tracemalloc.get_object_traceback(warning.source) if warning.source is not None else None
+    if made is None:
+        return str(warning.message)
+    return f"{warning.message}, made at:\n" + "\n".join(made.format())

@@ -28,6 +28,8 @@ from vllm_tasks.integrations.langchain import (
 )
 from vllm_tasks.testing import EMBEDDING_TASKS, OCR_TASKS, RERANKER_TASKS, SPEECH_TASKS, FakeVLLM
 
+from ..clients import left_open_at_collection
+
 # langchain-tests' async standard tests are plain coroutines: anyio's plugin runs them (asyncio backend).
 pytestmark = pytest.mark.anyio
 
@@ -166,6 +168,49 @@ def test_async_calls_from_several_event_loops(server: FakeVLLM) -> None:
     first = asyncio.run(embeddings.aembed_query("a"))
     second = asyncio.run(embeddings.aembed_query("a"))
     assert first == second
+
+
+def test_each_loops_connections_close_with_the_loop(server: FakeVLLM) -> None:
+    """Each ``asyncio.run`` closes the connections its call opened: they were left to the garbage
+    collector, which warned (unclosed transport) wherever it ran, and failed an unrelated test in CI."""
+    embeddings = VLLMEmbeddings(base_url=server.url, batch_size=2, concurrency=4)
+    for _ in range(3):
+        asyncio.run(embeddings.aembed_documents(FACTS * 4))
+    asyncio.run(embeddings.aembed_query("a"))
+    del embeddings
+    assert left_open_at_collection() == []
+
+
+def test_an_adapter_dropped_unclosed_closes_its_connections(server: FakeVLLM) -> None:
+    """Frameworks drop adapters without ``close()``: the sync connections close with the adapter, and
+    the async ones of a loop that still runs (a notebook's) when that loop shuts down."""
+
+    async def notebook_cell() -> None:
+        embeddings = VLLMEmbeddings(base_url=server.url, batch_size=2, concurrency=4)
+        embeddings.embed_documents(FACTS * 4)
+        await embeddings.aembed_documents(FACTS * 4)
+        del embeddings
+        assert left_open_at_collection() == []
+
+    with asyncio.Runner() as runner:
+        runner.run(notebook_cell())
+        assert left_open_at_collection() == []
+    assert left_open_at_collection() == []
+
+
+def test_aclose_closes_the_loops_client_and_a_later_call_builds_another(server: FakeVLLM) -> None:
+    async def session() -> tuple[list[float], list[float]]:
+        embeddings = VLLMEmbeddings(base_url=server.url)
+        first = await embeddings.aembed_query("a")
+        await embeddings.aclose()
+        assert left_open_at_collection() == []
+        second = await embeddings.aembed_query("a")
+        await embeddings.aclose()
+        return first, second
+
+    first, second = asyncio.run(session())
+    assert first == second
+    assert left_open_at_collection() == []
 
 
 def test_typed_errors_pass_through(server: FakeVLLM) -> None:

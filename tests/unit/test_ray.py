@@ -23,6 +23,8 @@ import vllm_tasks as vt
 from vllm_tasks.integrations.ray import OCR, Embedder, Scorer, Transcriber, isolate_failures
 from vllm_tasks.testing import EMBEDDING_TASKS, OCR_TASKS, RERANKER_TASKS, SPEECH_TASKS, FakeVLLM
 
+from ..clients import left_open_at_collection
+
 FOX = Path(__file__).resolve().parents[1] / "data" / "audio" / "fox.wav"
 TEXTS = [f"document number {i} about topic {i % 3}" for i in range(10)]
 LONG = "word " * 80  # over the fake's max_model_len below: the server refuses it (400)
@@ -223,6 +225,17 @@ def test_instances_pickle_and_the_class_cloudpickles_as_ray_sends_it(server: Fak
     cls, kwargs = cloudpickle.loads(cloudpickle.dumps((Embedder, {"base_url": server.url, "batch_size": 3})))
     assert cls is Embedder and cls(**kwargs)({"text": np.array(["one"])})["embedding"].shape == (1, 384)
     embedder.close()
+
+
+def test_an_instance_dropped_unclosed_closes_its_connections(server: FakeVLLM) -> None:
+    """Ray drops an actor's instance (and a pandas pipeline its callable) without ``close()``: its
+    connections close with it, and never reach the collector as open sockets that warn."""
+    embedder = Embedder(base_url=server.url, batch_size=2, concurrency=4)
+    copy = pickle.loads(pickle.dumps(embedder))
+    for callable_ in (embedder, copy):
+        callable_({"text": np.array(TEXTS * 3)})
+    del embedder, copy, callable_
+    assert left_open_at_collection() == []
 
 
 # --------------------------------------------------------------------------------------------------

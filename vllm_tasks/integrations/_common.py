@@ -15,10 +15,10 @@ import asyncio
 import os
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr
@@ -87,13 +87,85 @@ class Connection:
         return AsyncClient(self.base_url, **self._arguments())
 
 
+class _LoopClient:
+    """An ``AsyncClient`` built for one event loop, closed when that loop shuts down.
+
+    Its closer is an async generator, which the loop registers at its first step and closes in
+    ``loop.shutdown_asyncgens()``, while the loop can still run the connections' closing I/O. Until then
+    ``_LoopClient.open`` holds it: not the adapter, which may be dropped first, and not the loop, which
+    holds it only weakly. Closed any other way (a task started by a finalizer), the close could still be
+    under way when the loop closes, leaving sockets open.
+    """
+
+    open: ClassVar[set[_LoopClient]] = set()
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, client: AsyncClient) -> None:
+        self.loop = loop
+        self.client = client
+        self.closer = self._close_at_shutdown()
+        with self._lock:
+            for stale in [entry for entry in self.open if entry.loop.is_closed()]:
+                self.open.discard(stale)  # closed without shutdown_asyncgens(): nothing left to run
+            self.open.add(self)
+
+    async def start(self) -> None:
+        """Register the closer with the running loop (call once, on ``loop``)."""
+        await self.closer.__anext__()
+
+    async def _close_at_shutdown(self) -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.open.discard(self)
+            await self.client.close()
+
+
+class _BuiltClients:
+    """The clients a :class:`ClientPool` built (never the caller's), apart from the pool so that a
+    ``weakref.finalize`` on the pool can close the ``Client``: nothing here refers back to the pool."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.lock = threading.Lock()
+        self.client: Client | None = None
+        self.per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def for_loop(self, loop: asyncio.AbstractEventLoop) -> tuple[_LoopClient, bool]:
+        """The loop's entry, and whether it was made just now (not yet started)."""
+        with self.lock:
+            entry = self.per_loop.get(loop)
+            if entry is not None:
+                return entry, False
+            for closed in [other for other in self.per_loop if other.is_closed()]:
+                del self.per_loop[closed]  # the entry refers to its loop: the weak key alone never goes
+            entry = self.per_loop[loop] = _LoopClient(loop, self.connection.async_client())
+            return entry, True
+
+    def close_sync(self) -> None:
+        with self.lock:
+            client, self.client = self.client, None
+        if client is not None:
+            client.close()
+
+
 class ClientPool:
     """The clients an adapter calls through, built on first use.
 
     ``sync()`` returns one ``Client`` (thread-safe, shared). ``for_running_loop()`` returns one
     ``AsyncClient`` per running event loop: an ``httpx.AsyncClient``'s connections belong to the loop that
     opened them, and frameworks call async methods from several loops (``asyncio.run`` per call, a
-    notebook's loop, worker threads). Clients passed in by the caller are used as they are, on every loop.
+    notebook's loop, worker threads).
+
+    What the pool built is closed by ``close()`` / ``aclose()``, or else without being asked (frameworks
+    drop adapters unclosed): the ``Client`` when the pool is garbage-collected, each ``AsyncClient`` when
+    its loop shuts down (the ``loop.shutdown_asyncgens()`` that ``asyncio.run``, ``asyncio.Runner``, anyio
+    and pytest-asyncio call before closing a loop). A loop closed without ``shutdown_asyncgens()`` leaves
+    its connections to the garbage collector: ``await adapter.aclose()`` before closing such a loop.
+    Clients passed in by the caller are used as they are, on every loop, and never closed here.
 
     Pickling (and ``copy.deepcopy``) keeps only the :class:`Connection`: the copy builds its own clients.
     """
@@ -104,22 +176,20 @@ class ClientPool:
         self.connection = connection
         self._given_client = client
         self._given_async = async_client
-        self._client: Client | None = None
-        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._lock = threading.Lock()
+        self._built = _BuiltClients(connection)
+        weakref.finalize(self, self._built.close_sync)
 
     def sync(self) -> Client:
         """The ``Client`` (the caller's, else one built from the connection)."""
         if self._given_client is not None:
             return self._given_client
-        with self._lock:
-            if self._client is None:
-                self._client = self.connection.client()
-            return self._client
+        built = self._built
+        with built.lock:
+            if built.client is None:
+                built.client = self.connection.client()
+            return built.client
 
-    def for_running_loop(self) -> AsyncClient:
+    async def for_running_loop(self) -> AsyncClient:
         """The ``AsyncClient`` for the running event loop (the caller's, else one per loop).
 
         Raises:
@@ -127,28 +197,23 @@ class ClientPool:
         """
         if self._given_async is not None:
             return self._given_async
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            client = self._async.get(loop)
-            if client is None:
-                client = self._async[loop] = self.connection.async_client()
-            return client
+        entry, new = self._built.for_loop(asyncio.get_running_loop())
+        if new:
+            await entry.start()
+        return entry.client
 
     def close(self) -> None:
-        """Close the ``Client`` built here (a caller's client is left open); forget the async ones."""
-        with self._lock:
-            client, self._client = self._client, None
-            self._async = weakref.WeakKeyDictionary()
-        if client is not None:
-            client.close()
+        """Close the ``Client`` built here (a caller's client is left open). Each ``AsyncClient`` built
+        here closes when its loop shuts down, or at ``aclose()`` on that loop."""
+        self._built.close_sync()
 
     async def aclose(self) -> None:
         """Close the clients built here: the running loop's ``AsyncClient`` and the ``Client``."""
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            client = self._async.pop(loop, None)
-        if client is not None:
-            await client.close()
+        built = self._built
+        with built.lock:
+            entry = built.per_loop.pop(asyncio.get_running_loop(), None)
+        if entry is not None:
+            await entry.closer.aclose()
         self.close()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -226,8 +291,8 @@ class ConnectionFields(BaseModel):
     def _sync_client(self) -> Client:
         return self._pool.sync()
 
-    def _async_client(self) -> AsyncClient:
-        return self._pool.for_running_loop()
+    async def _async_client(self) -> AsyncClient:
+        return await self._pool.for_running_loop()
 
     def close(self) -> None:
         """Close the connections this adapter opened (your own ``client=`` is left to you)."""

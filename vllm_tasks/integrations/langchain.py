@@ -117,13 +117,15 @@ class VLLMEmbeddings(EmbedOptions, Embeddings):
         if not texts:
             return []
         inputs = [self.document_prefix + text for text in texts] if self.document_prefix else list(texts)
-        result = await self._async_client().embed(inputs, **self._options())
+        client = await self._async_client()
+        result = await client.embed(inputs, **self._options())
         vectors: list[list[float]] = result.vectors.tolist()
         return vectors
 
     async def aembed_query(self, text: str) -> list[float]:
         """Embed one query with the running loop's ``AsyncClient``."""
-        result = await self._async_client().embed([self.query_prefix + text], **self._options())
+        client = await self._async_client()
+        result = await client.embed([self.query_prefix + text], **self._options())
         vector: list[float] = result.vectors[0].tolist()
         return vector
 
@@ -178,7 +180,7 @@ class VLLMReranker(RerankOptions, BaseDocumentCompressor):
         docs = list(documents)
         if not docs:
             return []
-        client = self._async_client()
+        client = await self._async_client()
         result = await client.rerank(query, [doc.page_content for doc in docs], **self._options())
         return _ranked(docs, result)
 
@@ -312,7 +314,7 @@ class VLLMOCRLoader(BaseLoader):
 
     async def alazy_load(self) -> AsyncIterator[Document]:
         """:meth:`lazy_load` with the running loop's ``AsyncClient``."""
-        client = self.connection._async_client()
+        client = await self.connection._async_client()
         if self.pdf:
             document: OCRDocument | OCRResult = await client.ocr_pdf(
                 self.file_path, **self.pdf_options, **self.ocr_options
@@ -402,7 +404,7 @@ class VLLMTranscriptLoader(BaseLoader):
 
     async def alazy_load(self) -> AsyncIterator[Document]:
         """:meth:`lazy_load` with the running loop's ``AsyncClient``."""
-        client = self.connection._async_client()
+        client = await self.connection._async_client()
         method = client.translate if self.translate else client.transcribe
         result = await method(os.fspath(self.file_path), **self.options)
         for text, metadata in transcript_records(self.source, result, self.mode):

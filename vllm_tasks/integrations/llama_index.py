@@ -108,7 +108,8 @@ class VLLMEmbedding(EmbedOptions, BaseEmbedding):
     async def _aembed(self, texts: list[str]) -> list[Embedding]:
         if not texts:
             return []
-        result = await self._async_client().embed(texts, **self._options())
+        client = await self._async_client()
+        result = await client.embed(texts, **self._options())
         vectors: list[Embedding] = result.vectors.tolist()
         return vectors
 
@@ -214,7 +215,8 @@ class VLLMRerank(RerankOptions, BaseNodePostprocessor):
         if not nodes:
             return []
         with self.callback_manager.event(CBEventType.RERANKING, payload=self._payload(nodes, query)) as event:
-            result = await self._async_client().rerank(query, texts, **self._options())
+            client = await self._async_client()
+            result = await client.rerank(query, texts, **self._options())
             ranked = self._ranked(nodes, result)
             event.on_end(payload={EventPayload.NODES: ranked})
         return ranked

@@ -43,6 +43,7 @@ import dataclasses
 import inspect
 import json
 import sys
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, TypeVar
@@ -315,20 +316,27 @@ class _BatchCallable:
             max_retries=self.max_retries,
             headers=dict(self.headers) if self.headers is not None else None,
         )
+        self._build_client()
+
+    def _build_client(self) -> None:
         self._client = self.connection.client()
+        # Nothing calls close() (Ray ends the actor; a pipeline drops the instance): the connections close
+        # with the instance, not when the collector reaches the sockets and warns.
+        self._close_client = weakref.finalize(self, self._client.close)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        del state["_client"]  # an httpx client does not pickle: the copy builds its own
+        del state["_client"], state["_close_client"]  # httpx clients do not pickle: the copy builds its own
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._client = self.connection.client()
+        self._build_client()
 
     def close(self) -> None:
-        """Close the client's connections (Ray ends the actor's process anyway when the dataset is done)."""
-        self._client.close()
+        """Close the client's connections (done for you when the instance is garbage-collected, or Ray ends
+        the actor's process)."""
+        self._close_client()
 
     def _finish(
         self, columns: dict[str, Any], outputs: Mapping[str, npt.NDArray[Any]], errors: list[str | None]
