@@ -7,11 +7,19 @@ keyed), .vllm_version ($VLLM_TASKS_FIXTURE_VLLM moves them to an older vLLM) -- 
 server of (fixture, vLLM version) by indirect parametrization over fixture_pins.selected_matrix_versions().
 Markers: integration, gpu.
 
+Every test module ends with a garbage collection that fails the module if its tests left a socket, transport
+or file open (``no_connections_left_open``).
+
 From vllm_tasks.testing.pytest_plugin: the ``fake_vllm`` fixture (a FakeVLLM per test) and its marker.
 """
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
+
+from .clients import left_open_at_collection
 
 _SERVER_FIXTURES = str(Path(__file__).resolve().parent.parent / "server-fixtures")
 if _SERVER_FIXTURES not in sys.path:
@@ -22,3 +30,16 @@ if _SERVER_FIXTURES not in sys.path:
 # predates the entry point, and is a no-op otherwise (the entry point is named after the module). pytester:
 # tests/unit/test_testing_kit.py runs that plugin and docs/testing.md's example in an inner session.
 pytest_plugins = ["pytest_plugin", "vllm_tasks.testing.pytest_plugin", "pytester"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_connections_left_open() -> Iterator[None]:
+    """Fails the test module whose tests left a socket, transport, event loop or file open.
+
+    Such an object warns (``ResourceWarning``) only when the garbage collector reaches it, which can be
+    many tests later: there, inside a test that turns warnings into errors, it failed a test that had
+    nothing to do with it (CI, stop 18). Collecting at the end of each module names the module instead.
+    """
+    yield
+    left_open = left_open_at_collection()
+    assert not left_open, "this module's tests left these open:\n" + "\n".join(left_open)

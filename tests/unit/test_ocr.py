@@ -162,7 +162,7 @@ def test_missing_processor_warns_once_naming_the_flag(make_client: Any, httpx_mo
     if isinstance(client, vt.Client):
         assert caught[0].filename == __file__
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
+        warnings.simplefilter("error", ocr_ops.NGramProcessorMissingWarning)
         client.ocr(png((8, 8)))
     assert client.check_ngram_processor() is False
 
