@@ -34,7 +34,7 @@ pytest_plugins = ["pytest_plugin", "vllm_tasks.testing.pytest_plugin", "pytester
 
 @pytest.fixture(scope="module", autouse=True)
 def no_connections_left_open() -> Iterator[None]:
-    """Fails the test module whose tests left a socket, transport, event loop or file open.
+    """Fails the test module whose tests left a socket, transport or file open.
 
     Such an object warns (``ResourceWarning``) only when the garbage collector reaches it, which can be
     many tests later: there, inside a test that turns warnings into errors, it failed a test that had
