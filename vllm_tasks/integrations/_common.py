@@ -122,36 +122,6 @@ class _LoopClient:
             await self.client.close()
 
 
-class _BuiltClients:
-    """The clients a :class:`ClientPool` built (never the caller's), apart from the pool so that a
-    ``weakref.finalize`` on the pool can close the ``Client``: nothing here refers back to the pool."""
-
-    def __init__(self, connection: Connection) -> None:
-        self.connection = connection
-        self.lock = threading.Lock()
-        self.client: Client | None = None
-        self.per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    def for_loop(self, loop: asyncio.AbstractEventLoop) -> tuple[_LoopClient, bool]:
-        """The loop's entry, and whether it was made just now (not yet started)."""
-        with self.lock:
-            entry = self.per_loop.get(loop)
-            if entry is not None:
-                return entry, False
-            for closed in [other for other in self.per_loop if other.is_closed()]:
-                del self.per_loop[closed]  # the entry refers to its loop: the weak key alone never goes
-            entry = self.per_loop[loop] = _LoopClient(loop, self.connection.async_client())
-            return entry, True
-
-    def close_sync(self) -> None:
-        with self.lock:
-            client, self.client = self.client, None
-        if client is not None:
-            client.close()
-
-
 class ClientPool:
     """The clients an adapter calls through, built on first use.
 
@@ -176,18 +146,22 @@ class ClientPool:
         self.connection = connection
         self._given_client = client
         self._given_async = async_client
-        self._built = _BuiltClients(connection)
-        weakref.finalize(self, self._built.close_sync)
+        self._lock = threading.Lock()
+        self._client: Client | None = None
+        self._close_client: weakref.finalize[[], ClientPool] | None = None
+        # An entry refers to its loop (through its connections), so a weak key would never go: entries of
+        # closed loops are dropped when the next loop's entry is made.
+        self._per_loop: dict[asyncio.AbstractEventLoop, _LoopClient] = {}
 
     def sync(self) -> Client:
         """The ``Client`` (the caller's, else one built from the connection)."""
         if self._given_client is not None:
             return self._given_client
-        built = self._built
-        with built.lock:
-            if built.client is None:
-                built.client = self.connection.client()
-            return built.client
+        with self._lock:
+            if self._client is None:
+                self._client = self.connection.client()
+                self._close_client = weakref.finalize(self, self._client.close)
+            return self._client
 
     async def for_running_loop(self) -> AsyncClient:
         """The ``AsyncClient`` for the running event loop (the caller's, else one per loop).
@@ -197,7 +171,16 @@ class ClientPool:
         """
         if self._given_async is not None:
             return self._given_async
-        entry, new = self._built.for_loop(asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            entry = self._per_loop.get(loop)
+            if entry is None:
+                for closed in [other for other in self._per_loop if other.is_closed()]:
+                    del self._per_loop[closed]
+                entry = self._per_loop[loop] = _LoopClient(loop, self.connection.async_client())
+                new = True
+            else:
+                new = False
         if new:
             await entry.start()
         return entry.client
@@ -205,13 +188,15 @@ class ClientPool:
     def close(self) -> None:
         """Close the ``Client`` built here (a caller's client is left open). Each ``AsyncClient`` built
         here closes when its loop shuts down, or at ``aclose()`` on that loop."""
-        self._built.close_sync()
+        with self._lock:
+            close_client, self._close_client, self._client = self._close_client, None, None
+        if close_client is not None:
+            close_client()
 
     async def aclose(self) -> None:
         """Close the clients built here: the running loop's ``AsyncClient`` and the ``Client``."""
-        built = self._built
-        with built.lock:
-            entry = built.per_loop.pop(asyncio.get_running_loop(), None)
+        with self._lock:
+            entry = self._per_loop.pop(asyncio.get_running_loop(), None)
         if entry is not None:
             await entry.closer.aclose()
         self.close()
