@@ -1,0 +1,82 @@
+"""FakeVLLM configured like each CPU fixture of server-fixtures/fixture_table.py.
+
+The component tier runs the SDK's glue (adapters, jobs, docs blocks, notebook, CLI) against these instead of
+the real servers, and tests/component/test_fake_replay.py holds each one to what the real fixture answered
+(tests/recorded/<fixture>/): same status, content type, headers a client reads, error shape, JSON shape.
+
+Example:
+    with fake_like("embed") as server:      # a FakeFixture: .base_url, .model, .api_key, .fake
+        vt.Client(server.base_url).embed(["hello"])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from vllm_tasks.testing import EMBEDDING_TASKS, OCR_TASKS, RERANKER_TASKS, SPEECH_TASKS, FakeVLLM
+
+_SERVER_FIXTURES = str(Path(__file__).resolve().parent.parent / "server-fixtures")
+if _SERVER_FIXTURES not in sys.path:
+    sys.path.insert(0, _SERVER_FIXTURES)
+
+from fixture_pins import VLLM_VERSION  # noqa: E402
+from fixture_table import FIXTURES, TEST_API_KEY  # noqa: E402
+
+_MINILM: dict[str, Any] = {"width": 384, "max_model_len": 256, "version": VLLM_VERSION}
+
+#: FakeVLLM keyword arguments per fixture name: what the real fixture serves, its model name, width,
+#: context length, Matryoshka declaration, scorer and key.
+FAKE_SETTINGS: dict[str, dict[str, Any]] = {
+    "embed": {**_MINILM, "tasks": EMBEDDING_TASKS | {"chat"}, "matryoshka": False},
+    "embed-mrl": {**_MINILM, "tasks": EMBEDDING_TASKS, "matryoshka": [128, 256, 384]},
+    "embed-matryoshka": {**_MINILM, "tasks": EMBEDDING_TASKS, "matryoshka": True},
+    "rerank": {**_MINILM, "tasks": RERANKER_TASKS, "labels": ("LABEL_0",)},
+    "api-key": {**_MINILM, "tasks": EMBEDDING_TASKS | {"chat"}, "matryoshka": False, "api_key": TEST_API_KEY},
+    "ocr": {"tasks": OCR_TASKS, "max_model_len": 4096, "version": VLLM_VERSION},
+    "ocr-no-processor": {
+        "tasks": OCR_TASKS,
+        "max_model_len": 4096,
+        "version": VLLM_VERSION,
+        "ngram_processor": False,
+    },
+    "stt": {"tasks": SPEECH_TASKS, "max_model_len": 448, "version": VLLM_VERSION},
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeFixture:
+    """A FakeVLLM standing in for fixture ``name``; the attributes tests read from a real VLLMServer."""
+
+    name: str
+    fake: FakeVLLM
+
+    @property
+    def base_url(self) -> str:
+        return self.fake.url
+
+    @property
+    def model(self) -> str:
+        return self.fake.settings.model
+
+    @property
+    def api_key(self) -> str | None:
+        return self.fake.settings.api_key
+
+
+def fake_settings(name: str) -> dict[str, Any]:
+    """FakeVLLM's keyword arguments for fixture ``name`` (its served model name included)."""
+    if name not in FAKE_SETTINGS:
+        raise KeyError(f"no fake for fixture {name!r}; known: {', '.join(sorted(FAKE_SETTINGS))}")
+    return {"model": FIXTURES[name].served_model_name, **FAKE_SETTINGS[name]}
+
+
+@contextmanager
+def fake_like(name: str, **changes: Any) -> Iterator[FakeFixture]:
+    """A started FakeVLLM configured like fixture ``name`` (``changes`` override its settings)."""
+    with FakeVLLM(**{**fake_settings(name), **changes}) as fake:
+        yield FakeFixture(name, fake)
