@@ -5,7 +5,9 @@ vllm_embed, vllm_embed_mrl, vllm_embed_matryoshka, vllm_rerank, vllm_api_key, vl
 vllm_ocr_no_processor, vllm_stt -- each a VLLMServer with .name, .base_url, .model, .api_key (None unless
 keyed), .vllm_version ($VLLM_TASKS_FIXTURE_VLLM moves them to an older vLLM) -- and matrix_server, a
 server of (fixture, vLLM version) by indirect parametrization over fixture_pins.selected_matrix_versions().
-Markers: integration, gpu.
+Markers: gpu, and one tier marker per folder, applied here: ``unit`` (tests/unit: pure functions and
+pytest-httpx), ``component`` (tests/component: FakeVLLM over real HTTP), ``contract`` (tests/contract: real
+vLLM servers). ``scripts/test.sh --tier NAME`` runs one tier; ``-m "not contract"`` the two cheap ones.
 
 Every test module ends with a garbage collection that fails the module if its tests left a socket, transport
 or file open (``no_connections_left_open``).
@@ -30,6 +32,21 @@ if _SERVER_FIXTURES not in sys.path:
 # predates the entry point, and is a no-op otherwise (the entry point is named after the module). pytester:
 # tests/unit/test_testing_kit.py runs that plugin and docs/testing.md's example in an inner session.
 pytest_plugins = ["pytest_plugin", "vllm_tasks.testing.pytest_plugin", "pytester"]
+
+
+TIERS = ("unit", "component", "contract")
+_TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test with its tier: the folder under tests/ it lives in."""
+    for item in items:
+        try:
+            tier = item.path.relative_to(_TESTS).parts[0]
+        except ValueError:  # an inner pytester session's own files
+            continue
+        if tier in TIERS:
+            item.add_marker(tier)
 
 
 @pytest.fixture(scope="module", autouse=True)

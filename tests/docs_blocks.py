@@ -5,7 +5,10 @@ fence, an HTML comment that the rendered page does not show (docs/contributing.m
 docs"):
 
     <!-- docs-test: run -->                        runs with no server (a unit test)
-    <!-- docs-test: server=embed -->               runs against the real `embed` CPU fixture (integration)
+    <!-- docs-test: server=embed -->               runs against FakeVLLM configured like the `embed` CPU
+                                                   fixture (component tier; tests/fakes.py)
+    <!-- docs-test: server=embed contract -->      the same, and again on the real `embed` fixture
+                                                   (contract tier): one block per server kind
     <!-- docs-test: server=ocr-host:ocr,embed-host:embed -->   several fixtures, one per host of the block
     <!-- docs-test: integration -->                an integration test with no fixture server up: the
                                                    block starts its own (the fixtures' launcher, pytest)
@@ -15,7 +18,8 @@ Options after the kind: ``id=NAME`` names a block; ``after=NAME`` runs the block
 same page, in the namespace it left (a fragment that continues an example; the chain runs in one
 process); ``pytest`` makes the block a pytest module: the chain's blocks are written out as files (named
 by a first line ``# name.py``, else ``test_block<N>.py``) and run in a pytest subprocess in which every
-test must pass.
+test must pass; ``contract`` (server blocks) runs the block on the real fixtures too. A block whose fixture
+has no fake (tests/fakes.py) runs on the real fixture only.
 
 A server block's ``http://localhost:8000`` (or ``http://HOST:8000`` for each ``HOST:fixture`` pair) is
 replaced by the fixture's URL, and its namespace starts with ``vt`` imported and ``client`` /
@@ -46,11 +50,10 @@ KINDS = ("run", "server", "integration", "skip")
 MARKER = re.compile(r"^\s*<!--\s*docs-test:\s*(?P<body>.*?)\s*-->\s*$")
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<ticks>`{3,}|~{3,})(?P<lang>[\w+-]*)")
 LOCAL_URL = "http://localhost:8000"
-#: The fixture sets a server block may name: each is one test of tests/integration/test_docs_examples.py,
-#: so that each set of servers starts once.
+#: The fixture sets of the blocks that run on real servers (``contract`` ones and those of a fixture without
+#: a fake): each is one test of tests/contract/test_docs_examples.py, so that each set starts once.
 SERVER_GROUPS: tuple[tuple[str, ...], ...] = (
     ("embed",),
-    ("embed", "ocr"),
     ("ocr",),
     ("rerank",),
     ("late-interaction",),
@@ -92,6 +95,7 @@ class Marker:
     id: str | None = None
     after: str | None = None
     pytest: bool = False
+    contract: bool = False  # a server block that also runs on the real fixtures
 
     @property
     def fixtures(self) -> tuple[str, ...]:
@@ -183,18 +187,28 @@ def parse_marker(block: Block, fixtures: Iterable[str]) -> Marker:
                 )
         elif key in ("id", "after") and value:
             options[key] = value
-        elif key == "pytest" and not value:
+        elif key in ("pytest", "contract") and not value:
             flags.add(key)
         else:
             raise MarkerError(
                 f"{block.where}: {word!r} in {body!r} is not a docs-test word: kinds run, server=FIXTURE, "
-                "integration, skip: REASON; options id=NAME, after=NAME, pytest"
+                "integration, skip: REASON; options id=NAME, after=NAME, pytest, contract"
             )
     if kind is None:
         raise MarkerError(
             f"{block.where}: {body!r} has no kind: give one of run, server=FIXTURE, integration"
         )
-    return Marker(kind, tuple(servers), "", options.get("id"), options.get("after"), "pytest" in flags)
+    if "contract" in flags and kind != "server":
+        raise MarkerError(f"{block.where}: `contract` is for server= blocks (others run on no fixture)")
+    return Marker(
+        kind,
+        tuple(servers),
+        "",
+        options.get("id"),
+        options.get("after"),
+        "pytest" in flags,
+        "contract" in flags,
+    )
 
 
 def _server(pair: str, block: Block) -> tuple[str, str]:

@@ -1,9 +1,9 @@
 """The component tier: the SDK's glue against FakeVLLM over real HTTP (no vLLM server).
 
 Every test here is marked ``component`` (tests/conftest.py marks each tier by its folder). The unit tier's
-``no_sleep`` (retry sleeps recorded, not slept) and ``make_client`` (each test on both clients) apply here too;
-``fake_embed``, ``fake_rerank``, ``fake_stt``, ``fake_ocr``, ... are FakeVLLM servers configured like the real
-fixture of that name (tests/fakes.py), one per module.
+``no_sleep`` (retry sleeps recorded, not slept) and ``make_client`` (each test on both clients) apply here
+too; ``fake_embed``, ``fake_rerank``, ``fake_stt``, ``fake_ocr``, ... are FakeVLLM servers configured like
+the real fixture of that name (tests/fakes.py), one per module.
 """
 
 from __future__ import annotations

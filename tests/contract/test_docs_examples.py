@@ -1,4 +1,6 @@
-"""The server blocks of README.md and docs/ run against the real CPU fixtures (tests/docs_blocks.py).
+"""The docs blocks whose point is the real server run against the real CPU fixtures (tests/docs_blocks.py):
+server blocks marked ``contract`` (one per server kind) and those of a fixture that has no fake; every other
+server block runs on FakeVLLM in tests/component/test_docs_examples.py.
 
 One test per set of servers (``docs_blocks.SERVER_GROUPS``: ``test_embed_blocks``,
 ``test_embed_and_ocr_blocks``, ...), parametrized over its blocks and using its fixtures, so that the
@@ -28,20 +30,27 @@ from tests.docs_blocks import (
     run_pytest_chain,
     workdir,
 )
+from tests.fakes import FAKE_SETTINGS
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.contract
 
 BLOCKS = all_blocks()
 ENDS = chain_ends(BLOCKS, FIXTURES)
 PYTEST_FIXTURE = {name: fixture for fixture, name in FIXTURE_NAMES.items()}  # "embed" -> "vllm_embed"
 
 
+def on_real_servers(block: Block) -> bool:
+    """A server block marked ``contract``, or one whose fixtures include one without a fake."""
+    marker = parse_marker(block, FIXTURES)
+    return marker.kind == "server" and (
+        marker.contract or any(name not in FAKE_SETTINGS for name in marker.fixtures)
+    )
+
+
 def blocks_on(group: tuple[str, ...]) -> list[Block]:
-    """The chain ends whose marker names exactly these fixtures."""
+    """The chain ends to run on real servers whose marker names exactly these fixtures."""
     return [
-        block
-        for block in ENDS
-        if parse_marker(block, FIXTURES).kind == "server" and parse_marker(block, FIXTURES).fixtures == group
+        block for block in ENDS if on_real_servers(block) and parse_marker(block, FIXTURES).fixtures == group
     ]
 
 

@@ -16,7 +16,7 @@ from fixture_pins import models_dir, venv_python
 
 import vllm_tasks as vt
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.contract
 
 TEXTS = [
     "hello world",

@@ -15,7 +15,7 @@ import pytest
 from fixture_pins import VLLM_VERSION, models_dir, venv_python
 from fixture_table import BASE_ENV, TEST_API_KEY
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.contract
 
 QUERY = "What is the capital of France?"
 DOCS = ["Bananas are yellow.", "Paris is the capital of France.", "France is in Europe."]

@@ -18,7 +18,7 @@ from pytest_plugin import missing_component
 
 from vllm_tasks.versions import ServerVersion
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.contract
 
 SCRIPT = Path(__file__).resolve().parents[2] / "server-fixtures" / "check_recipes.py"
 CLAIMED = ServerVersion.parse(json.loads(gpu_recipes.RECIPES_FILE.read_text())["vllm_min_version"])

@@ -22,7 +22,7 @@ from launcher import FixtureStartError
 
 RECIPES = gpu_recipes.recipes()
 
-pytestmark = [pytest.mark.gpu, pytest.mark.integration]
+pytestmark = [pytest.mark.gpu, pytest.mark.contract]
 
 QUERY = "What is the capital of France?"
 DOCS = ["Bananas are yellow.", "Paris is the capital of France.", "France is in Europe."]

@@ -12,7 +12,7 @@ from fixture_pins import selected_matrix_versions
 
 import vllm_tasks as vt
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.contract
 
 SERVERS = [(name, version) for version in selected_matrix_versions() for name in ("embed", "rerank")]
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.tour import NOTEBOOK, SECTIONS, html_outputs, run_tour, section_of, url_variable
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.contract
 
 
 def test_every_code_cell_belongs_to_one_section() -> None:

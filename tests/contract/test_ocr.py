@@ -22,7 +22,7 @@ from PIL import Image, ImageDraw
 
 import vllm_tasks as vt
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.contract
 
 # DeepSeek-OCR's image tokens for an image of at most 640 x 640: a 1024-px global view of 16 x 16 patches
 # plus a newline per row, plus one view separator (vLLM's get_num_image_tokens).

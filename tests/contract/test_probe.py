@@ -13,7 +13,7 @@ import pytest
 import vllm_tasks as vt
 from vllm_tasks import cli
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.contract
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = {

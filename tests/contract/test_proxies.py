@@ -23,7 +23,7 @@ from nginx_proxy import AUTH_PASSWORD, AUTH_USER
 import vllm_tasks as vt
 from tests.clients import client_factory
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.contract
 
 TEXTS = [
     "hello world",

@@ -25,7 +25,7 @@ from fixture_pins import models_dir, venv_python
 import vllm_tasks as vt
 from tests.clients import scorer_kind_on
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.contract
 
 QUERY = "What is the capital of France?"
 DOCS = [

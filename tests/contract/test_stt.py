@@ -23,7 +23,7 @@ import soundfile as sf
 import vllm_tasks as vt
 from vllm_tasks.types.server import ServerInfo
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.contract
 
 AUDIO = Path(__file__).resolve().parent.parent / "data" / "audio"
 REFERENCE: dict[str, str] = json.loads((AUDIO / "transcripts.json").read_text())

@@ -30,7 +30,7 @@ from tests.clients import scorer_kind_on
 from vllm_tasks import gates
 from vllm_tasks.versions import ServerVersion
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.contract
 
 VERSIONS = selected_matrix_versions()
 TEXTS = ["hello world", "vLLM serves embeddings", "Paris is the capital of France."]

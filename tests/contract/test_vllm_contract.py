@@ -27,7 +27,7 @@ import soundfile as sf
 import vllm_tasks as vt
 from tests.clients import client_factory
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.contract
 
 INPUT_TEXT = "The best thing about vLLM is that it supports many different models"
 TEXTS_1 = ["What is the capital of France?", "What is the capital of Germany?"]

@@ -1,5 +1,7 @@
 """Every Python block of README.md and docs/ carries a valid docs-test marker, and the blocks that need no
-server run here (tests/docs_blocks.py; the server blocks run in tests/integration/test_docs_examples.py)."""
+server run here (tests/docs_blocks.py; the server blocks run on FakeVLLM in
+tests/component/test_docs_examples.py, the ``contract`` ones again on the real fixtures in
+tests/contract/test_docs_examples.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from ..docs_blocks import (
     run_pytest_chain,
     workdir,
 )
+from ..fakes import FAKE_SETTINGS
 
 BLOCKS = all_blocks()
 
@@ -44,12 +47,25 @@ def test_every_block_has_a_valid_marker() -> None:
     assert errors_of(BLOCKS) == []
 
 
-def test_every_server_block_has_a_test_for_its_servers() -> None:
+def test_every_block_on_real_servers_has_a_test_for_its_servers() -> None:
     for block in BLOCKS:
-        if marker(block).kind == "server":
-            assert marker(block).fixtures in SERVER_GROUPS, (
-                f"{block}: add {marker(block).fixtures} to SERVER_GROUPS"
-            )
+        m = marker(block)
+        if m.kind == "server" and (m.contract or not set(m.fixtures) <= set(FAKE_SETTINGS)):
+            assert m.fixtures in SERVER_GROUPS, f"{block}: add {m.fixtures} to SERVER_GROUPS"
+
+
+def test_each_server_kind_has_one_block_on_the_real_server() -> None:
+    """One ``contract`` block per fixture the docs use (not more: the rest run on FakeVLLM)."""
+    used = {name for block in BLOCKS if marker(block).kind == "server" for name in marker(block).fixtures}
+    on_real = [name for block in BLOCKS if marker(block).contract for name in marker(block).fixtures]
+    faked = used & set(FAKE_SETTINGS)
+    assert sorted(on_real) == sorted(faked), "mark exactly one block per faked fixture `contract`"
+
+
+def test_contract_is_only_for_server_blocks(tmp_path: Path) -> None:
+    [block] = write_docs(tmp_path, "<!-- docs-test: run contract -->\n```python\nx = 1\n```\n")
+    with pytest.raises(MarkerError, match="`contract` is for server= blocks"):
+        marker(block)
 
 
 def test_few_blocks_are_skipped() -> None:

@@ -22,8 +22,6 @@ from pytest_plugin import missing_component
 import vllm_tasks as vt
 from vllm_tasks.testing import FakeVLLM
 
-pytestmark = pytest.mark.integration
-
 SCALING = Path(__file__).resolve().parents[2] / "docs" / "scaling.md"
 
 
