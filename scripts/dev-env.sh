@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
 # Create (or reuse) the project's virtual environment in .venv with the SDK and its test tools.
-# Sourced by scripts/test.sh and scripts/demo.sh; safe to run again (pip skips what is installed).
+# Run by scripts/test.sh; safe to run again (pip skips what is installed).
+#   scripts/dev-env.sh          the SDK with the test and benchmark extras (what the test command needs)
+#   scripts/dev-env.sh --core   the SDK and its runtime dependencies only (what scripts/demo.sh runs)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
-stamp="$VENV/.installed-$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)"
+hash="$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)"
+if [ "${1:-}" = "--core" ]; then
+    target="$ROOT" stamp="$VENV/.installed-core-$hash"
+    # a full install of this pyproject.toml holds the core too
+    [ -f "$VENV/.installed-$hash" ] && exit 0
+else
+    target="$ROOT[test,bench]" stamp="$VENV/.installed-$hash"
+fi
 if [ ! -x "$VENV/bin/python" ]; then
     python3 -m venv "$VENV"
 fi
 if [ ! -f "$stamp" ]; then
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT[test,bench]"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$target"
     rm -f "$VENV"/.installed-*
     touch "$stamp"
 fi
