@@ -48,6 +48,9 @@ DUMMY_CHAT_TEMPLATE = (
     "{% for message in messages %}{{message['role'] + ': ' + message['content'] + '\\n'}}{% endfor %}"
 )
 
+#: The OCR fixtures' cap on generated tokens per request (``--override-generation-config``).
+OCR_MAX_NEW_TOKENS = 48
+
 #: DeepSeek-OCR on CPU: tiny language model, real vision encoder and processor, weights from a fixed seed.
 #: The recipe's flags (--no-enable-prefix-caching, --mm-processor-cache-gb 0) plus what makes it start in
 #: about a minute on 2 cores (cpu-fixture-models.md, "DeepSeek-OCR request path").
@@ -63,6 +66,11 @@ OCR_ARGS: tuple[str, ...] = (
     "--no-enable-prefix-caching",
     "--mm-processor-cache-gb",
     "0",
+    # A server-wide cap on generated tokens (vLLM: max_new_tokens in the generation config is the upper
+    # bound of every request's max_tokens): the random tiny model otherwise writes until the context is full,
+    # 50-80 s a page on 2 cores. 48 covers the tests' largest max_tokens (40).
+    "--override-generation-config",
+    json.dumps({"max_new_tokens": OCR_MAX_NEW_TOKENS}),
 )
 OCR_NGRAM_PROCESSOR = "vllm.model_executor.models.deepseek_ocr:NGramPerReqLogitsProcessor"
 #: The torchvision stand-in (server-fixtures/torchvision_standin/) is on the OCR servers' path only.
