@@ -1,5 +1,6 @@
-"""The server blocks of README.md and docs/ run against FakeVLLM configured like their fixtures
-(tests/docs_blocks.py, tests/fakes.py).
+"""The blocks of README.md and docs/ that run without a real server: the ``run`` ones (many start a FakeVLLM
+or a pytest session with the ``fake_vllm`` plugin themselves), and the server blocks against FakeVLLM
+configured like their fixtures (tests/docs_blocks.py, tests/fakes.py).
 
 Each block's ``http://HOST:8000`` becomes the URL of a fake of HOST's fixture, one fake per host (two hosts
 on one fixture, the replicas of docs/jobs.md and docs/scaling.md, get two fakes), started for that block:
@@ -16,7 +17,16 @@ from pathlib import Path
 import pytest
 from fixture_table import FIXTURES
 
-from tests.docs_blocks import Block, all_blocks, chain, chain_ends, parse_marker, run_chain, workdir
+from tests.docs_blocks import (
+    Block,
+    all_blocks,
+    chain,
+    chain_ends,
+    parse_marker,
+    run_chain,
+    run_pytest_chain,
+    workdir,
+)
 from tests.fakes import FAKE_SETTINGS, fake_like
 
 BLOCKS = all_blocks()
@@ -35,3 +45,17 @@ def test_server_block_on_fakes(block: Block, tmp_path: Path) -> None:
     with ExitStack() as stack:
         urls = {host: stack.enter_context(fake_like(name)).base_url for host, name in marker.servers}
         print(run_chain(chain(block, BLOCKS, FIXTURES), workdir(tmp_path), urls))
+
+
+RUNNABLE = [block for block in ENDS if parse_marker(block, FIXTURES).kind == "run"]
+
+
+@pytest.mark.parametrize("block", RUNNABLE, ids=str)
+def test_runnable_block(block: Block, tmp_path: Path) -> None:
+    """A block that needs no server, run with its chain (a ``pytest`` block: as files in a pytest run with
+    the ``fake_vllm`` plugin)."""
+    blocks = chain(block, BLOCKS, FIXTURES)
+    if parse_marker(block, FIXTURES).pytest:
+        print(run_pytest_chain(blocks, tmp_path, plugins=["vllm_tasks.testing.pytest_plugin"]))
+    else:
+        print(run_chain(blocks, workdir(tmp_path)))

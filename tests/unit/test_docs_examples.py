@@ -1,7 +1,8 @@
-"""Every Python block of README.md and docs/ carries a valid docs-test marker, and the blocks that need no
-server run here (tests/docs_blocks.py; the server blocks run on FakeVLLM in
-tests/component/test_docs_examples.py, the ``contract`` ones again on the real fixtures in
-tests/contract/test_docs_examples.py)."""
+"""Every Python block of README.md and docs/ carries a valid docs-test marker (tests/docs_blocks.py).
+
+The blocks run in the other tiers: ``run`` blocks and server blocks on FakeVLLM in
+tests/component/test_docs_examples.py, the ``contract`` ones on the real fixtures in
+tests/contract/test_docs_examples.py."""
 
 from __future__ import annotations
 
@@ -16,12 +17,9 @@ from ..docs_blocks import (
     MarkerError,
     all_blocks,
     chain,
-    chain_ends,
     parse_marker,
     python_source,
     run_chain,
-    run_pytest_chain,
-    workdir,
 )
 from ..fakes import FAKE_SETTINGS
 
@@ -154,17 +152,3 @@ def test_a_failing_block_names_its_markdown_line(tmp_path: Path) -> None:
     blocks = write_docs(tmp_path, "<!-- docs-test: run -->\n```python\nx = 1\nraise SystemError(x)\n```\n")
     with pytest.raises(AssertionError, match=r'File "README.md", line 4'):
         run_chain(blocks, tmp_path)
-
-
-RUNNABLE = [block for block in chain_ends(BLOCKS, FIXTURES) if marker(block).kind == "run"]
-
-
-@pytest.mark.parametrize("block", RUNNABLE, ids=str)
-def test_runnable_block(block: Block, tmp_path: Path) -> None:
-    """A block that needs no server, run with its chain (a ``pytest`` block: as files in a pytest run with
-    the ``fake_vllm`` plugin)."""
-    blocks = chain(block, BLOCKS, FIXTURES)
-    if marker(block).pytest:
-        print(run_pytest_chain(blocks, tmp_path, plugins=["vllm_tasks.testing.pytest_plugin"]))
-    else:
-        print(run_chain(blocks, workdir(tmp_path)))
