@@ -4,26 +4,38 @@ What is checked: the outputs (a markdown file per document, equal to ``client.oc
 with blocks and boxes; ``.srt``/``.json``/``.txt`` per recording), resuming (a finished page or file is
 never sent again; a failed one is recorded with its message and retried by the next run; an edited file
 is redone), refusals (another model, other options, bad folders), several servers, progress and the CLI.
+
+The last section kills the CLI (a child process) with ``kill -9`` at seeded random points, against fakes
+configured like the `ocr` and `stt` fixtures (tests/fakes.py) whose answers name the page or upload they
+answer and come after a delay (so that a kill lands mid-job); a run to the end then gives the same output
+files, byte for byte, as an uninterrupted run, and nothing finished before a kill is done again (its saved
+record is untouched: same bytes, same mtime; the resumed run's report counts it as resumed).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import itertools
 import json
+import random
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from PIL import Image, ImageDraw
 
 import vllm_tasks as vt
 from vllm_tasks import cli
-from vllm_tasks.testing import OCR_TASKS, SPEECH_TASKS, FakeVLLM, ReceivedRequest
+from vllm_tasks.testing import OCR_TASKS, SPEECH_TASKS, FakeVLLM, ReceivedRequest, grounding_output
 
-from ..clients import Ticker, start_cli_for_ctrl_c
+from ..clients import Ticker, cli_env, kill_at_random_progress, start_cli_for_ctrl_c
+from ..fakes import fake_like
 
 DATA = Path(__file__).parents[2]
 PAGE, REPORT = DATA / "examples/data/page.png", DATA / "examples/data/report.pdf"
@@ -482,3 +494,122 @@ def test_an_audio_file_that_does_not_decode_is_recorded(
         "day2/numbers.srt",
         "day2/numbers.txt",
     ]
+
+
+# --- the CLI killed -9 at random points, then resumed ----------------------------------------------------
+
+
+def job_command(kind: str, source: Path, out: Path, url: str) -> list[str]:
+    extra = ["--max-tokens", "64"] if kind == "ocr-dir" else ["--language", "en"]
+    return [sys.executable, "-m", "vllm_tasks.cli", "--timeout", "600", kind, str(source), "--out", str(out),
+            "--url", url, "--concurrency", "1", *extra]  # fmt: skip
+
+
+def records(out: Path) -> dict[str, tuple[bytes, int]]:
+    """The saved units (pages, files): bytes and mtime of each record."""
+    folder = out / ".vllm-tasks" / "records"
+    return {
+        p.relative_to(folder).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in folder.rglob("*.json")
+    }
+
+
+def resume_and_compare(kind: str, source: Path, url: str, tmp: Path, total: int, seed: str) -> None:
+    reference = tmp / "reference"
+    uninterrupted = job_command(kind, source, reference, url)
+    done = subprocess.run(
+        uninterrupted, env=cli_env(), capture_output=True, text=True, timeout=900, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    out = tmp / "resumed"
+    argv = job_command(kind, source, out, url)
+    seen: list[dict[str, tuple[bytes, int]]] = []
+    for _ in kill_at_random_progress(argv, lambda: len(records(out)), total, random.Random(seed), kills=2):
+        seen.append(records(out))
+    assert any(0 < len(saved) < total for saved in seen), [len(s) for s in seen]  # a kill mid-job
+    for earlier, later in itertools.pairwise(seen):
+        assert all(later[name] == record for name, record in earlier.items())  # nothing redone
+    last = seen[-1]
+    finished = subprocess.run(argv, env=cli_env(), capture_output=True, text=True, timeout=900, check=False)
+    assert finished.returncode == 0, finished.stderr
+    said = "already complete; nothing to do" if len(last) == total else f"{len(last)} resumed"
+    assert said in finished.stderr, finished.stderr
+    after = records(out)
+    assert all(after[name] == record for name, record in last.items())  # not one finished unit redone
+    assert len(after) == total
+    resumed, expected = outputs(out), outputs(reference)
+    assert resumed.keys() == expected.keys()
+    for name, data in expected.items():
+        assert resumed[name] == data, name
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["complete"] and manifest["documents_done"] == manifest["documents"]
+
+
+def scan_text(request: ReceivedRequest) -> str:
+    """DeepSeek-OCR-style output that names the image it answers (a digest of the image sent), longer than
+    64 tokens."""
+    messages = request.json.get("messages", []) if isinstance(request.json, dict) else []
+    parts = [part for m in messages if isinstance(m.get("content"), list) for part in m["content"]]
+    urls = [part["image_url"]["url"] for part in parts if part.get("type") == "image_url"]
+    digest = hashlib.sha256("".join(urls).encode()).hexdigest()[:12]
+    return grounding_output(
+        [("title", (40, 30, 960, 120), f"# Scan {digest}"), ("text", (40, 150, 960, 900), "word " * 100)]
+    )
+
+
+def test_ocr_dir_killed_and_resumed(tmp_path: Path) -> None:
+    source = tmp_path / "scans"
+    (source / "sub").mkdir(parents=True)
+    shutil.copy(PAGE, source / "page.png")
+    shutil.copy(REPORT, source / "sub" / "report.pdf")  # 2 pages
+    for index in range(3):
+        image = Image.new("RGB", (320, 240), "white")
+        ImageDraw.Draw(image).text((20, 20), f"Page {index}: hello OCR", fill="black")
+        image.save(source / "sub" / f"note{index}.png")
+    with fake_like("ocr", ocr_output=scan_text) as ocr:
+        # A page takes longer than the 0.43 s the seeded first kill waits past its target (page 5 of 6).
+        ocr.fake.slow(0.6, path=CHAT, times=None)
+        resume_and_compare("ocr-dir", source, ocr.base_url, tmp_path, total=6, seed="ocr-dir")
+    pages = [json.loads(line) for line in (tmp_path / "resumed" / "pages.jsonl").read_text().splitlines()]
+    assert [(p["document"], p["page"]) for p in pages] == [
+        ("page.png", 1),
+        ("sub/note0.png", 1),
+        ("sub/note1.png", 1),
+        ("sub/note2.png", 1),
+        ("sub/report.pdf", 1),
+        ("sub/report.pdf", 2),
+    ]
+    assert all(p["usage"]["completion_tokens"] <= 64 for p in pages)
+    scans = [p["markdown"].splitlines()[0] for p in pages]  # "# Scan <digest of the page's image>"
+    assert all(scan.startswith("# Scan ") for scan in scans) and len(set(scans)) == 6  # each its own page
+
+
+def heard(request: ReceivedRequest) -> str:
+    """A transcript of two sentences that names the upload it answers (a file, or a chunk of a long one)."""
+    upload = request.files["file"]
+    return f" Heard {(upload.filename or '').replace('.', ' ')}, {len(upload.content)} bytes. Then silence."
+
+
+def test_transcribe_dir_killed_and_resumed(tmp_path: Path) -> None:
+    source = tmp_path / "calls"
+    (source / "day2").mkdir(parents=True)
+    for name in ("fox.wav", "numbers.wav", "french.wav"):
+        shutil.copy(DATA / "tests/data/audio" / name, source / name)
+        shutil.copy(DATA / "tests/data/audio" / name, source / "day2" / f"again-{name}")
+    shutil.copy(DATA / "tests/data/audio/long45.wav", source / "day2" / "long45.wav")
+    with fake_like("stt", transcript=heard) as stt:
+        stt.fake.slow(0.3, path=AUDIO, times=None)
+        resume_and_compare("transcribe-dir", source, stt.base_url, tmp_path, total=7, seed="transcribe-dir")
+        chunks = sorted(
+            {r.files["file"].filename or "" for r in stt.fake.received(AUDIO)}
+            - {path.name for path in source.rglob("*.wav")}
+        )
+    out = tmp_path / "resumed"
+    for path in source.rglob("*.wav"):
+        if path.name != "long45.wav":
+            text = (out / path.relative_to(source)).with_suffix(".txt").read_text()
+            assert text.startswith(f"Heard {path.name.replace('.', ' ')}, {path.stat().st_size} bytes."), text
+    srt = (out / "day2" / "long45.srt").read_text()
+    assert len(chunks) >= 2 and all(chunk.startswith("long45") for chunk in chunks)  # sent in chunks
+    found = [srt.index(chunk.replace(".", " ")) for chunk in chunks]
+    assert found == sorted(found) and srt.count("-->") == 2 * len(chunks)  # every chunk's, in order

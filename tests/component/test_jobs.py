@@ -1,9 +1,17 @@
-"""embed_file() / aembed_file(): the job engine against FakeVLLM servers (real HTTP, deterministic vectors).
+"""embed_file() / aembed_file() and ``vllm-tasks embed-file``: the job engine against FakeVLLM servers (real
+HTTP, deterministic vectors).
 
 Each gap issue 12 lists under "Why" has a test here that failed on the old ``vllm_tasks/jobs.py``:
 ``test_full_disk_*``, ``test_a_finished_job_*``, ``test_a_swapped_model_*`` / ``test_changed_concurrency_*``
 / ``test_an_in_place_edit_*``, ``test_lone_carriage_returns_*``, ``test_a_poisoned_row_*``, and
 ``test_the_job_shares_an_event_loop``.
+
+The last section runs the CLI in a child process against a fake configured like the `embed` fixture
+(tests/fakes.py; each batch answered after 0.2 s, so that a kill lands mid-job): ``kill -9`` at seeded
+random points, then a resume, is byte-identical to an uninterrupted run for text, JSONL and Parquet inputs;
+a second replica (another FakeVLLM) stopped mid-job loses nothing; a swapped model and a changed input are
+refused on resume (exit code 3) and leave the checkpoint alone; a full disk (a 1 MiB tmpfs, mounted as root)
+is exit code 3, not a SIGBUS.
 """
 
 from __future__ import annotations
@@ -13,7 +21,10 @@ import csv
 import errno
 import json
 import os
+import random
+import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -29,8 +40,10 @@ import vllm_tasks as vt
 from vllm_tasks import cli
 from vllm_tasks.jobs import embed, outputs, state
 from vllm_tasks.testing import EMBEDDING_TASKS, FakeVLLM
+from vllm_tasks.testing import content as fake_content
 
-from ..clients import Ticker, start_cli_for_ctrl_c
+from ..clients import Ticker, cli_env, kill_at_random_progress, start_cli_for_ctrl_c
+from ..fakes import FakeFixture, fake_like
 from .conftest import BASE
 
 WIDTH = 8
@@ -282,7 +295,7 @@ def test_a_poisoned_row_is_isolated_and_every_other_row_written(tmp_path: Path) 
         ]
         assert report.failed_rows == 1 and report.errors_file == out.with_name("out.npy.errors.jsonl")
         assert [(r["row"], r["id"], r["status"]) for r in refused] == [(13, "d13", 400)]
-        assert "maximum context length" in refused[0]["error"]
+        assert "maximum context length is 64 tokens" in refused[0]["error"]  # the server's own message
         matrix = np.load(out)
         assert np.isnan(matrix[13]).all()
         good = [i for i in range(40) if i != 13]
@@ -480,3 +493,201 @@ def test_ctrl_c_stops_promptly_and_the_job_resumes(corpus: Path, tmp_path: Path)
         assert 2 <= done < 20
         assert cli.main(["embed-file", str(source), "--out", str(out), "--url", fake.url]) == cli.EXIT_OK
         np.testing.assert_array_equal(np.load(out), expected(fake, lines))
+
+
+# --- the CLI in a child process: kill -9, a replica stopped, a swapped model, a full disk ------------------
+
+ROWS = 1500
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda"]
+WORDS += ["mu", "nu", "xi", "omicron", "pi", "rho"]
+TEXTS = [" ".join(WORDS[(i * 7 + k) % len(WORDS)] for k in range(3 + i % 11)) + f" #{i}" for i in range(ROWS)]
+JOB_ARGS = ["--chunk-rows", "100", "--batch-size", "25", "--concurrency", "4"]
+SLOW = 0.2  # seconds per embeddings answer: a chunk (4 batches, 4 at once) takes about that, so the
+# 0-0.5 s a kill waits past its target is at most 2 chunks (the seeds below aim at chunks 2, 3 and 11 of 15)
+
+
+def job_command(source: Path, out: Path, *urls: str, extra: tuple[str, ...] = ()) -> list[str]:
+    command = [
+        sys.executable,
+        "-m",
+        "vllm_tasks.cli",
+        "embed-file",
+        str(source),
+        "--out",
+        str(out),
+        *JOB_ARGS,
+    ]
+    for url in urls:
+        command += ["--url", url]
+    return command + list(extra)
+
+
+def run_cli(command: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, env=cli_env(), capture_output=True, text=True, timeout=600, check=False)
+
+
+def done_chunks(out: Path) -> int:
+    try:
+        saved = json.loads(out.with_name(out.name + ".partial").joinpath("state.json").read_text())
+    except (OSError, ValueError):
+        return 0
+    return int(saved["done_below"]) + len(saved["done_above"])
+
+
+def finished_chunks(out: Path, chunks: int) -> int:
+    """Chunks done so far: all of them once the output is in place (the checkpoint is gone then)."""
+    return chunks if out.exists() else done_chunks(out)
+
+
+@pytest.fixture
+def slow_embed(fake_embed: FakeFixture) -> Iterator[FakeFixture]:
+    """The module's `embed`-like fake, answering each embeddings request after ``SLOW`` seconds."""
+    fake_embed.fake.slow(SLOW, path=EMBED, times=None)
+    try:
+        yield fake_embed
+    finally:
+        fake_embed.fake.clear_faults()
+
+
+@pytest.fixture(scope="module")
+def job_inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("inputs")
+    text = folder / "corpus.txt"
+    text.write_text("\n".join(TEXTS) + "\n")
+    jsonl = folder / "corpus.jsonl"
+    jsonl.write_text("".join(json.dumps({"id": f"doc-{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS)))
+    parquet = folder / "corpus.parquet"
+    table = pa.table({"id": [f"doc-{i}" for i in range(ROWS)], "text": TEXTS})
+    pq.write_table(table, parquet, row_group_size=300)
+    return {"text": text, "jsonl": jsonl, "parquet": parquet}
+
+
+@pytest.fixture(scope="module")
+def reference(
+    fake_embed: FakeFixture, job_inputs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """An uninterrupted run: the bytes every interrupted run must end with."""
+    out = tmp_path_factory.mktemp("reference") / "corpus.npy"
+    result = run_cli(job_command(job_inputs["text"], out, fake_embed.base_url))
+    assert result.returncode == 0, result.stderr
+    with vt.Client(fake_embed.base_url) as c:
+        np.testing.assert_array_equal(np.load(out), c.embed(TEXTS).vectors)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["text", "jsonl", "parquet"])
+def test_kill_9_at_random_points_then_resume_is_byte_identical(
+    slow_embed: FakeFixture, job_inputs: dict[str, Path], reference: Path, tmp_path: Path, kind: str
+) -> None:
+    out = tmp_path / ("corpus.parquet" if kind == "parquet" else "corpus.npy")
+    extra = ("--id-field", "id") if kind != "text" else ()
+    command = job_command(job_inputs[kind], out, slow_embed.base_url, extra=extra)
+    seen: list[int] = []
+    chunks, rng = ROWS // 100, random.Random(f"kill-{kind}")
+    for _ in kill_at_random_progress(command, lambda: finished_chunks(out, chunks), chunks, rng, kills=4):
+        seen.append(finished_chunks(out, chunks))
+    assert any(0 < done < chunks for done in seen), seen  # at least one kill mid-job
+    result = run_cli(command)
+    assert result.returncode == 0, result.stderr
+    if kind == "parquet":
+        table = pq.read_table(out)
+        assert table.column("id").to_pylist() == [f"doc-{i}" for i in range(ROWS)]
+        vectors = np.stack(table.column("embedding").to_numpy(zero_copy_only=False))
+        assert vectors.tobytes() == np.load(reference).tobytes()
+        assert pq.ParquetFile(out).metadata.num_row_groups == ROWS // 100
+    else:
+        assert out.read_bytes() == reference.read_bytes()
+    manifest = json.loads(out.with_name(out.name + ".manifest.json").read_text())
+    assert manifest["timings"]["runs"] >= 2 and manifest["rows"] == ROWS
+
+
+def test_a_replica_stopped_mid_job_loses_nothing(
+    slow_embed: FakeFixture, job_inputs: dict[str, Path], reference: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "corpus.npy"
+    with fake_like("embed") as second:
+        second.fake.slow(SLOW, path=EMBED, times=None)
+        second_url = second.base_url
+        command = job_command(job_inputs["text"], out, slow_embed.base_url, second_url)
+        child = subprocess.Popen(
+            command, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        deadline = time.monotonic() + 300
+        # Stop the second replica once the job is well under way and the replica has answered a batch:
+        # its first request is the job's model probe, and with at most 4 requests in flight, its 5th batch
+        # was sent only after one before it had been answered.
+        while done_chunks(out) < 3 or len(second.fake.received(EMBED)) < 1 + 5:
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        second.fake.stop()  # its port closes, the requests it held are cut off unanswered
+        _, err = child.communicate(timeout=600)
+    assert child.returncode == 0, err
+    assert out.read_bytes() == reference.read_bytes()
+    replicas = {
+        r["url"]: r for r in json.loads(out.with_name("corpus.npy.manifest.json").read_text())["replicas"]
+    }
+    assert replicas[second_url]["rows"] > 0  # it worked before it stopped
+    assert replicas[second_url]["failures"] >= 1
+    assert replicas[slow_embed.base_url]["rows"] + replicas[second_url]["rows"] == ROWS
+    assert "set aside" in err
+
+
+def test_a_swapped_model_and_a_changed_input_are_refused_by_the_cli(
+    slow_embed: FakeFixture, job_inputs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "corpus.txt"
+    shutil.copy(job_inputs["text"], source)
+    out = tmp_path / "corpus.npy"
+    command = job_command(source, out, slow_embed.base_url)
+    child = subprocess.Popen(command, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while done_chunks(out) < 2:
+        assert child.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    checkpoint = out.with_name("corpus.npy.partial") / "state.json"
+    saved = checkpoint.read_bytes()
+    # Another model under the same name and width (what a redeploy behind the same URL can do): other
+    # weights on its model card, and other vectors. FakeVLLM's vectors depend on the text and width only,
+    # so the other model's are those of the text reversed (other words, other hashes).
+    same_model = fake_content.text_vector
+    with fake_like("embed") as swapped:
+        swapped.fake.settings.root = "another/checkpoint"
+        monkeypatch.setattr(
+            fake_content, "text_vector", lambda text, width, **kw: same_model(text[::-1], width, **kw)
+        )
+        result = run_cli(job_command(source, out, swapped.base_url))
+        monkeypatch.undo()
+    assert result.returncode == cli.EXIT_JOB_REFUSED, result.stderr
+    assert "served model weights" in result.stderr and "the served model was swapped" in result.stderr
+    source.write_text(source.read_text().replace("#7\n", "#8\n"))  # same size
+    result = run_cli(command)
+    assert result.returncode == cli.EXIT_JOB_REFUSED and "input content" in result.stderr
+    assert checkpoint.read_bytes() == saved and done_chunks(out) >= 2  # the refusals left it alone
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs (the tests run as root on the CI machine)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, check=False
+    )
+    if done.returncode != 0:
+        pytest.fail(f"cannot mount a tmpfs (needs root): {done.stderr.decode()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_full_disk_is_exit_code_3_not_a_sigbus(
+    fake_embed: FakeFixture, job_inputs: dict[str, Path], small_disk: Path
+) -> None:
+    out = small_disk / "corpus.npy"
+    result = run_cli(job_command(job_inputs["text"], out, fake_embed.base_url))
+    assert result.returncode == cli.EXIT_JOB_REFUSED, result.stderr
+    assert f"needs {ROWS * 384 * 4 + 128:,} bytes" in result.stderr and "Traceback" not in result.stderr
+    assert not out.exists()
