@@ -1,5 +1,10 @@
 """vllm_tasks.integrations.langchain against FakeVLLM: LangChain's standard Embeddings suites, the
-reranker, both loaders, sync and async paths, pickling, typed errors, and the missing-extra error."""
+reranker, both loaders, sync and async paths, pickling, typed errors, and the missing-extra error.
+
+Vectors and rankings are held to the SDK's own calls (``client.embed``, ``client.rerank``) on fakes
+configured like the real `embed` and `rerank` fixtures (tests/fakes.py); the transcript loader chunks a
+46 s file client-side against a fake like `stt`. The OCR loader's RAG chain is test_rag_pipeline.py.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import copy
 import pickle
 import subprocess
 import sys
+import wave
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,14 +33,18 @@ from vllm_tasks.integrations.langchain import (
     VLLMTranscriptLoader,
 )
 from vllm_tasks.testing import EMBEDDING_TASKS, OCR_TASKS, RERANKER_TASKS, SPEECH_TASKS, FakeVLLM
+from vllm_tasks.testing.content import audio_seconds
+from vllm_tasks.testing.wire import ReceivedRequest
 
 from ..clients import left_open_at_collection
+from ..fakes import FakeFixture, fake_like
 
 # langchain-tests' async standard tests are plain coroutines: anyio's plugin runs them (asyncio backend).
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[2]
 FOX = ROOT / "tests" / "data" / "audio" / "fox.wav"
+LONG = ROOT / "tests" / "data" / "audio" / "long45.wav"  # 46 s: chunked client-side
 FACTS = ["Bananas are yellow.", "Paris is the capital of France.", "France is in Europe.", "Cats purr."]
 QUERY = "What is the capital of France?"
 
@@ -84,14 +94,15 @@ class TestVLLMEmbeddingsStandardUnit(EmbeddingsUnitTests):
 
 
 class TestVLLMEmbeddingsStandardOnFake(EmbeddingsIntegrationTests):
-    """``EmbeddingsIntegrationTests`` (sync and async embedding calls) against FakeVLLM; the same suite
-    runs against the real ``embed`` fixture in tests/integration/test_langchain.py."""
+    """``EmbeddingsIntegrationTests`` (sync and async embedding calls) against a FakeVLLM configured like
+    the real `embed` fixture (its served model name, width and context length)."""
 
     url = ""
+    served = ""
 
     @pytest.fixture(autouse=True)
-    def _fake_server(self, server: FakeVLLM) -> None:
-        type(self).url = server.url
+    def _fake_server(self, fake_embed: FakeFixture) -> None:
+        type(self).url, type(self).served = fake_embed.base_url, fake_embed.model
 
     @property
     def embeddings_class(self) -> type[VLLMEmbeddings]:
@@ -99,7 +110,7 @@ class TestVLLMEmbeddingsStandardOnFake(EmbeddingsIntegrationTests):
 
     @property
     def embedding_model_params(self) -> dict[str, Any]:
-        return {"base_url": self.url, "model": "minilm"}
+        return {"base_url": self.url, "model": self.served}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -116,6 +127,19 @@ def test_vectors_are_the_servers_as_float_lists(server: FakeVLLM) -> None:
     query = embeddings.embed_query(QUERY)
     assert all(type(x) is float for x in query)
     np.testing.assert_allclose(query, server.vector(QUERY), atol=1e-6)
+
+
+def test_vectors_equal_the_sdks_own_calls(fake_embed: FakeFixture) -> None:
+    """Batched documents, the query, and the async query equal ``client.embed``; the vectors retrieve."""
+    embeddings = VLLMEmbeddings(base_url=fake_embed.base_url, batch_size=2)
+    with vt.Client(fake_embed.base_url) as client:
+        expected = client.embed(FACTS).vectors
+        query = client.embed(QUERY).vector
+    vectors = np.array(embeddings.embed_documents(FACTS), dtype=np.float32)
+    np.testing.assert_allclose(vectors, expected, atol=1e-6)
+    np.testing.assert_allclose(embeddings.embed_query(QUERY), query, atol=1e-6)
+    np.testing.assert_allclose(asyncio.run(embeddings.aembed_query(QUERY)), query, atol=1e-6)
+    assert FACTS[int(np.argmax(vectors @ query))] == "Paris is the capital of France."
 
 
 async def test_async_vectors_equal_the_sync_ones(server: FakeVLLM) -> None:
@@ -221,9 +245,12 @@ def test_typed_errors_pass_through(server: FakeVLLM) -> None:
     with pytest.raises(vt.ServiceUnavailableError):
         asyncio.run(embeddings.aembed_query("a"))
     server.clear_faults()
+    too_long = "word " * 2000
     with pytest.raises(vt.ContextLengthExceeded) as caught:
-        embeddings.embed_documents(["short", "word " * 2000])
+        embeddings.embed_documents(["short", too_long])
     assert caught.value.input_index == 1
+    cut = VLLMEmbeddings(base_url=server.url, truncate_prompt_tokens=-1)  # cut to the model's length instead
+    np.testing.assert_allclose(cut.embed_documents([too_long])[0], server.vector("word"), atol=1e-6)
     with pytest.raises(vt.ModelNotFoundError):
         VLLMEmbeddings(base_url=server.url, model="no-such-model").embed_query("a")
 
@@ -291,14 +318,19 @@ def documents() -> list[Document]:
     return [Document(page_content=t, metadata={"n": i}, id=f"doc-{i}") for i, t in enumerate(FACTS)]
 
 
-def test_reranker_orders_like_the_sdk_and_keeps_metadata(server: FakeVLLM) -> None:
-    ranked = VLLMReranker(base_url=server.url, top_n=2).compress_documents(documents(), QUERY)
-    with vt.Client(server.url) as client:
+def test_reranker_orders_like_the_sdk_and_keeps_metadata(fake_rerank: FakeFixture) -> None:
+    """On a cross-encoder like the `rerank` fixture: sync and async both rank as ``client.rerank``."""
+    reranker = VLLMReranker(base_url=fake_rerank.base_url, top_n=2)
+    with vt.Client(fake_rerank.base_url) as client:
         expected = client.rerank(QUERY, FACTS, top_n=2)
-    assert [d.metadata["n"] for d in ranked] == expected.indices
-    assert [d.metadata["relevance_score"] for d in ranked] == pytest.approx(list(expected.scores))
-    assert [d.id for d in ranked] == [f"doc-{i}" for i in expected.indices]
-    assert ranked[0].page_content == "Paris is the capital of France."
+    for ranked in (
+        reranker.compress_documents(documents(), QUERY),
+        asyncio.run(reranker.acompress_documents(documents(), QUERY)),
+    ):
+        assert [d.metadata["n"] for d in ranked] == expected.indices
+        assert [d.metadata["relevance_score"] for d in ranked] == pytest.approx(list(expected.scores))
+        assert [d.id for d in ranked] == [f"doc-{i}" for i in expected.indices]
+        assert ranked[0].page_content == "Paris is the capital of France."
     assert "relevance_score" not in documents()[0].metadata  # copies, not the caller's documents
 
 
@@ -319,6 +351,12 @@ def test_reranker_typed_errors_pass_through(server: FakeVLLM) -> None:
     server.fail(429, path="/rerank", times=None)
     with pytest.raises(vt.RateLimitError):
         VLLMReranker(base_url=server.url, max_retries=0).compress_documents(documents(), QUERY)
+    server.clear_faults()
+    with pytest.raises(vt.ContextLengthExceeded) as caught:
+        VLLMReranker(base_url=server.url).compress_documents(
+            [Document("short"), Document("word " * 2000)], QUERY
+        )
+    assert caught.value.input_index == 1
 
 
 # --------------------------------------------------------------------------------------------------
@@ -422,10 +460,43 @@ def test_transcript_loader_segments_and_single(speech_server: FakeVLLM) -> None:
     assert docs[0].metadata["source"] == str(FOX) and docs[0].metadata["language"] == "en"
     sent = speech_server.received("/v1/audio/transcriptions")[-1]
     assert sent.form["response_format"] == "verbose_json" and sent.form["language"] == "en"
-    [whole] = asyncio.run(VLLMTranscriptLoader(FOX, base_url=speech_server.url, mode="single").aload())
+    loader = VLLMTranscriptLoader(FOX, base_url=speech_server.url, mode="single", language="en")
+    [whole] = asyncio.run(loader.aload())
     assert whole.page_content == " ".join(d.page_content for d in docs)
     assert whole.metadata["start"] == 0.0 and whole.metadata["end"] == whole.metadata["duration"]
+    assert whole.metadata["source"] == str(FOX) and whole.metadata["language"] == "en"
     assert [s["text"] for s in whole.metadata["segments"]] == [d.page_content for d in docs]
+
+
+def piece_transcript(request: ReceivedRequest) -> str:
+    """What the speech fake answers a client-side piece (``long45-0001.flac``): two sentences naming it."""
+    piece = int(Path(request.files["file"].filename or "").stem.rsplit("-", 1)[1])
+    return f" Piece {piece} begins here. Piece {piece} ends here."
+
+
+def test_transcript_loader_chunks_a_long_file_client_side() -> None:
+    """46 s of audio goes up in pieces, each shorter than the file and sent concurrently; the segments
+    come back in file order, each piece's text in its place, and cover the whole file without gaps."""
+    with wave.open(str(LONG)) as audio:
+        duration = audio.getnframes() / audio.getframerate()
+    with fake_like("stt", transcript=piece_transcript) as stt:
+        segments = VLLMTranscriptLoader(LONG, base_url=stt.base_url, language="en").load()
+        uploads = [r.files["file"] for r in stt.fake.received("/v1/audio/transcriptions")]
+    names = sorted(u.filename or "" for u in uploads)
+    assert len(uploads) >= 2 and names == [f"long45-{i:04d}{Path(n).suffix}" for i, n in enumerate(names)]
+    assert all(audio_seconds(u.content) < duration for u in uploads)
+    assert [d.page_content for d in segments] == [
+        f"Piece {i} {half} here." for i in range(len(uploads)) for half in ("begins", "ends")
+    ]
+    starts = [d.metadata["start"] for d in segments]
+    ends = [d.metadata["end"] for d in segments]
+    assert starts == sorted(starts) and starts[0] == 0.0
+    assert all(end > start for start, end in zip(starts, ends, strict=True))
+    assert starts[1:] == pytest.approx(ends[:-1], abs=1e-3)  # no gap, no overlap
+    assert ends[-1] == pytest.approx(duration, abs=1e-3)
+    for number, doc in enumerate(segments):
+        assert doc.metadata["segment"] == number and doc.metadata["source"] == str(LONG)
+        assert doc.metadata["language"] == "en" and doc.metadata["model"] == stt.model
 
 
 def test_transcript_loader_translates_and_passes_options(speech_server: FakeVLLM) -> None:

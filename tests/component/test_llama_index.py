@@ -1,6 +1,11 @@
 """vllm_tasks.integrations.llama_index against FakeVLLM: VLLMEmbedding in a VectorStoreIndex (sync and
 async, batched), VLLMRerank as a node postprocessor (alone and in a query engine), pickling, typed
-errors, events, and the missing-extra error."""
+errors, events, and the missing-extra error.
+
+Retrieval and reranking run on fakes configured like the real `embed` and `rerank` fixtures
+(tests/fakes.py): each question retrieves the node that shares its words, stored vectors equal the SDK's
+``client.embed``, and rankings equal its ``client.rerank``. MockLLM everywhere: nothing reaches for OpenAI.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +32,8 @@ import vllm_tasks as vt
 from vllm_tasks.integrations.llama_index import VLLMEmbedding, VLLMRerank
 from vllm_tasks.testing import EMBEDDING_TASKS, FakeVLLM
 
+from ..fakes import FakeFixture
+
 ROOT = Path(__file__).resolve().parents[2]
 FACTS = {
     "bananas": "Bananas are yellow fruit.",
@@ -35,6 +42,12 @@ FACTS = {
     "cats": "Cats purr when they are content.",
 }
 QUERY = "What is the capital of France?"
+QUESTIONS = {  # question -> the node that answers it (the one sharing its words)
+    "Which fruit is yellow?": "bananas",
+    "What is the capital of France?": "paris",
+    "Which continent is France in?": "europe",
+    "When do cats purr?": "cats",
+}
 
 
 class NoFallback(BaseEmbedding):
@@ -74,28 +87,49 @@ def nodes() -> list[TextNode]:
     return [TextNode(text=text, id_=key) for key, text in FACTS.items()]
 
 
-def test_vector_store_index_retrieves_the_matching_node(server: FakeVLLM) -> None:
-    embed_model = VLLMEmbedding(base_url=server.url, model="minilm")
+def test_vector_store_index_retrieves_the_matching_node(fake_embed: FakeFixture) -> None:
+    embed_model = VLLMEmbedding(base_url=fake_embed.base_url, model=fake_embed.model)
     index = VectorStoreIndex(nodes(), embed_model=embed_model)
-    hits = index.as_retriever(similarity_top_k=2).retrieve("capital of France Paris")
-    assert hits[0].node.node_id == "paris"
+    retriever = index.as_retriever(similarity_top_k=2)
+    for question, key in QUESTIONS.items():
+        assert retriever.retrieve(question)[0].node.node_id == key, question
     vector = np.array(index.vector_store.get("paris"))
-    np.testing.assert_allclose(vector, server.vector(FACTS["paris"]), atol=1e-6)
-    assert embed_model.model_name == "minilm"
+    np.testing.assert_allclose(vector, fake_embed.fake.vector(FACTS["paris"]), atol=1e-6)
+    with vt.Client(fake_embed.base_url) as client:
+        np.testing.assert_allclose(vector, client.embed(FACTS["paris"]).vector, atol=1e-6)
+    assert embed_model.model_name == fake_embed.model
 
 
-def test_async_retrieval_equals_sync(server: FakeVLLM) -> None:
-    embed_model = VLLMEmbedding(base_url=server.url)
+def test_async_retrieval_equals_sync(fake_embed: FakeFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index built with ``use_async`` (its nodes embedded by ``aget_text_embedding_batch``) and queried
+    with ``aretrieve`` ranks every node as the sync one does, the answering node first.
 
-    async def build_and_retrieve() -> list[str]:
-        index = VectorStoreIndex(nodes(), embed_model=embed_model, use_async=True)
-        hits = await index.as_retriever(similarity_top_k=4).aretrieve(QUERY)
-        await embed_model.aclose()
-        return [hit.node.node_id for hit in hits]
+    The loop is set but not running while the index is built, so LlamaIndex embeds on it; inside a
+    running loop it would embed on a private thread loop that it closes without ``shutdown_asyncgens()``,
+    leaving that loop's connections open (docs/integrations.md, "Clients and event loops")."""
+    embedded_async: list[int] = []
+    async_batch = VLLMEmbedding._aget_text_embeddings
 
-    index = VectorStoreIndex(nodes(), embed_model=embed_model)
-    sync_ids = [hit.node.node_id for hit in index.as_retriever(similarity_top_k=4).retrieve(QUERY)]
-    assert asyncio.run(build_and_retrieve()) == sync_ids
+    async def counted(self: VLLMEmbedding, texts: list[str]) -> list[list[float]]:
+        embedded_async.append(len(texts))
+        return await async_batch(self, texts)
+
+    monkeypatch.setattr(VLLMEmbedding, "_aget_text_embeddings", counted)
+    embed_model = VLLMEmbedding(base_url=fake_embed.base_url)
+    with asyncio.Runner() as runner:
+        runner.get_loop()  # the current loop from here to the end of the block
+        async_index = VectorStoreIndex(nodes(), embed_model=embed_model, use_async=True)
+        async_retriever = async_index.as_retriever(similarity_top_k=4)
+
+        async def retrieve_all() -> list[list[str]]:
+            return [[hit.node.node_id for hit in await async_retriever.aretrieve(q)] for q in QUESTIONS]
+
+        async_ids = runner.run(retrieve_all())
+    assert sum(embedded_async) == len(FACTS)  # the nodes went through the async path
+    retriever = VectorStoreIndex(nodes(), embed_model=embed_model).as_retriever(similarity_top_k=4)
+    sync_ids = [[hit.node.node_id for hit in retriever.retrieve(q)] for q in QUESTIONS]
+    assert async_ids == sync_ids
+    assert [ids[0] for ids in sync_ids] == list(QUESTIONS.values())
 
 
 def test_batches_reach_the_sdk_whole_and_are_split_there(server: FakeVLLM) -> None:
@@ -162,17 +196,19 @@ def scored() -> list[NodeWithScore]:
     return [NodeWithScore(node=node, score=0.5) for node in nodes()]
 
 
-def test_rerank_orders_like_the_sdk(server: FakeVLLM) -> None:
+def test_rerank_orders_like_the_sdk(fake_rerank: FakeFixture) -> None:
+    """On a cross-encoder like the `rerank` fixture: sync and async order and score as ``client.rerank``."""
     debug = LlamaDebugHandler()
-    rerank = VLLMRerank(base_url=server.url, top_n=3, callback_manager=CallbackManager([debug]))
+    rerank = VLLMRerank(base_url=fake_rerank.base_url, top_n=3, callback_manager=CallbackManager([debug]))
     ranked = rerank.postprocess_nodes(scored(), query_str=QUERY)
     [(_start, end)] = debug.get_event_pairs(CBEventType.RERANKING)
     assert end.payload is not None and end.payload["nodes"] == ranked
-    with vt.Client(server.url) as client:
+    with vt.Client(fake_rerank.base_url) as client:
         expected = client.rerank(QUERY, list(FACTS.values()), top_n=3)
     keys = list(FACTS)
-    assert [n.node.node_id for n in ranked] == [keys[i] for i in expected.indices]
-    assert [n.score for n in ranked] == pytest.approx(list(expected.scores))
+    for nodes_ranked in (ranked, asyncio.run(rerank.apostprocess_nodes(scored(), query_str=QUERY))):
+        assert [n.node.node_id for n in nodes_ranked] == [keys[i] for i in expected.indices]
+        assert [n.score for n in nodes_ranked] == pytest.approx(list(expected.scores))
     assert ranked[0].node.node_id == "paris"
 
 
@@ -187,7 +223,7 @@ def test_rerank_async_top_n_none_and_retrieval_score(server: FakeVLLM) -> None:
         rerank.postprocess_nodes(scored())
 
 
-def test_rerank_in_a_query_engine_with_events(server: FakeVLLM) -> None:
+def test_rerank_in_a_query_engine_with_events(fake_rerank: FakeFixture) -> None:
     """SummaryIndex retrieves every node without embeddings; the postprocessor reorders them and
     LlamaIndex's instrumentation events see it; MockLLM answers (no OpenAI)."""
     seen: list[str] = []
@@ -200,13 +236,16 @@ def test_rerank_in_a_query_engine_with_events(server: FakeVLLM) -> None:
     root = get_dispatcher()
     root.add_event_handler(recorder)
     try:
-        rerank = VLLMRerank(base_url=server.url, top_n=2)
+        rerank = VLLMRerank(base_url=fake_rerank.base_url, top_n=2)
         engine = SummaryIndex(nodes()).as_query_engine(llm=MockLLM(), node_postprocessors=[rerank])
         response = engine.query(QUERY)
     finally:
         root.event_handlers.remove(recorder)
+    with vt.Client(fake_rerank.base_url) as client:
+        expected = client.rerank(QUERY, list(FACTS.values()), top_n=2)
+    keys = list(FACTS)
+    assert [n.node.node_id for n in response.source_nodes] == [keys[i] for i in expected.indices]
     assert response.source_nodes[0].node.node_id == "paris"
-    assert len(response.source_nodes) == 2
     assert "ReRankStartEvent" in seen and "ReRankEndEvent" in seen
 
 
