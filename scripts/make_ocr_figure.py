@@ -1,5 +1,5 @@
 """Make docs/images/ocr-annotated.png: what ``OCRResult.draw()`` returns for a DeepSeek-OCR page; and the
-sample inputs the docs' OCR examples read (and tests/integration/test_docs_examples.py runs them on):
+sample inputs the docs' OCR examples read (and tests/contract/test_docs_examples.py runs them on):
 examples/data/page.png (the page, 480 x 600 px: one DeepSeek-OCR view, no tiles) and examples/data/report.pdf
 (two 240 x 300 pt pages: 480 x 600 px at the SDK's 144 dpi).
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The version matrix: for each vLLM version, build its fixture venv (server-fixtures/setup --vllm V), then
-# run the version-sensitive integration modules with the normal fixtures AND the matrix fixture on that
+# run the version-sensitive contract modules with the normal fixtures AND the matrix fixture on that
 # version (VLLM_TASKS_FIXTURE_VLLM=V VLLM_TASKS_MATRIX=V). One server at a time, one version at a time.
 #
 # Usage: scripts/test-versions.sh [extra pytest args]
@@ -24,8 +24,8 @@ from fixture_pins import selected_matrix_versions
 print(" ".join(selected_matrix_versions()))') || exit 2
 
 MODULES=()
-for m in tests/integration/test_version_gates.py tests/integration/test_matrix_smoke.py \
-         tests/integration/test_embeddings.py tests/integration/test_scoring.py; do
+for m in tests/contract/test_version_gates.py tests/contract/test_matrix_smoke.py \
+         tests/contract/test_embeddings.py tests/contract/test_scoring.py; do
     if [ -f "$m" ]; then MODULES+=("$m"); else echo "[test-versions] $m not found; left out"; fi
 done
 
@@ -41,9 +41,9 @@ for v in $VERSIONS; do
         continue
     fi
     t1=$SECONDS
-    echo "== vLLM $v: pytest -m integration ${MODULES[*]}"
+    echo "== vLLM $v: pytest -m contract ${MODULES[*]}"
     VLLM_TASKS_MATRIX="$v" VLLM_TASKS_FIXTURE_VLLM="$v" \
-        "$PY" -m pytest -p no:cacheprovider -m integration "${MODULES[@]}" "$@"
+        "$PY" -m pytest -p no:cacheprovider -m contract "${MODULES[@]}" "$@"
     rc=$?
     result=$([ $rc -eq 0 ] && echo "passed" || echo "FAILED (pytest exit $rc)")
     [ $rc -eq 0 ] || failed=1

@@ -6,7 +6,7 @@ For every recipe: its `vllm serve` command line goes through that vLLM's own ser
 (``ServeSubcommand``, as the ``vllm`` executable builds it) and ``validate_parsed_serve_args``, so a
 removed or renamed flag, or a value the parser refuses, is reported with vLLM's message. Every chat
 template a recipe names (``--chat-template``) is rendered with sample inputs in a sandboxed Jinja
-environment, as transformers renders chat templates. Run by tests/integration/test_gpu_recipe_args.py.
+environment, as transformers renders chat templates. Run by tests/contract/test_gpu_recipe_args.py.
 """
 
 from __future__ import annotations

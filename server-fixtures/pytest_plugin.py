@@ -28,7 +28,8 @@ Behaviour:
 - If setup was never run, tests that need a server are skipped with the reason -- unless
   VLLM_TASKS_REQUIRE_FIXTURES=1 or CI=true, where they fail instead. For a matrix server on an older
   version, failing instead of skipping applies only to versions $VLLM_TASKS_MATRIX selects.
-- Markers: ``integration`` (tests against real servers) and ``gpu`` (skipped unless nvidia-smi exists).
+- Markers: ``contract`` (tests against real servers; tests/conftest.py also applies it to tests/contract/) and
+  ``gpu`` (skipped unless nvidia-smi exists).
 """
 
 from __future__ import annotations
@@ -221,7 +222,7 @@ def _servers_needed(item: pytest.Item) -> tuple[Key, ...]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "integration: test against real vLLM servers (server-fixtures/)")
+    config.addinivalue_line("markers", "contract: test against real vLLM servers (server-fixtures/)")
     config.addinivalue_line("markers", "gpu: needs a GPU host with vllm and the model hub; skipped otherwise")
     config.addinivalue_line(
         "markers",
@@ -263,7 +264,7 @@ def _skip_below_fixture_version(items: list[pytest.Item]) -> None:
             item.add_marker(
                 pytest.mark.skip(
                     reason=f"vllm_min: needs vLLM >= {needed}, the fixtures run on {version}: {why} "
-                    "(the older side is tested in tests/integration/test_version_gates.py)"
+                    "(the older side is tested in tests/contract/test_version_gates.py)"
                 )
             )
 
@@ -298,7 +299,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     lines = list(_manager.report)
     if _manager.skip_reason:
-        lines.append("SKIPPED integration tests: " + _manager.skip_reason)
+        lines.append("SKIPPED contract tests: " + _manager.skip_reason)
     if lines:
         terminalreporter.section("vLLM fixture servers")
         for line in lines:

@@ -581,7 +581,7 @@ def test_the_entry_point_gives_the_fixture(
     install_entry_point(tmp_path, monkeypatch)
     monkeypatch.delenv("VLLM_TASKS_BASE_URL", raising=False)
     pytester.makeconftest('pytest_plugins = ["vllm_tasks.testing.pytest_plugin"]')
-    # A basename no module of ours has: a full run has already imported tests/integration/test_plugin.py.
+    # A basename no module of ours has: a full run has already imported tests/component/test_plugin.py.
     pytester.makepyfile(test_fake_vllm_entry_point=PLUGIN_TEST)
     result = pytester.runpytest_inprocess("--strict-markers", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)

@@ -5,7 +5,7 @@ server returns (``assert_allclose``, 1e-6), or raises a typed ``VLLMTasksError``
 The one test marked ``xfail(strict=True)`` asserts what no client can know (its reason says why); it
 turns into a failure (XPASS) if that ever changes.
 
-The proxies are the ``proxies`` fixture (tests/integration/conftest.py, server-fixtures/nginx_proxy.py
+The proxies are the ``proxies`` fixture (tests/contract/conftest.py, server-fixtures/nginx_proxy.py
 and server-fixtures/fault_proxy.py); every client test runs on both ``Client`` and ``AsyncClient``.
 """
 
