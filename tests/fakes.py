@@ -30,13 +30,15 @@ from fixture_table import FIXTURES, TEST_API_KEY  # noqa: E402
 _MINILM: dict[str, Any] = {"width": 384, "max_model_len": 256, "version": VLLM_VERSION}
 
 #: FakeVLLM keyword arguments per fixture name: what the real fixture serves, its model name, width,
-#: context length, Matryoshka declaration, scorer and key.
+#: context length, Matryoshka declaration, scorer, labels and key. (The embed fixture's chat template is
+#: for /v1/embeddings' `messages`: it mounts no /v1/chat/completions.)
 FAKE_SETTINGS: dict[str, dict[str, Any]] = {
-    "embed": {**_MINILM, "tasks": EMBEDDING_TASKS | {"chat"}, "matryoshka": False},
+    "embed": {**_MINILM, "tasks": EMBEDDING_TASKS, "matryoshka": False},
     "embed-mrl": {**_MINILM, "tasks": EMBEDDING_TASKS, "matryoshka": [128, 256, 384]},
     "embed-matryoshka": {**_MINILM, "tasks": EMBEDDING_TASKS, "matryoshka": True},
-    "rerank": {**_MINILM, "tasks": RERANKER_TASKS, "labels": ("LABEL_0",)},
-    "api-key": {**_MINILM, "tasks": EMBEDDING_TASKS | {"chat"}, "matryoshka": False, "api_key": TEST_API_KEY},
+    "rerank": {**_MINILM, "tasks": RERANKER_TASKS, "labels": ("relevance",)},  # the head's id2label
+    "api-key": {**_MINILM, "tasks": EMBEDDING_TASKS, "matryoshka": False, "api_key": TEST_API_KEY},
+    "late-interaction": {**_MINILM, "tasks": EMBEDDING_TASKS, "scorer": "late-interaction"},
     "ocr": {"tasks": OCR_TASKS, "max_model_len": 4096, "version": VLLM_VERSION},
     "ocr-no-processor": {
         "tasks": OCR_TASKS,

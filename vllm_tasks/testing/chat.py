@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from . import content
@@ -16,10 +17,12 @@ def chat_completions(call: Call) -> Reply:
         raise validation_error("messages", "missing", "Field required")
     _check_xargs(call)
     max_tokens = call.optional_int("max_tokens", 1)
-    prompt, images = _prompt(messages)
+    prompt, media = _prompt(messages)
+    if not all(_loads(url) for url in media):
+        raise bad_request("Failed to load image: cannot identify image file <_io.BytesIO object>")
     output = content.ocr_answer(call.settings.text_of(call.settings.ocr_output, call.request), prompt)
     text, completion, cut = content.cut_to_tokens(output, max_tokens)
-    prompt_tokens = content.count_tokens(prompt, special=False) + content.IMAGE_TOKENS * images
+    prompt_tokens = content.count_tokens(prompt, special=False) + content.IMAGE_TOKENS * len(media)
     message = {"role": "assistant", "content": text, "refusal": None, "annotations": None, "audio": None,
                "function_call": None, "reasoning": None}  # fmt: skip
     choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": "length" if cut else "stop",
@@ -45,15 +48,28 @@ def _check_xargs(call: Call) -> None:
             raise bad_request(f"`{key}` has to be a strictly positive integer, got {value}.")
 
 
-def _prompt(messages: list[Any]) -> tuple[str, int]:
-    """The text of the conversation's prompts and its number of images."""
+def _prompt(messages: list[Any]) -> tuple[str, list[str]]:
+    """The text of the conversation's prompts, and per media part its image URL (``""`` for other media)."""
     texts: list[str] = []
-    images = 0
+    media: list[str] = []
     for message in messages:
         parts = message.get("content") if isinstance(message, dict) else None
         for part in parts if isinstance(parts, list) else [parts]:
             if isinstance(part, dict) and part.get("type") != "text":
-                images += 1
+                image = part.get("image_url") if part.get("type") == "image_url" else None
+                media.append(str(image.get("url", "")) if isinstance(image, dict) else "")
             elif part is not None:
                 texts.append(part_text(part))
-    return "\n".join(texts), images
+    return "\n".join(texts), media
+
+
+def _loads(url: str) -> bool:
+    """Whether an image opens: a ``data:`` URL must hold an image file; other URLs are not fetched (and
+    ``""``, another medium, is not checked)."""
+    if not url.startswith("data:"):
+        return True
+    try:
+        data = base64.b64decode(url.partition(",")[2], validate=True)
+    except ValueError:
+        return False
+    return content.is_image(data)

@@ -10,7 +10,11 @@ Pure functions, no I/O. The same input gives the same output in every process an
   words get similar vectors, so a semantic-search test ranks "Paris is the capital of France." above
   "Bananas are yellow." for "capital of France".
 - **Scores**: a bi-encoder answers the cosine of the two vectors (-1..1); a cross-encoder answers
-  ``sigmoid(8 * cosine - 2)`` (0..1), or the logit itself with ``use_activation: false``.
+  ``sigmoid(8 * cosine - 2)`` (0..1), or the logit itself with ``use_activation: false``; a
+  late-interaction model answers MaxSim over per-token vectors (one hashed vector per token, the special
+  tokens included): for each query token the best dot product with a document token, summed.
+- **Uploads**: audio and images are checked by their file signature only, the way a decoder would refuse
+  bytes it cannot open; what they contain is never looked at.
 """
 
 from __future__ import annotations
@@ -172,13 +176,50 @@ def cosine(first: str, second: str, width: int) -> float:
     return float(np.dot(a, b))
 
 
+def token_vectors(text: str, width: int) -> npt.NDArray[np.float32]:
+    """A late-interaction model's per-token embeddings of ``text``.
+
+    Args:
+        text: the input's text.
+        width: the embedding width.
+
+    Returns:
+        One unit vector per token, ``[CLS]`` and ``[SEP]`` included: float32, ``[n_tokens, width]``.
+
+    Examples:
+        >>> token_vectors("hello world", 8).shape
+        (4, 8)
+    """
+    tokens = [SPECIAL_TOKENS[CLS_ID], *(text[a:b] for a, b in token_spans(text)), SPECIAL_TOKENS[SEP_ID]]
+    return np.stack([text_vector(token, width) for token in tokens])
+
+
+def maxsim(query: str, document: str, width: int) -> float:
+    """The late-interaction score of two texts.
+
+    Args:
+        query: the query's text.
+        document: the document's text.
+        width: the embedding width.
+
+    Returns:
+        For each query token, the best dot product with a document token, summed (what
+        ``vllm_tasks.maxsim`` gives for their :func:`token_vectors`).
+    """
+    similarities = token_vectors(query, width).astype(np.float64) @ token_vectors(document, width).T
+    return float(similarities.max(axis=1).sum())
+
+
 def relevance(query: str, document: str, width: int, *, scorer: str, activation: bool = True) -> float:
-    """The score of one (query, document) pair for a ``"bi-encoder"`` or a ``"cross-encoder"``.
+    """The score of one (query, document) pair for a ``"bi-encoder"``, a ``"cross-encoder"`` or a
+    ``"late-interaction"`` model.
 
     Examples:
         >>> relevance("capital of France", "Paris is the capital of France.", 64, scorer="bi-encoder") > 0.5
         True
     """
+    if scorer == "late-interaction":
+        return maxsim(query, document, width)
     similarity = cosine(query, document, width)
     if scorer == "bi-encoder":
         return similarity
@@ -197,22 +238,73 @@ def class_probabilities(text: str, labels: Sequence[str], *, activation: bool = 
     return [float(x) for x in exp / exp.sum()]
 
 
-# -------------------------------------------------------------------------------------------- audio
+# ---------------------------------------------------------------------------------- uploads: audio, images
+
+Signature = tuple[int, bytes]
+"""A file format's magic bytes and their offset."""
+
+AUDIO_SIGNATURES: tuple[Signature, ...] = (
+    (0, b"fLaC"), (0, b"OggS"), (0, b"ID3"), (0, b"\x1a\x45\xdf\xa3"), (4, b"ftyp"), (0, b"#!AMR"),
+    (0, b"caff"), (8, b"AIFF"), (8, b"AIFC"),
+)  # fmt: skip
+"""The audio containers a decoder opens besides WAV: FLAC (when its header gives no duration), Ogg, MP3
+with an ID3 tag, WebM/Matroska, MP4/M4A/MOV, AMR, CAF, AIFF."""
+
+IMAGE_SIGNATURES: tuple[Signature, ...] = (
+    (0, b"\x89PNG\r\n\x1a\n"), (0, b"\xff\xd8\xff"), (0, b"GIF87a"), (0, b"GIF89a"), (0, b"BM"),
+    (0, b"II*\x00"), (0, b"MM\x00*"), (8, b"WEBP"),
+)  # fmt: skip
+"""The image formats a decoder opens: PNG, JPEG, GIF, BMP, TIFF, WebP."""
 
 
-def audio_seconds(content: bytes) -> float:
-    """The duration of an uploaded WAV or FLAC file, from its header; other files count as 16 kHz
-    16-bit mono PCM (32,000 bytes a second)."""
+def _signed(content: bytes, signatures: Iterable[Signature]) -> bool:
+    """Whether ``content`` carries one of ``signatures``."""
+    return any(content[offset : offset + len(magic)] == magic for offset, magic in signatures)
+
+
+def is_image(content: bytes) -> bool:
+    """Whether ``content`` starts like an image file PIL would open.
+
+    Args:
+        content: the uploaded bytes.
+
+    Returns:
+        True when it carries one of :data:`IMAGE_SIGNATURES`.
+    """
+    return _signed(content, IMAGE_SIGNATURES)
+
+
+def audio_seconds(content: bytes) -> float | None:
+    """The duration of an uploaded audio file, or ``None`` when it is not one vLLM could decode.
+
+    Args:
+        content: the uploaded bytes.
+
+    Returns:
+        Seconds: from the header of a WAV or FLAC file; for the other containers (:data:`AUDIO_SIGNATURES`,
+        or an MPEG/AAC frame header) counted as 16 kHz 16-bit mono PCM (32,000 bytes a second). ``None``
+        for anything else (random bytes, a WAV without its ``data`` chunk, an empty file), which vLLM
+        refuses.
+    """
     if content[:4] == b"RIFF" and content[8:12] == b"WAVE":
-        seconds = _wav_seconds(content)
-        if seconds is not None:
-            return seconds
+        return _wav_seconds(content)
     if content[:4] == b"fLaC" and len(content) >= 26:
         fields = int.from_bytes(content[18:26], "big")  # STREAMINFO: rate (20 bits) ... samples (36)
         rate, samples = fields >> 44, fields & ((1 << 36) - 1)
         if rate and samples:
             return samples / rate
-    return len(content) / 32_000
+    known = _signed(content, AUDIO_SIGNATURES) or _mpeg_frame(content[:3])
+    return len(content) / 32_000 if known else None
+
+
+def _mpeg_frame(head: bytes) -> bool:
+    """Whether ``head`` starts an MPEG audio frame (an MP3 without a tag) or an AAC ADTS frame."""
+    if len(head) < 3 or head[0] != 0xFF or head[1] & 0xE0 != 0xE0:
+        return False
+    if head[1] & 0x06 == 0:  # layer bits 00: ADTS (AAC), whose sync word is 12 bits
+        return head[1] & 0xF0 == 0xF0
+    version_ok = (head[1] >> 3) & 3 != 1  # 01 is reserved
+    return version_ok and head[2] >> 4 not in (0, 15) and (head[2] >> 2) & 3 != 3  # bitrate, sample rate
 
 
 def _wav_seconds(content: bytes) -> float | None:

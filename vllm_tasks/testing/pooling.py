@@ -14,10 +14,17 @@ import numpy.typing as npt
 from ..decoding import EMBED_DTYPES, ENDIANNESS, FP8_E4M3_TO_FLOAT16
 from . import content
 from .inputs import Call, check_context, content_text, fit_context, input_texts, usage
-from .wire import Reply, bad_request, json_reply, validation_error
+from .settings import Scorer
+from .wire import Refusal, Reply, bad_request, error_reply, json_reply, validation_error
 
 ENCODING_FORMATS = ("float", "base64", "bytes", "bytes_only")
 V2_TYPES = ("float", "binary", "ubinary", "base64")
+ACTIVE_TASKS: dict[Scorer, str] = {
+    "bi-encoder": "embed",
+    "cross-encoder": "classify",
+    "late-interaction": "token_embed",
+}
+"""The pooling task a model of each scorer kind runs (what ``/pooling`` answers)."""
 
 
 # ----------------------------------------------------------------------------------------- vectors
@@ -87,8 +94,20 @@ def _nearest(
 # -------------------------------------------------------------------------------------- embeddings
 
 
+def check_embed_task(call: Call) -> None:
+    """vLLM's 501 on the embedding routes of a late-interaction model (its active task is ``token_embed``;
+    a fake serving ``classify`` and ``embed`` at once is a hybrid that embeds).
+
+    Raises:
+        Refusal: 501 ``The model does not support Embeddings API``.
+    """
+    if call.settings.scorer_kind == "late-interaction":
+        raise Refusal(error_reply(501, "The model does not support Embeddings API"))
+
+
 def embeddings(call: Call) -> Reply:
     """``POST /v1/embeddings``: float, base64, bytes (with the ``metadata`` header) or bytes_only."""
+    check_embed_task(call)
     if "normalize" in call.body:
         raise bad_request(
             "Parameter `normalize` was removed; use `use_activation` instead. (parameter=normalize)",
@@ -133,6 +152,7 @@ def _bytes_answer(
 
 def embed_v2(call: Call) -> Reply:
     """``POST /v2/embed`` (Cohere v2): float, binary, ubinary and base64 embeddings by type."""
+    check_embed_task(call)
     kinds = [key for key in ("texts", "images", "inputs") if call.body.get(key)]
     if len(kinds) != 1:
         raise validation_error("texts", "value_error", "Value error, exactly one of texts, images or inputs")
@@ -306,8 +326,9 @@ def classify(call: Call) -> Reply:
 
 
 def pooling(call: Call) -> Reply:
-    """``POST /pooling``: the active task's output per input (a vector, or a cross-encoder's scores)."""
-    active = "embed" if call.settings.scorer_kind == "bi-encoder" else "classify"
+    """``POST /pooling``: the active task's output per input: a vector (``embed``), a cross-encoder's scores
+    (``classify``) or one vector per token (``token_embed``)."""
+    active = ACTIVE_TASKS[call.settings.scorer_kind]
     task = call.body.get("task")
     if task is not None and task != active:
         raise bad_request(
@@ -319,6 +340,8 @@ def pooling(call: Call) -> Reply:
     texts = fit_context(call, input_texts(call))
     if active == "embed":
         rows: list[Any] = list(vectors(call, texts, None))
+    elif active == "token_embed":
+        rows = [content.token_vectors(text, call.settings.width) for text in texts]
     else:
         rows = [content.class_probabilities(text, call.settings.labels) for text in texts]
     data = [{"index": i, "object": "pooling", "data": row} for i, row in enumerate(rows)]

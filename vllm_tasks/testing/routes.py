@@ -70,13 +70,14 @@ def health(call: Call) -> Reply:
 
 
 def openapi(call: Call) -> Reply:
-    """``GET /openapi.json``: the mounted routes (the SDK's list of what the server serves)."""
+    """``GET /openapi.json``: the mounted routes (the SDK's list of what the server serves), the schema's
+    own route left out as FastAPI leaves it out."""
     if not call.settings.openapi:
         return not_found()
     paths = {
         path: {method.lower(): {"summary": route.handler.__name__} for method in route.methods}
         for path, route in ROUTES.items()
-        if mounted(route, call.settings)
+        if mounted(route, call.settings) and path != "/openapi.json"
     }
     return json_reply({"openapi": "3.1.0", "info": {"title": "FakeVLLM", "version": "0.1.0"}, "paths": paths})
 
@@ -138,8 +139,8 @@ def mounted(route: Route, settings: FakeSettings) -> bool:
 
 
 def answer(request: ReceivedRequest, settings: FakeSettings, vocabulary: Vocabulary) -> Reply:
-    """The fake server's answer to ``request``, in vLLM's order of checks: API key, route, method,
-    content type, body, model, then the route's handler.
+    """The fake server's answer to ``request``, in vLLM's order of checks: API key, route, method (405 with
+    ``Allow``), content type, body, model, then the route's handler.
     """
     if settings.api_key and request.path.startswith(GUARDED_PREFIXES) and not authorized(request, settings):
         return json_reply({"error": "Unauthorized"}, 401)
@@ -147,7 +148,7 @@ def answer(request: ReceivedRequest, settings: FakeSettings, vocabulary: Vocabul
     if route is None or not mounted(route, settings):
         return not_found()
     if request.method not in route.methods:
-        return json_reply({"detail": "Method Not Allowed"}, 405)
+        return json_reply({"detail": "Method Not Allowed"}, 405, {"allow": ", ".join(route.methods)})
     try:
         call = Call(request, read_body(request, route), settings, vocabulary)
         check_model(call, route)

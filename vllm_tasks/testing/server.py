@@ -7,6 +7,7 @@ kit works with a plain ``pip install vllm-tasks``.
 from __future__ import annotations
 
 import contextlib
+import io
 import socket
 import struct
 import threading
@@ -17,7 +18,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from socketserver import TCPServer
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -123,7 +124,8 @@ class FakeVLLM:
         width: the embedding width.
         max_model_len: the context length.
         matryoshka: which ``dimensions`` are accepted (True: any, a list: those, False: none).
-        scorer: ``"bi-encoder"`` or ``"cross-encoder"`` (default: cross-encoder if ``classify`` is served).
+        scorer: ``"bi-encoder"``, ``"cross-encoder"`` or ``"late-interaction"`` (default: cross-encoder if
+            ``classify`` is served).
         labels: the classifier's labels.
         input_types: accepted ``/v2/embed`` ``input_type`` values.
         transcript: the text of every transcription (or a function of the :class:`ReceivedRequest`).
@@ -443,8 +445,9 @@ class FakeVLLM:
         """The score this server answers for a (query, document) pair on ``/score`` and ``/rerank``.
 
         Returns:
-            The cosine of the two texts' vectors (bi-encoder), or ``sigmoid(8 * cosine - 2)``
-            (cross-encoder), as ``settings.scorer_kind`` says.
+            The cosine of the two texts' vectors (bi-encoder), ``sigmoid(8 * cosine - 2)``
+            (cross-encoder), or MaxSim over their per-token vectors (late-interaction), as
+            ``settings.scorer_kind`` says.
 
         Examples:
             >>> fake.score("capital of France", "Paris is the capital of France.") > 0.5
@@ -546,12 +549,61 @@ class _HTTPServer(HTTPServer):
             thread.join(timeout)
 
 
+INVALID_REQUEST = (
+    b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: 30\r\n"
+    b"connection: close\r\n\r\nInvalid HTTP request received."
+)
+"""What uvicorn (vLLM's HTTP server) answers to bytes its parser refuses, before closing the connection."""
+
+_TOKEN_START = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ\r\n")
+"""The bytes an HTTP/1.1 request may start with (a method's first letter, or a stray line end)."""
+
+_DIGITS = {10: frozenset(b"0123456789"), 16: frozenset(b"0123456789abcdefABCDEF")}
+"""The digits of a Content-Length (base 10) and of a chunk size (base 16)."""
+
+
+class _Malformed(Exception):
+    """The request is not HTTP/1.1: its body's framing (Content-Length, chunk sizes) does not parse."""
+
+
+def _framing_number(raw: bytes, base: int) -> int:
+    """A Content-Length (``base`` 10) or chunk size (16), as strictly as uvicorn's parser reads it.
+
+    Raises:
+        _Malformed: not a number (a sign, spaces inside, letters, nothing).
+    """
+    if not raw or not set(raw) <= _DIGITS[base]:
+        raise _Malformed(raw)
+    return int(raw, base)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _HTTPServer
 
     def log_message(self, format: str, *args: Any) -> None:
         """Stay quiet (the requests are recorded instead)."""
+
+    def handle_one_request(self) -> None:
+        """Answer one request; bytes that cannot start one (a TLS hello sent to the plain port) get uvicorn's
+        400."""
+        first = cast(io.BufferedReader, self.rfile).peek(1)[:1]
+        if first and first[0] not in _TOKEN_START:
+            self._refuse_malformed()
+            return
+        super().handle_one_request()
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The standard library's 400 for a malformed request line is uvicorn's 400; other errors as is."""
+        if code == HTTPStatus.BAD_REQUEST:
+            self._refuse_malformed()
+            return
+        super().send_error(code, message, explain)
+
+    def _refuse_malformed(self) -> None:
+        """Answer uvicorn's 400 and close the connection."""
+        self.close_connection = True
+        self.wfile.write(INVALID_REQUEST)
 
     def do_GET(self) -> None:
         self._serve()
@@ -569,7 +621,11 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve()
 
     def _serve(self) -> None:
-        body = self._read_body()
+        try:
+            body = self._read_body()
+        except _Malformed:
+            self._refuse_malformed()
+            return
         headers: dict[str, str] = {}
         for name, value in self.headers.items():
             key = name.lower()
@@ -585,16 +641,25 @@ class _Handler(BaseHTTPRequestHandler):
         self._write(outcome.reply)
 
     def _read_body(self) -> bytes:
+        """The body, by chunked transfer encoding or Content-Length.
+
+        Raises:
+            _Malformed: a Content-Length or chunk size that is not a number, a chunk not ended by a line end.
+        """
         if self.headers.get("transfer-encoding", "").lower() == "chunked":
             chunks: list[bytes] = []
             while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                size = _framing_number(self.rfile.readline().split(b";")[0].strip(), 16)
                 if size == 0:
                     self.rfile.readline()
                     return b"".join(chunks)
                 chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-        return self.rfile.read(int(self.headers.get("content-length") or 0))
+                if self.rfile.readline().strip():
+                    raise _Malformed("chunk longer than its size")
+        length = self.headers.get("content-length")
+        if length is None:
+            return b""
+        return self.rfile.read(_framing_number(length.strip().encode("latin-1"), 10))
 
     def _reset(self) -> None:
         self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from ..errors import InvalidInputError
 from ..tasks import TASK_ROUTES, TaskName
@@ -12,7 +12,7 @@ from ..validation import positive_int
 from .content import DEFAULT_OCR_OUTPUT, DEFAULT_TRANSCRIPT
 from .wire import ReceivedRequest
 
-Scorer = Literal["bi-encoder", "cross-encoder"]
+Scorer = Literal["bi-encoder", "cross-encoder", "late-interaction"]
 TextSource = str | Callable[[ReceivedRequest], str]
 """A fixed text, or a function of the request that answers it."""
 
@@ -43,8 +43,10 @@ class FakeSettings:
         max_model_len: the context length; longer inputs get vLLM's context-length 400.
         matryoshka: ``True`` accepts any ``dimensions`` from 1 to ``width``, a list accepts only those,
             ``False`` refuses ``dimensions`` as a non-Matryoshka model does.
-        scorer: ``"bi-encoder"`` (cosine scores) or ``"cross-encoder"`` (sigmoid scores); default:
-            cross-encoder when ``classify`` is served, else bi-encoder.
+        scorer: ``"bi-encoder"`` (cosine scores), ``"cross-encoder"`` (sigmoid scores) or
+            ``"late-interaction"`` (a ColBERT-style ``token_embed`` model: MaxSim scores, per-token vectors
+            from ``/pooling``, 501 from ``/v1/embeddings`` and ``/v2/embed``); default: cross-encoder when
+            ``classify`` is served, else bi-encoder.
         labels: the classifier's labels (``/classify``).
         input_types: the ``/v2/embed`` ``input_type`` values accepted (others get vLLM's 400).
         transcript: the text every transcription and translation answers (or a function of the request).
@@ -88,10 +90,9 @@ class FakeSettings:
             raise InvalidInputError(
                 "labels", self.labels, "must name at least one label", "E.g. ('no', 'yes')."
             )
-        if self.scorer not in (None, "bi-encoder", "cross-encoder"):
-            raise InvalidInputError(
-                "scorer", self.scorer, "is not a scorer kind", "Use 'bi-encoder' or 'cross-encoder'."
-            )
+        if self.scorer is not None and self.scorer not in get_args(Scorer):
+            kinds = ", ".join(repr(kind) for kind in get_args(Scorer))
+            raise InvalidInputError("scorer", self.scorer, "is not a scorer kind", f"Use one of {kinds}.")
 
     @property
     def scorer_kind(self) -> Scorer:

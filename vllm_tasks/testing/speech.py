@@ -24,6 +24,8 @@ WHISPER_LANGUAGES = (
 """The languages whisper accepts (vLLM 0.32's list); others get 400 ``Unsupported language``."""
 
 SERVER_FORMATS = ("json", "text", "verbose_json", "diarized_json")
+WINDOW_SECONDS = 30
+"""The longest audio Whisper reads at once: vLLM cuts longer files into windows of at most this."""
 
 
 def transcription(call: Call) -> Reply:
@@ -45,16 +47,16 @@ def speech(call: Call, task: str) -> Reply:
     fmt = form_text(call.body.get("response_format")) or "json"
     stream = call.flag("stream")
     _check_options(call, fmt, stream)
-    if not upload.content:
+    duration = content.audio_seconds(upload.content)
+    if duration is None:
         raise bad_request(
             "Invalid or corrupted audio data. Ensure the input is a valid audio or video file "
             "(e.g. a complete WAV, MP3, or MP4)."
         )
     text = call.settings.text_of(call.settings.transcript, call.request)
-    duration = content.audio_seconds(upload.content)
     if stream:
         return Reply(200, headers={"content-type": "text/event-stream; charset=utf-8"},
-                     stream=_events(call, task, text))  # fmt: skip
+                     stream=_events(call, task, text, duration))  # fmt: skip
     if fmt == "verbose_json":
         language = form_text(call.body.get("language")) or call.settings.language
         return json_reply({"duration": duration, "language": language, "text": text,
@@ -83,8 +85,9 @@ def _check_options(call: Call, fmt: str, stream: bool) -> None:
         raise bad_request(f"Unsupported language: '{language}'.  Must be one of {list(WHISPER_LANGUAGES)}.")
 
 
-def _events(call: Call, task: str, text: str) -> Iterator[bytes]:
-    """The stream: one chunk per word, a last chunk with ``finish_reason``, usage if asked, ``[DONE]``."""
+def _events(call: Call, task: str, text: str, duration: float) -> Iterator[bytes]:
+    """The stream: one chunk per word and a chunk with ``finish_reason`` per 30-s window of the audio (vLLM
+    transcribes a long file window by window, each one finished), usage if asked, ``[DONE]``."""
     head: dict[str, Any] = {
         "id": f"{task}-{call.request.headers.get('x-request-id') or secrets.token_hex(8)}",
         "object": "transcription.chunk" if task == "transcribe" else "translation.chunk",
@@ -92,11 +95,12 @@ def _events(call: Call, task: str, text: str) -> Iterator[bytes]:
         "model": call.settings.model,
     }
     pieces = content.stream_pieces(text)
-    for piece in pieces:
-        yield sse_frame({**head, "choices": [{"delta": {"content": piece}}]})
-    yield sse_frame(
-        {**head, "choices": [{"delta": {"content": ""}, "finish_reason": "stop", "stop_reason": None}]}
-    )
+    windows = max(1, math.ceil(duration / WINDOW_SECONDS))
+    for window in range(windows):
+        for piece in pieces[window * len(pieces) // windows : (window + 1) * len(pieces) // windows]:
+            yield sse_frame({**head, "choices": [{"delta": {"content": piece}}]})
+        finish = {"delta": {"content": ""}, "finish_reason": "stop", "stop_reason": None}
+        yield sse_frame({**head, "choices": [finish]})
     if call.flag("stream_include_usage"):
         completion = len(pieces)
         prompt = 10 + content.count_tokens(text, special=False)
