@@ -10,6 +10,7 @@ from ._async.audio import AsyncTranscriptionStream
 from ._async.client import AsyncClient
 from ._sync.audio import TranscriptionStream
 from ._sync.client import Client
+from .config import ClientSettings, FetchLimits
 from .decoding import DecodeError, unpackbits
 from .errors import (
     APIConnectionError,
@@ -67,7 +68,6 @@ from .jobs import (
 from .ocr import NGramProcessorMissingWarning, OCRTruncatedWarning, locate
 from .scoring import maxsim
 from .transcription import ChunkingOptions
-from .transport import FetchLimits
 from .types import Advisory, ModelCard, ProbeReport, ServerInfo, TaskProbe, TaskStatus
 from .types.audio import Transcription, TranscriptionDelta, TranscriptionSegment, TranscriptionUsage
 from .types.common import ClientUsage, Usage
@@ -100,6 +100,7 @@ __all__ = [
     "ChunkingOptions",
     "ClassificationResult",
     "Client",
+    "ClientSettings",
     "ClientUsage",
     "ConflictError",
     "ContextLengthExceeded",

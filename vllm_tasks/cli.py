@@ -14,12 +14,13 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 
 from . import defaults
 from ._sync.client import Client
+from .config import ClientSettings
 from .errors import APIConnectionError, APIError, InvalidInputError, JobError, UnsupportedByServer
 from .jobs.inputs import text_lines
 from .types.audio import ResponseFormat, TranscriptionDelta
@@ -196,7 +197,7 @@ def _job_servers(args: argparse.Namespace, client: Client) -> Iterator[list[Clie
     jobs_logger = logging.getLogger("vllm_tasks.jobs")
     jobs_logger.addHandler(handler)
     jobs_logger.setLevel(logging.INFO)
-    others = [Client(url, **client_settings(args)) for url in (args.url or [])[1:]]
+    others = [client.with_options(base_url=url) for url in (args.url or [])[1:]]
     try:
         yield [client, *others]
     finally:
@@ -557,23 +558,28 @@ JOB_COMMANDS = frozenset({"embed-file", "ocr-dir", "transcribe-dir"})
 """Resumable: an interrupted run is continued by the same command."""
 
 
-def client_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The client settings the command line gives (every server of a job gets the same)."""
-    return {
-        "api_key": args.api_key,
-        "timeout": defaults.TIMEOUT if args.timeout is None else args.timeout,
-        "model": getattr(args, "model", None),
+def client_settings(args: argparse.Namespace) -> ClientSettings:
+    """The client settings the command line gives (every server of a job gets the same but the URL).
+
+    Raises:
+        InvalidInputError: a bad URL, key or timeout (the exit code is then 64).
+    """
+    url = args.url[0] if isinstance(args.url, list) else args.url  # jobs: --url repeated
+    return ClientSettings(
+        url,
+        api_key=args.api_key,
+        timeout=defaults.TIMEOUT if args.timeout is None else args.timeout,
+        model=getattr(args, "model", None),
         # A probe reports what it sees at once; the task commands retry like any client call.
-        "max_retries": 0 if args.command == "probe" else defaults.MAX_RETRIES,
-    }
+        max_retries=0 if args.command == "probe" else defaults.MAX_RETRIES,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the console script; returns the exit code."""
     args = build_parser().parse_args(argv)
-    url = args.url[0] if isinstance(args.url, list) else args.url  # jobs: --url repeated
     try:
-        with Client(url, **client_settings(args)) as client:
+        with Client.from_settings(client_settings(args)) as client:
             return COMMANDS[args.command](args, client)
     except JobError as error:  # before OSError: InsufficientDiskSpace is one too
         print(f"vllm-tasks: {error}", file=sys.stderr)

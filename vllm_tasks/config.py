@@ -1,10 +1,20 @@
-"""Validation of client constructor arguments, shared by ``Client`` and ``AsyncClient``."""
+"""``ClientSettings``: the one value a client is configured with, and ``FetchLimits``, one of its parts.
+
+Clients are built from it (``Client.from_settings``), expose it (``client.settings``) and derive from it
+(``client.with_options``); jobs, the framework adapters, Ray workers and the CLI take and pass nothing
+else. It is frozen and pickles (the API key included: a Ray worker needs it), and its ``repr`` never shows
+the key, URL credentials or header values.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -18,45 +28,90 @@ TimeoutArg = float | httpx.Timeout | None
 
 
 @dataclass(frozen=True)
-class ClientConfig:
-    """Validated settings of a client. ``repr`` never shows the API key or URL credentials.
+class FetchLimits:
+    """Bounds on downloading user-given image and audio URLs client-side (a client setting).
 
-    ``base_url`` keeps any ``user:password@`` for requests (httpx sends it as Basic auth);
-    ``display_url`` is the same URL without them, for reprs, messages and reports.
+    Attributes:
+        max_bytes: the largest body accepted; a longer one is refused as soon as it passes the cap.
+        deadline: seconds the whole download may take (redirects included), however slowly the bytes
+            come: a server trickling one byte a second cannot hold the call.
+        refuse_private: refuse hosts that resolve to private, loopback, link-local or other non-public
+            addresses, redirects to them included (off by default, so local files servers work).
+        max_redirects: redirects followed.
+
+    Raises:
+        InvalidInputError: a limit that is not a positive number (``max_bytes``, ``max_redirects``: int).
+
+    Examples:
+        >>> client = vllm_tasks.Client(fetch_limits=FetchLimits(max_bytes=50_000_000, refuse_private=True))
+    """
+
+    max_bytes: int = defaults.FETCH_MAX_BYTES
+    deadline: float = defaults.FETCH_DEADLINE
+    refuse_private: bool = False
+    max_redirects: int = defaults.FETCH_MAX_REDIRECTS
+
+    def __post_init__(self) -> None:
+        int_at_least("max_bytes", self.max_bytes, 1, "For example max_bytes=100_000_000.")
+        int_at_least("max_redirects", self.max_redirects, 0, "Use 0 to follow none.")
+        if not is_number(self.deadline) or not math.isfinite(self.deadline) or self.deadline <= 0:
+            raise InvalidInputError("deadline", self.deadline, "must be a positive number", "e.g. 300.")
+        if not isinstance(self.refuse_private, bool):
+            raise InvalidInputError("refuse_private", self.refuse_private, "must be a bool", "")
+
+
+@dataclass(frozen=True, init=False)
+class ClientSettings:
+    """Everything a client is configured with, except an injected ``http_client``: one frozen value.
+
+    Build a client from it with ``Client.from_settings(settings)`` (or ``AsyncClient.from_settings``);
+    every client has one (``client.settings``), and ``client.with_options(**changes)`` makes a client
+    from a changed copy. It pickles with the API key (a Ray worker or a process pool needs it); its
+    ``repr`` shows neither the key, nor credentials in ``base_url``, nor header values.
+
+    Args:
+        base_url: the server's root URL. Default: env ``VLLM_TASKS_BASE_URL``, else
+            ``http://localhost:8000``. A trailing ``/v1`` is removed (vLLM serves /score at the root).
+        api_key: sent as ``Authorization: Bearer``. Default: env ``VLLM_API_KEY``.
+        model: the served model name to use when a call names none. Default: the server's first.
+        timeout: seconds (or an ``httpx.Timeout``) per request; ``None`` waits forever. Stored as an
+            ``httpx.Timeout`` (a number ``t`` becomes ``Timeout(t, connect=min(t, 10))``).
+        max_retries: retries for connection errors, timeouts, 408/409/429/5xx; 0 disables them.
+        headers: extra headers sent with every request.
+        fetch_limits: bounds on downloading user-given image/audio URLs (:class:`FetchLimits`; default:
+            256 MiB, 300 s, private addresses allowed).
+
+    Raises:
+        InvalidInputError: an invalid value, naming the setting, the value and the fix.
+
+    Examples:
+        >>> settings = vt.ClientSettings("http://localhost:8000", api_key="sk-1", model="minilm")
+        >>> settings
+        ClientSettings(base_url='http://localhost:8000', model='minilm', api_key=set, ...)
+        >>> client = vt.Client.from_settings(settings)
+        >>> settings.replace(max_retries=0).max_retries
+        0
     """
 
     base_url: str
     api_key: str | None
     model: str | None
-    timeout: httpx.Timeout
+    timeout: httpx.Timeout = field(hash=False)
     max_retries: int
-    headers: dict[str, str]
+    headers: Mapping[str, str] = field(hash=False)
+    fetch_limits: FetchLimits
 
-    def __repr__(self) -> str:
-        key = "set" if self.api_key else "none"
-        return f"ClientConfig(base_url={self.display_url!r}, model={self.model!r}, api_key={key})"
-
-    @property
-    def display_url(self) -> str:
-        """``base_url`` without credentials (``http://user:KEY@host`` -> ``http://host``)."""
-        return redact_url(self.base_url)
-
-    @classmethod
-    def create(
-        cls,
-        base_url: str | httpx.URL | None,
+    def __init__(
+        self,
+        base_url: str | httpx.URL | None = None,
         *,
-        api_key: str | None,
-        model: str | None,
-        timeout: TimeoutArg,
-        max_retries: int,
-        headers: Mapping[str, str] | None,
-    ) -> ClientConfig:
-        """Validate constructor arguments (falling back to the environment) into a config.
-
-        Raises:
-            InvalidInputError: naming the argument, the value and the fix.
-        """
+        api_key: str | None = None,
+        model: str | None = None,
+        timeout: TimeoutArg = defaults.TIMEOUT,
+        max_retries: int = defaults.MAX_RETRIES,
+        headers: Mapping[str, str] | None = None,
+        fetch_limits: FetchLimits | None = None,
+    ) -> None:
         url = _base_url(base_url)
         key = _api_key(api_key)
         if key is not None and httpx.URL(url).userinfo:
@@ -77,17 +132,77 @@ class ClientConfig:
         if headers is not None and not isinstance(headers, Mapping):
             raise InvalidInputError("headers", headers, "must be a mapping", "Pass a dict of header values.")
         header_values("headers", headers)
-        all_headers = {"User-Agent": f"vllm-tasks/{__version__}", **(headers or {})}
-        if key is not None:
-            all_headers["Authorization"] = f"Bearer {key}"
-        return cls(
-            base_url=url,
-            api_key=key,
-            model=model,
-            timeout=_timeout(timeout),
-            max_retries=max_retries,
-            headers=all_headers,
+        if fetch_limits is not None and not isinstance(fetch_limits, FetchLimits):
+            fix = "e.g. FetchLimits(refuse_private=True)."
+            raise InvalidInputError("fetch_limits", fetch_limits, "must be a FetchLimits", fix)
+        self.__setstate__(
+            {
+                "base_url": url,
+                "api_key": key,
+                "model": model,
+                "timeout": _timeout(timeout),
+                "max_retries": max_retries,
+                "headers": dict(headers or {}),
+                "fetch_limits": fetch_limits or FetchLimits(),
+            }
         )
+
+    def __repr__(self) -> str:
+        return (
+            f"ClientSettings(base_url={self.display_url!r}, model={self.model!r}, "
+            f"api_key={'set' if self.api_key else 'none'}, timeout={self.timeout!r}, "
+            f"max_retries={self.max_retries}, headers={sorted(self.headers)!r}, "
+            f"fetch_limits={self.fetch_limits!r})"
+        )
+
+    # A frozen value holds its headers read-only; pickling carries them as a plain dict (the key too).
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "headers": dict(self.headers)}
+
+    def __setstate__(self, state: Mapping[str, Any]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, MappingProxyType(value) if name == "headers" else value)
+
+    @property
+    def display_url(self) -> str:
+        """``base_url`` without credentials (``http://user:KEY@host`` -> ``http://host``)."""
+        return redact_url(self.base_url)
+
+    @property
+    def request_headers(self) -> dict[str, str]:
+        """The headers every request carries: ``User-Agent``, ``headers``, and the key as a Bearer token."""
+        sent = {"User-Agent": f"vllm-tasks/{__version__}", **self.headers}
+        if self.api_key is not None:
+            sent["Authorization"] = f"Bearer {self.api_key}"
+        return sent
+
+    def replace(self, **changes: Any) -> ClientSettings:
+        """A copy with some settings changed (checked like new ones).
+
+        Args:
+            **changes: new values by setting name (``base_url``, ``api_key``, ``model``, ``timeout``,
+                ``max_retries``, ``headers``, ``fetch_limits``).
+
+        Returns:
+            ClientSettings: the new value (this one is unchanged).
+
+        Raises:
+            InvalidInputError: a name that is not a setting (naming it and the settings), or a bad value.
+
+        Examples:
+            >>> settings.replace(base_url="http://gpu2:8000").base_url
+            'http://gpu2:8000'
+        """
+        names = [setting.name for setting in dataclasses.fields(self)]
+        unknown = sorted(set(changes) - set(names))
+        if unknown:
+            raise InvalidInputError(
+                "options",
+                unknown,
+                "are not client settings",
+                f"Use some of: {', '.join(names)} (an http_client is given to the client, not its settings).",
+            )
+        return dataclasses.replace(self, **changes)
 
 
 def _base_url(value: str | httpx.URL | None) -> str:

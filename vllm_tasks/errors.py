@@ -232,7 +232,7 @@ class JobMismatch(JobError):
         self.changes = changes
         super().__init__(
             f"{out}: the earlier run of this job differs, refusing to mix them: {'; '.join(changes)}. "
-            "Restore what changed, or start over with restart=True (vllm-tasks: --restart)."
+            "Restore what changed, or start over with resume=False (vllm-tasks: --restart)."
         )
 
 

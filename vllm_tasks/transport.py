@@ -14,7 +14,6 @@ import ipaddress
 import itertools
 import json
 import logging
-import math
 import queue
 import socket
 import threading
@@ -27,21 +26,18 @@ import httpx
 import orjson
 from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
-from . import defaults
 from .calls import CLIENT_DEFAULT, TimeoutLike
-from .config import ClientConfig
+from .config import ClientSettings
 from .errors import (
     APIConnectionError,
     APITimeoutError,
     InputFetchError,
-    InvalidInputError,
     error_from_response,
 )
 from .responses import check_status
 from .retries import Backoff, is_retryable
 from .tasks import TaskName
 from .telemetry import Observation, UsageCounter
-from .validation import int_at_least, is_number
 from .version import __version__
 
 logger = logging.getLogger("vllm_tasks")
@@ -52,39 +48,6 @@ async_sleep: Callable[[float], Any] = asyncio.sleep
 
 OnResponse = Callable[[int, httpx.Response], None]
 """Called as ``on_response(index, response)`` as each of ``send_all``'s requests completes."""
-
-
-@dataclass(frozen=True)
-class FetchLimits:
-    """Bounds on downloading user-given image and audio URLs client-side (a client option).
-
-    Attributes:
-        max_bytes: the largest body accepted; a longer one is refused as soon as it passes the cap.
-        deadline: seconds the whole download may take (redirects included), however slowly the bytes
-            come: a server trickling one byte a second cannot hold the call.
-        refuse_private: refuse hosts that resolve to private, loopback, link-local or other non-public
-            addresses, redirects to them included (off by default, so local files servers work).
-        max_redirects: redirects followed.
-
-    Raises:
-        InvalidInputError: a limit that is not a positive number (``max_bytes``, ``max_redirects``: int).
-
-    Examples:
-        >>> client = vllm_tasks.Client(fetch_limits=FetchLimits(max_bytes=50_000_000, refuse_private=True))
-    """
-
-    max_bytes: int = defaults.FETCH_MAX_BYTES
-    deadline: float = defaults.FETCH_DEADLINE
-    refuse_private: bool = False
-    max_redirects: int = defaults.FETCH_MAX_REDIRECTS
-
-    def __post_init__(self) -> None:
-        int_at_least("max_bytes", self.max_bytes, 1, "For example max_bytes=100_000_000.")
-        int_at_least("max_redirects", self.max_redirects, 0, "Use 0 to follow none.")
-        if not is_number(self.deadline) or not math.isfinite(self.deadline) or self.deadline <= 0:
-            raise InvalidInputError("deadline", self.deadline, "must be a positive number", "e.g. 300.")
-        if not isinstance(self.refuse_private, bool):
-            raise InvalidInputError("refuse_private", self.refuse_private, "must be a bool", "")
 
 
 class _Cancelled(Exception):
@@ -114,39 +77,34 @@ class Request:
 
 class _TransportBase:
     def __init__(
-        self,
-        config: ClientConfig,
-        backoff: Backoff | None = None,
-        fetch_limits: FetchLimits | None = None,
-        usage: UsageCounter | None = None,
+        self, settings: ClientSettings, backoff: Backoff | None = None, usage: UsageCounter | None = None
     ) -> None:
-        self.config = config
+        self.settings = settings
         self.backoff = backoff or Backoff()
-        self.fetch_limits = fetch_limits or FetchLimits()
         self.usage = usage if usage is not None else UsageCounter()
         """Requests, failures and retries counted here; the client adds its results' tokens."""
         self._urls: dict[str, httpx.URL] = {}
-        self._headers = merge_headers(config.headers)
+        self._headers = merge_headers(settings.request_headers)
         self._json_headers = merge_headers(self._headers, {"Content-Type": "application/json"})
 
     def _attempts(self, request: Request) -> int:
-        return self.config.max_retries + 1 if request.retry else 1
+        return self.settings.max_retries + 1 if request.retry else 1
 
     def _url(self, path: str) -> httpx.URL:
         url = self._urls.get(path)
         if url is None:
-            url = self._urls[path] = httpx.URL(self.config.base_url + path)
+            url = self._urls[path] = httpx.URL(self.settings.base_url + path)
         return url
 
     def _observe(self, request: Request, attempt: int = 1, *, stream: bool = False) -> Observation:
         """Log, count and (with OpenTelemetry) trace one attempt: ``with self._observe(...) as seen``."""
-        return Observation(self.usage, request, self.config.display_url, attempt=attempt, stream=stream)
+        return Observation(self.usage, request, self.settings.display_url, attempt=attempt, stream=stream)
 
     def _build(
         self, http: httpx.Client | httpx.AsyncClient, request: Request, observation: Observation | None = None
     ) -> httpx.Request:
         # URL, headers and timeout are applied per request so that an injected client is not mutated.
-        timeout = self.config.timeout if request.timeout is CLIENT_DEFAULT else request.timeout
+        timeout = self.settings.timeout if request.timeout is CLIENT_DEFAULT else request.timeout
         content = None if request.json is None else json_bytes(request.json)
         headers = self._headers if content is None else self._json_headers
         built = http.build_request(
@@ -205,13 +163,14 @@ class _TransportBase:
             raise InputFetchError("url", url, f"not a valid URL ({error})") from None
 
     def _past_deadline(self, url: str) -> InputFetchError:
-        seconds = self.fetch_limits.deadline
+        seconds = self.settings.fetch_limits.deadline
         return InputFetchError("url", url, f"the download took over the {seconds:g} s deadline (FetchLimits)")
 
     def _next_hop(self, url: str, response: httpx.Response, hops: int) -> str:
         """The target of a redirect, checked (http(s) only, at most ``max_redirects`` of them)."""
-        if hops >= self.fetch_limits.max_redirects:
-            raise InputFetchError("url", url, f"more than {self.fetch_limits.max_redirects} redirects")
+        limit = self.settings.fetch_limits.max_redirects
+        if hops >= limit:
+            raise InputFetchError("url", url, f"more than {limit} redirects")
         target = response.url.join(response.headers["location"])
         if target.scheme not in ("http", "https"):
             raise InputFetchError("url", url, f"redirected to a {target.scheme}: URL, not http(s)")
@@ -230,12 +189,11 @@ class SyncTransport(_TransportBase):
     def __init__(
         self,
         http: httpx.Client,
-        config: ClientConfig,
+        settings: ClientSettings,
         backoff: Backoff | None = None,
-        fetch_limits: FetchLimits | None = None,
         usage: UsageCounter | None = None,
     ) -> None:
-        super().__init__(config, backoff, fetch_limits, usage)
+        super().__init__(settings, backoff, usage)
         self.http = http
 
     def send(self, request: Request) -> httpx.Response:
@@ -360,10 +318,10 @@ class SyncTransport(_TransportBase):
             InputFetchError: (``field="url"``) a limit was passed or an address refused.
             APIConnectionError: the host cannot be reached or the connection broke.
         """
-        deadline = time.monotonic() + self.fetch_limits.deadline
+        deadline = time.monotonic() + self.settings.fetch_limits.deadline
         target = url
-        for hops in range(self.fetch_limits.max_redirects + 1):
-            if self.fetch_limits.refuse_private:
+        for hops in range(self.settings.fetch_limits.max_redirects + 1):
+            if self.settings.fetch_limits.refuse_private:
                 host, port = _host_and_port(url, target)
                 try:
                     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -386,7 +344,7 @@ class SyncTransport(_TransportBase):
             try:
                 if response.has_redirect_location:
                     return response
-                body = _CappedBody(url, self.fetch_limits.max_bytes, response)
+                body = _CappedBody(url, self.settings.fetch_limits.max_bytes, response)
                 for chunk in response.iter_bytes():
                     body.add(chunk)
                     if time.monotonic() > deadline:
@@ -410,12 +368,11 @@ class AsyncTransport(_TransportBase):
     def __init__(
         self,
         http: httpx.AsyncClient,
-        config: ClientConfig,
+        settings: ClientSettings,
         backoff: Backoff | None = None,
-        fetch_limits: FetchLimits | None = None,
         usage: UsageCounter | None = None,
     ) -> None:
-        super().__init__(config, backoff, fetch_limits, usage)
+        super().__init__(settings, backoff, usage)
         self.http = http
 
     async def send(self, request: Request) -> httpx.Response:
@@ -501,17 +458,17 @@ class AsyncTransport(_TransportBase):
             InputFetchError: (``field="url"``) a limit was passed or an address refused.
             APIConnectionError: the host cannot be reached or the connection broke.
         """
-        deadline = time.monotonic() + self.fetch_limits.deadline
+        deadline = time.monotonic() + self.settings.fetch_limits.deadline
         try:
-            async with asyncio.timeout(self.fetch_limits.deadline):
+            async with asyncio.timeout(self.settings.fetch_limits.deadline):
                 return await self._fetch_following(url, timeout, deadline)
         except TimeoutError:
             raise self._past_deadline(url) from None
 
     async def _fetch_following(self, url: str, timeout: float, deadline: float) -> httpx.Response:
         target = url
-        for hops in range(self.fetch_limits.max_redirects + 1):
-            if self.fetch_limits.refuse_private:
+        for hops in range(self.settings.fetch_limits.max_redirects + 1):
+            if self.settings.fetch_limits.refuse_private:
                 host, port = _host_and_port(url, target)
                 try:
                     loop = asyncio.get_running_loop()
@@ -535,7 +492,7 @@ class AsyncTransport(_TransportBase):
             try:
                 if response.has_redirect_location:
                     return response
-                body = _CappedBody(url, self.fetch_limits.max_bytes, response)
+                body = _CappedBody(url, self.settings.fetch_limits.max_bytes, response)
                 chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())  # closed on any exit
                 async with contextlib.aclosing(chunks):
                     async for chunk in chunks:

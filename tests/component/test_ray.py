@@ -85,7 +85,7 @@ def embedded(server: FakeVLLM) -> list[list[str]]:
 
 
 def test_vectors_are_the_servers_in_row_order_in_requests_of_batch_size(server: FakeVLLM) -> None:
-    embedder = Embedder(base_url=server.url, model="minilm", batch_size=4, concurrency=2)
+    embedder = Embedder(settings=vt.ClientSettings(server.url, model="minilm"), batch_size=4, concurrency=2)
     batch = {"text": np.array(TEXTS), "id": np.arange(10)}
     out = embedder(batch)
     assert out["embedding"].dtype == np.float32 and out["embedding"].shape == (10, 384)
@@ -98,14 +98,16 @@ def test_vectors_are_the_servers_in_row_order_in_requests_of_batch_size(server: 
 
 def test_a_413_from_a_proxy_halves_the_requests_and_every_row_is_embedded(server: FakeVLLM) -> None:
     server.fail(413, path="/v1/embeddings", times=1)
-    out = Embedder(base_url=server.url, batch_size=10)({"text": np.array(TEXTS)})  # the client's halving
+    out = Embedder(settings=vt.ClientSettings(server.url), batch_size=10)(
+        {"text": np.array(TEXTS)}
+    )  # the client's halving
     np.testing.assert_allclose(out["embedding"], np.stack([server.vector(t) for t in TEXTS]), atol=1e-6)
     assert [len(r.json["input"]) for r in server.received("/v1/embeddings")] == [10, 5, 5]
 
 
 def test_options_reach_the_server_and_plain_lists_are_batches(server: FakeVLLM) -> None:
     embedder = Embedder(
-        base_url=server.url,
+        settings=vt.ClientSettings(server.url),
         text_column="body",
         output_column="vec",
         dimensions=128,
@@ -121,7 +123,9 @@ def test_options_reach_the_server_and_plain_lists_are_batches(server: FakeVLLM) 
 def test_error_column_isolates_the_refused_rows_and_embeds_the_others(server: FakeVLLM) -> None:
     rows = list(TEXTS)
     rows[3], rows[8] = LONG, None
-    out = Embedder(base_url=server.url, on_error="column", batch_size=64)({"text": texts(rows)})
+    out = Embedder(settings=vt.ClientSettings(server.url), on_error="column", batch_size=64)(
+        {"text": texts(rows)}
+    )
     errors = out["error"]
     assert errors.dtype == object and [i for i, e in enumerate(errors) if e] == [3, 8]
     assert {errors[i] for i in range(10) if i not in (3, 8)} == {""}
@@ -139,7 +143,7 @@ def test_error_column_isolates_the_refused_rows_and_embeds_the_others(server: Fa
 
 
 def test_raise_mode_raises_the_sdks_error_and_names_a_null_cell(server: FakeVLLM) -> None:
-    embedder = Embedder(base_url=server.url)
+    embedder = Embedder(settings=vt.ClientSettings(server.url))
     with pytest.raises(vt.ContextLengthExceeded):
         embedder({"text": texts(["fine", LONG])})
     with pytest.raises(vt.InvalidInputError, match=r"text\[1\]=None: is a NoneType, not text.*on_error"):
@@ -147,15 +151,17 @@ def test_raise_mode_raises_the_sdks_error_and_names_a_null_cell(server: FakeVLLM
 
 
 def test_a_batch_whose_rows_all_fail_still_has_vectors_of_the_right_width(server: FakeVLLM) -> None:
-    out = Embedder(base_url=server.url, on_error="column")({"text": texts([LONG, None])})
+    out = Embedder(settings=vt.ClientSettings(server.url), on_error="column")({"text": texts([LONG, None])})
     assert out["embedding"].shape == (2, 384) and np.isnan(out["embedding"]).all()
     assert all(out["error"])
-    empty = Embedder(base_url=server.url)({"text": texts([])})
+    empty = Embedder(settings=vt.ClientSettings(server.url))({"text": texts([])})
     assert empty["embedding"].shape == (0, 384)
 
 
 def test_errors_that_are_not_a_rows_fail_the_batch_without_bisecting(server: FakeVLLM) -> None:
-    embedder = Embedder(base_url=server.url, on_error="column", max_retries=1, batch_size=2)
+    embedder = Embedder(
+        settings=vt.ClientSettings(server.url, max_retries=1), on_error="column", batch_size=2
+    )
     server.fail(503, path="/v1/embeddings", times=None)
     with pytest.raises(vt.ServiceUnavailableError):
         embedder({"text": np.array(TEXTS)})
@@ -163,7 +169,9 @@ def test_errors_that_are_not_a_rows_fail_the_batch_without_bisecting(server: Fak
     server.clear_requests()
     with FakeVLLM(model="plain", tasks=EMBEDDING_TASKS, matryoshka=False) as plain:
         with pytest.raises(vt.MatryoshkaNotSupported):
-            Embedder(base_url=plain.url, on_error="column", dimensions=64)({"text": np.array(TEXTS)})
+            Embedder(settings=vt.ClientSettings(plain.url), on_error="column", dimensions=64)(
+                {"text": np.array(TEXTS)}
+            )
         assert len(plain.received("/v1/embeddings")) == 1  # a setting, not a row: no halves sent
 
 
@@ -193,58 +201,68 @@ def test_isolate_failures_bisects_down_to_the_failing_rows() -> None:
 
 def test_a_missing_column_is_named_with_the_batchs_columns(server: FakeVLLM) -> None:
     with pytest.raises(vt.InvalidInputError) as caught:
-        Embedder(base_url=server.url)({"body": np.array(["x"]), "id": np.arange(1)})
+        Embedder(settings=vt.ClientSettings(server.url))({"body": np.array(["x"]), "id": np.arange(1)})
     assert caught.value.field == "text_column" and caught.value.value == "text"
     assert "is not a column of the batch (its columns: 'body', 'id')" in str(caught.value)
     with pytest.raises(vt.InvalidInputError, match="document_column='document': is not a column"):
-        Scorer(base_url=server.url)({"query": np.array(["q"]), "doc": np.array(["d"])})
+        Scorer(settings=vt.ClientSettings(server.url))({"query": np.array(["q"]), "doc": np.array(["d"])})
 
 
 def test_a_column_of_other_values_is_named_with_its_dtype(server: FakeVLLM) -> None:
     with pytest.raises(
         vt.InvalidInputError, match=r"text_column='text': holds int64 values of shape \(3,\), not text"
     ):
-        Embedder(base_url=server.url)({"text": np.arange(3)})
+        Embedder(settings=vt.ClientSettings(server.url))({"text": np.arange(3)})
     with pytest.raises(vt.InvalidInputError, match=r"holds float32 values of shape \(2, 4\), not text"):
-        Embedder(base_url=server.url, on_error="column")({"text": np.zeros((2, 4), dtype=np.float32)})
+        Embedder(settings=vt.ClientSettings(server.url), on_error="column")(
+            {"text": np.zeros((2, 4), dtype=np.float32)}
+        )
     with pytest.raises(vt.InvalidInputError, match="text_column='text': holds dict, int values, not text"):
-        Embedder(base_url=server.url, on_error="column")({"text": texts([1, {"a": 1}, None])})
+        Embedder(settings=vt.ClientSettings(server.url), on_error="column")(
+            {"text": texts([1, {"a": 1}, None])}
+        )
     assert server.received("/v1/embeddings") == []
 
 
 def test_other_batch_formats_are_refused_and_pandas_is_read(server: FakeVLLM) -> None:
     with pytest.raises(vt.InvalidInputError, match=r'batch=\'Table\'.*batch_format="numpy"'):
-        Embedder(base_url=server.url)(pa.table({"text": ["a"]}))
+        Embedder(settings=vt.ClientSettings(server.url))(pa.table({"text": ["a"]}))
     frame = pd.DataFrame({"text": TEXTS[:3], "id": [7, 8, 9]})
-    out = Embedder(base_url=server.url)(frame)
+    out = Embedder(settings=vt.ClientSettings(server.url))(frame)
     assert isinstance(out, dict) and out["id"].tolist() == [7, 8, 9] and out["embedding"].shape == (3, 384)
 
 
 def test_bad_settings_are_refused_at_construction(server: FakeVLLM) -> None:
     with pytest.raises(vt.InvalidInputError, match="output_column='text': is also text_column"):
-        Embedder(base_url=server.url, output_column="text")
+        Embedder(settings=vt.ClientSettings(server.url), output_column="text")
     with pytest.raises(vt.InvalidInputError, match="on_error='skip'"):
-        Embedder(base_url=server.url, on_error="skip")  # type: ignore[arg-type]
+        Embedder(settings=vt.ClientSettings(server.url), on_error="skip")  # type: ignore[arg-type]
     with pytest.raises(vt.InvalidInputError, match=r"embed_options=\['batch', 'input'\]: are not keyword"):
-        Embedder(base_url=server.url, embed_options={"batch": 1, "input": ["x"]})
+        Embedder(settings=vt.ClientSettings(server.url), embed_options={"batch": 1, "input": ["x"]})
     with pytest.raises(vt.InvalidInputError, match="batch_size"):
-        Embedder(base_url=server.url, batch_size=0)
+        Embedder(settings=vt.ClientSettings(server.url), batch_size=0)
     with pytest.raises(
         vt.InvalidInputError,
         match=r"embed_options=\['dimensions'\]: are arguments of the class.*Pass dimensions",
     ):
-        Embedder(base_url=server.url, embed_options={"dimensions": 64})
+        Embedder(settings=vt.ClientSettings(server.url), embed_options={"dimensions": 64})
     with pytest.raises(vt.InvalidInputError, match="response_format"):
-        Transcriber(base_url=server.url, segments_column="s", transcribe_options={"response_format": "text"})
-    with pytest.raises(vt.InvalidInputError, match="base_url"):
-        Embedder(base_url="no-scheme-host:8000")
+        Transcriber(
+            settings=vt.ClientSettings(server.url),
+            segments_column="s",
+            transcribe_options={"response_format": "text"},
+        )
+    with pytest.raises(vt.InvalidInputError, match="settings"):
+        Embedder(settings="http://host:8000")  # type: ignore[arg-type]
     with pytest.raises(vt.InvalidInputError, match="error_column"):
-        Scorer(base_url=server.url, error_column="")
+        Scorer(settings=vt.ClientSettings(server.url), error_column="")
 
 
 def test_instances_pickle_and_the_class_cloudpickles_as_ray_sends_it(server: FakeVLLM) -> None:
     embedder = Embedder(
-        base_url=server.url, model="minilm", api_key="secret", batch_size=3, on_error="column"
+        settings=vt.ClientSettings(server.url, model="minilm", api_key="secret"),
+        batch_size=3,
+        on_error="column",
     )
     copy = pickle.loads(pickle.dumps(embedder))
     assert copy._client is not embedder._client and copy.options == embedder.options
@@ -253,7 +271,9 @@ def test_instances_pickle_and_the_class_cloudpickles_as_ray_sends_it(server: Fak
         copy({"text": np.array(TEXTS)})["embedding"], embedder({"text": np.array(TEXTS)})["embedding"]
     )
     assert server.received("/v1/embeddings")[-1].headers["authorization"] == "Bearer secret"
-    cls, kwargs = cloudpickle.loads(cloudpickle.dumps((Embedder, {"base_url": server.url, "batch_size": 3})))
+    cls, kwargs = cloudpickle.loads(
+        cloudpickle.dumps((Embedder, {"settings": vt.ClientSettings(server.url), "batch_size": 3}))
+    )
     assert cls is Embedder and cls(**kwargs)({"text": np.array(["one"])})["embedding"].shape == (1, 384)
     embedder.close()
 
@@ -261,7 +281,7 @@ def test_instances_pickle_and_the_class_cloudpickles_as_ray_sends_it(server: Fak
 def test_an_instance_dropped_unclosed_closes_its_connections(server: FakeVLLM) -> None:
     """Ray drops an actor's instance (and a pandas pipeline its callable) without ``close()``: its
     connections close with it, and never reach the collector as open sockets that warn."""
-    embedder = Embedder(base_url=server.url, batch_size=2, concurrency=4)
+    embedder = Embedder(settings=vt.ClientSettings(server.url), batch_size=2, concurrency=4)
     copy = pickle.loads(pickle.dumps(embedder))
     for callable_ in (embedder, copy):
         callable_({"text": np.array(TEXTS * 3)})
@@ -283,7 +303,7 @@ def reranker() -> Iterator[FakeVLLM]:
 def test_scores_are_zipped_pairs_and_refused_pairs_go_to_the_error_column(reranker: FakeVLLM) -> None:
     queries = ["capital of France?", "yellow fruit?", "what purrs?", "capital of France?"]
     documents = ["Paris is the capital of France.", "Bananas are yellow.", LONG, None]
-    out = Scorer(base_url=reranker.url, on_error="column", batch_size=2)(
+    out = Scorer(settings=vt.ClientSettings(reranker.url), on_error="column", batch_size=2)(
         {"query": texts(queries), "document": texts(documents), "id": np.arange(4)}
     )
     assert out["score"].dtype == np.float64
@@ -295,14 +315,16 @@ def test_scores_are_zipped_pairs_and_refused_pairs_go_to_the_error_column(rerank
     assert np.isnan(out["score"][2:]).all() and out["error"][:2].tolist() == ["", ""]
     assert out["error"][2].startswith("ContextLengthExceeded") and "document[3]=None" in out["error"][3]
     with pytest.raises(vt.ContextLengthExceeded):
-        Scorer(base_url=reranker.url, query_column="q", document_column="d")(
+        Scorer(settings=vt.ClientSettings(reranker.url), query_column="q", document_column="d")(
             {"q": texts(queries[:3]), "d": texts(documents[:3])}
         )
 
 
 def test_scorer_options_reach_the_server(reranker: FakeVLLM) -> None:
     scorer = Scorer(
-        base_url=reranker.url, truncate_prompt_tokens=-1, score_options={"extra_body": {"priority": 1}}
+        settings=vt.ClientSettings(reranker.url),
+        truncate_prompt_tokens=-1,
+        score_options={"extra_body": {"priority": 1}},
     )
     scorer({"query": np.array(["q"]), "document": np.array(["d"])})
     sent = reranker.received("/score")[-1].json
@@ -317,7 +339,7 @@ def test_scorer_options_reach_the_server(reranker: FakeVLLM) -> None:
 def test_transcripts_per_row_with_segments_and_undecodable_rows_in_the_error_column() -> None:
     with FakeVLLM(model="whisper", tasks=SPEECH_TASKS) as fake:
         transcriber = Transcriber(
-            base_url=fake.url,
+            settings=vt.ClientSettings(fake.url),
             audio_column="bytes",
             segments_column="segments",
             language="en",
@@ -341,7 +363,7 @@ def test_transcripts_per_row_with_segments_and_undecodable_rows_in_the_error_col
         assert len(sent) == 2 and {r.form["response_format"] for r in sent} == {"verbose_json"}
         fake.clear_requests()
         with pytest.raises(vt.AudioDecodeError):  # the rows after the bad one are not sent
-            Transcriber(base_url=fake.url, audio_column="bytes", concurrency=1)(
+            Transcriber(settings=vt.ClientSettings(fake.url), audio_column="bytes", concurrency=1)(
                 {"bytes": texts([column[2], str(FOX), str(FOX)])}
             )
         # the worker thread may have started the next row while the error came back; never the third
@@ -361,7 +383,11 @@ def test_ocr_of_images_pdfs_and_arrays_with_blocks(tmp_path: Path) -> None:
     with FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS) as fake, vt.Client(fake.url) as client:
         expected = client.ocr(png("white"))
         ocr = OCR(
-            base_url=fake.url, image_column="image", blocks_column="blocks", on_error="column", concurrency=2
+            settings=vt.ClientSettings(fake.url),
+            image_column="image",
+            blocks_column="blocks",
+            on_error="column",
+            concurrency=2,
         )
         out = ocr({"image": texts([png("white"), str(pdf), b"not an image", pdf.read_bytes()])})
         assert out["markdown"][0] == expected.markdown and out["error"][0] == ""
@@ -373,12 +399,14 @@ def test_ocr_of_images_pdfs_and_arrays_with_blocks(tmp_path: Path) -> None:
         assert [b["label"] for b in blocks] == ["title", "text", "table"] * 2 and {
             b["page"] for b in blocks
         } == {0, 1}
-        arrays = OCR(base_url=fake.url)({"image": np.zeros((3, 48, 64, 3), dtype=np.uint8)})
+        arrays = OCR(settings=vt.ClientSettings(fake.url))(
+            {"image": np.zeros((3, 48, 64, 3), dtype=np.uint8)}
+        )
         assert arrays["markdown"].tolist() == [expected.markdown] * 3
         with pytest.raises(vt.ImageError):
-            OCR(base_url=fake.url)({"image": texts([b"not an image"])})
+            OCR(settings=vt.ClientSettings(fake.url))({"image": texts([b"not an image"])})
         with pytest.raises(vt.InvalidInputError, match="ocr_options=\\['pages'\\]"):
-            OCR(base_url=fake.url, ocr_options={"pages": "1"})
+            OCR(settings=vt.ClientSettings(fake.url), ocr_options={"pages": "1"})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -465,7 +493,10 @@ def test_2000_texts_through_map_batches_equal_client_embed_in_order(
     dataset = ray.data.from_items([{"id": i, "text": text} for i, text in enumerate(texts)])
     rows = dataset.map_batches(
         Embedder,
-        fn_constructor_kwargs={"base_url": fake_embed.base_url, "model": fake_embed.model, "concurrency": 2},
+        fn_constructor_kwargs={
+            "settings": vt.ClientSettings(fake_embed.base_url, model=fake_embed.model),
+            "concurrency": 2,
+        },
         batch_size=256,
         compute=ray.data.ActorPoolStrategy(size=2),
         num_cpus=0.5,
@@ -486,7 +517,7 @@ def test_a_poisoned_row_goes_to_the_error_column_and_the_others_are_embedded(
     texts[6] = "word " * 400  # over the `embed` fixture's max_model_len of 256: the server refuses it
     texts[13] = None
     dataset = ray.data.from_items([{"id": i, "text": text} for i, text in enumerate(texts)])
-    kwargs = {"base_url": fake_embed.base_url, "on_error": "column"}
+    kwargs = {"settings": vt.ClientSettings(fake_embed.base_url), "on_error": "column"}
     rows = mapped(dataset, Embedder, batch_size=5, **kwargs)
     errors = [row["error"] for row in rows]
     assert [i for i, error in enumerate(errors) if error] == [6, 13]
@@ -511,7 +542,7 @@ def test_scorer_on_a_reranker_equals_client_score(ray_runtime: None, fake_rerank
     dataset = ray.data.from_items(
         [{"query": q, "document": d} for q, d in zip(queries, documents, strict=True)]
     )
-    rows = mapped(dataset, Scorer, batch_size=16, base_url=fake_rerank.base_url)
+    rows = mapped(dataset, Scorer, batch_size=16, settings=vt.ClientSettings(fake_rerank.base_url))
     scores = np.array([row["score"] for row in rows])
     with vt.Client(fake_rerank.base_url) as client:
         expected = client.score(queries, documents).scores
@@ -530,7 +561,12 @@ def test_transcriber_equals_client_transcribe_row_by_row(ray_runtime: None) -> N
     with fake_like("stt", transcript=heard) as stt:
         dataset = ray.data.read_binary_files(paths, include_paths=True)
         rows = mapped(
-            dataset, Transcriber, batch_size=2, base_url=stt.base_url, audio_column="bytes", concurrency=2
+            dataset,
+            Transcriber,
+            batch_size=2,
+            settings=vt.ClientSettings(stt.base_url),
+            audio_column="bytes",
+            concurrency=2,
         )
         by_path = {os.path.basename(row["path"]): row["transcript"] for row in rows}
         with vt.Client(stt.base_url) as client:
@@ -566,7 +602,7 @@ def test_ocr_equals_client_ocr_row_by_row(ray_runtime: None) -> None:
             dataset,
             OCR,
             batch_size=2,
-            base_url=ocr.base_url,
+            settings=vt.ClientSettings(ocr.base_url),
             max_tokens=200,
             blocks_column="blocks",
             on_error="column",

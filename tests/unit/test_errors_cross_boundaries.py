@@ -217,7 +217,7 @@ def test_repr_hides_url_credentials_but_requests_send_them(make_client: Any, htt
     httpx_mock.add_response(url=f"{CRED_BASE}/health", text="")
     client = make_client(CRED_BASE)
     inner = getattr(client, "inner", client)  # the async client, unwrapped
-    assert_no_secret(repr(inner), repr(inner._config))
+    assert_no_secret(repr(inner), repr(inner.settings), str(inner.settings))
     assert f"base_url='{PLAIN_BASE}'" in repr(inner)
     client.wait_until_ready(timeout=5)
     assert httpx_mock.get_requests()[0].headers["authorization"] == BASIC

@@ -13,8 +13,8 @@ import pytest
 from pytest_httpx import HTTPXMock
 
 import vllm_tasks as vt
-from vllm_tasks.config import ClientConfig
-from vllm_tasks.transport import AsyncTransport, FetchLimits, SyncTransport
+from vllm_tasks import ClientSettings, FetchLimits
+from vllm_tasks.transport import AsyncTransport, SyncTransport
 
 from .conftest import BASE
 
@@ -189,9 +189,7 @@ def test_no_credentials_or_cookies_follow_a_redirect_to_another_host(
     """An injected client's auth, default headers and cookies go to neither host of a redirect chain."""
     httpx_mock.add_response(url=URL, status_code=302, headers={"location": "https://cdn.example/t.wav"})
     httpx_mock.add_response(url="https://cdn.example/t.wav", content=b"RIFF")
-    config = ClientConfig.create(
-        BASE, api_key="sk-key", model=None, timeout=5.0, max_retries=0, headers={"X-Extra": "1"}
-    )
+    config = ClientSettings(BASE, api_key="sk-key", timeout=5.0, max_retries=0, headers={"X-Extra": "1"})
     settings: dict[str, Any] = {
         "auth": ("user", "secret"),
         "headers": {"X-Team": "rag", "Authorization": "Bearer k"},

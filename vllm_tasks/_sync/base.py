@@ -9,16 +9,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import httpx
 
 from .. import defaults
-from ..config import ClientConfig, TimeoutArg
+from ..config import ClientSettings, FetchLimits, TimeoutArg
 from ..errors import InvalidInputError
 from ..progress import Progress
 from ..telemetry import UsageCounter
-from ..transport import FetchLimits, Request, SyncTransport
+from ..transport import Request, SyncTransport
 from ..types.common import ClientUsage
 from ..types.scoring import ScorerKind
 from ..types.server import ProbeReport, ServerInfo
@@ -63,9 +63,19 @@ class ClientBase:
         http_client: httpx.Client | None = None,
         fetch_limits: FetchLimits | None = None,
     ) -> None:
-        self._config = ClientConfig.create(
-            base_url, api_key=api_key, model=model, timeout=timeout, max_retries=max_retries, headers=headers
+        settings = ClientSettings(
+            base_url,
+            api_key=api_key,
+            model=model,
+            timeout=timeout,
+            max_retries=max_retries,
+            headers=headers,
+            fetch_limits=fetch_limits,
         )
+        self._start(settings, http_client)
+
+    def _start(self, settings: ClientSettings, http_client: httpx.Client | None) -> None:
+        """Set the client up from checked settings (what ``__init__`` and ``from_settings`` share)."""
         if http_client is not None and not isinstance(http_client, httpx.Client):
             raise InvalidInputError(
                 "http_client",
@@ -73,19 +83,11 @@ class ClientBase:
                 "must be an httpx.Client",
                 "Pass a client of that type, or None to let this client make its own.",
             )
-        if fetch_limits is not None and not isinstance(fetch_limits, FetchLimits):
-            raise InvalidInputError(
-                "fetch_limits",
-                fetch_limits,
-                "must be a FetchLimits",
-                "e.g. FetchLimits(max_bytes=50_000_000).",
-            )
+        self._settings = settings
         self._owns_http = http_client is None
         self._http = http_client or httpx.Client()
         self._usage = UsageCounter()
-        self._transport = SyncTransport(
-            self._http, self._config, fetch_limits=fetch_limits, usage=self._usage
-        )
+        self._transport = SyncTransport(self._http, settings, usage=self._usage)
         self._server_info: ServerInfo | None = None
         self._server_info_lock = threading.Lock()
         # (model, dimensions) -> the embedding width this server answered; a later answer of another
@@ -96,20 +98,89 @@ class ClientBase:
         self._scorer_kinds: dict[str, ScorerKind] = {}  # model -> kind, probed once (scoring mixin)
         self._scorer_lock = threading.Lock()
 
+    @classmethod
+    def from_settings(cls, settings: ClientSettings, *, http_client: httpx.Client | None = None) -> Self:
+        """A client configured by ``settings`` (e.g. another client's ``client.settings``, or a value
+        unpickled in a worker process).
+
+        Args:
+            settings: the client's settings.
+            http_client: your own ``httpx.Client`` (proxies, mTLS, event hooks); you close it.
+
+        Returns:
+            A new client; it makes its own connection pool unless ``http_client`` is given.
+
+        Raises:
+            InvalidInputError: ``settings`` is not a ``ClientSettings``, or ``http_client`` is of another
+                type.
+
+        Examples:
+            >>> settings = vt.ClientSettings("http://localhost:8000", model="minilm")
+            >>> with vt.Client.from_settings(settings) as client:
+            ...     result = client.embed("hello")
+        """
+        if not isinstance(settings, ClientSettings):
+            raise InvalidInputError(
+                "settings",
+                type(settings).__name__,
+                "must be a ClientSettings",
+                "Pass vllm_tasks.ClientSettings(...) or another client's client.settings.",
+            )
+        client = cls.__new__(cls)
+        client._start(settings, http_client)
+        return client
+
+    def with_options(self, **changes: Any) -> Self:
+        """A new client with some settings changed; it shares this client's ``http_client``, if one was
+        given (else it makes its own connection pool, closed by its own ``close()``).
+
+        Args:
+            **changes: new values by setting name: ``base_url``, ``api_key``, ``model``, ``timeout``,
+                ``max_retries``, ``headers``, ``fetch_limits`` (see :class:`~vllm_tasks.ClientSettings`).
+
+        Returns:
+            A client of the same class; this one is unchanged (its server info is not shared).
+
+        Raises:
+            InvalidInputError: a name that is not a setting (naming it), or a bad value.
+
+        Examples:
+            >>> patient = client.with_options(timeout=1800, max_retries=5)
+            >>> replica = client.with_options(base_url="http://gpu2:8000")
+        """
+        return self.from_settings(self._settings.replace(**changes), http_client=self.http_client)
+
     def __repr__(self) -> str:
-        key = "set" if self._config.api_key else "none"
+        key = "set" if self._settings.api_key else "none"
         name = type(self).__name__
-        return f"{name}(base_url={self._config.display_url!r}, model={self._config.model!r}, api_key={key})"
+        return f"{name}(base_url={self.base_url!r}, model={self.model!r}, api_key={key})"
+
+    @property
+    def settings(self) -> ClientSettings:
+        """What this client was configured with (a frozen value: pickle it, or build another client from
+        it with :meth:`from_settings`). Its ``repr`` never shows the key.
+
+        Examples:
+            >>> client.settings.max_retries
+            2
+        """
+        return self._settings
+
+    @property
+    def http_client(self) -> httpx.Client | None:
+        """The ``httpx.Client`` given as ``http_client=`` (shared by :meth:`with_options` copies), or
+        ``None`` when this client made its own."""
+        return None if self._owns_http else self._http
 
     @property
     def base_url(self) -> str:
         """The server's root URL, without any ``user:password@`` credentials it was given with."""
-        return self._config.display_url
+        return self._settings.display_url
 
     @property
     def model(self) -> str | None:
         """The model name given at construction (``None``: the server's default)."""
-        return self._config.model
+        return self._settings.model
 
     @property
     def usage(self) -> ClientUsage:
@@ -168,7 +239,7 @@ class ClientBase:
         if self._server_info is None or refresh:
             with self._server_info_lock:
                 if self._server_info is None or refresh:
-                    self._server_info = discovery.discover(self._transport, self._config.base_url)
+                    self._server_info = discovery.discover(self._transport, self._settings.base_url)
                     self._embedding_widths.clear()
         return self._server_info
 
@@ -186,7 +257,7 @@ class ClientBase:
             >>> client.wait_until_ready(timeout=120)
         """
         seconds = positive_number("timeout", timeout, "For example timeout=120 (seconds).")
-        discovery.wait_until_ready(self._transport, self._config.base_url, seconds, interval)
+        discovery.wait_until_ready(self._transport, self._settings.base_url, seconds, interval)
 
     def probe(self) -> ProbeReport:
         """Check which tasks the server serves, and which known pitfalls apply to it.
@@ -203,7 +274,7 @@ class ClientBase:
             >>> report.served_tasks
             ['embed', 'embed_v2', 'score', 'rerank', 'pooling']
         """
-        return discovery.probe(self._transport, self._config.base_url)
+        return discovery.probe(self._transport, self._settings.base_url)
 
     def _send_batches(
         self,

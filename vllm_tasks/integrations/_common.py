@@ -1,10 +1,11 @@
 """What the LangChain and LlamaIndex adapters share, without importing either framework.
 
-- :class:`Connection` and :class:`ClientPool`: the SDK clients an adapter calls through -- one ``Client``,
-  one ``AsyncClient`` per event loop (an ``httpx.AsyncClient`` must not outlive or change its loop) --
-  built lazily from settings that pickle; the clients themselves never travel through ``pickle``.
-- :class:`ConnectionFields`: the pydantic fields every adapter model has (``base_url``, ``model``,
-  ``api_key``, ``timeout``, ``max_retries``, ``headers``) and the ``client=`` / ``async_client=`` arguments.
+- :class:`ClientPool`: the SDK clients an adapter calls through -- one ``Client``, one ``AsyncClient`` per
+  event loop (an ``httpx.AsyncClient`` must not outlive or change its loop) -- built lazily from a
+  ``ClientSettings``, which pickles; the clients themselves never travel through ``pickle``.
+- :class:`ConnectionFields`: the pydantic field every adapter model has (``settings``, a
+  ``ClientSettings``; its settings may be given one by one too: ``base_url=``, ``api_key=``, ...) and the
+  ``client=`` / ``async_client=`` arguments.
 - Pure converters from SDK results to ``(text, metadata)`` pairs, which each framework wraps in its own
   document type: OCR pages (:func:`ocr_page_records`) and transcripts (:func:`transcript_records`).
 """
@@ -12,79 +13,38 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import threading
 import weakref
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    PrivateAttr,
+    SecretStr,
+    WithJsonSchema,
+)
 
 from .. import defaults
 from .._async.client import AsyncClient
 from .._sync.client import Client
-from ..config import ClientConfig
+from ..config import ClientSettings, FetchLimits
 from ..errors import InvalidInputError
+from ..threaded import ThreadedClient
 from ..types.audio import Transcription
 from ..types.ocr import OCRBlock, OCRDocument, OCRResult
 from ..validation import int_at_least, positive_int
 
 Record = tuple[str, dict[str, Any]]
 """A document before a framework wraps it: its text and its metadata."""
-
-DEFAULT_TIMEOUT = 600.0
-"""Seconds per request (connecting: at most 10 s), as the SDK's clients default to."""
-
-
-@dataclass(frozen=True)
-class Connection:
-    """Everything needed to build a client; plain data, so it pickles.
-
-    Raises:
-        InvalidInputError: on creation, for a bad URL, key, model, retries or headers (the SDK's checks).
-    """
-
-    base_url: str | None
-    api_key: str | None = field(default=None, repr=False)
-    model: str | None = None
-    timeout: float | None = DEFAULT_TIMEOUT
-    max_retries: int = defaults.MAX_RETRIES
-    headers: Mapping[str, str] | None = None
-
-    def __post_init__(self) -> None:
-        ClientConfig.create(
-            self.base_url,
-            api_key=self.api_key,
-            model=self.model,
-            timeout=self._timeout(),
-            max_retries=self.max_retries,
-            headers=self.headers,
-        )
-
-    def _timeout(self) -> httpx.Timeout | None:
-        if self.timeout is None:
-            return None
-        return httpx.Timeout(self.timeout, connect=min(self.timeout, defaults.TIMEOUT.connect or 10.0))
-
-    def _arguments(self) -> dict[str, Any]:
-        return {
-            "api_key": self.api_key,
-            "model": self.model,
-            "timeout": self._timeout(),
-            "max_retries": self.max_retries,
-            "headers": self.headers,
-        }
-
-    def client(self) -> Client:
-        """A new ``Client`` with these settings."""
-        return Client(self.base_url, **self._arguments())
-
-    def async_client(self) -> AsyncClient:
-        """A new ``AsyncClient`` with these settings."""
-        return AsyncClient(self.base_url, **self._arguments())
 
 
 class _LoopClient:
@@ -135,15 +95,19 @@ class ClientPool:
     its loop shuts down (the ``loop.shutdown_asyncgens()`` that ``asyncio.run``, ``asyncio.Runner``, anyio
     and pytest-asyncio call before closing a loop). A loop closed without ``shutdown_asyncgens()`` leaves
     its connections to the garbage collector: ``await adapter.aclose()`` before closing such a loop.
-    Clients passed in by the caller are used as they are, on every loop, and never closed here.
+    Clients passed in by the caller are used as they are, on every loop, and never closed here. A given
+    client's own ``http_client`` is never left out: a ``Client`` with one serves the async methods too (in
+    worker threads), and an ``AsyncClient`` with one, given without a ``Client``, makes the sync methods
+    raise rather than send without it.
 
-    Pickling (and ``copy.deepcopy``) keeps only the :class:`Connection`: the copy builds its own clients.
+    Pickling (and ``copy.deepcopy``) keeps only the settings: the copy builds its own clients. A pool
+    given a client with its own ``http_client`` refuses to pickle (that client cannot be copied).
     """
 
     def __init__(
-        self, connection: Connection, client: Client | None = None, async_client: AsyncClient | None = None
+        self, settings: ClientSettings, client: Client | None = None, async_client: AsyncClient | None = None
     ) -> None:
-        self.connection = connection
+        self.settings = settings
         self._given_client = client
         self._given_async = async_client
         self._lock = threading.Lock()
@@ -153,31 +117,50 @@ class ClientPool:
         # closed loops are dropped when the next loop's entry is made.
         self._per_loop: dict[asyncio.AbstractEventLoop, _LoopClient] = {}
 
+    def _injected(self) -> Client | AsyncClient | None:
+        """A given client that has its own ``http_client`` (which no client built here could use)."""
+        return next((c for c in (self._given_client, self._given_async) if c and c.http_client), None)
+
     def sync(self) -> Client:
-        """The ``Client`` (the caller's, else one built from the connection)."""
+        """The ``Client`` (the caller's, else one built from the settings).
+
+        Raises:
+            InvalidInputError: only an ``AsyncClient`` with its own ``http_client`` was given.
+        """
         if self._given_client is not None:
             return self._given_client
+        if self._injected() is not None:
+            raise InvalidInputError(
+                "client",
+                None,
+                "is needed for the sync methods: async_client= has its own http_client, which a Client "
+                "cannot use",
+                "Pass client= too (a vllm_tasks.Client over your httpx.Client), or call the async methods.",
+            )
         with self._lock:
             if self._client is None:
-                self._client = self.connection.client()
+                self._client = Client.from_settings(self.settings)
                 self._close_client = weakref.finalize(self, self._client.close)
             return self._client
 
-    async def for_running_loop(self) -> AsyncClient:
-        """The ``AsyncClient`` for the running event loop (the caller's, else one per loop).
+    async def for_running_loop(self) -> AsyncClient | ThreadedClient:
+        """The ``AsyncClient`` for the running event loop (the caller's, else one per loop), or the caller's
+        ``Client`` in worker threads when it has its own ``http_client``.
 
         Raises:
             RuntimeError: no event loop is running (call it from a coroutine).
         """
         if self._given_async is not None:
             return self._given_async
+        if self._given_client is not None and self._given_client.http_client is not None:
+            return ThreadedClient(self._given_client)
         loop = asyncio.get_running_loop()
         with self._lock:
             entry = self._per_loop.get(loop)
             if entry is None:
                 for closed in [other for other in self._per_loop if other.is_closed()]:
                     del self._per_loop[closed]
-                entry = self._per_loop[loop] = _LoopClient(loop, self.connection.async_client())
+                entry = self._per_loop[loop] = _LoopClient(loop, AsyncClient.from_settings(self.settings))
                 new = True
             else:
                 new = False
@@ -202,81 +185,131 @@ class ClientPool:
         self.close()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"connection": self.connection}
+        injected = self._injected()
+        if injected is not None:
+            raise InvalidInputError(
+                "client" if isinstance(injected, Client) else "async_client",
+                injected,
+                "has its own http_client, which cannot be copied into another process (pickle)",
+                "Give the adapter settings= instead (a copy makes its own connections from them), or use "
+                "it in this process only.",
+            )
+        return {"settings": self.settings}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["connection"])  # type: ignore[misc]
+        self.__init__(state["settings"])  # type: ignore[misc]
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ClientPool:
-        return ClientPool(self.connection, self._given_client, self._given_async)
+        return ClientPool(self.settings, self._given_client, self._given_async)
 
 
-def _env_base_url() -> str:
-    return os.environ.get(defaults.BASE_URL_ENV) or defaults.BASE_URL
+def _settings(value: object) -> ClientSettings:
+    """The ``settings`` field from what was given: a ``ClientSettings``, or a dump of one (a framework
+    rebuilding the adapter from ``model_dump``; the key then comes from the environment again)."""
+    if isinstance(value, ClientSettings):
+        return value
+    if isinstance(value, Mapping):
+        parts = dict(value)
+        if isinstance(parts.get("timeout"), Mapping):
+            parts["timeout"] = httpx.Timeout(**parts["timeout"])
+        if isinstance(parts.get("fetch_limits"), Mapping):
+            parts["fetch_limits"] = FetchLimits(**parts["fetch_limits"])
+        return ClientSettings(**parts)
+    raise InvalidInputError(
+        "settings", type(value).__name__, "must be a vllm_tasks.ClientSettings", "e.g. client.settings."
+    )
 
 
-def _env_api_key() -> SecretStr | None:
-    value = os.environ.get(defaults.API_KEY_ENV)
-    return SecretStr(value) if value else None
+def _dump(settings: ClientSettings) -> dict[str, Any]:
+    """The ``settings`` field as JSON-friendly data, without the API key or URL credentials."""
+    return {
+        "base_url": settings.display_url,
+        "model": settings.model,
+        "timeout": settings.timeout.as_dict(),
+        "max_retries": settings.max_retries,
+        "headers": dict(settings.headers),
+        "fetch_limits": dataclasses.asdict(settings.fetch_limits),
+    }
+
+
+SettingsField = Annotated[
+    ClientSettings, PlainValidator(_settings), PlainSerializer(_dump), WithJsonSchema({"type": "object"})
+]
+#: The names of the settings an adapter also takes one by one (``base_url=``, ``api_key=``, ...).
+SETTING_NAMES = frozenset(field.name for field in dataclasses.fields(ClientSettings))
 
 
 class ConnectionFields(BaseModel):
-    """The server connection of an adapter model (pydantic fields, so frameworks can serialise them).
+    """The server connection of an adapter model: one ``ClientSettings`` (a pydantic field, so frameworks
+    can serialise it; never with the API key).
 
     Args:
-        base_url: the vLLM server's root URL. Default: env ``VLLM_TASKS_BASE_URL``, else
-            ``http://localhost:8000`` (a trailing ``/v1`` is removed).
-        model: the served model name; ``None`` uses the server's first model.
-        api_key: sent as ``Authorization: Bearer``. Default: env ``VLLM_API_KEY``.
-        timeout: seconds per request (``None``: no limit).
-        max_retries: retries for connection errors, timeouts, 408/409/429/5xx.
-        headers: extra headers sent with every request.
-        client: your own ``vllm_tasks.Client`` for the sync methods (not carried through pickling: a
-            copy builds its own from the fields above, which default to this client's settings).
-        async_client: your own ``vllm_tasks.AsyncClient`` for the async methods (same rule).
+        settings: the client settings (default: ``vllm_tasks.ClientSettings()``, from the environment).
+        client: your own ``vllm_tasks.Client``, for the sync methods (and for the async ones when it has
+            its own ``http_client``, in worker threads); ``settings`` are then its settings, which is what a
+            pickled copy builds its clients from (one with its own ``http_client`` refuses to pickle).
+        async_client: your own ``vllm_tasks.AsyncClient`` for the async methods (same rules).
+        **data: the adapter's other fields, and any setting of ``ClientSettings`` by name (``base_url=``,
+            ``model=``, ``api_key=``, ``timeout=``, ``max_retries=``, ``headers=``, ``fetch_limits=``):
+            they change ``settings``.
 
     Raises:
-        InvalidInputError: a bad URL, key, model name, ``max_retries`` or headers, at construction.
+        InvalidInputError: a bad setting, or a setting given with ``client=`` / ``async_client=`` (whose
+            settings are used).
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    base_url: str = Field(default_factory=_env_base_url)
-    model: str | None = None
-    # Never serialised (model_dump, LlamaIndex's to_json): a model rebuilt from a dump reads the key from
-    # the environment again. Pickling keeps it (the SDK's own rule for copies sent to worker processes).
-    api_key: SecretStr | None = Field(default_factory=_env_api_key, exclude=True)
-    timeout: float | None = DEFAULT_TIMEOUT
-    max_retries: int = defaults.MAX_RETRIES
-    headers: dict[str, str] | None = None
+    settings: SettingsField = Field(default_factory=ClientSettings)
 
     _pool: ClientPool = PrivateAttr()
 
     def __init__(
         self, *, client: Client | None = None, async_client: AsyncClient | None = None, **data: Any
     ) -> None:
+        changes = {name: data.pop(name) for name in SETTING_NAMES & data.keys()}
+        settings = data.pop("settings", None)
         given = client if client is not None else async_client
         if given is not None:
             _check_client_types(client, async_client)
-            data.setdefault("base_url", given.base_url)
-            data.setdefault("model", given.model)
-            if given._config.api_key is not None:
-                data.setdefault("api_key", SecretStr(given._config.api_key))
+            if changes or settings is not None:
+                named = ", ".join(sorted(changes)) or "settings"
+                raise InvalidInputError(
+                    named,
+                    "<given>",
+                    "is set by the client given (its settings are used)",
+                    f"Drop {named}=, or give a client made with client.with_options(...).",
+                )
+            settings = given.settings
+        elif changes:
+            settings = (
+                ClientSettings(**changes) if settings is None else _settings(settings).replace(**changes)
+            )
+        if settings is not None:
+            data["settings"] = settings
         super().__init__(**data)
-        connection = Connection(
-            self.base_url,
-            api_key=self.api_key.get_secret_value() if self.api_key is not None else None,
-            model=self.model,
-            timeout=self.timeout,
-            max_retries=self.max_retries,
-            headers=self.headers,
-        )
-        self._pool = ClientPool(connection, client, async_client)
+        self._pool = ClientPool(self.settings, client, async_client)
+
+    @property
+    def base_url(self) -> str:
+        """The server's root URL (``settings.base_url``, without credentials)."""
+        return self.settings.display_url
+
+    @property
+    def model(self) -> str | None:
+        """The served model name (``settings.model``; ``None``: the server's first)."""
+        return self.settings.model
+
+    @property
+    def api_key(self) -> SecretStr | None:
+        """The API key (``settings.api_key``), as LangChain adapters expose theirs."""
+        key = self.settings.api_key
+        return SecretStr(key) if key is not None else None
 
     def _sync_client(self) -> Client:
         return self._pool.sync()
 
-    async def _async_client(self) -> AsyncClient:
+    async def _async_client(self) -> AsyncClient | ThreadedClient:
         return await self._pool.for_running_loop()
 
     def close(self) -> None:

@@ -40,11 +40,12 @@ from langchain_core.embeddings import Embeddings
 from .. import defaults
 from .._async.client import AsyncClient
 from .._sync.client import Client
+from ..config import ClientSettings
 from ..errors import InvalidInputError
 from ..types.ocr import OCRDocument, OCRResult
 from ..types.scoring import RerankResult
 from ._common import (
-    DEFAULT_TIMEOUT,
+    SETTING_NAMES,
     ConnectionFields,
     EmbedOptions,
     RerankOptions,
@@ -65,10 +66,12 @@ class VLLMEmbeddings(EmbedOptions, Embeddings):
     come back as ``list[list[float]]`` in input order. Texts are sent as text: vLLM tokenizes them with
     the served model's own tokenizer (nothing to switch off, unlike ``OpenAIEmbeddings``).
 
-    The server connection is set by the fields ``base_url``, ``model``, ``api_key``, ``timeout``,
-    ``max_retries``, ``headers``, ``client`` and ``async_client`` (``ConnectionFields`` in
-    ``vllm_tasks/integrations/_common.py``; ``base_url`` defaults to env ``VLLM_TASKS_BASE_URL``,
-    ``api_key`` to env ``VLLM_API_KEY``), all keyword arguments.
+    The server connection is one ``vllm_tasks.ClientSettings``: ``settings=`` (default: from the
+    environment, ``VLLM_TASKS_BASE_URL`` and ``VLLM_API_KEY``), or any of its settings by name
+    (``base_url=``, ``model=``, ``api_key=``, ``timeout=``, ``max_retries=``, ``headers=``,
+    ``fetch_limits=``), or your own ``client=`` / ``async_client=`` (``ConnectionFields`` in
+    ``vllm_tasks/integrations/_common.py``); all keyword arguments. ``base_url``, ``model`` and
+    ``api_key`` read back from the settings.
 
     Attributes:
         dimensions: Matryoshka width (``vllm_tasks.MatryoshkaNotSupported`` on other models).
@@ -138,8 +141,8 @@ class VLLMReranker(RerankOptions, BaseDocumentCompressor):
     depends on the served model: 0..1 for a cross-encoder, a cosine for an embedding model, an unbounded
     sum for late interaction (``docs/scoring.md``).
 
-    The server connection is set as for :class:`VLLMEmbeddings` (``base_url``, ``model``, ``api_key``,
-    ``timeout``, ``max_retries``, ``headers``, ``client``, ``async_client``).
+    The server connection is set as for :class:`VLLMEmbeddings` (``settings=``, its settings by name, or
+    ``client=`` / ``async_client=``).
 
     Attributes:
         top_n: documents to keep (default 3; ``None`` keeps all, reordered).
@@ -195,26 +198,22 @@ def _ranked(docs: Sequence[Document], result: RerankResult) -> list[Document]:
 
 
 def _connection(
-    *,
-    base_url: str | None,
-    model: str | None,
-    api_key: str | None,
-    timeout: float | None,
-    max_retries: int,
-    headers: Mapping[str, str] | None,
+    settings: ClientSettings | None,
     client: Client | None,
     async_client: AsyncClient | None,
+    connection: Mapping[str, Any],
 ) -> ConnectionFields:
-    """A loader's connection: only the arguments given, so the environment and a given client fill in."""
-    given: dict[str, Any] = {"base_url": base_url, "model": model, "api_key": api_key}
-    return ConnectionFields(
-        client=client,
-        async_client=async_client,
-        timeout=timeout,
-        max_retries=max_retries,
-        headers=dict(headers) if headers is not None else None,
-        **{key: value for key, value in given.items() if value is not None},
-    )
+    """A loader's connection (``connection``: settings by name, ``base_url=`` ...).
+
+    Raises:
+        InvalidInputError: a keyword that is not a setting (naming it), or a bad value.
+    """
+    unknown = sorted(set(connection) - SETTING_NAMES)
+    if unknown:
+        raise InvalidInputError(
+            "options", unknown, "are not arguments of the loader or client settings", "Check the spelling."
+        )
+    return ConnectionFields(settings=settings, client=client, async_client=async_client, **connection)
 
 
 class VLLMOCRLoader(BaseLoader):
@@ -242,8 +241,8 @@ class VLLMOCRLoader(BaseLoader):
         ocr_options: other keyword arguments of ``Client.ocr`` / ``Client.ocr_pdf`` (``ngram_size``,
             ``require_ngram_processor``, ``max_side``, ``extra_body``, ...).
 
-    The connection arguments (``base_url``, ``model``, ``api_key``, ``timeout``, ``max_retries``,
-    ``headers``, ``client``, ``async_client``) are as for :class:`VLLMEmbeddings`.
+    The connection arguments (``settings``, its settings by name such as ``base_url``, ``client``,
+    ``async_client``) are as for :class:`VLLMEmbeddings`.
 
     Raises:
         InvalidInputError: the file does not exist, or ``pages`` was given for an image.
@@ -267,14 +266,10 @@ class VLLMOCRLoader(BaseLoader):
         max_tokens: int | None = defaults.OCR_MAX_TOKENS,
         concurrency: int = defaults.OCR_PDF_CONCURRENCY,
         ocr_options: Mapping[str, Any] | None = None,
-        base_url: str | None = None,
-        model: str | None = None,
-        api_key: str | None = None,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        max_retries: int = defaults.MAX_RETRIES,
-        headers: Mapping[str, str] | None = None,
+        settings: ClientSettings | None = None,
         client: Client | None = None,
         async_client: AsyncClient | None = None,
+        **connection: Any,
     ) -> None:
         if mode not in ("page", "single"):
             raise InvalidInputError("mode", mode, "must be 'page' or 'single'", "")
@@ -286,16 +281,7 @@ class VLLMOCRLoader(BaseLoader):
         self.mode: Literal["page", "single"] = mode
         self.pdf_options: dict[str, Any] = {"pages": pages, "dpi": dpi, "concurrency": concurrency}
         self.ocr_options: dict[str, Any] = {"prompt": prompt, "max_tokens": max_tokens, **(ocr_options or {})}
-        self.connection = _connection(
-            base_url=base_url,
-            model=model,
-            api_key=api_key,
-            timeout=timeout,
-            max_retries=max_retries,
-            headers=headers,
-            client=client,
-            async_client=async_client,
-        )
+        self.connection = _connection(settings, client, async_client, connection)
 
     def _documents(self, document: OCRDocument | OCRResult) -> list[Document]:
         records = ocr_page_records(self.source, ocr_document_pages(document), self.mode)
@@ -343,8 +329,8 @@ class VLLMTranscriptLoader(BaseLoader):
             ``temperature``, ``chunking``, ``extra_body``, ...).
         translate: use ``/v1/audio/translations`` (to English) instead.
 
-    The connection arguments (``base_url``, ``model``, ``api_key``, ``timeout``, ``max_retries``,
-    ``headers``, ``client``, ``async_client``) are as for :class:`VLLMEmbeddings`.
+    The connection arguments (``settings``, its settings by name such as ``base_url``, ``client``,
+    ``async_client``) are as for :class:`VLLMEmbeddings`.
 
     Raises:
         AudioDecodeError: the file cannot be decoded (before any upload).
@@ -363,14 +349,10 @@ class VLLMTranscriptLoader(BaseLoader):
         language: str | None = None,
         transcribe_options: Mapping[str, Any] | None = None,
         translate: bool = False,
-        base_url: str | None = None,
-        model: str | None = None,
-        api_key: str | None = None,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        max_retries: int = defaults.MAX_RETRIES,
-        headers: Mapping[str, str] | None = None,
+        settings: ClientSettings | None = None,
         client: Client | None = None,
         async_client: AsyncClient | None = None,
+        **connection: Any,
     ) -> None:
         if mode not in ("segments", "single"):
             raise InvalidInputError("mode", mode, "must be 'segments' or 'single'", "")
@@ -383,16 +365,7 @@ class VLLMTranscriptLoader(BaseLoader):
             **(transcribe_options or {}),
             "response_format": "verbose_json",
         }
-        self.connection = _connection(
-            base_url=base_url,
-            model=model,
-            api_key=api_key,
-            timeout=timeout,
-            max_retries=max_retries,
-            headers=headers,
-            client=client,
-            async_client=async_client,
-        )
+        self.connection = _connection(settings, client, async_client, connection)
 
     def lazy_load(self) -> Iterator[Document]:
         """Transcribe the file and yield its ``Document``s in time order."""

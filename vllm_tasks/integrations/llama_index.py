@@ -59,11 +59,11 @@ class VLLMEmbedding(EmbedOptions, BaseEmbedding):
     LlamaIndex hands over ``embed_batch_size`` texts per call (default 256); the SDK sends them as
     requests of ``batch_size`` (64) texts, ``concurrency`` (4) in flight. Vectors are ``list[float]``.
 
-    The server connection is set by the fields ``base_url``, ``model``, ``api_key``, ``timeout``,
-    ``max_retries``, ``headers``, ``client`` and ``async_client`` (``ConnectionFields`` in
-    ``vllm_tasks/integrations/_common.py``; ``base_url`` defaults to env ``VLLM_TASKS_BASE_URL``,
-    ``api_key`` to env ``VLLM_API_KEY``), all keyword arguments. ``model_name`` (what LlamaIndex reports)
-    defaults to ``model``.
+    The server connection is one ``vllm_tasks.ClientSettings``: ``settings=`` (default: from the
+    environment, ``VLLM_TASKS_BASE_URL`` and ``VLLM_API_KEY``), or any of its settings by name
+    (``base_url=``, ``model=``, ``api_key=``, ...), or your own ``client=`` / ``async_client=``
+    (``ConnectionFields`` in ``vllm_tasks/integrations/_common.py``); all keyword arguments.
+    ``model_name`` (what LlamaIndex reports) defaults to the settings' ``model``.
 
     Attributes:
         embed_batch_size: texts per LlamaIndex batch (1..2048).
@@ -140,8 +140,8 @@ class VLLMRerank(RerankOptions, BaseNodePostprocessor):
     score's scale depends on the served model (``docs/scoring.md``). Emits LlamaIndex's ``RERANKING``
     callback event and the ``ReRankStartEvent`` / ``ReRankEndEvent`` instrumentation events.
 
-    The server connection is set as for :class:`VLLMEmbedding` (``base_url``, ``model``, ``api_key``,
-    ``timeout``, ``max_retries``, ``headers``, ``client``, ``async_client``).
+    The server connection is set as for :class:`VLLMEmbedding` (``settings=``, its settings by name, or
+    ``client=`` / ``async_client=``).
 
     Attributes:
         top_n: nodes to keep (default 2, as LlamaIndex's rerankers; ``None`` keeps all, reordered).

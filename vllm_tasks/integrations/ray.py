@@ -30,7 +30,7 @@ Examples:
     >>> ds = ray.data.read_parquet("corpus/")                      # a "text" column
     >>> ds = ds.map_batches(
     ...     Embedder,
-    ...     fn_constructor_kwargs={"base_url": "http://vllm-lb:8000", "model": "BAAI/bge-m3"},
+    ...     fn_constructor_kwargs={"settings": vt.ClientSettings("http://vllm-lb:8000", model="BAAI/bge-m3")},
     ...     batch_size=256,
     ...     compute=ray.data.ActorPoolStrategy(size=4),
     ... )
@@ -53,6 +53,7 @@ import numpy.typing as npt
 
 from .. import defaults
 from .._sync.client import Client
+from ..config import ClientSettings
 from ..errors import (
     BadRequestError,
     InputTypeNotSupported,
@@ -64,8 +65,6 @@ from ..errors import (
 from ..types.ocr import OCRDocument, OCRResult
 from ..validation import positive_int
 from ._common import (
-    DEFAULT_TIMEOUT,
-    Connection,
     is_pdf,
     ocr_document_pages,
     ocr_page_records,
@@ -285,20 +284,16 @@ _RESERVED = frozenset(
 
 @dataclasses.dataclass(kw_only=True, eq=False)
 class _BatchCallable:
-    """What every class shares: the connection settings, the client built from them, the error column.
+    """What every class shares: the client settings, the client built from them, the error column.
 
     A keyword-only dataclass: each class adds its own fields, and ``__post_init__`` checks them and builds
     the client (on the Ray worker, where Ray constructs the instance).
     """
 
-    base_url: str | None = None
-    model: str | None = None
+    settings: ClientSettings | None = None
+    client: Client | None = dataclasses.field(default=None, repr=False)
     on_error: OnError = "raise"
     error_column: str = "error"
-    api_key: str | None = dataclasses.field(default=None, repr=False)
-    timeout: float | None = DEFAULT_TIMEOUT
-    max_retries: int = defaults.MAX_RETRIES
-    headers: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         if self.on_error not in ("raise", "column"):
@@ -308,25 +303,53 @@ class _BatchCallable:
                 "must be 'raise' or 'column'",
                 "'column' writes a per-row error column.",
             )
-        self.connection = Connection(
-            self.base_url,
-            api_key=self.api_key,
-            model=self.model,
-            timeout=self.timeout,
-            max_retries=self.max_retries,
-            headers=dict(self.headers) if self.headers is not None else None,
-        )
+        if self.client is not None:
+            if not isinstance(self.client, Client):
+                raise InvalidInputError(
+                    "client",
+                    type(self.client).__name__,
+                    "must be a vllm_tasks.Client",
+                    "Pass settings=vllm_tasks.ClientSettings(...) for each worker to build its own.",
+                )
+            if self.settings is not None:
+                raise InvalidInputError(
+                    "settings", self.settings, "is given with client= (whose settings are used)", "Pass one."
+                )
+            self.settings = self.client.settings
+        elif self.settings is None:
+            self.settings = ClientSettings()  # from the environment of the process that builds it
+        elif not isinstance(self.settings, ClientSettings):
+            raise InvalidInputError(
+                "settings",
+                type(self.settings).__name__,
+                "must be a vllm_tasks.ClientSettings",
+                "e.g. ClientSettings('http://vllm:8000', model='BAAI/bge-m3').",
+            )
         self._build_client()
 
     def _build_client(self) -> None:
-        self._client = self.connection.client()
+        self._close_client: weakref.finalize[[], _BatchCallable] | None = None
+        if self.client is not None:
+            self._client = self.client  # the caller's, left open
+            return
+        assert self.settings is not None
+        self._client = Client.from_settings(self.settings)
         # Nothing calls close() (Ray ends the actor; a pipeline drops the instance): the connections close
         # with the instance, not when the collector reaches the sockets and warns.
         self._close_client = weakref.finalize(self, self._client.close)
 
     def __getstate__(self) -> dict[str, Any]:
+        if self.client is not None and self.client.http_client is not None:
+            raise InvalidInputError(
+                "client",
+                self.client,
+                "has its own http_client, which cannot be copied into another process (a Ray worker)",
+                "Pass settings= instead (each copy makes its own connections from them), or use this "
+                "instance in this process only.",
+            )
         state = self.__dict__.copy()
         del state["_client"], state["_close_client"]  # httpx clients do not pickle: the copy builds its own
+        state["client"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -334,9 +357,10 @@ class _BatchCallable:
         self._build_client()
 
     def close(self) -> None:
-        """Close the client's connections (done for you when the instance is garbage-collected, or Ray ends
-        the actor's process)."""
-        self._close_client()
+        """Close the connections of the client built here (done for you when the instance is
+        garbage-collected, or Ray ends the actor's process); a ``client=`` given is left open."""
+        if self._close_client is not None:
+            self._close_client()
 
     def _finish(
         self, columns: dict[str, Any], outputs: Mapping[str, npt.NDArray[Any]], errors: list[str | None]
@@ -407,9 +431,14 @@ class Embedder(_BatchCallable):
     """Embed a text column with ``/v1/embeddings``: one float32 vector per row, in row order.
 
     Args:
-        base_url: the vLLM server (or the load balancer in front of replicas). Default: env
-            ``VLLM_TASKS_BASE_URL`` on the worker, else ``http://localhost:8000``.
-        model: the served model name (default: the server's first).
+        settings: the client settings (``vllm_tasks.ClientSettings``: the server or the load balancer in
+            front of replicas, model, API key, timeouts, retries, headers, fetch limits); they pickle with
+            the key. Default: ``ClientSettings()``, read from the environment (``VLLM_TASKS_BASE_URL``,
+            ``VLLM_API_KEY``) where the instance is built: on the worker, for a class given to
+            ``map_batches``.
+        client: a ``vllm_tasks.Client`` to call through instead (``settings`` are then its settings): used
+            as it is in this process; a pickled copy builds its own from the settings, and an instance
+            given a client with its own ``http_client`` refuses to be pickled (``InvalidInputError``).
         text_column: the column of texts (strings).
         output_column: the column the vectors go to: a 2-D float32 array (Ray: a tensor column).
         dimensions: Matryoshka width.
@@ -422,10 +451,6 @@ class Embedder(_BatchCallable):
             ``error_column``, its vector is NaN; the rest of the batch is embedded).
         error_column: the error column's name: the SDK's exception type and message, ``""`` where the
             row succeeded (never null: Ray's blocks must agree on the column's type).
-        api_key: as for ``vllm_tasks.Client`` (default: env ``VLLM_API_KEY`` on the worker).
-        timeout: as for ``vllm_tasks.Client`` (default: 600 s per request, connect 10 s).
-        max_retries: as for ``vllm_tasks.Client``.
-        headers: as for ``vllm_tasks.Client``.
 
     Raises:
         InvalidInputError: bad settings at construction; on a batch, a missing column or one that does not
@@ -435,7 +460,7 @@ class Embedder(_BatchCallable):
             ``on_error="raise"``, ``APIConnectionError`` after the retries, ...).
 
     Examples:
-        >>> embedder = Embedder(base_url="http://localhost:8000", model="minilm")
+        >>> embedder = Embedder(settings=vt.ClientSettings("http://localhost:8000", model="minilm"))
         >>> out = embedder({"text": np.array(["first text", "second text"])})
         >>> out["embedding"].shape, out["embedding"].dtype
         ((2, 384), dtype('float32'))
@@ -495,12 +520,8 @@ class Scorer(_BatchCallable):
     model's: 0..1 for a cross-encoder, a cosine for an embedding model (``docs/scoring.md``).
 
     Args:
-        base_url: the server's root URL, as for :class:`Embedder`.
-        model: the served model, as for :class:`Embedder`.
-        api_key: as for :class:`Embedder`.
-        timeout: as for :class:`Embedder`.
-        max_retries: as for :class:`Embedder`.
-        headers: as for :class:`Embedder`.
+        settings: the client settings, as for :class:`Embedder`.
+        client: a client to call through, as for :class:`Embedder`.
         query_column: the column of queries.
         document_column: the column of documents, paired row by row with the queries.
         output_column: the column the scores go to.
@@ -517,7 +538,7 @@ class Scorer(_BatchCallable):
             that does not score).
 
     Examples:
-        >>> scorer = Scorer(base_url="http://localhost:8001")
+        >>> scorer = Scorer(settings=vt.ClientSettings("http://localhost:8001"))
         >>> scorer({"query": np.array(["capital of France?"] * 2), "document": np.array(["Paris", "Cats"])})[
         ...     "score"
         ... ]
@@ -587,12 +608,8 @@ class Transcriber(_BatchCallable):
     ``concurrency`` rows in flight per actor.
 
     Args:
-        base_url: the server's root URL, as for :class:`Embedder`.
-        model: the served model, as for :class:`Embedder`.
-        api_key: as for :class:`Embedder`.
-        timeout: as for :class:`Embedder`.
-        max_retries: as for :class:`Embedder`.
-        headers: as for :class:`Embedder`.
+        settings: the client settings, as for :class:`Embedder`.
+        client: a client to call through, as for :class:`Embedder`.
         audio_column: the column of audio: the files' bytes (``ray.data.read_binary_files``' ``bytes``),
             or paths / ``http(s)`` URLs the worker can read.
         output_column: the column the transcripts go to (strings).
@@ -613,7 +630,10 @@ class Transcriber(_BatchCallable):
         >>> ds = ray.data.read_binary_files("calls/", include_paths=True)
         >>> ds = ds.map_batches(
         ...     Transcriber,
-        ...     fn_constructor_kwargs={"base_url": "http://stt:8000", "audio_column": "bytes"},
+        ...     fn_constructor_kwargs={
+        ...         "settings": vt.ClientSettings("http://stt:8000"),
+        ...         "audio_column": "bytes",
+        ...     },
         ...     batch_size=8,
         ...     compute=ray.data.ActorPoolStrategy(size=2),
         ... )
@@ -674,12 +694,8 @@ class OCR(_BatchCallable):
     rows are in flight per actor (and up to ``pdf_concurrency`` pages of each PDF).
 
     Args:
-        base_url: the server's root URL, as for :class:`Embedder`.
-        model: the served model, as for :class:`Embedder`.
-        api_key: as for :class:`Embedder`.
-        timeout: as for :class:`Embedder`.
-        max_retries: as for :class:`Embedder`.
-        headers: as for :class:`Embedder`.
+        settings: the client settings, as for :class:`Embedder`.
+        client: a client to call through, as for :class:`Embedder`.
         image_column: the column of images: bytes (``ray.data.read_binary_files``' ``bytes``), paths or
             ``http(s)`` URLs, or decoded arrays (``ray.data.read_images``' ``image`` column).
         output_column: the column the markdown goes to (strings).
@@ -698,10 +714,16 @@ class OCR(_BatchCallable):
         ImageError: with ``on_error="raise"``, a row that does not decode (before any upload).
 
     Examples:
-        >>> ds = ray.data.read_binary_files("scans/", include_paths=True)
+        >>> ds = ray.data.read_parquet("scans.parquet")  # a "url" column
         >>> ds = ds.map_batches(
         ...     OCR,
-        ...     fn_constructor_kwargs={"base_url": "http://ocr:8000", "image_column": "bytes"},
+        ...     fn_constructor_kwargs={
+        ...         # a column of untrusted URLs: refuse the ones that resolve to private addresses
+        ...         "settings": vt.ClientSettings(
+        ...             "http://ocr:8000", fetch_limits=vt.FetchLimits(refuse_private=True)
+        ...         ),
+        ...         "image_column": "url",
+        ...     },
         ...     batch_size=4,
         ...     compute=ray.data.ActorPoolStrategy(size=2),
         ... )

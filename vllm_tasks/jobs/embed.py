@@ -219,7 +219,7 @@ async def aembed_file(
     rows, digest = await asyncio.to_thread(scan, spec)
     if rows == 0:
         raise InvalidInputError("source", str(spec.path), "has no rows", "Pass a file with one text per row.")
-    replicas, owned = make_replicas(client)
+    replicas, made = make_replicas(client)
     try:
         served = await _served_model(replicas, plan)
         fingerprint = {
@@ -248,9 +248,8 @@ async def aembed_file(
             paths, spec, checkpoint, output=chosen_output, pool=pool, plan=plan, progress=progress
         )
     finally:
-        for replica, close in zip(replicas, owned, strict=True):
-            if close:
-                await replica.client.close()
+        for own in made:
+            await own.close()
 
 
 async def _run(

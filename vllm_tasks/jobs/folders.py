@@ -28,7 +28,6 @@ from typing import Any
 
 import orjson
 
-from .._async.client import AsyncClient
 from ..errors import (
     APIStatusError,
     InvalidInputError,
@@ -39,7 +38,7 @@ from ..validation import positive_int, positive_number
 from .embed import ReplicaReport
 from .engine import ROW_ERRORS, first_error
 from .progress import JobProgress
-from .replicas import Replica, ReplicaPool, Servers, make_replicas
+from .replicas import JobClient, Replica, ReplicaPool, Servers, make_replicas
 from .state import changes, write_json
 
 logger = logging.getLogger("vllm_tasks.jobs")
@@ -146,7 +145,7 @@ class FolderJob(ABC):
         """
 
     @abstractmethod
-    def process(self, client: AsyncClient, document: Document, unit: Unit) -> Awaitable[dict[str, Any]]:
+    def process(self, client: JobClient, document: Document, unit: Unit) -> Awaitable[dict[str, Any]]:
         """Process one unit on one server; its record (JSON-friendly)."""
 
     @abstractmethod
@@ -290,7 +289,7 @@ async def run_folder_job(
         positive_number(name, value)
     folder, target = Path(source), Path(out)
     documents = await asyncio.to_thread(find_documents, folder, target, job.suffixes)
-    replicas, owned = make_replicas(servers)
+    replicas, made = make_replicas(servers)
     try:
         served = await _served_model(replicas, job.kind)
         fingerprint = {"model": served, "options": job.fingerprint}
@@ -301,9 +300,8 @@ async def run_folder_job(
             job, out=target, documents=documents, pool=pool, work=work, fingerprint=fingerprint
         ).run(show_progress=show_progress, progress_interval=progress_interval, started=started)
     finally:
-        for replica, close in zip(replicas, owned, strict=True):
-            if close:
-                await replica.client.close()
+        for own in made:
+            await own.close()
 
 
 async def _served_model(replicas: list[Replica], kind: str) -> dict[str, Any]:
@@ -415,7 +413,7 @@ class _FolderRun:
     async def _unit(self, document: Document, unit: Unit, progress: JobProgress) -> None:
         job = self._job
 
-        def call(client: AsyncClient) -> Awaitable[dict[str, Any]]:
+        def call(client: JobClient) -> Awaitable[dict[str, Any]]:
             return job.process(client, document, unit)
 
         try:

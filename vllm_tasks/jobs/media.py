@@ -13,7 +13,6 @@ import orjson
 
 from .. import defaults, pdf
 from .. import ocr as ocr_parts
-from .._async.client import AsyncClient
 from ..integrations._common import block_metadata
 from ..types.audio import Transcription
 from ..validation import positive_int, positive_number
@@ -27,7 +26,7 @@ from .folders import (
     validate_formats,
     write_atomically,
 )
-from .replicas import Servers, run_in_own_loop
+from .replicas import JobClient, Servers, run_in_own_loop
 
 PDF_SUFFIXES = frozenset({".pdf"})
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp", ".gif"})
@@ -64,7 +63,7 @@ class _OCRJob(FolderJob):
                 opened.close()
         return list(range(1, pages + 1))
 
-    async def process(self, client: AsyncClient, document: Document, unit: Unit) -> dict[str, Any]:
+    async def process(self, client: JobClient, document: Document, unit: Unit) -> dict[str, Any]:
         image: Any = document.path
         if unit is not None and _is_pdf(document.path):
             image = await _render_page(document.path, unit or 1, self._dpi)
@@ -131,7 +130,7 @@ class _TranscribeJob(FolderJob):
     def units(self, document: Document) -> list[Unit]:
         return [None]
 
-    def process(self, client: AsyncClient, document: Document, unit: Unit) -> Awaitable[dict[str, Any]]:
+    def process(self, client: JobClient, document: Document, unit: Unit) -> Awaitable[dict[str, Any]]:
         method = client.translate if self._translate else client.transcribe
         return _transcript_record(method(document.path, response_format="verbose_json", **self._options))
 

@@ -22,6 +22,7 @@ from typing import Any, ParamSpec, TypeVar
 from .._async.client import AsyncClient
 from .._sync.client import Client
 from ..errors import APIConnectionError, InternalServerError, InvalidInputError, RateLimitError
+from ..threaded import ThreadedClient
 
 logger = logging.getLogger("vllm_tasks.jobs")
 
@@ -32,6 +33,8 @@ P = ParamSpec("P")
 T = TypeVar("T")
 Servers = AsyncClient | Client | str | Sequence[AsyncClient | Client | str]
 """One server or several: clients (their settings are reused) or root URLs."""
+JobClient = AsyncClient | ThreadedClient
+"""What a job calls: an ``AsyncClient``, or a ``Client`` with its own ``http_client`` in worker threads."""
 
 
 @dataclass
@@ -49,7 +52,7 @@ class Replica:
         busy: seconds of its answered requests, summed.
     """
 
-    client: AsyncClient
+    client: JobClient
     url: str
     version: str | None = None
     in_flight: int = 0
@@ -136,7 +139,7 @@ class ReplicaPool:
         replica.in_flight -= 1
         self._changed.set()
 
-    async def send(self, call: Callable[[AsyncClient], Awaitable[T]], *, rows: int = 1) -> T:
+    async def send(self, call: Callable[[JobClient], Awaitable[T]], *, rows: int = 1) -> T:
         """Run ``call`` on the next free replica; on a server failure set that one aside and run it on
         another, until one answers (or every replica has been down for ``give_up_after``).
 
@@ -167,49 +170,52 @@ class ReplicaPool:
             return result
 
 
-def make_replicas(servers: Servers) -> tuple[list[Replica], list[bool]]:
-    """A replica per server; ``owned[i]``: this job made the client and closes it.
+def make_replicas(servers: Servers) -> tuple[list[Replica], list[AsyncClient]]:
+    """A replica per server, and the clients the job made for them (it closes them when it ends).
 
     Raises:
         InvalidInputError: no server, something that is not a client or a URL, a server named twice.
 
     Examples:
-        >>> replicas, owned = make_replicas(["http://gpu1:8000", "http://gpu2:8000"])
-        >>> owned
-        [True, True]
+        >>> replicas, made = make_replicas(["http://gpu1:8000", "http://gpu2:8000"])
+        >>> len(made)
+        2
     """
     items = [servers] if isinstance(servers, str | AsyncClient | Client) else list(servers)
     if not items:
         raise InvalidInputError(
             "client", servers, "names no server", "Pass a client, a URL or a list of them."
         )
-    replicas, owned = [], []
+    replicas: list[Replica] = []
+    made: list[AsyncClient] = []
     for item in items:
+        client: JobClient
         if isinstance(item, AsyncClient):
-            client, made = item, False
-        elif isinstance(item, Client):  # the same settings on an async client for the job's event loop
-            config = item._config
-            client = AsyncClient(
-                config.base_url,
-                api_key=config.api_key,
-                model=config.model,
-                timeout=config.timeout,
-                max_retries=config.max_retries,
-                headers=config.headers,
-            )
-            made = True
+            client = item
+        elif isinstance(item, Client):
+            client = _on_event_loop(item)
         elif isinstance(item, str):
-            client, made = AsyncClient(item), True
+            client = AsyncClient(item)
         else:
             raise InvalidInputError(
                 "client", item, "is not a client or a URL", "Pass a Client, an AsyncClient or a root URL."
             )
+        if client is not item and isinstance(client, AsyncClient):
+            made.append(client)
         replicas.append(Replica(client, client.base_url))
-        owned.append(made)
     urls = [replica.url for replica in replicas]
     if len(set(urls)) < len(urls):
         raise InvalidInputError("client", urls, "names a server twice", "Give each server once.")
-    return replicas, owned
+    return replicas, made
+
+
+def _on_event_loop(client: Client) -> JobClient:
+    """A sync client for the job's event loop: an ``AsyncClient`` with its settings, or, when it has its
+    own ``http_client`` (which an ``AsyncClient`` cannot use), the client itself, called in worker
+    threads, so that every request goes through it."""
+    if client.http_client is None:
+        return AsyncClient.from_settings(client.settings)
+    return ThreadedClient(client)
 
 
 def run_in_own_loop(job: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:

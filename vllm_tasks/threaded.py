@@ -1,0 +1,64 @@
+"""``ThreadedClient``: a sync ``Client`` awaited from async code, each call in a worker thread.
+
+Async code (a job's event loop, an adapter's async methods) given a ``Client`` that has its own
+``http_client`` (a proxy, mTLS, auth hooks) cannot build an ``AsyncClient`` over it (an ``httpx.Client``
+does not run on an event loop) and must not drop it: it awaits that very client's methods, each run in a
+worker thread (``asyncio.to_thread``), so every request goes through the injected ``http_client``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from ._sync.client import Client
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _in_thread(
+    method: Callable[Concatenate[Client, P], T],
+) -> Callable[Concatenate[ThreadedClient, P], Coroutine[Any, Any, T]]:
+    """``method`` of the wrapped ``Client``, awaited: the call runs in a worker thread."""
+
+    async def call(self: ThreadedClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await asyncio.to_thread(method, self.client, *args, **kwargs)
+
+    call.__name__ = call.__qualname__ = method.__name__
+    call.__doc__ = f"``Client.{method.__name__}`` of the wrapped client, run in a worker thread."
+    return call
+
+
+class ThreadedClient:
+    """The ``AsyncClient`` methods jobs and adapters call, served by a sync ``Client`` in worker threads.
+
+    Args:
+        client: the client every call goes to (its ``http_client``, settings, server info and usage).
+
+    Examples:
+        >>> threaded = ThreadedClient(vt.Client(url, http_client=httpx.Client(proxy=proxy)))
+        >>> result = await threaded.embed(["a", "b"])
+    """
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    @property
+    def base_url(self) -> str:
+        """The wrapped client's URL, without credentials."""
+        return self.client.base_url
+
+    @property
+    def model(self) -> str | None:
+        """The wrapped client's model (``None``: the server's default)."""
+        return self.client.model
+
+    server_info = _in_thread(Client.server_info)
+    embed = _in_thread(Client.embed)
+    rerank = _in_thread(Client.rerank)
+    transcribe = _in_thread(Client.transcribe)
+    translate = _in_thread(Client.translate)
+    ocr = _in_thread(Client.ocr)
+    ocr_pdf = _in_thread(Client.ocr_pdf)
