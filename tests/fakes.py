@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_tasks.testing import EMBEDDING_TASKS, OCR_TASKS, RERANKER_TASKS, SPEECH_TASKS, FakeVLLM
+from vllm_tasks.testing.wire import ReceivedRequest
 
 _SERVER_FIXTURES = str(Path(__file__).resolve().parent.parent / "server-fixtures")
 if _SERVER_FIXTURES not in sys.path:
@@ -82,3 +83,10 @@ def fake_like(name: str, **changes: Any) -> Iterator[FakeFixture]:
     """A started FakeVLLM configured like fixture ``name`` (``changes`` override its settings)."""
     with FakeVLLM(**{**fake_settings(name), **changes}) as fake:
         yield FakeFixture(name, fake)
+
+
+def piece_transcript(request: ReceivedRequest) -> str:
+    """A transcript for the speech fake (``fake_like("stt", transcript=piece_transcript)``): a client-side
+    piece (``long45-0001.flac``, the SDK names them ``<stem>-NNNN``) answers two sentences naming it."""
+    piece = int(Path(request.files["file"].filename or "").stem.rsplit("-", 1)[1])
+    return f" Piece {piece} begins here. Piece {piece} ends here."

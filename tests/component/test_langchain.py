@@ -34,10 +34,9 @@ from vllm_tasks.integrations.langchain import (
 )
 from vllm_tasks.testing import EMBEDDING_TASKS, OCR_TASKS, RERANKER_TASKS, SPEECH_TASKS, FakeVLLM
 from vllm_tasks.testing.content import audio_seconds
-from vllm_tasks.testing.wire import ReceivedRequest
 
 from ..clients import left_open_at_collection
-from ..fakes import FakeFixture, fake_like
+from ..fakes import FakeFixture, fake_like, piece_transcript
 
 # langchain-tests' async standard tests are plain coroutines: anyio's plugin runs them (asyncio backend).
 pytestmark = pytest.mark.anyio
@@ -466,12 +465,6 @@ def test_transcript_loader_segments_and_single(speech_server: FakeVLLM) -> None:
     assert whole.metadata["start"] == 0.0 and whole.metadata["end"] == whole.metadata["duration"]
     assert whole.metadata["source"] == str(FOX) and whole.metadata["language"] == "en"
     assert [s["text"] for s in whole.metadata["segments"]] == [d.page_content for d in docs]
-
-
-def piece_transcript(request: ReceivedRequest) -> str:
-    """What the speech fake answers a client-side piece (``long45-0001.flac``): two sentences naming it."""
-    piece = int(Path(request.files["file"].filename or "").stem.rsplit("-", 1)[1])
-    return f" Piece {piece} begins here. Piece {piece} ends here."
 
 
 def test_transcript_loader_chunks_a_long_file_client_side() -> None:

@@ -1,9 +1,11 @@
-"""ocr() / ocr_pdf() against the real DeepSeek-OCR CPU fixtures (tiny language model, dummy weights).
+"""ocr() against the real DeepSeek-OCR CPU fixture (tiny language model, dummy weights).
 
 The text such a model writes is meaningless, so these tests assert on the protocol: inputs accepted with
-the expected prompt-token count, ``vllm_xargs`` applied, the processor check, client-side refusals, PDF
-pages in order. Each image request costs seconds on 2 cores: the tests keep them few and small
-(``max_tokens`` 1 where the output does not matter). Grounding parsing is unit-tested on realistic outputs
+the expected prompt-token count, ``vllm_xargs`` applied, the processor check, client-side refusals. Each
+image request costs seconds on 2 cores: the tests keep them few and small (``max_tokens`` 1 where the output
+does not matter). PDF pages in order and the server without the n-gram processor are tested against
+FakeVLLM (tests/component/test_ocr_server_checks.py), which tests/component/test_fake_replay.py holds to
+both real servers' recorded answers. Grounding parsing is unit-tested on realistic outputs
 (tests/unit/test_grounding.py).
 """
 
@@ -100,6 +102,8 @@ def test_vllm_xargs_are_applied(client: vt.Client) -> None:
     with pytest.warns(vt.OCRTruncatedWarning):
         free = client.ocr(image, max_tokens=40, ngram_size=None)
     assert guarded.usage.completion_tokens == free.usage.completion_tokens == 40
+    # the default (markdown) prompt is 8 tokens with the fixture's tokenizer
+    assert guarded.usage.prompt_tokens == free.usage.prompt_tokens == SMALL_IMAGE_TOKENS + 1 + 8
     assert guarded.text != free.text
     words_guarded, words_free = guarded.text.split(), free.text.split()
     assert words_guarded[:29] == words_free[:29]
@@ -122,43 +126,3 @@ def test_bad_images_are_refused_client_side(vllm_ocr: Any) -> None:
         with pytest.raises(vt.ImageFetchError, match="could not be fetched"):
             client.ocr("http://127.0.0.1:9/page.png")  # port 9 (discard): refused at once
     assert counting.to_server(vllm_ocr.base_url) == []
-
-
-def test_three_page_pdf(client: vt.Client, tmp_path: Path) -> None:
-    pdf = tmp_path / "three.pdf"
-    pages = [page(f"Page {n}", (300, 400)) for n in (1, 2, 3)]
-    pages[0].save(pdf, format="PDF", save_all=True, append_images=pages[1:], resolution=72)
-    with pytest.warns(vt.OCRTruncatedWarning):
-        document = client.ocr_pdf(pdf, max_tokens=4, concurrency=2, dpi=96)  # 400 x 534: one 1024-px view
-    assert [p.page for p in document.pages] == [1, 2, 3]
-    assert [p.result.image_size for p in document.pages] == [(400, 534)] * 3
-    assert all(p.result.usage.prompt_tokens == SMALL_IMAGE_TOKENS + 1 + 8 for p in document.pages)
-    assert all(p.result.usage.completion_tokens == 4 for p in document.pages)
-    assert document.truncated_pages == [1, 2, 3]
-    assert document.usage.prompt_tokens == sum(p.result.usage.prompt_tokens for p in document.pages)
-    assert document.markdown.count("\n\n---\n\n") == 2
-
-
-# --------------------------------------------------------------------------------------------------
-# The same model without --logits-processors: vllm_xargs silently ignored
-# --------------------------------------------------------------------------------------------------
-
-
-def test_processor_check_false_without_the_flag(vllm_ocr_no_processor: Any) -> None:
-    with vt.Client(vllm_ocr_no_processor.base_url, timeout=600, max_retries=0) as client:
-        assert client.check_ngram_processor() is False
-        report = client.probe()
-        assert report.ngram_processor is False
-        assert "ocr-ngram-processor-missing" in [a.id for a in report.advisories]
-        with pytest.raises(vt.UnsupportedByServer, match="--logits-processors"):
-            client.ocr(encoded(page(), "PNG"), require_ngram_processor=True)
-
-
-def test_missing_processor_warns_on_first_ocr(vllm_ocr_no_processor: Any) -> None:
-    with vt.Client(vllm_ocr_no_processor.base_url, timeout=600, max_retries=0) as client:
-        with (
-            pytest.warns(vt.NGramProcessorMissingWarning, match="NGramPerReqLogitsProcessor"),
-            pytest.warns(vt.OCRTruncatedWarning),
-        ):
-            result = client.ocr(encoded(page(), "PNG"), max_tokens=1)
-        assert result.usage.prompt_tokens == SMALL_IMAGE_TOKENS + 1 + 8  # markdown prompt: 8 tokens

@@ -269,21 +269,16 @@ def test_stream_long_audio_client_chunked(client: vt.Client) -> None:
     assert words_recovered(REFERENCE["long45.wav"], result.text) >= 0.85
 
 
-def test_over_ten_minutes(client: vt.Client, tmp_path: Path) -> None:
-    """vLLM refuses uploads over 600 s (VLLM_MAX_AUDIO_DECODE_DURATION_S); the client splits them."""
+def test_over_ten_minutes_is_refused_by_the_server(client: vt.Client, tmp_path: Path) -> None:
+    """vLLM refuses uploads over 600 s (VLLM_MAX_AUDIO_DECODE_DURATION_S), in the words FakeVLLM imitates;
+    the client's split of such a recording into pieces is tested against it
+    (tests/component/test_long_audio.py), its word accuracy across pieces here on long45.wav."""
     samples, rate = sf.read(LONG, dtype="float32")
     pause = np.zeros(rate // 2, dtype=np.float32)
     path = tmp_path / "eleven-minutes.flac"
     sf.write(path, np.concatenate([samples, pause] * 15), rate)  # 15 x 46.4 s = 11.6 minutes
-    reference = " ".join([REFERENCE["long45.wav"]] * 15)
-    with pytest.raises(vt.BadRequestError):
+    with pytest.raises(vt.BadRequestError, match=r"exceeds maximum allowed duration of 600s \(metadata"):
         client.transcribe(path, language="en", chunking="server")
-    with client.transcribe_stream(path, language="en") as stream:
-        streamed = stream.until_done()
-    assert words_recovered(reference, streamed.text) >= 0.85 and "  " not in streamed.text
-    result = client.transcribe(path, language="en")
-    assert result.requests >= 24 and words_recovered(reference, result.text) >= 0.85
-    assert result.segments[-1].end == pytest.approx(sf.info(path).duration, abs=0.01)
 
 
 # -------------------------------------------------------------------------------------- errors

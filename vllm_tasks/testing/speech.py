@@ -26,6 +26,8 @@ WHISPER_LANGUAGES = (
 SERVER_FORMATS = ("json", "text", "verbose_json", "diarized_json")
 WINDOW_SECONDS = 30
 """The longest audio Whisper reads at once: vLLM cuts longer files into windows of at most this."""
+MAX_AUDIO_SECONDS = 600
+"""vLLM's ``VLLM_MAX_AUDIO_DECODE_DURATION_S`` default: a longer upload is refused before decoding."""
 
 
 def transcription(call: Call) -> Reply:
@@ -52,6 +54,11 @@ def speech(call: Call, task: str) -> Reply:
         raise bad_request(
             "Invalid or corrupted audio data. Ensure the input is a valid audio or video file "
             "(e.g. a complete WAV, MP3, or MP4)."
+        )
+    if duration > MAX_AUDIO_SECONDS:
+        raise bad_request(
+            f"Audio exceeds maximum allowed duration of {MAX_AUDIO_SECONDS}s (metadata reports "
+            f"{duration:.1f}s). Set VLLM_MAX_AUDIO_DECODE_DURATION_S to increase this limit."
         )
     text = call.settings.text_of(call.settings.transcript, call.request)
     if stream:
