@@ -580,6 +580,7 @@ def _framing_number(raw: bytes, base: int) -> int:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _HTTPServer
+    raw_requestline: bytes  # set by handle_one_request (typeshed does not declare it)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Stay quiet (the requests are recorded instead)."""
@@ -592,6 +593,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse_malformed()
             return
         super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        """Read the request line and headers as uvicorn's parser does: a line without a version
+        (``POST /path``) is a request of HTTP/1.0 (answered, then the connection closed), not an error."""
+        words = self.raw_requestline.split()
+        if len(words) == 2:
+            self.raw_requestline = b" ".join([*words, b"HTTP/1.0"]) + b"\r\n"
+        return super().parse_request()
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """The standard library's 400 for a malformed request line is uvicorn's 400; other errors as is."""
@@ -671,6 +680,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(reply.status)
         for name, value in reply.headers.items():
             self.send_header(name, value)
+        if self.close_connection and "connection" not in reply.headers:  # an HTTP/1.0 request, as uvicorn
+            self.send_header("connection", "close")
         if reply.stream is None:
             self.send_header("content-length", str(len(reply.body)))
             self.end_headers()
