@@ -24,7 +24,7 @@ import hashlib
 import math
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -297,6 +297,23 @@ def audio_seconds(content: bytes) -> float | None:
     return len(content) / 32_000 if known else None
 
 
+def header_sample_rate(content: bytes) -> int | None:
+    """The sample rate a WAV or FLAC header gives (the files vLLM decodes with soundfile), else ``None``.
+
+    Args:
+        content: the uploaded bytes.
+
+    Returns:
+        Hertz, from a WAV ``fmt`` chunk or FLAC's STREAMINFO; ``None`` for other containers.
+    """
+    if content[:4] == b"RIFF" and content[8:12] == b"WAVE":
+        fmt = next((offset for chunk, offset, _ in _wav_chunks(content) if chunk == b"fmt "), None)
+        return None if fmt is None else int.from_bytes(content[fmt + 12 : fmt + 16], "little") or None
+    if content[:4] == b"fLaC" and len(content) >= 26:
+        return (int.from_bytes(content[18:26], "big") >> 44) or None
+    return None
+
+
 def _mpeg_frame(head: bytes) -> bool:
     """Whether ``head`` starts an MPEG audio frame (an MP3 without a tag) or an AAC ADTS frame."""
     if len(head) < 3 or head[0] != 0xFF or head[1] & 0xE0 != 0xE0:
@@ -307,17 +324,24 @@ def _mpeg_frame(head: bytes) -> bool:
     return version_ok and head[2] >> 4 not in (0, 15) and (head[2] >> 2) & 3 != 3  # bitrate, sample rate
 
 
+def _wav_chunks(content: bytes) -> Iterator[tuple[bytes, int, int]]:
+    """A RIFF/WAVE file's chunks: (name, offset of its header, size), up to the end of the bytes."""
+    offset = 12
+    while offset + 8 <= len(content):
+        size = int.from_bytes(content[offset + 4 : offset + 8], "little")
+        yield content[offset : offset + 4], offset, size
+        offset += 8 + size + (size & 1)
+
+
 def _wav_seconds(content: bytes) -> float | None:
     """A RIFF/WAVE file's duration: its ``data`` chunk's size over the ``fmt`` chunk's byte rate."""
-    offset, byte_rate, data_size = 12, 0, None
-    while offset + 8 <= len(content):
-        chunk, size = content[offset : offset + 4], int.from_bytes(content[offset + 4 : offset + 8], "little")
+    byte_rate, data_size = 0, None
+    for chunk, offset, size in _wav_chunks(content):
         if chunk == b"fmt ":
             byte_rate = int.from_bytes(content[offset + 16 : offset + 20], "little")
         elif chunk == b"data":
             data_size = min(size, len(content) - offset - 8)
             break
-        offset += 8 + size + (size & 1)
     return data_size / byte_rate if data_size is not None and byte_rate else None
 
 

@@ -56,9 +56,12 @@ def speech(call: Call, task: str) -> Reply:
             "(e.g. a complete WAV, MP3, or MP4)."
         )
     if duration > MAX_AUDIO_SECONDS:
+        # vLLM words it by decoder: soundfile (WAV, FLAC) counts the file's frames, PyAV reads metadata.
+        rate = content.header_sample_rate(upload.content)
+        found = f"file contains {duration:.1f}s at {rate}Hz" if rate else f"metadata reports {duration:.1f}s"
         raise bad_request(
-            f"Audio exceeds maximum allowed duration of {MAX_AUDIO_SECONDS}s (metadata reports "
-            f"{duration:.1f}s). Set VLLM_MAX_AUDIO_DECODE_DURATION_S to increase this limit."
+            f"Audio exceeds maximum allowed duration of {MAX_AUDIO_SECONDS}s ({found}). "
+            "Set VLLM_MAX_AUDIO_DECODE_DURATION_S to increase this limit."
         )
     text = call.settings.text_of(call.settings.transcript, call.request)
     if stream:
