@@ -9,8 +9,6 @@ import io
 import itertools
 import json
 import re
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -339,28 +337,3 @@ def test_beam_search_gate_and_stream_refusal(client: vt.Client, vllm_stt: Any) -
 
 
 # ------------------------------------------------------------------------------------------ CLI
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_tasks.cli", "--timeout", "300", "transcribe", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-
-
-def test_cli_transcribe(vllm_stt: Any, tmp_path: Path) -> None:
-    url = ["--url", vllm_stt.base_url]
-    text = cli(str(FOX), *url, "--language", "en")
-    assert text.returncode == 0 and "fox" in text.stdout.lower()
-    srt = cli(str(NUMBERS), *url, "--format", "srt", "--language", "en")
-    assert srt.returncode == 0 and srt.stdout.startswith("1\n00:00:00,000 --> ")
-    out = tmp_path / "long.vtt"
-    vtt = cli(str(LONG), *url, "--format", "vtt", "--out", str(out))
-    assert vtt.returncode == 0 and out.read_text().startswith("WEBVTT") and out.read_text().count("-->") >= 3
-    as_json = cli(str(FOX), *url, "--format", "json", "--language", "en")
-    assert json.loads(as_json.stdout)["text"].lower().startswith("the quick")
-    missing = cli(str(tmp_path / "missing.wav"), *url)
-    assert missing.returncode == 64 and "missing.wav" in missing.stderr
