@@ -1,0 +1,103 @@
+"""Speech-to-text (``/v1/audio/transcriptions`` and ``/v1/audio/translations``): pure code, no I/O.
+
+One module per concern: :mod:`.params` (``SpeechParams``, ``ChunkingOptions``, checks, the multipart
+request), :mod:`.parsing` (answers read into a ``Transcription``), :mod:`.merge` (joining the pieces of
+long audio), :mod:`.stream` (the event stream parser) and :mod:`.chunking` (splitting long audio
+client-side). The client's flows (``vllm_tasks/_async/audio.py``) call these and run the CPU-bound ones
+(decoding, resampling, encoding) through :func:`~vllm_tasks.offload.async_offload`.
+
+What vLLM 0.32 does and this package corrects (measured with whisper-base on the CPU fixture):
+
+- audio over 30 s is split server-side; ``json`` joins the pieces with a double space, a stream ends
+  once per piece, and ``verbose_json`` silently drops every piece in which the model emitted no
+  timestamp tokens. ``chunking="auto"`` therefore splits such audio client-side at quiet points,
+  transcribes the pieces concurrently and merges them (no doubled words or spaces, segment times offset,
+  segments covering the whole file).
+- ``srt`` / ``vtt`` are refused (400): they are rendered client-side from ``verbose_json`` segments
+  (``Transcription.to_srt``, ``to_vtt``).
+- uploads over ``VLLM_MAX_AUDIO_CLIP_FILESIZE_MB`` (25 MiB) are refused: chunking keeps every upload small.
+"""
+
+from .chunking import (
+    ChunkUpload,
+    Requests,
+    audible,
+    chunk_seconds,
+    chunk_upload,
+    complete_pieces,
+    log_server_chunking,
+    next_request,
+    next_wave,
+    parse_pieces,
+    pieces_missing_text,
+    plan_chunks,
+    should_split,
+    stream_requests,
+    wave_results,
+)
+from .merge import ChunkResult, complete_segments, merge_chunks, merge_texts, overlap_words, text_missing
+from .params import (
+    PATHS,
+    RESPONSE_FORMATS,
+    SERVER_CHUNK_SECONDS,
+    TASK_NAMES,
+    Chunking,
+    ChunkingMode,
+    ChunkingOptions,
+    ServerFormat,
+    SpeechParams,
+    Task,
+    build_request,
+    check_server,
+    chunking_options,
+    form_fields,
+    server_format,
+    validate,
+)
+from .parsing import clean_text, keep_audio, parse_body, parse_response
+from .stream import StreamParser
+
+__all__ = [
+    "PATHS",
+    "RESPONSE_FORMATS",
+    "SERVER_CHUNK_SECONDS",
+    "TASK_NAMES",
+    "ChunkResult",
+    "ChunkUpload",
+    "Chunking",
+    "ChunkingMode",
+    "ChunkingOptions",
+    "Requests",
+    "ServerFormat",
+    "SpeechParams",
+    "StreamParser",
+    "Task",
+    "audible",
+    "build_request",
+    "check_server",
+    "chunk_seconds",
+    "chunk_upload",
+    "chunking_options",
+    "clean_text",
+    "complete_pieces",
+    "complete_segments",
+    "form_fields",
+    "keep_audio",
+    "log_server_chunking",
+    "merge_chunks",
+    "merge_texts",
+    "next_request",
+    "next_wave",
+    "overlap_words",
+    "parse_body",
+    "parse_pieces",
+    "parse_response",
+    "pieces_missing_text",
+    "plan_chunks",
+    "server_format",
+    "should_split",
+    "stream_requests",
+    "text_missing",
+    "validate",
+    "wave_results",
+]

@@ -1,0 +1,217 @@
+"""Splitting long audio client-side (CPU-bound helpers: the async client offloads them): whether to
+split, the pieces cut at quiet points, their uploads in waves, their answers read and completed, and the
+streamed requests of a long file's pieces."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import httpx
+import numpy as np
+
+from .. import audio as audio_io
+from ..calls import CallOptions
+from ..transport import Request
+from ..types.audio import Transcription
+from .merge import ChunkResult, complete_segments, text_missing
+from .params import SERVER_CHUNK_SECONDS, ChunkingOptions, ServerFormat, SpeechParams, Task, build_request
+from .parsing import parse_response
+
+logger = logging.getLogger("vllm_tasks")
+
+Requests = Iterable[Request]
+"""Requests still to send (a stream's further pieces), built lazily."""
+_NO_SAMPLES = np.zeros(0, dtype=np.float32)
+
+
+def should_split(
+    source: audio_io.AudioSource, options: ChunkingOptions, prepare: str, *, limit_seconds: float
+) -> bool:
+    """Whether to split ``source`` client-side: longer than ``limit_seconds`` or over the size limit.
+
+    Reads the header (``chunking="client"`` too, so that an undecodable input fails here, before any
+    request). Undecodable without a decoder installed: sent whole (the server decides).
+
+    Raises:
+        AudioDecodeError: the input cannot be decoded.
+
+    Examples:
+        >>> should_split(source, ChunkingOptions(), "auto", limit_seconds=SERVER_CHUNK_SECONDS)
+        True
+    """
+    if options.mode == "server" or prepare == "never":
+        return False
+    if options.mode == "client":
+        audio_io.info(source)  # raises for undecodable input
+        return True
+    if source.samples is None and not audio_io.have_decoder():
+        return False  # cannot measure it: the server decides (and splits)
+    meta = audio_io.info(source)
+    size = source.size()
+    return meta.duration > limit_seconds or (size is not None and size > options.size_limit)
+
+
+def plan_chunks(
+    source: audio_io.AudioSource, options: ChunkingOptions, *, max_seconds: float, overlap_seconds: float
+) -> Iterator[audio_io.AudioChunk]:
+    """The client-side pieces of ``source``, lazily: decoding happens as the iterator is advanced
+    (advance it off the event loop, e.g. with :func:`next_wave`).
+
+    Examples:
+        >>> chunks = plan_chunks(source, ChunkingOptions(), max_seconds=30.0, overlap_seconds=0.5)
+    """
+    return audio_io.iter_chunks(
+        audio_io.iter_samples(source),
+        max_seconds=max_seconds,
+        search_seconds=min(options.search_seconds, max_seconds / 3),
+        overlap_seconds=min(overlap_seconds, max_seconds / 4),
+    )
+
+
+def chunk_seconds(options: ChunkingOptions, fmt: ServerFormat) -> float:
+    """The longest piece for this server format (shorter when segments are wanted)."""
+    return options.segment_max_seconds if fmt == "verbose_json" else options.max_seconds
+
+
+def chunk_upload(source: audio_io.AudioSource, chunk: audio_io.AudioChunk) -> audio_io.Upload:
+    """The upload of one piece: its samples encoded (FLAC, else WAV), named ``<stem>-NNNN.<ext>``."""
+    content, ext, mime = audio_io.encode(chunk.samples)
+    stem = source.filename.rsplit(".", 1)[0] or "audio"
+    rate = audio_io.TARGET_RATE
+    return audio_io.Upload(f"{stem}-{chunk.index:04d}.{ext}", content, mime, len(chunk.samples) / rate)
+
+
+@dataclass(frozen=True)
+class ChunkUpload:
+    """A piece and what to upload for it (``None``: silent, not sent)."""
+
+    chunk: audio_io.AudioChunk
+    upload: audio_io.Upload | None
+
+
+def next_wave(
+    source: audio_io.AudioSource, chunks: Iterator[audio_io.AudioChunk], size: int
+) -> list[ChunkUpload]:
+    """Decode the next ``size`` pieces and encode the uploads of the audible ones (CPU-bound).
+
+    Waves bound memory for very long files; an empty list means the input is done.
+
+    Examples:
+        >>> wave = await async_offload(next_wave, source, chunks, 16)
+    """
+    return [
+        ChunkUpload(chunk, None if chunk.silent else chunk_upload(source, chunk))
+        for chunk in itertools.islice(chunks, size)
+    ]
+
+
+def audible(wave: Sequence[ChunkUpload]) -> list[tuple[audio_io.AudioChunk, audio_io.Upload]]:
+    """The pieces of a wave that are sent, with their uploads."""
+    return [(item.chunk, item.upload) for item in wave if item.upload is not None]
+
+
+def parse_pieces(
+    sent: Sequence[tuple[audio_io.AudioChunk, audio_io.Upload]],
+    responses: Sequence[httpx.Response],
+    params: SpeechParams,
+    *,
+    task: Task,
+    model: str | None,
+) -> dict[int, Transcription]:
+    """The transcriptions of sent pieces, by piece index (each piece's duration filled in)."""
+    return {
+        chunk.index: parse_response(
+            response,
+            task=task,
+            model=model,
+            response_format=params.response_format,
+            language=params.language,
+            duration=chunk.end - chunk.start,
+        )
+        for (chunk, _), response in zip(sent, responses, strict=True)
+    }
+
+
+def pieces_missing_text(
+    sent: Sequence[tuple[audio_io.AudioChunk, audio_io.Upload]], results: Mapping[int, Transcription]
+) -> list[tuple[audio_io.AudioChunk, audio_io.Upload]]:
+    """The ``verbose_json`` pieces whose segments lost text (:func:`text_missing`; CPU-bound).
+
+    whisper-base sometimes stops emitting timestamp tokens: vLLM's verbose_json then drops the text
+    after the last timestamp pair (or all of it). Such pieces are asked again with json.
+    """
+    return [(chunk, upload) for chunk, upload in sent if text_missing(chunk, results[chunk.index])]
+
+
+def complete_pieces(
+    results: dict[int, Transcription],
+    missing: Sequence[tuple[audio_io.AudioChunk, audio_io.Upload]],
+    responses: Sequence[httpx.Response],
+    params: SpeechParams,
+    *,
+    task: Task,
+    model: str | None,
+) -> None:
+    """Give each piece in ``missing`` the whole text of its json answer (:func:`complete_segments`)."""
+    for (chunk, _), response in zip(missing, responses, strict=True):
+        full = parse_response(response, task=task, model=model, response_format=params.response_format)
+        results[chunk.index] = complete_segments(results[chunk.index], full.text, chunk.end - chunk.start)
+
+
+def wave_results(wave: Sequence[ChunkUpload], results: Mapping[int, Transcription]) -> list[ChunkResult]:
+    """The wave's pieces with their transcriptions; only the timings are kept (samples dropped)."""
+    return [
+        ChunkResult(replace(item.chunk, samples=_NO_SAMPLES), results.get(item.chunk.index)) for item in wave
+    ]
+
+
+def log_server_chunking(name: str, fmt: ServerFormat, duration: float | None) -> None:
+    """Warn (log) that vLLM drops segments of long audio it splits itself."""
+    if fmt == "verbose_json" and (duration or 0) > SERVER_CHUNK_SECONDS:
+        logger.warning(
+            "%s: verbose_json on %.0f s of audio with server-side chunking: vLLM drops the pieces in "
+            "which the model emitted no timestamps; use chunking='auto' for complete segments",
+            name,
+            duration,
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# Streams of client-side pieces
+# --------------------------------------------------------------------------------------------------
+
+
+def stream_requests(
+    source: audio_io.AudioSource,
+    options: ChunkingOptions,
+    params: SpeechParams,
+    call: CallOptions,
+    *,
+    task: Task,
+    model: str | None,
+) -> Iterator[Request]:
+    """The streamed requests of ``source``'s audible pieces, without overlap (streamed text cannot be
+    taken back), built lazily: advancing the iterator decodes and encodes the next piece (CPU-bound:
+    advance it with :func:`next_request` off the event loop).
+
+    Examples:
+        >>> requests = stream_requests(source, ChunkingOptions(), SpeechParams(), CallOptions(),
+        ...                            task="transcribe", model="whisper-base")
+    """
+    chunks = plan_chunks(source, options, max_seconds=options.max_seconds, overlap_seconds=0.0)
+    for chunk in chunks:
+        if not chunk.silent:
+            upload = chunk_upload(source, chunk)
+            yield build_request(params, call, upload, task=task, model=model, fmt="json", stream=True)
+
+
+def next_request(requests: Iterator[Request]) -> Request | None:
+    """The next request of a lazy iterator (``None`` when done); building it may decode and encode.
+
+    Examples:
+        >>> request = await async_offload(next_request, requests)
+    """
+    return next(requests, None)
