@@ -1,4 +1,5 @@
-"""Audio inputs: accepted forms, decoding, mono 16 kHz normalisation, encoding, and chunking long audio.
+"""Audio inputs: accepted forms, decoding, mono 16 kHz normalisation, encoding (and WAV for the notebook
+player), and chunking long audio.
 
 Accepted inputs (:data:`AudioInput`): a path (``str`` or ``os.PathLike``), ``bytes``, a binary file object,
 ``(numpy array, sample_rate)``, or an ``http(s)://`` URL (fetched by the client, only when given one).
@@ -487,14 +488,62 @@ def encode(samples: Samples, rate: int = TARGET_RATE) -> tuple[bytes, str, str]:
         buffer = io.BytesIO()
         sf.write(buffer, clipped, rate, format="FLAC", subtype="PCM_16")
         return buffer.getvalue(), "flac", "audio/flac"
-    pcm = (clipped * 32767.0).round().astype("<i2").tobytes()
+    return wav_bytes(clipped, rate), "wav", "audio/wav"
+
+
+def sniff_audio(data: bytes, name: str = "") -> str:
+    """The MIME type of encoded audio, from its first bytes (else from ``name``'s extension).
+
+    Examples:
+        >>> sniff_audio(Path("talk.wav").read_bytes())
+        'audio/wav'
+    """
+    head = data[:16]
+    if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
+        return "audio/wav"
+    signatures = ((b"fLaC", "audio/flac"), (b"OggS", "audio/ogg"), (b"ID3", "audio/mpeg"))
+    for magic, mime in signatures:
+        if head.startswith(magic):
+            return mime
+    if head[:2] in (b"\xff\xfb", b"\xff\xf3", b"\xff\xf2"):
+        return "audio/mpeg"
+    if head[4:8] == b"ftyp":
+        return "audio/mp4"
+    if head[:4] == b"\x1a\x45\xdf\xa3":
+        return "audio/webm"
+    extensions = {".wav": "audio/wav", ".flac": "audio/flac", ".mp3": "audio/mpeg", ".ogg": "audio/ogg"}
+    return extensions.get(os.path.splitext(name)[1].lower(), "application/octet-stream")
+
+
+def wav_bytes(samples: Any, rate: int) -> bytes:
+    """16-bit PCM WAV of ``samples`` (1-D mono, or 2-D frames × channels; floats in -1..1 or integers).
+
+    Used for uploads without soundfile (:func:`encode`) and by the notebook's audio player.
+
+    Raises:
+        ValueError: an array of another shape.
+
+    Examples:
+        >>> wav_bytes(np.zeros(16000, np.float32), 16000)[:4]
+        b'RIFF'
+    """
+    array = np.asarray(samples)
+    if array.ndim == 2 and array.shape[0] < array.shape[1] and array.shape[0] <= 8:
+        array = array.T  # (channels, frames) given
+    if array.ndim not in (1, 2):
+        raise ValueError(f"audio samples must be a 1-D or 2-D array, not shape {array.shape}")
+    if np.issubdtype(array.dtype, np.integer):
+        floats = array.astype(np.float64) / (float(np.iinfo(array.dtype).max) + 1.0)
+    else:
+        floats = array.astype(np.float64)
+    pcm = (np.clip(np.nan_to_num(floats), -1.0, 1.0) * 32767.0).round().astype("<i2")
     buffer = io.BytesIO()
     with wave.open(buffer, "wb") as out:
-        out.setnchannels(1)
+        out.setnchannels(1 if pcm.ndim == 1 else pcm.shape[1])
         out.setsampwidth(2)
-        out.setframerate(rate)
-        out.writeframes(pcm)
-    return buffer.getvalue(), "wav", "audio/wav"
+        out.setframerate(int(rate))
+        out.writeframes(pcm.tobytes())
+    return buffer.getvalue()
 
 
 def _stem(name: str) -> str:

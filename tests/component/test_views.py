@@ -21,7 +21,10 @@ from PIL import Image, ImageDraw
 
 import vllm_tasks as vt
 from vllm_tasks import defaults, views
+from vllm_tasks.audio import sniff_audio
 from vllm_tasks.testing import FakeVLLM, grounding_output
+from vllm_tasks.types.audio import audio_player
+from vllm_tasks.types.embeddings import norm_stats
 from vllm_tasks.types.ocr import OCRBlock
 from vllm_tasks.types.server import ServerInfo
 
@@ -353,25 +356,27 @@ def test_results_round_trip_through_pickle_and_dump(make_client: Any, fake_vllm:
 
 def test_audio_player_inputs(tmp_path: Path) -> None:
     samples = np.sin(np.linspace(0, 200, 8000)).astype(np.float32)
-    player = views.audio_player((samples, 8000))
+    player = audio_player((samples, 8000))
     assert player.mime == "audio/wav"
     data = base64.b64decode(player.html.split("base64,")[1].split('"')[0])
     with wave.open(io.BytesIO(data)) as wav:
         assert (wav.getframerate(), wav.getnchannels(), wav.getnframes()) == (8000, 1, 8000)
-    stereo = views.audio_player((np.zeros((2, 400), np.int16), 8000))
+    stereo = audio_player((np.zeros((2, 400), np.int16), 8000))
     with wave.open(io.BytesIO(base64.b64decode(stereo.html.split("base64,")[1].split('"')[0]))) as wav:
         assert wav.getnchannels() == 2
-    url = views.audio_player('https://audio.example/a.mp3?x="><script>')
+    url = audio_player('https://audio.example/a.mp3?x="><script>')
     assert url.html.startswith('<audio controls preload="none" src="https://audio.example/a.mp3?x=&quot;&gt;')
     with pytest.raises(ValueError, match="over max_bytes=10"):
-        views.audio_player(FOX.read_bytes(), max_bytes=10)
+        audio_player(FOX.read_bytes(), max_bytes=10)
     with pytest.raises(ValueError, match="no audio file"):
-        views.audio_player(tmp_path / "missing.wav")
+        audio_player(tmp_path / "missing.wav")
     with pytest.raises(TypeError):
-        views.audio_player(io.BytesIO(b"x"))
-    assert views.sniff_audio(b"fLaC....") == "audio/flac"
-    assert views.sniff_audio(b"ID3.....") == "audio/mpeg"
-    assert views.sniff_audio(b"....", "talk.ogg") == "audio/ogg"
+        audio_player(io.BytesIO(b"x"))
+    with pytest.raises(ValueError, match="empty"):
+        audio_player((np.zeros(0, np.float32), 8000))
+    assert sniff_audio(b"fLaC....") == "audio/flac"
+    assert sniff_audio(b"ID3.....") == "audio/mpeg"
+    assert sniff_audio(b"....", "talk.ogg") == "audio/ogg"
 
 
 def test_describe_cells() -> None:
@@ -391,8 +396,8 @@ def test_norm_summary_flags_unnormalised_and_nonfinite_vectors() -> None:
     html = result._repr_html_()
     assert "min 1 · mean 3 · max 5" in html and "unit length" not in html
     assert "1 vector with NaN or infinite values" in html
-    assert views.norm_stats(np.zeros((0, 3))) is None
-    assert views.norm_stats(np.zeros(3)) is None
+    assert norm_stats(np.zeros((0, 3))) is None
+    assert norm_stats(np.zeros(3)) is None
 
 
 def test_attachment_semantics() -> None:

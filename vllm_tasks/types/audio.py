@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from .. import defaults, views
+from .. import defaults
+from ..audio import sniff_audio, wav_bytes
+from ..views import Attachment, Shown, card, clip, count, esc, note, pre, seconds_text, table, timestamp
 
 ResponseFormat = Literal["json", "text", "verbose_json", "srt", "vtt"]
 """What the caller asks for; ``srt``/``vtt``/``text`` are rendered client-side (vLLM refuses srt/vtt)."""
@@ -87,7 +93,7 @@ class Transcription(BaseModel):
     requests: int = 1
     finish_reasons: list[str] | None = None
     """Streams only: one ``finish_reason`` per server-side chunk (``"stop"`` or ``"length"``)."""
-    _audio: views.Attachment = PrivateAttr(default_factory=views.Attachment)
+    _audio: Attachment = PrivateAttr(default_factory=Attachment)
     """The transcribed audio for the notebook view: the caller's path, or the caller's bytes when they
     were at most ``VIEW_MAX_MEDIA_BYTES``; by reference, never pickled or dumped."""
 
@@ -117,9 +123,7 @@ class Transcription(BaseModel):
             return self.to_text()
         return self.to_json()
 
-    def player(
-        self, audio: Any = None, *, max_bytes: int = defaults.VIEW_MAX_MEDIA_BYTES
-    ) -> views.AudioPlayer:
+    def player(self, audio: Any = None, *, max_bytes: int = defaults.VIEW_MAX_MEDIA_BYTES) -> AudioPlayer:
         """An HTML5 audio player of the transcribed audio, for a notebook.
 
         Args:
@@ -144,7 +148,7 @@ class Transcription(BaseModel):
             raise ValueError(
                 "this result keeps no audio (it was not made from a path or small bytes): pass it"
             )
-        return views.audio_player(source, max_bytes)
+        return audio_player(source, max_bytes)
 
     def to_html(
         self,
@@ -168,7 +172,7 @@ class Transcription(BaseModel):
             >>> IPython.display.HTML(result.to_html(max_rows=500))
         """
         source = audio if audio is not None else self._audio.value
-        return views.transcription_html(
+        return transcription_html(
             self, source, max_rows=max_rows, max_chars=max_chars, max_media_bytes=max_media_bytes
         )
 
@@ -177,11 +181,11 @@ class Transcription(BaseModel):
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         text = self.text.strip()
-        shown = repr(views.clip(text, 60)) + (f" ({len(text):,} chars)" if len(text) > 60 else "")
-        yield "text", views.Shown(shown)
+        shown = repr(clip(text, 60)) + (f" ({len(text):,} chars)" if len(text) > 60 else "")
+        yield "text", Shown(shown)
         yield "language", self.language
         yield "duration", self.duration
-        yield "segments", views.Shown(f"<{views.count(len(self.segments), 'segment')}>")
+        yield "segments", Shown(f"<{count(len(self.segments), 'segment')}>")
         yield "model", self.model
         yield "task", self.task
         if self.requests != 1:
@@ -254,3 +258,121 @@ def render_vtt(cues: list[tuple[float, float, str]]) -> str:
         stamp = f"{format_timestamp(start, separator='.')} --> {format_timestamp(last, separator='.')}"
         blocks.append(f"{stamp}\n{body}\n")
     return "\n".join(blocks)
+
+
+# --------------------------------------------------------------------------------------------------
+# Notebook view
+# --------------------------------------------------------------------------------------------------
+
+
+class AudioPlayer:
+    """An HTML5 audio player; a notebook shows it (``display(player)``, or as a cell's last value).
+
+    Attributes:
+        html: the ``<audio>`` element (the audio embedded as a data URL, or an http(s) ``src``).
+        mime: the audio's MIME type (``None`` for a URL).
+        size: bytes embedded (``None`` for a URL).
+    """
+
+    def __init__(self, html_text: str, mime: str | None = None, size: int | None = None) -> None:
+        self.html = html_text
+        self.mime = mime
+        self.size = size
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+    def __repr__(self) -> str:
+        what = "a URL" if self.size is None else f"{self.size:,} bytes of {self.mime}"
+        return f"AudioPlayer({what})"
+
+
+def audio_player(audio: Any, max_bytes: int = defaults.VIEW_MAX_MEDIA_BYTES) -> AudioPlayer:
+    """An :class:`AudioPlayer` for ``audio``: a path, bytes, ``(samples, sample_rate)`` or an http(s) URL
+    (left to the browser to fetch, by reference).
+
+    Raises:
+        ValueError: the audio is over ``max_bytes`` (it would be embedded in the notebook), a path is
+            not a readable file, or samples are empty or not 1-D/2-D.
+        TypeError: for another kind of input (a file object: pass its bytes).
+
+    Examples:
+        >>> audio_player("talk.wav")  # the last value of a notebook cell shows the player
+        AudioPlayer(120,758 bytes of audio/wav)
+    """
+    if isinstance(audio, str) and audio.strip().lower().startswith(("http://", "https://")):
+        return AudioPlayer(f'<audio controls preload="none" src="{esc(audio.strip())}"></audio>')
+    if isinstance(audio, str | os.PathLike):
+        path = Path(audio)
+        if not path.is_file():
+            raise ValueError(f"no audio file at {path}")
+        _check_size(path.stat().st_size, max_bytes, str(path))
+        data, name = path.read_bytes(), path.name
+    elif isinstance(audio, bytes | bytearray | memoryview):
+        _check_size(len(audio), max_bytes, "the audio")
+        data, name = bytes(audio), ""
+    elif isinstance(audio, tuple) and len(audio) == 2:
+        samples, rate = audio
+        frames = np.asarray(samples)
+        if frames.size == 0:
+            raise ValueError("cannot play an empty array of samples")
+        _check_size(frames.size * 2 + 44, max_bytes, "the audio as 16-bit WAV")
+        data, name = wav_bytes(frames, int(rate)), ".wav"
+    else:
+        raise TypeError(f"cannot play a {type(audio).__name__}: pass a path, bytes, (samples, rate) or a URL")
+    mime = sniff_audio(data, name)
+    encoded = base64.b64encode(data).decode("ascii")
+    player = f'<audio controls preload="metadata" src="data:{esc(mime)};base64,{encoded}"></audio>'
+    return AudioPlayer(player, mime, len(data))
+
+
+def _check_size(size: int, max_bytes: int, what: str) -> None:
+    if size > max_bytes:
+        raise ValueError(
+            f"{what} is {size:,} bytes, over max_bytes={max_bytes:,}: a notebook keeps every output it shows "
+            "(pass a larger max_bytes to embed it anyway)"
+        )
+
+
+def _player_or_note(audio: Any, max_bytes: int) -> str:
+    if audio is None:
+        return ""
+    try:
+        return audio_player(audio, max_bytes).html
+    except (ValueError, TypeError, OSError) as error:
+        return note(f"audio not shown: {error}")
+
+
+def transcription_html(
+    result: Transcription,
+    audio: Any = None,
+    *,
+    max_rows: int = defaults.VIEW_MAX_ROWS,
+    max_chars: int = defaults.VIEW_MAX_TEXT_CHARS,
+    max_media_bytes: int = defaults.VIEW_MAX_MEDIA_BYTES,
+) -> str:
+    """The view of a :class:`~vllm_tasks.Transcription`: a player when ``audio`` is at hand (and at most
+    ``max_media_bytes``), then the timed segments (or the text when there are none)."""
+    facts: list[tuple[str, object]] = [
+        ("model", result.model),
+        ("language", result.language),
+        ("duration", seconds_text(result.duration) if result.duration is not None else None),
+        ("requests", result.requests if result.requests != 1 else None),
+    ]
+    body = [_player_or_note(audio, max_media_bytes)]
+    if result.segments:
+        cell_limit = max(defaults.VIEW_MAX_CELL_CHARS, 1000)
+        rows = [
+            [timestamp(s.start), timestamp(s.end), esc(clip(s.text.strip(), cell_limit))]
+            for s in result.segments[: max(0, max_rows)]
+        ]
+        columns = [("start", True), ("end", True), ("text", False)]
+        body.append(table(columns, rows, total=len(result.segments), noun="segment"))
+    else:
+        body.append(pre(result.text.strip(), max_chars))
+    title = ("Translation" if result.task == "translate" else "Transcription") + (
+        f" — {count(len(result.segments), 'segment')}"
+        if result.segments
+        else f" — {len(result.text):,} chars"
+    )
+    return card(title, facts, *body)

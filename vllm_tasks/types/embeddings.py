@@ -9,7 +9,8 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
-from .. import views
+from .. import defaults
+from ..views import Shown, card, count, esc, note, shape_text, table
 from .common import Usage
 
 EncodingFormat = Literal["auto", "float", "base64", "bytes", "bytes_only"]
@@ -55,7 +56,7 @@ class EmbeddingResult(BaseModel):
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         # The shape, not the numbers: ``EmbeddingResult(vectors=float32[2, 384], model='minilm', ...)``.
-        yield "vectors", views.Shown(views.shape_text(self.vectors))
+        yield "vectors", Shown(shape_text(self.vectors))
         yield "model", self.model
         yield "usage", self.usage
         yield "encoding_format", self.encoding_format
@@ -67,7 +68,7 @@ class EmbeddingResult(BaseModel):
         Examples:
             >>> IPython.display.HTML(result.to_html(max_rows=10))
         """
-        return views.embedding_html(self, max_rows=max_rows, max_columns=max_columns)
+        return embedding_html(self, max_rows=max_rows, max_columns=max_columns)
 
     def _repr_html_(self) -> str:
         return self.to_html()
@@ -96,3 +97,91 @@ class EmbedV2Result(BaseModel):
     texts: list[str] | None = None
     billed_units: dict[str, int] = {}
     id: str | None = None
+
+
+# --------------------------------------------------------------------------------------------------
+# Notebook view
+# --------------------------------------------------------------------------------------------------
+
+
+def norm_stats(vectors: Any, limit: int = defaults.VIEW_MAX_NORM_ROWS) -> dict[str, float] | None:
+    """``{"min", "mean", "max", "rows", "nonfinite"}`` of the L2 norms of the first ``limit`` rows.
+
+    Computed in blocks (bounded memory); ``None`` for an array that is not a 2-D numeric matrix.
+
+    Examples:
+        >>> norm_stats(np.array([[3.0, 4.0]]))["max"]
+        5.0
+    """
+    array = np.asarray(vectors)
+    if array.ndim != 2 or array.shape[0] == 0 or array.dtype.kind not in "fiubV":  # V: bfloat16, fp8
+        return None
+    rows = min(limit, array.shape[0])
+    norms: list[np.ndarray[Any, Any]] = []
+    nonfinite = 0
+    try:
+        for start in range(0, rows, 1024):
+            block = np.asarray(array[start : min(rows, start + 1024)]).astype(np.float64)
+            finite = np.isfinite(block).all(axis=1)
+            nonfinite += int((~finite).sum())
+            norms.append(np.sqrt(np.einsum("ij,ij->i", block[finite], block[finite])))
+    except (TypeError, ValueError):  # a dtype numpy cannot widen
+        return None
+    joined = np.concatenate(norms) if norms else np.zeros(0)
+    if joined.size == 0:
+        return {"rows": float(rows), "nonfinite": float(nonfinite)}
+    return {
+        "min": float(joined.min()),
+        "mean": float(joined.mean()),
+        "max": float(joined.max()),
+        "rows": float(rows),
+        "nonfinite": float(nonfinite),
+    }
+
+
+def embedding_html(result: EmbeddingResult, *, max_rows: int = 5, max_columns: int = 8) -> str:
+    """The view of an :class:`~vllm_tasks.EmbeddingResult`: shape, dtype, norms, model, usage, transport."""
+    vectors = np.asarray(result.vectors)
+    facts: list[tuple[str, object]] = [
+        ("model", result.model or "?"),
+        ("transport", result.encoding_format),
+        ("prompt tokens", f"{result.usage.prompt_tokens:,}"),
+    ]
+    stats = norm_stats(vectors)
+    lines = []
+    if stats is not None and "min" in stats:
+        unit = abs(stats["min"] - 1) < 1e-3 and abs(stats["max"] - 1) < 1e-3
+        of = "" if stats["rows"] >= vectors.shape[0] else f" (first {int(stats['rows']):,} vectors)"
+        lines.append(
+            f"L2 norms{of}: min {stats['min']:.4g} · mean {stats['mean']:.4g} · max {stats['max']:.4g}"
+            + (" — unit length (normalized)" if unit else "")
+        )
+    if stats is not None and stats["nonfinite"]:
+        lines.append(f"{count(int(stats['nonfinite']), 'vector')} with NaN or infinite values")
+    summary = "".join(note(line) for line in lines)
+    title = f"EmbeddingResult — {shape_text(vectors)}"
+    if vectors.ndim == 2 and vectors.shape[0]:
+        title += f" ({count(vectors.shape[0], 'vector')} × {vectors.shape[1]:,} dims)"
+    return card(title, facts, summary, _preview(vectors, max_rows, max_columns))
+
+
+def _preview(vectors: np.ndarray[Any, Any], max_rows: int, max_columns: int) -> str:
+    if vectors.ndim != 2 or not vectors.shape[0] or max_rows <= 0:
+        return ""
+    shown = vectors[:max_rows, :max_columns]
+    more_columns = vectors.shape[1] > max_columns
+    columns = [("#", True)] + [(str(j), True) for j in range(shown.shape[1])]
+    if more_columns:
+        columns.append(("…", False))
+    rows = []
+    for i, row in enumerate(shown):
+        cells = [str(i)] + [esc(_number(value)) for value in row]
+        rows.append(cells + (["…"] if more_columns else []))
+    return table(columns, rows, total=vectors.shape[0], noun="vector")
+
+
+def _number(value: Any) -> str:
+    try:
+        return f"{float(value):.4g}"
+    except (TypeError, ValueError):
+        return str(value)

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import base64
+import io
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from .. import defaults, views
+from .. import defaults
+from ..views import Shown, card, clip, count, esc, note, pre, table
 from .common import Usage
 
 PixelBox = tuple[int, int, int, int]
 
-_COLORS = views.COLORS
+COLORS = ("#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#42d4f4", "#f032e6", "#9a6324")
+"""Box colours, one per label in order of appearance (``OCRResult.draw`` and the notebook view share them)."""
 
 
 class OCRBlock(BaseModel):
@@ -111,7 +115,7 @@ class OCRResult(BaseModel):
             name = block.label or ""
             if not block.boxes or (labels is not None and name not in labels):
                 continue
-            color = color_of.setdefault(name, _COLORS[len(color_of) % len(_COLORS)])
+            color = color_of.setdefault(name, COLORS[len(color_of) % len(COLORS)])
             caption = name if len(name) <= 40 else name[:37] + "..."
             for x1, y1, x2, y2 in self._boxes_for(block, canvas.size):
                 draw.rectangle((x1, y1, x2, y2), outline=color, width=line_width)
@@ -138,7 +142,7 @@ class OCRResult(BaseModel):
         Examples:
             >>> IPython.display.HTML(result.to_html(max_rows=200))
         """
-        return views.ocr_html(
+        return ocr_html(
             self, self._image, max_rows=max_rows, max_chars=max_chars, max_media_bytes=max_media_bytes
         )
 
@@ -147,9 +151,9 @@ class OCRResult(BaseModel):
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         markdown = self.markdown.strip()
-        shown = repr(views.clip(markdown, 60)) + (f" ({len(markdown):,} chars)" if len(markdown) > 60 else "")
-        yield "markdown", views.Shown(shown)
-        yield "blocks", views.Shown(f"<{views.count(len(self.blocks), 'block')}>")
+        shown = repr(clip(markdown, 60)) + (f" ({len(markdown):,} chars)" if len(markdown) > 60 else "")
+        yield "markdown", Shown(shown)
+        yield "blocks", Shown(f"<{count(len(self.blocks), 'block')}>")
         yield "model", self.model
         yield "image_size", self.image_size
         yield "finish_reason", self.finish_reason
@@ -222,3 +226,125 @@ def _as_pil(image: Any) -> Any:
     if type(image).__module__.startswith("PIL."):
         return image
     return prepare_image(image, max_side=None).open_original()
+
+
+# --------------------------------------------------------------------------------------------------
+# Notebook view
+# --------------------------------------------------------------------------------------------------
+
+
+def image_data_url(prepared: Any, max_bytes: int = defaults.VIEW_MAX_MEDIA_BYTES) -> str | None:
+    """The data URL of an OCR'd page for display: the uploaded bytes when small enough, else a copy at most
+    ``VIEW_IMAGE_MAX_SIDE`` pixels long as JPEG; ``None`` when no image is at hand or it cannot be shrunk.
+    """
+    data_url = getattr(prepared, "data_url", None)
+    data = getattr(prepared, "data", None)
+    if not isinstance(data_url, str) or not isinstance(data, bytes):
+        return None
+    if len(data) <= max_bytes and data_url.startswith("data:image/"):
+        return data_url
+    try:
+        from PIL import Image
+
+        with Image.open(io.BytesIO(data)) as image:
+            image.thumbnail((defaults.VIEW_IMAGE_MAX_SIDE, defaults.VIEW_IMAGE_MAX_SIDE))
+            buffer = io.BytesIO()
+            image.convert("RGB").save(buffer, format="JPEG", quality=85)
+    except Exception:
+        return None
+    if buffer.tell() > max_bytes:
+        return None
+    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def label_colors(labels: Iterable[str | None]) -> dict[str, str]:
+    """A colour per label, in order of first appearance."""
+    colors: dict[str, str] = {}
+    for label in labels:
+        colors.setdefault(label or "", COLORS[len(colors) % len(COLORS)])
+    return colors
+
+
+def page_svg(result: OCRResult, data_url: str, colors: Mapping[str, str]) -> str:
+    """The page image with every block's boxes drawn over it, as inline SVG (boxes in image pixels)."""
+    width, height = result.image_size or result.sent_size or (999, 999)
+    stroke = max(2.0, max(width, height) / 400)
+    rects = []
+    for block in result.blocks:
+        color = colors.get(block.label or "", COLORS[0])
+        tip = esc(f"{block.label or 'text'}: {clip(block.text, 160)}")
+        for x1, y1, x2, y2 in block.boxes if result.image_size else []:
+            rects.append(
+                f'<rect x="{x1}" y="{y1}" width="{max(0, x2 - x1)}" height="{max(0, y2 - y1)}" '
+                f'fill="{color}" fill-opacity="0.08" stroke="{color}" stroke-width="{stroke:.1f}">'
+                f"<title>{tip}</title></rect>"
+            )
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+        'style="width:100%;height:auto;max-height:800px;border:1px solid rgba(128,128,128,.35)">'
+        f'<image href="{esc(data_url)}" x="0" y="0" width="{width}" height="{height}" '
+        f'preserveAspectRatio="none"/>{"".join(rects)}</svg>'
+    )
+
+
+def _legend(colors: Mapping[str, str]) -> str:
+    swatches = (
+        f'<span style="display:inline-block;margin-right:10px"><span style="display:inline-block;width:10px;'
+        f'height:10px;background:{color};margin-right:4px"></span>{esc(label or "text")}</span>'
+        for label, color in list(colors.items())[:40]
+    )
+    return f"<div>{''.join(swatches)}</div>"
+
+
+def ocr_html(
+    result: OCRResult,
+    prepared: Any = None,
+    *,
+    max_rows: int = defaults.VIEW_MAX_ROWS,
+    max_chars: int = defaults.VIEW_MAX_TEXT_CHARS,
+    max_media_bytes: int = defaults.VIEW_MAX_MEDIA_BYTES,
+) -> str:
+    """The view of an :class:`~vllm_tasks.OCRResult`: the page with its boxes beside the markdown when the
+    image is at hand (``prepared``), else the markdown; then the block list."""
+    facts: list[tuple[str, object]] = [
+        ("model", result.model),
+        ("image", "×".join(map(str, result.image_size)) if result.image_size else None),
+        ("finish", result.finish_reason),
+        ("prompt tokens", f"{result.usage.prompt_tokens:,}"),
+        ("completion tokens", f"{result.usage.completion_tokens or 0:,}"),
+    ]
+    colors = label_colors(block.label for block in result.blocks if block.boxes)
+    data_url = image_data_url(prepared, max_media_bytes) if prepared is not None else None
+    markdown = pre(result.markdown, max_chars)
+    body = []
+    if result.truncated:
+        body.append('<div style="color:#c62828">cut short by max_tokens: the page is incomplete</div>')
+    if data_url is not None:
+        side = "flex:1 1 340px;min-width:0"
+        body.append(
+            '<div style="display:flex;gap:12px;flex-wrap:wrap;align-items:flex-start">'
+            f'<div style="{side}">{page_svg(result, data_url, colors)}{_legend(colors)}</div>'
+            f'<div style="{side}">{markdown}</div></div>'
+        )
+    else:
+        if prepared is not None:
+            body.append(note("page image too large to embed"))
+        body.append(markdown)
+    body.append(_blocks_table(result, max_rows))
+    title = f"OCRResult — {count(len(result.blocks), 'block')}"
+    return card(title, facts, *body)
+
+
+def _blocks_table(result: OCRResult, max_rows: int) -> str:
+    rows = []
+    for i, block in enumerate(result.blocks[: max(0, max_rows)]):
+        boxes = block.boxes[:2]
+        box_text = "; ".join(f"[{x1}, {y1}, {x2}, {y2}]" for x1, y1, x2, y2 in boxes)
+        if len(block.boxes) > 2:
+            box_text += f" +{len(block.boxes) - 2}"
+        label = esc(block.label or "") + ("" if block.complete else " (cut)")
+        rows.append(
+            [str(i), label, esc(box_text), esc(clip(block.text.strip(), defaults.VIEW_MAX_CELL_CHARS))]
+        )
+    columns = [("#", True), ("label", False), ("boxes (px)", False), ("text", False)]
+    return table(columns, rows, total=len(result.blocks), noun="block")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import math
+from collections.abc import Iterable, Iterator, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -10,7 +11,8 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from .. import defaults, views
+from .. import defaults
+from ..views import Attachment, Shown, card, count, describe, esc, note, shape_text, table
 from .common import Usage
 
 
@@ -85,10 +87,10 @@ class RerankResult(BaseModel):
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         # The first hits, not all of them: a 100,000-document ranking has a one-line repr.
         top = ", ".join(
-            f"{hit.index} ({hit.score:.4f}) {views.describe(hit.document, 40)!r}" for hit in self.results[:3]
+            f"{hit.index} ({hit.score:.4f}) {describe(hit.document, 40)!r}" for hit in self.results[:3]
         )
         more = ", …" if len(self.results) > 3 else ""
-        yield "results", views.Shown(f"[{views.count(len(self.results), 'hit')}: {top}{more}]")
+        yield "results", Shown(f"[{count(len(self.results), 'hit')}: {top}{more}]")
         yield "model", self.model
         yield "scorer", str(self.scorer)
         yield "usage", self.usage
@@ -105,7 +107,7 @@ class RerankResult(BaseModel):
         Examples:
             >>> IPython.display.HTML(result.to_html(max_rows=200))
         """
-        return views.rerank_html(self, max_rows=max_rows, max_chars=max_chars)
+        return rerank_html(self, max_rows=max_rows, max_chars=max_chars)
 
     def _repr_html_(self) -> str:
         return self.to_html()
@@ -127,7 +129,7 @@ class ScoreResult(BaseModel):
     model: str
     scorer: ScorerKind
     usage: Usage = Usage()
-    _inputs: views.Attachment = PrivateAttr(default_factory=views.Attachment)
+    _inputs: Attachment = PrivateAttr(default_factory=Attachment)
     """``(text_1 side, text_2 side, pairing)`` of the call, for the notebook view only (by reference)."""
 
     def keep_inputs(self, firsts: Sequence[Any], seconds: Sequence[Any], mode: str) -> ScoreResult:
@@ -136,13 +138,13 @@ class ScoreResult(BaseModel):
         Kept only when every input is a string: encoded images would hold memory for a view.
         """
         if all(type(item) is str for item in firsts) and all(type(item) is str for item in seconds):
-            self._inputs = views.Attachment((firsts, seconds, mode))
+            self._inputs = Attachment((firsts, seconds, mode))
         return self
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         values = ", ".join(f"{score:.4g}" for score in np.asarray(self.scores).reshape(-1)[:5].tolist())
         more = ", …" if np.asarray(self.scores).size > 5 else ""
-        yield "scores", views.Shown(f"{views.shape_text(self.scores)} [{values}{more}]")
+        yield "scores", Shown(f"{shape_text(self.scores)} [{values}{more}]")
         yield "model", self.model
         yield "scorer", str(self.scorer)
         yield "usage", self.usage
@@ -160,7 +162,7 @@ class ScoreResult(BaseModel):
             >>> IPython.display.HTML(result.to_html(max_rows=20))
         """
         inputs = self._inputs.value
-        return views.score_html(self, inputs, max_rows=max_rows, max_chars=max_chars)
+        return score_html(self, inputs, max_rows=max_rows, max_chars=max_chars)
 
     def _repr_html_(self) -> str:
         return self.to_html()
@@ -202,3 +204,112 @@ class PoolingResult(BaseModel):
     data: list[npt.NDArray[np.float32]]
     model: str
     usage: Usage = Usage()
+
+
+# --------------------------------------------------------------------------------------------------
+# Notebook view
+# --------------------------------------------------------------------------------------------------
+
+
+def bar(value: float, low: float, high: float) -> str:
+    """A thin horizontal bar for a score between ``low`` and ``high``."""
+    span = high - low
+    share = 0.0 if span <= 0 or not math.isfinite(value) else min(1.0, max(0.0, (value - low) / span))
+    return (
+        '<div style="width:80px;height:6px;background:rgba(128,128,128,.2);border-radius:3px">'
+        f'<div style="width:{share * 100:.0f}%;height:6px;background:#4c8bf5;border-radius:3px"></div></div>'
+    )
+
+
+def _score_range(scores: Iterable[float]) -> tuple[float, float]:
+    values = [s for s in scores if math.isfinite(s)]
+    if not values:
+        return 0.0, 1.0
+    return min(0.0, *values), max(values)
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+def _scoring_facts(result: RerankResult | ScoreResult) -> list[tuple[str, object]]:
+    return [
+        ("model", result.model or "?"),
+        ("scorer", str(result.scorer)),
+        ("prompt tokens", f"{result.usage.prompt_tokens:,}"),
+    ]
+
+
+def rerank_html(
+    result: RerankResult,
+    *,
+    max_rows: int = defaults.VIEW_MAX_ROWS,
+    max_chars: int = defaults.VIEW_MAX_CELL_CHARS,
+) -> str:
+    """The view of a :class:`~vllm_tasks.RerankResult`: the ranked documents, best first."""
+    hits = result.results
+    low, high = _score_range(hit.score for hit in hits)
+    rows = [
+        [
+            str(rank),
+            str(hit.index),
+            f"{hit.score:.4f}",
+            bar(hit.score, low, high),
+            esc(describe(hit.document, max_chars)),
+        ]
+        for rank, hit in enumerate(hits[: max(0, max_rows)], start=1)
+    ]
+    columns = [("rank", True), ("index", True), ("score", True), ("", False), ("document", False)]
+    facts = [*_scoring_facts(result), ("requests", result.num_requests)]
+    title = f"RerankResult — {count(len(hits), 'hit')}"
+    return card(title, facts, table(columns, rows, total=len(hits), noun="hit"))
+
+
+def top_indices(scores: np.ndarray[Any, Any], k: int) -> list[int]:
+    """Positions of the ``k`` highest scores, highest first (ties: lower position first); O(n) for large n.
+
+    Examples:
+        >>> top_indices(np.array([0.1, 0.9, 0.5]), 2)
+        [1, 2]
+    """
+    n = scores.shape[0]
+    if k <= 0 or n == 0:
+        return []
+    candidates = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
+    order = sorted(candidates.tolist(), key=lambda i: (-float(scores[i]), i))
+    return order[:k]
+
+
+def score_html(
+    result: ScoreResult,
+    inputs: tuple[Sequence[Any], Sequence[Any], str] | None,
+    *,
+    max_rows: int = defaults.VIEW_MAX_ROWS,
+    max_chars: int = defaults.VIEW_MAX_CELL_CHARS,
+) -> str:
+    """The view of a :class:`~vllm_tasks.ScoreResult`: pairs ranked by score, with their texts when the
+    result kept them (``inputs`` = ``(text_1 side, text_2 side, mode)``)."""
+    scores = np.asarray(result.scores, dtype=np.float64).reshape(-1)
+    order = top_indices(scores, max_rows)
+    low, high = _score_range(scores[order].tolist())
+    firsts, seconds, mode = inputs if inputs is not None else ((), (), "")
+    zipped = mode == "N:N"
+    columns = [("rank", True), ("pair", True), ("score", True), ("", False)]
+    if seconds:
+        columns += [("text_1", False)] if zipped else []
+        columns.append(("text_2", False))
+    rows = []
+    for rank, i in enumerate(order, start=1):
+        cells = [str(rank), str(i), f"{scores[i]:.4f}", bar(float(scores[i]), low, high)]
+        if seconds and i < len(seconds):
+            if zipped:
+                cells.append(esc(describe(firsts[i], max_chars)))
+            cells.append(esc(describe(seconds[i], max_chars)))
+        rows.append(cells)
+    body = []
+    if firsts and not zipped:
+        body.append(note("text_1: " + describe(firsts[0], max_chars)))
+    if not seconds:
+        body.append(note("texts not kept by this result (made elsewhere, unpickled, or not all strings)"))
+    body.append(table(columns, rows, total=scores.shape[0], noun="pair"))
+    title = f"ScoreResult — {count(scores.shape[0], 'score')}, ranked"
+    return card(title, _scoring_facts(result), *body)

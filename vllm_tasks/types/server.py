@@ -8,9 +8,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from .. import views
+from .. import defaults
 from ..errors import redact_url
 from ..versions import ServerVersion
+from ..views import card, clip, esc, note, table
 
 
 class ModelCard(BaseModel):
@@ -60,7 +61,7 @@ class ServerInfo(BaseModel):
     @property
     def default_model(self) -> str | None:
         """The first served name, which vLLM uses when a request names no model."""
-        base = [card for card in self.models if card.parent is None]
+        base = [entry for entry in self.models if entry.parent is None]
         cards = base or list(self.models)
         return cards[0].id if cards else None
 
@@ -76,9 +77,9 @@ class ServerInfo(BaseModel):
             KeyError: when the server does not serve that name.
         """
         name = model or self.default_model
-        for card in self.models:
-            if card.id == name:
-                return card
+        for entry in self.models:
+            if entry.id == name:
+                return entry
         raise KeyError(name)
 
     def serves_route(self, path: str) -> bool | None:
@@ -156,7 +157,7 @@ class ProbeReport(BaseModel):
         Examples:
             >>> IPython.display.HTML(client.probe().to_html())
         """
-        return views.probe_html(self)
+        return probe_html(self)
 
     def _repr_html_(self) -> str:
         return self.to_html()
@@ -168,3 +169,72 @@ class ProbeReport(BaseModel):
         yield "advisories", [advisory.id for advisory in self.advisories]
         if self.ngram_processor is not None:
             yield "ngram_processor", self.ngram_processor
+
+
+# --------------------------------------------------------------------------------------------------
+# Notebook view
+# --------------------------------------------------------------------------------------------------
+
+
+_STATUS_COLORS = {
+    "served": "#2e7d32",
+    "not_served": "#757575",
+    "inactive": "#ef6c00",
+    "unauthorized": "#c62828",
+    "error": "#c62828",
+}
+
+
+def _status(status: str) -> str:
+    color = _STATUS_COLORS.get(status, "#757575")
+    return f'<span style="color:{color};font-weight:600">{esc(status)}</span>'
+
+
+def _reference(reference: str | None) -> str:
+    if not reference:
+        return ""
+    if reference.lower().startswith(("https://", "http://")):
+        return f' <a href="{esc(reference)}" target="_blank" rel="noopener noreferrer">reference</a>'
+    return f" ({esc(reference)})"
+
+
+def probe_html(report: ProbeReport, *, max_chars: int = defaults.VIEW_MAX_CELL_CHARS) -> str:
+    """The view of a :class:`~vllm_tasks.ProbeReport`: the served-task table, the models and advisories."""
+    server = report.server
+    facts: list[tuple[str, object]] = [
+        ("server", server.base_url),
+        ("vLLM", server.version or "hidden"),
+        ("served", f"{len(report.served_tasks)} of {len(report.tasks)} tasks"),
+        (
+            "n-gram processor",
+            None if report.ngram_processor is None else ("loaded" if report.ngram_processor else "MISSING"),
+        ),
+    ]
+    rows = [
+        [
+            esc(probe.task),
+            f"<code>{esc(probe.path)}</code>",
+            _status(str(probe.status)),
+            esc(probe.http_status if probe.http_status is not None else ""),
+            esc(clip(probe.detail or "", max_chars)),
+        ]
+        for probe in report.tasks
+    ]
+    columns = [("task", False), ("route", False), ("status", False), ("HTTP", True), ("detail", False)]
+    models = [
+        [esc(model.id), esc(model.root or ""), esc(model.parent or ""), esc(model.max_model_len or "")]
+        for model in server.models[: defaults.VIEW_MAX_ROWS]
+    ]
+    model_columns = [("model", False), ("root", False), ("parent", False), ("max_model_len", True)]
+    advisories = "".join(
+        f"<li><b>{esc(a.id)}</b>: {esc(clip(a.message, 2000))}{_reference(a.reference)}</li>"
+        for a in report.advisories
+    )
+    body = [
+        table(columns, rows, total=len(report.tasks), noun="task"),
+        table(model_columns, models, total=len(server.models), noun="model"),
+        f'<div><b>Advisories</b><ul style="margin:4px 0">{advisories}</ul></div>'
+        if advisories
+        else note("no advisories for this server"),
+    ]
+    return card("ProbeReport", facts, *body)
