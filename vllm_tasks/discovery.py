@@ -6,7 +6,7 @@ The sending is ``vllm_tasks/_async/discovery.py`` (and its generated sync twin).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +16,8 @@ import orjson
 from . import defaults
 from .errors import parse_error_body
 from .responses import json_object, malformed, validated
-from .tasks import TaskRoute
+from .server_state import Fact
+from .tasks import TASK_ROUTES, TaskRoute
 from .transport import Request
 from .types.server import Advisory, ModelCard, ServerInfo, TaskProbe, TaskStatus
 
@@ -178,3 +179,60 @@ def advisories_for(info: ServerInfo, tasks: tuple[TaskProbe, ...]) -> list[Advis
         for rule in ADVISORIES
         if rule.applies(info, statuses)
     ]
+
+
+NGRAM_PROCESSOR_FLAG = (
+    "--logits-processors vllm.model_executor.models.deepseek_ocr:NGramPerReqLogitsProcessor"
+)
+"""The server flag that loads DeepSeek-OCR's n-gram repetition guard."""
+
+NGRAM_PROCESSOR: Fact[str, bool | None] = Fact("n-gram processor loaded", key="model")
+"""Whether DeepSeek-OCR's n-gram processor is loaded: True, False (``vllm_xargs`` ignored), or None
+(the check was inconclusive); learned by ``probe()`` or the first ``ocr()`` call that sends
+``vllm_xargs``."""
+
+
+def ngram_check_request(
+    model: str | None, extra_headers: Mapping[str, str] | None, timeout: float
+) -> Request:
+    """The one-token request that tells whether DeepSeek-OCR's n-gram logits processor is loaded.
+
+    It sends ``vllm_xargs {"ngram_size": 0}`` with ``max_tokens: 1``: a loaded processor rejects it with
+    400 ("`ngram_size` has to be a strictly positive integer"); a server without the processor ignores
+    ``vllm_xargs`` and answers 200. Single attempt.
+
+    Examples:
+        >>> ngram_check_request("ocr", None, 30.0).json["vllm_xargs"]
+        {'ngram_size': 0}
+    """
+    body: dict[str, Any] = {
+        "messages": [{"role": "user", "content": "."}],
+        "max_tokens": 1,
+        "vllm_xargs": {"ngram_size": 0},
+    }
+    if model:
+        body["model"] = model
+    return Request(
+        "POST",
+        TASK_ROUTES["chat"].path,
+        json=body,
+        headers=extra_headers,
+        task="chat",
+        retry=False,
+        timeout=timeout,
+    )
+
+
+def missing_processor_message() -> str:
+    """The warning text for a server without the n-gram processor.
+
+    Examples:
+        >>> "--logits-processors" in missing_processor_message()
+        True
+    """
+    return (
+        "This server ignores vllm_xargs: DeepSeek-OCR's n-gram repetition guard is not loaded, so tables "
+        f"and repeated lines can loop until max_tokens. Start the server with `{NGRAM_PROCESSOR_FLAG}` "
+        "(and, per the recipe, --no-enable-prefix-caching --mm-processor-cache-gb 0). Pass "
+        "require_ngram_processor=True to raise instead."
+    )

@@ -40,6 +40,7 @@ from .responses import (
     unexpected,
     usage_of,
 )
+from .server_state import Fact
 from .transport import Request
 from .types.common import Usage
 from .types.embeddings import EmbeddingResult, EmbeddingType, EmbedV2Result, EncodingFormat
@@ -118,6 +119,14 @@ def _gated_features(fmt: str, options: Mapping[str, Any]) -> list[str]:
 
 
 EMBEDDINGS_PATH = "/v1/embeddings"
+
+EMBEDDING_WIDTH: Fact[tuple[str, int | None], int] = Fact("embedding width", key="(model, dimensions)")
+"""The width of the vectors the server answered for a model and ``dimensions``: a later answer of
+another width is a cut-short body or a swapped model, never silently mixed in."""
+
+BYTES_BATCH_CAP: Fact[None, int] = Fact("bytes batch cap", key="None (the whole server)")
+"""The most inputs per ``bytes`` request, set after a proxy refused a bytes answer's metadata header
+(see :func:`header_may_overflow`)."""
 RAW_FORMATS = ("bytes", "bytes_only")
 _RAW_TYPES = ("application/octet-stream", "")
 

@@ -28,6 +28,7 @@ import httpx
 
 from . import defaults, gates, grounding
 from .calls import CallOptions
+from .discovery import NGRAM_PROCESSOR_FLAG
 from .errors import InvalidInputError, UnsupportedByServer
 from .images import PreparedImage, prepare_image
 from .pdf import parse_pages
@@ -39,10 +40,6 @@ from .types.server import ServerInfo
 from .validation import is_number, number_in_range, positive_int
 
 CHAT_PATH = "/v1/chat/completions"
-NGRAM_PROCESSOR_FLAG = (
-    "--logits-processors vllm.model_executor.models.deepseek_ocr:NGramPerReqLogitsProcessor"
-)
-"""The server flag that loads DeepSeek-OCR's n-gram repetition guard."""
 
 PROMPTS: dict[str, str] = {
     "markdown": "<|grounding|>Convert the document to markdown.",
@@ -68,20 +65,6 @@ class OCRTruncatedWarning(UserWarning):
 
 class NGramProcessorMissingWarning(UserWarning):
     """The server ignores ``vllm_xargs``: it was started without DeepSeek-OCR's n-gram logits processor."""
-
-
-@dataclass
-class OCRState:
-    """Per-client cache of what the OCR methods learned about the server.
-
-    Attributes:
-        ngram_processor: True when the n-gram processor is loaded, False when the server ignores
-            ``vllm_xargs``, None until checked (or when the check was inconclusive).
-        checked: whether the check ran.
-    """
-
-    ngram_processor: bool | None = None
-    checked: bool = False
 
 
 @dataclass(frozen=True)
@@ -253,31 +236,6 @@ def page_request(image_url: str, options: OCROptions, model: str | None, call: C
     )
 
 
-def ngram_check_request(
-    model: str | None, extra_headers: Mapping[str, str] | None, timeout: float
-) -> Request:
-    """The one-token request that tells whether DeepSeek-OCR's n-gram logits processor is loaded.
-
-    It sends ``vllm_xargs {"ngram_size": 0}`` with ``max_tokens: 1``: a loaded processor rejects it with
-    400 ("`ngram_size` has to be a strictly positive integer"); a server without the processor ignores
-    ``vllm_xargs`` and answers 200. Single attempt.
-
-    Examples:
-        >>> ngram_check_request("ocr", None, 30.0).json["vllm_xargs"]
-        {'ngram_size': 0}
-    """
-    body: dict[str, Any] = {
-        "messages": [{"role": "user", "content": "."}],
-        "max_tokens": 1,
-        "vllm_xargs": {"ngram_size": 0},
-    }
-    if model:
-        body["model"] = model
-    return Request(
-        "POST", CHAT_PATH, json=body, headers=extra_headers, task="chat", retry=False, timeout=timeout
-    )
-
-
 def uses_ngram_processor(options: OCROptions, info: ServerInfo) -> bool:
     """Whether the call sends ``vllm_xargs`` (so the processor matters); gated on the server version.
 
@@ -294,16 +252,16 @@ def uses_ngram_processor(options: OCROptions, info: ServerInfo) -> bool:
     return True
 
 
-def require_ngram_processor(state: OCRState, options: OCROptions, info: ServerInfo) -> None:
-    """Refuse a call that requires the processor when the check found it missing.
+def require_ngram_processor(found: bool | None, options: OCROptions, info: ServerInfo) -> None:
+    """Refuse a call that requires the processor when the check found it missing (``found`` False).
 
     Raises:
         UnsupportedByServer: ``require_ngram_processor=True`` and the server ignores ``vllm_xargs``.
 
     Examples:
-        >>> require_ngram_processor(OCRState(True, True), OCROptions(require_ngram_processor=True), info)
+        >>> require_ngram_processor(True, OCROptions(require_ngram_processor=True), info)
     """
-    if state.ngram_processor is False and options.require_ngram_processor:
+    if found is False and options.require_ngram_processor:
         raise UnsupportedByServer(
             "deepseek_ocr_ngram_xargs",
             server_version=info.version,
@@ -311,21 +269,6 @@ def require_ngram_processor(state: OCRState, options: OCROptions, info: ServerIn
             server_flag=NGRAM_PROCESSOR_FLAG,
             detail="The server answers 200 to vllm_xargs it ignores; restart it with the flag.",
         )
-
-
-def missing_processor_message() -> str:
-    """The warning text for a server without the n-gram processor.
-
-    Examples:
-        >>> "--logits-processors" in missing_processor_message()
-        True
-    """
-    return (
-        "This server ignores vllm_xargs: DeepSeek-OCR's n-gram repetition guard is not loaded, so tables "
-        f"and repeated lines can loop until max_tokens. Start the server with `{NGRAM_PROCESSOR_FLAG}` "
-        "(and, per the recipe, --no-enable-prefix-caching --mm-processor-cache-gb 0). Pass "
-        "require_ngram_processor=True to raise instead."
-    )
 
 
 def truncated_message(result: OCRResult) -> str:

@@ -36,6 +36,7 @@ from .calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
 from .decoding import DecodeError, float_rows
 from .errors import APIError, BadRequestError, ContextLengthExceeded, InternalServerError, InvalidInputError
 from .responses import in_index_order, index_problem, json_object, malformed, text_or_none, usage_of
+from .server_state import Fact
 from .tasks import TaskName
 from .transport import Request
 from .types.common import Usage
@@ -72,6 +73,10 @@ QUERY_TOO_LONG_HINT = (
     "vLLM 0.32 answers this when the query alone does not fit the model's context while "
     "max_tokens_per_doc is set; cut the query with max_tokens_per_query=N."
 )
+
+SCORER_KIND: Fact[str, ScorerKind] = Fact("scorer kind", key="model")
+"""What the served model scores with (cross-encoder, bi-encoder, late interaction), probed once per
+model with ``/pooling`` (see :func:`scorer_probe_request`)."""
 
 
 # --------------------------------------------------------------------------------------------------

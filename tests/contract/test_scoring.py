@@ -138,7 +138,7 @@ def test_client_side_truncation_matches_the_servers(vllm_rerank: Any) -> None:
         server_side = client.score(QUERY, docs, max_tokens_per_doc=8).scores
         # Pretend the server is vLLM 0.19 (no max_tokens_per_doc): the client cuts via /tokenize.
         info = client.server_info()
-        client._server_info = info.model_copy(update={"version": "0.19.0"})
+        client._server_state = client._server_state.with_info(info.model_copy(update={"version": "0.19.0"}))
         with pytest.raises(vt.UnsupportedByServer):
             client.score(QUERY, docs, max_tokens_per_doc=8)
         client_side = client.score(

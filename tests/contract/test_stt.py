@@ -327,8 +327,8 @@ def test_beam_search_gate_and_stream_refusal(client: vt.Client, vllm_stt: Any) -
     assert result.text.lower().startswith("the quick")
     with vt.Client(vllm_stt.base_url) as old:
         info = old.server_info()
-        old._server_info = ServerInfo(
-            base_url=info.base_url, version="0.17.0", models=info.models, routes=info.routes
+        old._server_state = old._server_state.with_info(
+            ServerInfo(base_url=info.base_url, version="0.17.0", models=info.models, routes=info.routes)
         )
         with pytest.raises(vt.UnsupportedByServer, match=r"0\.18\.0"):
             old.transcribe(FOX, use_beam_search=True)

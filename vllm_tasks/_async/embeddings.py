@@ -124,7 +124,10 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         *,
         conversations: bool,
     ) -> EmbeddingResult:
-        info = await self.server_info()
+        state = await self._current_state()
+        info = state.info
+        assert info is not None  # _current_state read it
+        bytes_batch_cap = state.get(embeddings.BYTES_BATCH_CAP, None)
         batch_size, max_chars = batching.batch_size, defaults.EMBED_MAX_BATCH_CHARS
         while True:
             # Planning 50,000 inputs takes ~20 ms: too long for the event loop.
@@ -138,7 +141,7 @@ class AsyncEmbeddingMethods(AsyncClientBase):
                 batch_size=batch_size,
                 conversations=conversations,
                 max_chars=max_chars,
-                bytes_batch_cap=self._bytes_batch_cap,
+                bytes_batch_cap=bytes_batch_cap,
             )
             try:
                 responses = await self._send_embed_plan(plan, prompts, batching, info, conversations)
@@ -152,23 +155,25 @@ class AsyncEmbeddingMethods(AsyncClientBase):
             except InternalServerError as error:
                 if not embeddings.header_may_overflow(plan, error):
                     raise
-                self._bytes_batch_cap = defaults.EMBED_BYTES_MAX_BATCH
+                bytes_batch_cap = defaults.EMBED_BYTES_MAX_BATCH
+                self._learn(state, embeddings.BYTES_BATCH_CAP, None, bytes_batch_cap)
                 logger.warning(
                     "a 502 for bytes batches of up to %d inputs: a proxy in front of vLLM likely refuses the "
                     "answers' metadata header (nginx: raise proxy_buffer_size); this client now sends at "
                     "most %d inputs per bytes request",
                     max(map(len, plan.batches)),
-                    self._bytes_batch_cap,
+                    bytes_batch_cap,
                 )
         width_key = (str(plan.model or ""), params.dimensions)
-        known_width = self._embedding_widths.get(width_key)
+        known_width = self._server_state.get(embeddings.EMBEDDING_WIDTH, width_key)
         if _body_bytes(responses) > defaults.OFFLOAD_DECODE_BYTES:
             result = await async_offload(
                 embeddings.merge_embeddings, plan, responses, params, info, known_width
             )
         else:
             result = embeddings.merge_embeddings(plan, responses, params, info, known_width)
-        self._embedding_widths.setdefault(width_key, int(result.vectors.shape[1]))
+        if known_width is None:
+            self._learn(state, embeddings.EMBEDDING_WIDTH, width_key, int(result.vectors.shape[1]))
         return result
 
     async def _send_embed_plan(

@@ -352,16 +352,20 @@ class AsyncScoringMethods(AsyncClientBase):
         an engine batch. The lock keeps concurrent calls on this client from probing beside each other's
         batches.
         """
-        if (name or "") not in self._scorer_kinds:
-            async with self._scorer_lock:
-                if (name or "") not in self._scorer_kinds:
+        key = name or ""
+        kind = self._server_state.get(scoring.SCORER_KIND, key)
+        if kind is None:
+            async with self._discovery_lock:
+                seen = self._server_state
+                kind = seen.get(scoring.SCORER_KIND, key)
+                if kind is None:
                     response = await self._transport.send(scoring.scorer_probe_request(name, timeout))
                     kind = scoring.scorer_from_probe(response, info)
                     if kind is None:  # an old server answered per token: ask whether the model embeds
                         request = scoring.scorer_probe_request(name, timeout, task="embed")
                         kind = scoring.scorer_from_embed_probe(await self._transport.send(request))
-                    self._scorer_kinds[name or ""] = kind
-        return self._scorer_kinds[name or ""]
+                    self._learn(seen, scoring.SCORER_KIND, key, kind)
+        return kind
 
     # ----------------------------------------------------------------------------------------------
     # The flow rerank and score share
@@ -372,14 +376,14 @@ class AsyncScoringMethods(AsyncClientBase):
     ) -> ScoringSetup:
         """Check the call against the server (token limits, gates) and cut texts client-side if asked."""
         info = await self.server_info()
-        setup = scoring.plan_scoring(
-            info, pairs, params, call, client_model=self.model, scorer_kinds=self._scorer_kinds
-        )
-        if (setup.model or "") not in self._scorer_kinds:
-            await self._scorer_kind_of(info, setup.model, call.timeout)
+        kinds = self._server_state.all_of(scoring.SCORER_KIND)
+        setup = scoring.plan_scoring(info, pairs, params, call, client_model=self.model, scorer_kinds=kinds)
+        if (setup.model or "") not in kinds:
+            kind = await self._scorer_kind_of(info, setup.model, call.timeout)
             # Again, knowing the kind now: multimodal late interaction has its own gate.
+            kinds = {**kinds, setup.model or "": kind}
             setup = scoring.plan_scoring(
-                info, pairs, params, call, client_model=self.model, scorer_kinds=self._scorer_kinds
+                info, pairs, params, call, client_model=self.model, scorer_kinds=kinds
             )
         limits = setup.client_limits
         firsts = await self._truncate(setup, pairs.firsts, limits.get("max_tokens_per_query"), batching)
@@ -419,7 +423,7 @@ class AsyncScoringMethods(AsyncClientBase):
                     raise
                 batch_size, max_bytes = smaller
                 continue
-            return responses, batches, self._scorer_kinds[setup.model or ""]
+            return responses, batches, await self._scorer_kind_of(setup.info, setup.model, setup.call.timeout)
 
     async def _send_explained(
         self, setup: ScoringSetup, requests: list[Request], batches: Sequence[range], batching: Batching
@@ -434,7 +438,9 @@ class AsyncScoringMethods(AsyncClientBase):
                 description=setup.pairs.fields[1],
             )
         except ContextLengthExceeded as error:
-            await self._name_too_long(error, setup, self._scorer_kinds.get(setup.model or ""))
+            await self._name_too_long(
+                error, setup, self._server_state.get(scoring.SCORER_KIND, setup.model or "")
+            )
             raise
         except InternalServerError as error:
             scoring.explain_query_too_long(error)

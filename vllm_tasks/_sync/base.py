@@ -7,7 +7,7 @@ Source of truth: ``vllm_tasks/_sync/`` is generated from ``vllm_tasks/_async/`` 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -15,17 +15,20 @@ import httpx
 
 from .. import defaults
 from ..config import ClientSettings, FetchLimits, TimeoutArg
+from ..discovery import NGRAM_PROCESSOR
 from ..errors import InvalidInputError
 from ..progress import Progress
+from ..server_state import Fact, ServerState
 from ..telemetry import UsageCounter
 from ..transport import Request, SyncTransport
 from ..types.common import ClientUsage
-from ..types.scoring import ScorerKind
 from ..types.server import ProbeReport, ServerInfo
 from ..validation import positive_number
 from . import discovery
 
 Result = TypeVar("Result")
+Key = TypeVar("Key", bound=Hashable)
+Value = TypeVar("Value")
 
 
 class ClientBase:
@@ -88,15 +91,12 @@ class ClientBase:
         self._http = http_client or httpx.Client()
         self._usage = UsageCounter()
         self._transport = SyncTransport(self._http, settings, usage=self._usage)
-        self._server_info: ServerInfo | None = None
-        self._server_info_lock = threading.Lock()
-        # (model, dimensions) -> the embedding width this server answered; a later answer of another
-        # width is a cut-short body or a swapped model, never silently mixed in.
-        self._embedding_widths: dict[tuple[str, int | None], int] = {}
-        # Set after a proxy refused a bytes answer's header (embeddings.header_may_overflow).
-        self._bytes_batch_cap: int | None = None
-        self._scorer_kinds: dict[str, ScorerKind] = {}  # model -> kind, probed once (scoring mixin)
-        self._scorer_lock = threading.Lock()
+        self._server_state = ServerState()
+        # Held while reading the server info or probing a fact once (scorer kind, n-gram processor).
+        self._discovery_lock = threading.Lock()
+        # Held only to swap _server_state (never across an await), so threads learning facts at once
+        # do not lose one another's.
+        self._state_swap = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings: ClientSettings, *, http_client: httpx.Client | None = None) -> Self:
@@ -222,7 +222,9 @@ class ClientBase:
         """What the server is: version, served models (``root``, ``max_model_len``), mounted routes.
 
         Read from ``GET /version``, ``GET /v1/models`` and ``GET /openapi.json`` once per client and
-        cached; ``refresh=True`` reads them again.
+        cached; ``refresh=True`` reads them again and forgets every fact learned about the server since
+        (embedding widths, scorer kinds, the n-gram processor check, a proxy's batch cap), so a server
+        restarted on other weights is learned again.
 
         Returns:
             ServerInfo: ``version`` is ``None`` when the server hides it, ``routes`` is ``None`` when
@@ -236,12 +238,30 @@ class ClientBase:
             >>> (client.server_info()).version
             '0.32.0'
         """
-        if self._server_info is None or refresh:
-            with self._server_info_lock:
-                if self._server_info is None or refresh:
-                    self._server_info = discovery.discover(self._transport, self._settings.base_url)
-                    self._embedding_widths.clear()
-        return self._server_info
+        info = self._server_state.info
+        if info is None or refresh:
+            with self._discovery_lock:
+                info = self._server_state.info
+                if info is None or refresh:
+                    info = discovery.discover(self._transport, self._settings.base_url)
+                    with self._state_swap:
+                        # A first read keeps the facts a probe() learned before; a refresh forgets all.
+                        kept = ServerState() if refresh else self._server_state
+                        self._server_state = kept.with_info(info)
+        return info
+
+    def _current_state(self) -> ServerState:
+        """The server state, with the server info read if it was not yet."""
+        self.server_info()
+        return self._server_state
+
+    def _learn(self, seen: ServerState, fact: Fact[Key, Value], key: Key, value: Value) -> None:
+        """Remember a fact learned from answers the server gave while ``seen`` was the state; dropped
+        when ``server_info(refresh=True)`` started a new state meanwhile (the answers may be the old
+        server's)."""
+        with self._state_swap:
+            if self._server_state.info is seen.info:
+                self._server_state = self._server_state.learned(fact, key, value)
 
     def wait_until_ready(
         self, timeout: float = defaults.READY_TIMEOUT, *, interval: float = defaults.HEALTH_POLL_INTERVAL
@@ -274,7 +294,12 @@ class ClientBase:
             >>> report.served_tasks
             ['embed', 'embed_v2', 'score', 'rerank', 'pooling']
         """
-        return discovery.probe(self._transport, self._settings.base_url)
+        seen = self._server_state
+        report = discovery.probe(self._transport, self._settings.base_url)
+        if report.ngram_processor is not None:  # kept, so that ocr() calls do not check again
+            model = self.model or report.server.default_model or ""
+            self._learn(seen, NGRAM_PROCESSOR, model, report.ngram_processor)
+        return report
 
     def _send_batches(
         self,

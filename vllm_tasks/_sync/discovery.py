@@ -13,14 +13,15 @@ from .. import defaults
 from ..discovery import (
     advisories_for,
     classify_probe,
+    missing_processor_message,
     model_matches,
+    ngram_check_request,
     parse_models_response,
     parse_openapi_response,
     parse_version_response,
     probe_requests,
 )
 from ..errors import APIConnectionError, APIError, BadRequestError, ServerNotReady
-from ..ocr import missing_processor_message, ngram_check_request
 from ..tasks import TASK_ROUTES
 from ..transport import Request, SyncTransport
 from ..types.server import Advisory, ProbeReport, ServerInfo, TaskStatus

@@ -8,7 +8,6 @@ steps (image decoding and encoding, PDF rendering) go through ``sync_offload``.
 
 from __future__ import annotations
 
-import threading
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -16,12 +15,13 @@ from typing import Any
 from .. import defaults, pdf
 from .. import ocr as ocr_parts
 from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
+from ..discovery import NGRAM_PROCESSOR, missing_processor_message
 from ..errors import ImageFetchError
 from ..images import ImageInput, PreparedImage, is_remote_url, prepare_image
 from ..offload import sync_offload
 from ..progress import Progress
 from ..types.ocr import OCRDocument, OCRPage, OCRResult
-from ..types.server import ProbeReport, ServerInfo
+from ..types.server import ServerInfo
 from . import discovery
 from .base import ClientBase
 from .fetching import fetch_input
@@ -29,15 +29,6 @@ from .fetching import fetch_input
 
 class OCRMethods(ClientBase):
     """``ocr`` and ``ocr_pdf``: DeepSeek-OCR through ``/v1/chat/completions`` with the recipe applied."""
-
-    def _ocr_state(self) -> ocr_parts.OCRState:
-        """What this client learned about the server's n-gram processor (made on first use)."""
-        state: ocr_parts.OCRState | None = getattr(self, "_ocr_server_state", None)
-        if state is None:
-            state = ocr_parts.OCRState()
-            self._ocr_server_state = state
-            self._ocr_check_lock = threading.Lock()
-        return state
 
     def ocr(
         self,
@@ -164,22 +155,16 @@ class OCRMethods(ClientBase):
         """Gate ``vllm_xargs`` on the server version, then check the processor once per client."""
         if not ocr_parts.uses_ngram_processor(options, info):
             return
-        state = self._ocr_state()
-        if not state.checked:
-            with self._ocr_check_lock:
-                if not state.checked:
-                    state.ngram_processor = discovery.check_ngram_processor(
-                        self._transport, model, extra_headers=extra_headers
-                    )
-                    state.checked = True
-                    if state.ngram_processor is False and not options.require_ngram_processor:
-                        # stacklevel: here < _ocr / _ocr_pdf < ocr / ocr_pdf < the caller
-                        warnings.warn(
-                            ocr_parts.missing_processor_message(),
-                            ocr_parts.NGramProcessorMissingWarning,
-                            stacklevel=4,
-                        )
-        ocr_parts.require_ngram_processor(state, options, info)
+        known = self._server_state.knows(NGRAM_PROCESSOR, model or "")
+        found = self._ngram_processor(model, extra_headers)
+        if not known and found is False and not options.require_ngram_processor:
+            # stacklevel: here < _ocr / _ocr_pdf < ocr / ocr_pdf < the caller
+            warnings.warn(
+                missing_processor_message(),
+                ocr_parts.NGramProcessorMissingWarning,
+                stacklevel=4,
+            )
+        ocr_parts.require_ngram_processor(found, options, info)
 
     def ocr_pdf(
         self,
@@ -311,25 +296,23 @@ class OCRMethods(ClientBase):
             >>> client.check_ngram_processor()
             True
         """
-        state = self._ocr_state()
-        if refresh or not state.checked:
-            with self._ocr_check_lock:
-                found = discovery.check_ngram_processor(self._transport, model or self.model)
-                state.ngram_processor, state.checked = found, True
-        return state.ngram_processor
+        return self._ngram_processor(model, None, refresh=refresh)
 
-    def probe(self) -> ProbeReport:
-        """Check which tasks the server serves, and which known pitfalls apply to it.
-
-        As :meth:`ClientBase.probe`; on a DeepSeek-OCR server the n-gram processor check it runs
-        is also kept for later ``ocr()`` calls, so they do not check again.
-
-        Examples:
-            >>> (client.probe()).ngram_processor
-            True
-        """
-        report = super().probe()
-        if report.ngram_processor is not None:
-            state = self._ocr_state()
-            state.ngram_processor, state.checked = report.ngram_processor, True
-        return report
+    def _ngram_processor(
+        self, model: str | None, extra_headers: Mapping[str, str] | None, *, refresh: bool = False
+    ) -> bool | None:
+        """The n-gram processor check's answer, checked once per model and kept in the server state."""
+        state = self._current_state()
+        assert state.info is not None  # _current_state read it
+        model = resolve_model(state.info, model, self.model)
+        key = model or ""
+        if refresh or not state.knows(NGRAM_PROCESSOR, key):
+            with self._discovery_lock:
+                state = self._server_state
+                if refresh or not state.knows(NGRAM_PROCESSOR, key):
+                    found = discovery.check_ngram_processor(
+                        self._transport, model, extra_headers=extra_headers
+                    )
+                    self._learn(state, NGRAM_PROCESSOR, key, found)
+                    return found
+        return state.get(NGRAM_PROCESSOR, key)
