@@ -29,6 +29,7 @@ REPLACEMENTS: list[tuple[str, str]] = [
     (r"\bimport asyncio\b", "import threading"),
     (r"\basyncio\.Lock\(\)", "threading.Lock()"),
     (r"\bAsyncTransport\b", "SyncTransport"),
+    (r"\bAsyncBackend\b", "SyncBackend"),
     (r"\bAsync(?=[A-Z])", ""),
     (r"\basync_offload\b", "sync_offload"),
     (r"\basync def ", "def "),
@@ -39,6 +40,9 @@ REPLACEMENTS: list[tuple[str, str]] = [
     (r"__aexit__", "__exit__"),
     (r"__aiter__", "__iter__"),
     (r"\.aclose\(\)", ".close()"),
+    (r"\.aread\(\)", ".read()"),
+    (r"\baiter_(bytes|lines)\b", r"iter_\1"),
+    (r"\bcontextlib\.aclosing\b", "contextlib.closing"),
     (r"\basynchronous\b", "synchronous"),
     (r"\bAsynchronous\b", "Synchronous"),
 ]

@@ -253,15 +253,19 @@ def test_trace_context_goes_to_the_server(
     assert sent.headers["traceparent"].startswith(f"00-{context.trace_id:032x}-{context.span_id:016x}-")
 
 
+@pytest.mark.parametrize("texts", [["hello"], ["a", "b", "c", "d"]], ids=["one", "concurrent"])
 def test_spans_join_the_callers_trace(
-    make_client: Any, fake_vllm: FakeVLLM, spans: InMemorySpanExporter
+    texts: list[str], make_client: Any, fake_vllm: FakeVLLM, spans: InMemorySpanExporter
 ) -> None:
+    """Concurrent requests too: ``send_all``'s workers (the sync client's threads) run in the caller's
+    context."""
     tracer = telemetry.tracer()
     assert tracer is not None
     with tracer.start_as_current_span("my job") as parent:
-        make_client(fake_vllm.url).embed("hello")
-    embed = next(s for s in spans.get_finished_spans() if s.name.startswith("embeddings"))
-    assert embed.parent is not None and embed.parent.span_id == parent.get_span_context().span_id
+        make_client(fake_vllm.url).embed(texts, batch_size=1, concurrency=4)
+    embeds = [s for s in spans.get_finished_spans() if s.name.startswith("embeddings")]
+    assert len(embeds) == len(texts)
+    assert {s.parent.span_id if s.parent else None for s in embeds} == {parent.get_span_context().span_id}
 
 
 def test_without_opentelemetry_nothing_changes(

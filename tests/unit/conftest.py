@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from vllm_tasks import transport
+from vllm_tasks._backends import AsyncBackend, SyncBackend
 
 from ..clients import client_factory
 
@@ -19,11 +19,14 @@ def no_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Record retry/poll sleeps instead of sleeping."""
     slept: list[float] = []
 
-    async def fake_async_sleep(seconds: float) -> None:
+    def fake_sleep(_backend: SyncBackend, seconds: float) -> None:
         slept.append(seconds)
 
-    monkeypatch.setattr(transport, "sync_sleep", slept.append)
-    monkeypatch.setattr(transport, "async_sleep", fake_async_sleep)
+    async def fake_async_sleep(_backend: AsyncBackend, seconds: float) -> None:
+        slept.append(seconds)
+
+    monkeypatch.setattr(SyncBackend, "sleep", fake_sleep)
+    monkeypatch.setattr(AsyncBackend, "sleep", fake_async_sleep)
     return slept
 
 

@@ -140,15 +140,16 @@ def test_bad_retry_after_is_ignored(value: str) -> None:
 
 def test_fetch_sends_none_of_an_injected_clients_auth_headers_or_cookies(httpx_mock: HTTPXMock) -> None:
     """A user-given image URL is fetched without the key, the injected client's auth, headers or cookies."""
+    from vllm_tasks._sync.fetching import fetch_url
+    from vllm_tasks._sync.transport import SyncTransport
     from vllm_tasks.config import ClientSettings
-    from vllm_tasks.transport import SyncTransport
 
     httpx_mock.add_response(url="https://images.example/page.png", content=b"png bytes")
     http = httpx.Client(
         auth=("user", "secret"), headers={"X-Team": "rag", "Authorization": "Bearer k"}, cookies={"s": "1"}
     )
     config = ClientSettings(BASE, api_key="sk-key", timeout=5.0, max_retries=0, headers={"X-Extra": "1"})
-    response = SyncTransport(http, config).fetch("https://images.example/page.png", timeout=5.0)
+    response = fetch_url(SyncTransport(http, config), "https://images.example/page.png", timeout=5.0)
     assert response.content == b"png bytes"
     sent = httpx_mock.get_requests()[0]
     assert {"authorization", "x-team", "x-extra", "cookie"}.isdisjoint(sent.headers)
@@ -316,8 +317,8 @@ class _BlockingServer:
 
 
 def _blocking_transport(server: _BlockingServer) -> Any:
+    from vllm_tasks._sync.transport import SyncTransport
     from vllm_tasks.config import ClientSettings
-    from vllm_tasks.transport import SyncTransport
 
     config = ClientSettings(BASE, timeout=30.0, max_retries=3)
     return SyncTransport(httpx.Client(transport=httpx.MockTransport(server)), config)

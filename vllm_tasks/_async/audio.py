@@ -17,10 +17,10 @@ from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
 from ..errors import AudioFetchError
 from ..offload import async_offload
 from ..transcription import Chunking, ChunkingOptions, Requests, SpeechParams, StreamParser, Task
-from ..transport import AsyncLineStream, AsyncTransport
 from ..types.audio import ResponseFormat, Transcription, TranscriptionStreamEvent
 from .base import AsyncClientBase
 from .fetching import fetch_input
+from .transport import AsyncLineStream, AsyncTransport
 
 
 class AsyncTranscriptionStream:

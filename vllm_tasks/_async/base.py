@@ -20,11 +20,12 @@ from ..errors import InvalidInputError
 from ..progress import Progress
 from ..server_state import Fact, ServerState
 from ..telemetry import UsageCounter
-from ..transport import AsyncTransport, Request
+from ..transport import Request
 from ..types.common import ClientUsage
 from ..types.server import ProbeReport, ServerInfo
 from ..validation import positive_number
 from . import discovery
+from .transport import AsyncTransport
 
 Result = TypeVar("Result")
 Key = TypeVar("Key", bound=Hashable)

@@ -22,8 +22,9 @@ from ..discovery import (
 )
 from ..errors import APIConnectionError, APIError, BadRequestError, ServerNotReady
 from ..tasks import TASK_ROUTES
-from ..transport import AsyncTransport, Request
+from ..transport import Request
 from ..types.server import Advisory, ProbeReport, ServerInfo, TaskStatus
+from .transport import AsyncTransport
 
 
 async def discover(transport: AsyncTransport, base_url: str, *, strict: bool = True) -> ServerInfo:

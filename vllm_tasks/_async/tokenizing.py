@@ -13,7 +13,8 @@ from .. import defaults
 from ..calls import CLIENT_DEFAULT, TimeoutLike
 from ..errors import APIError, VLLMTasksError
 from ..responses import json_object
-from ..transport import AsyncTransport, Request
+from ..transport import Request
+from .transport import AsyncTransport
 
 
 async def count_longest(

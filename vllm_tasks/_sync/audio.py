@@ -18,10 +18,10 @@ from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
 from ..errors import AudioFetchError
 from ..offload import sync_offload
 from ..transcription import Chunking, ChunkingOptions, Requests, SpeechParams, StreamParser, Task
-from ..transport import LineStream, SyncTransport
 from ..types.audio import ResponseFormat, Transcription, TranscriptionStreamEvent
 from .base import ClientBase
 from .fetching import fetch_input
+from .transport import LineStream, SyncTransport
 
 
 class TranscriptionStream:

@@ -23,8 +23,9 @@ from ..discovery import (
 )
 from ..errors import APIConnectionError, APIError, BadRequestError, ServerNotReady
 from ..tasks import TASK_ROUTES
-from ..transport import Request, SyncTransport
+from ..transport import Request
 from ..types.server import Advisory, ProbeReport, ServerInfo, TaskStatus
+from .transport import SyncTransport
 
 
 def discover(transport: SyncTransport, base_url: str, *, strict: bool = True) -> ServerInfo:

@@ -1,12 +1,34 @@
 # GENERATED from vllm_tasks/_async/fetching.py by scripts/unasync.py: do not edit.
-"""Downloading user-given inputs (image and audio URLs) client-side, through the transport's ``fetch``."""
+"""Downloading user-given inputs (image and audio URLs) client-side, within the client's ``FetchLimits``.
+
+Redirects are followed hop by hop (each target checked), the body is read within the size cap, and the
+whole download, name resolution included, ends at the deadline (the backend's ``run_within``).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import time
+from collections.abc import Generator
+from typing import cast
+
+import httpx
+
 from .. import defaults
+from .._backends import DeadlinePassed
 from ..calls import TimeoutLike
 from ..errors import APIConnectionError, InputFetchError
-from ..transport import SyncTransport
+from ..fetching import (
+    CappedBody,
+    host_and_port,
+    next_hop,
+    past_deadline,
+    refuse_private,
+    undecodable,
+    unresolvable,
+)
+from ..transport import connection_error, headerless
+from .transport import SyncTransport
 
 
 def fetch_input(
@@ -26,7 +48,7 @@ def fetch_input(
         error: the ``InputFetchError`` subclass to raise (``ImageFetchError``, ``AudioFetchError``).
         timeout: seconds per read; a call's numeric timeout applies, anything else gives
             ``defaults.FETCH_TIMEOUT``. The whole download is bounded by the client's ``fetch_limits``
-            (:class:`~vllm_tasks.transport.FetchLimits`: size cap, overall deadline, private addresses).
+            (:class:`~vllm_tasks.config.FetchLimits`: size cap, overall deadline, private addresses).
 
     Raises:
         InputFetchError: (the ``error`` class) the host cannot be reached, answers other than 200, or
@@ -34,7 +56,7 @@ def fetch_input(
     """
     seconds = timeout if isinstance(timeout, int | float) else defaults.FETCH_TIMEOUT
     try:
-        response = transport.fetch(url, timeout=float(seconds))
+        response = fetch_url(transport, url, timeout=float(seconds))
     except InputFetchError as failure:
         raise error(field, url, failure.reason) from None
     except APIConnectionError as failure:
@@ -42,3 +64,70 @@ def fetch_input(
     if response.status_code != 200:
         raise error(field, url, f"the host answered HTTP {response.status_code}")
     return response.content
+
+
+def fetch_url(transport: SyncTransport, url: str, *, timeout: float) -> httpx.Response:
+    """GET a user-given absolute URL (an image or audio file), following redirects, one attempt.
+
+    None of the client's headers, API key, auth or cookies are sent (to the first host or any it
+    redirects to). ``timeout`` bounds each read; :class:`~vllm_tasks.config.FetchLimits` bound the whole
+    download (size, deadline) and, opted in, refuse private addresses. An error status is returned as is
+    (its body read within the same limits).
+
+    Raises:
+        InputFetchError: (``field="url"``) a limit was passed or an address refused.
+        APIConnectionError: the host cannot be reached or the connection broke.
+    """
+    seconds = transport.settings.fetch_limits.deadline
+    deadline = time.monotonic() + seconds
+    try:
+        return transport.backend.run_within(
+            seconds, lambda: _follow_redirects(transport, url, timeout, deadline)
+        )
+    except DeadlinePassed:
+        raise past_deadline(url, seconds) from None
+
+
+def _follow_redirects(transport: SyncTransport, url: str, timeout: float, deadline: float) -> httpx.Response:
+    limits = transport.settings.fetch_limits
+    target = url
+    for hops in range(limits.max_redirects + 1):
+        if limits.refuse_private:
+            host, port = host_and_port(url, target)
+            try:
+                infos = transport.backend.resolve(host, port)
+            except OSError as error:
+                raise unresolvable(url, host, error) from None
+            refuse_private(url, host, infos)
+        response = _get_once(transport, url, target, timeout, deadline)
+        if not response.has_redirect_location:
+            return response
+        target = next_hop(url, response, hops, limits.max_redirects)
+    raise AssertionError("unreachable")  # pragma: no cover (next_hop raises past the limit)
+
+
+def _get_once(
+    transport: SyncTransport, url: str, target: str, timeout: float, deadline: float
+) -> httpx.Response:
+    """One GET, streamed: a redirect is returned unread; any other body is read within the limits."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise past_deadline(url, transport.settings.fetch_limits.deadline)
+    # Each read waits at most the time left: work given up on at the deadline ends soon after it.
+    response = transport.open_third_party(target, min(timeout, remaining))
+    try:
+        if response.has_redirect_location:
+            return response
+        body = CappedBody(url, transport.settings.fetch_limits.max_bytes, response)
+        chunks = cast("Generator[bytes, None]", response.iter_bytes())  # closed on any exit
+        with contextlib.closing(chunks):
+            for chunk in chunks:
+                transport.backend.check_cancelled()
+                body.add(chunk)
+        return body.response()
+    except httpx.TransportError as error:
+        raise connection_error("GET", target, error) from headerless(error)
+    except httpx.DecodingError as error:
+        raise undecodable(url, error) from None
+    finally:
+        response.close()

@@ -14,7 +14,8 @@ from .. import defaults
 from ..calls import CLIENT_DEFAULT, TimeoutLike
 from ..errors import APIError, VLLMTasksError
 from ..responses import json_object
-from ..transport import Request, SyncTransport
+from ..transport import Request
+from .transport import SyncTransport
 
 
 def count_longest(

@@ -1,0 +1,148 @@
+"""The sealed transport: everything the client sends to the vLLM server goes through its public methods.
+
+Written once, in ``vllm_tasks/_async/transport.py``; ``scripts/unasync.py`` generates
+``vllm_tasks/_sync/transport.py`` (``SyncTransport`` over the threads backend). Request building, answer
+checks and error mapping are shared in ``vllm_tasks/transport.py``; the waiting (sleeps, the worker group)
+is the backend's (``vllm_tasks/_backends.py``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator, Sequence
+
+import httpx
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+
+from .._backends import AsyncBackend
+from ..config import ClientSettings
+from ..fetching import third_party_request
+from ..retries import Backoff
+from ..telemetry import UsageCounter
+from ..transport import (
+    OnResponse,
+    Request,
+    TransportBase,
+    connection_error,
+    headerless,
+    log_retry,
+    stream_broke,
+)
+
+
+class AsyncTransport(TransportBase):
+    """Sends requests with an ``httpx.AsyncClient``; its backend runs the waits and the concurrency."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        settings: ClientSettings,
+        backoff: Backoff | None = None,
+        usage: UsageCounter | None = None,
+    ) -> None:
+        super().__init__(settings, backoff, usage)
+        self.http = http
+        self.backend = AsyncBackend()
+
+    async def send(self, request: Request) -> httpx.Response:
+        """Send with retries; the body is read. Raises the mapped error for an error status."""
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self._attempts(request)),
+            wait=self.backoff,
+            retry=retry_if_exception(self._should_retry),
+            reraise=True,
+            sleep=self.backend.sleep,
+            before_sleep=log_retry,
+        )
+        response: httpx.Response = await retrying(self._attempt, request, itertools.count(1))
+        return response
+
+    def _should_retry(self, error: BaseException) -> bool:
+        # Work given up on (a failed send_all, Ctrl-C) starts no further attempt.
+        return not self.backend.cancelled() and self._retryable(error)
+
+    async def _attempt(self, request: Request, attempts: itertools.count[int]) -> httpx.Response:
+        self.backend.check_cancelled()
+        with self._observe(request, next(attempts)) as observation:
+            built = self._build(self.http, request, observation)
+            try:
+                response = await self.http.send(built)
+            except httpx.TransportError as error:
+                raise connection_error(request.method, built.url, error) from headerless(error)
+            observation.response = response
+            return self._check(request, response)
+
+    async def send_all(
+        self, requests: Sequence[Request], concurrency: int, on_response: OnResponse | None = None
+    ) -> list[httpx.Response]:
+        """Send ``requests``, at most ``concurrency`` at once; the responses in request order.
+
+        The first failure, or anything raised while waiting (a cancellation, Ctrl-C, an exception from
+        ``on_response``), returns at once: requests not yet started are never sent and those in flight
+        are not retried.
+        """
+        return await self.backend.map_bounded(
+            len(requests), concurrency, lambda index: self.send(requests[index]), on_response
+        )
+
+    async def open_stream(self, request: Request) -> AsyncLineStream:
+        """Send once (a retry after output began would repeat it) and return the body's lines as they
+        arrive. An error status is read in full and raised as the mapped error.
+        """
+        with self._observe(request, stream=True) as observation:
+            built = self._build(self.http, request, observation)
+            try:
+                response = await self.http.send(built, stream=True)
+            except httpx.TransportError as error:
+                raise connection_error(request.method, built.url, error) from headerless(error)
+            observation.response = response
+            if not 200 <= response.status_code < 300 or response.status_code == 204:
+                try:
+                    await response.aread()
+                finally:
+                    await response.aclose()
+                self._check(request, response)
+        return AsyncLineStream(response)
+
+    async def open_third_party(self, url: str, timeout: float) -> httpx.Response:
+        """Start a GET of a user-given URL (an image or audio file) on another host; the caller reads
+        and closes the streamed response (``_async/fetching.py`` does, within ``FetchLimits``).
+
+        None of the client's headers, API key, auth or cookies are sent, no redirect is followed, and no
+        retry is made; it is not counted in ``usage`` (it is not a request to the vLLM server).
+
+        Raises:
+            APIConnectionError: the host cannot be reached.
+        """
+        request = third_party_request(url, timeout)
+        try:
+            return await self.http.send(request, auth=None, follow_redirects=False, stream=True)
+        except httpx.TransportError as error:
+            raise connection_error("GET", url, error) from headerless(error)
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` (between polls)."""
+        await self.backend.sleep(seconds)
+
+
+class AsyncLineStream:
+    """The lines of a streamed response body; iterate it once. Closes the response when done.
+
+    A connection that breaks mid-stream raises :class:`~vllm_tasks.errors.APIConnectionError`.
+    """
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        try:
+            async for line in self.response.aiter_lines():
+                yield line
+        except httpx.TransportError as error:
+            raise stream_broke(self.response, error) from headerless(error)
+        finally:
+            await self.response.aclose()
+
+    async def close(self) -> None:
+        """Release the connection (safe to call twice)."""
+        await self.response.aclose()
