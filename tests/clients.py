@@ -68,10 +68,12 @@ def client_factory(kind: str, default_url: str | None = None) -> Iterator[Callab
         client.close()
 
 
-def scorer_kind_on(vllm_version: str, kind: vt.ScorerKind) -> vt.ScorerKind:
+def scorer_kind_on(vllm_version: str, kind: vt.types.ScorerKind) -> vt.types.ScorerKind:
     """The scorer kind the SDK reports for a ``kind`` model on ``vllm_version``: ``UNKNOWN`` on 0.11, whose
     /pooling answers hidden states for every model and task (docs/compatibility.md)."""
-    return kind if vt.ServerVersion.parse(vllm_version).at_least("0.12.0") else vt.ScorerKind.UNKNOWN
+    return (
+        kind if vt.types.ServerVersion.parse(vllm_version).at_least("0.12.0") else vt.types.ScorerKind.UNKNOWN
+    )
 
 
 def start_cli_for_ctrl_c(args: list[str]) -> subprocess.Popen[str]:

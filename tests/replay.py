@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from vllm_tasks.errors import error_from_response, parse_error_body
+from vllm_tasks.server_errors import error_from_response, parse_error_body
 from vllm_tasks.testing import routes
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from . import defaults
 from .dependencies import require
-from .errors import AudioDecodeError, InvalidInputError, MissingDependency
+from .errors import InvalidInputError, MissingDependency
 
 TARGET_RATE = 16_000
 """Whisper's sample rate: audio is mixed to mono and resampled to this before upload or chunking."""
@@ -137,23 +137,23 @@ def resolve(audio: AudioInput) -> AudioSource:
     """Classify an input (URLs excluded: fetch them first and pass the bytes with ``name=url``).
 
     Raises:
-        AudioDecodeError: a path that does not exist or cannot be read, an empty input.
-        InvalidInputError: an unsupported type or a malformed ``(array, rate)`` pair.
+        InvalidInputError: ``kind="audio_decode"``: a path that does not exist or cannot be read, an empty
+            input; ``kind="argument"``: an unsupported type or a malformed ``(array, rate)`` pair.
     """
     if isinstance(audio, tuple):
         return _from_array(audio)
     if isinstance(audio, bytes | bytearray | memoryview):
         data = bytes(audio)
         if not data:
-            raise AudioDecodeError("<bytes>", "the input is empty (0 bytes)")
+            raise InvalidInputError.audio_decode("<bytes>", "the input is empty (0 bytes)")
         return AudioSource(name="<bytes>", data=data)
     if isinstance(audio, str | os.PathLike):
         path = Path(audio)
         if not path.is_file():
             why = "it is a directory" if path.is_dir() else "no such file"
-            raise AudioDecodeError(str(path), why)
+            raise InvalidInputError.audio_decode(str(path), why)
         if path.stat().st_size == 0:
-            raise AudioDecodeError(str(path), "the file is empty (0 bytes)")
+            raise InvalidInputError.audio_decode(str(path), "the file is empty (0 bytes)")
         return AudioSource(name=str(path), path=path)
     if hasattr(audio, "read"):
         name = getattr(audio, "name", None)
@@ -161,11 +161,11 @@ def resolve(audio: AudioInput) -> AudioSource:
         try:
             content = audio.read()
         except OSError as error:
-            raise AudioDecodeError(label, f"reading failed: {error}") from error
+            raise InvalidInputError.audio_decode(label, f"reading failed: {error}") from error
         if isinstance(content, str):
             raise InvalidInputError("audio", audio, "is a text-mode file", "Open it with mode 'rb'.")
         if not content:
-            raise AudioDecodeError(label, "the file object returned no bytes")
+            raise InvalidInputError.audio_decode(label, "the file object returned no bytes")
         return AudioSource(name=label, data=bytes(content))
     raise InvalidInputError(
         "audio",
@@ -178,7 +178,7 @@ def resolve(audio: AudioInput) -> AudioSource:
 def from_url_bytes(url: str, data: bytes) -> AudioSource:
     """The source for bytes downloaded from ``url``."""
     if not data:
-        raise AudioDecodeError(url, "the URL returned no bytes")
+        raise InvalidInputError.audio_decode(url, "the URL returned no bytes")
     return AudioSource(name=url, data=data)
 
 
@@ -265,7 +265,8 @@ def info(source: AudioSource) -> AudioInfo:
     """Sample rate, channels, duration and format, read from the header (soundfile, then PyAV).
 
     Raises:
-        AudioDecodeError: neither decoder can read it (the reasons of both are in the message).
+        InvalidInputError: (``kind="audio_decode"``) neither decoder can read it (the reasons of both are
+            in the message).
         InvalidInputError: the sample rate is below ``defaults.AUDIO_MIN_SAMPLE_RATE``.
         MissingDependency: neither soundfile nor PyAV is installed (arrays need none).
     """
@@ -307,7 +308,7 @@ def _header(source: AudioSource) -> AudioInfo:
             reasons.append(f"PyAV: {_reason(error)}")
     if not reasons:
         raise MissingDependency("soundfile", "audio", f"decoding {source.name}")
-    raise AudioDecodeError(source.name, "; ".join(reasons))
+    raise InvalidInputError.audio_decode(source.name, "; ".join(reasons))
 
 
 def _reason(error: BaseException) -> str:
@@ -400,7 +401,7 @@ def iter_samples(
     A generator: the decoding happens as it is advanced.
 
     Raises:
-        AudioDecodeError: the input cannot be decoded.
+        InvalidInputError: (``kind="audio_decode"``) the input cannot be decoded.
         MissingDependency: no decoder is installed (arrays need none), or only soundfile is and it
             cannot read this format (PyAV would).
     """
@@ -411,7 +412,7 @@ def iter_samples(
             yield resampler.process(source.samples[begin : begin + step])
         yield resampler.process(np.zeros(0, dtype=np.float32), final=True)
         return
-    meta = info(source)  # raises AudioDecodeError / InvalidInputError with the reason
+    meta = info(source)  # raises InvalidInputError with the reason
     sf = _soundfile()
     if sf is not None and meta.format != "array" and _soundfile_reads(sf, source):
         yield from _soundfile_blocks(sf, source, block_seconds)
@@ -441,10 +442,10 @@ def _soundfile_blocks(sf: Any, source: AudioSource, block_seconds: float) -> Ite
                     break
                 yield resampler.process(to_mono(block))
             yield resampler.process(np.zeros(0, dtype=np.float32), final=True)
-    except AudioDecodeError:
+    except InvalidInputError:
         raise
     except Exception as error:
-        raise AudioDecodeError(source.name, f"soundfile: {_reason(error)}") from error
+        raise InvalidInputError.audio_decode(source.name, f"soundfile: {_reason(error)}") from error
 
 
 def _pyav_blocks(av: Any, source: AudioSource) -> Iterator[Samples]:
@@ -457,21 +458,21 @@ def _pyav_blocks(av: Any, source: AudioSource) -> Iterator[Samples]:
                     yield out.to_ndarray().reshape(-1).astype(np.float32)
             for out in resampler.resample(None):
                 yield out.to_ndarray().reshape(-1).astype(np.float32)
-    except AudioDecodeError:
+    except InvalidInputError:
         raise
     except Exception as error:
-        raise AudioDecodeError(source.name, f"PyAV: {_reason(error)}") from error
+        raise InvalidInputError.audio_decode(source.name, f"PyAV: {_reason(error)}") from error
 
 
 def decode(source: AudioSource) -> Samples:
     """The whole input as mono float32 at 16 kHz.
 
     Raises:
-        AudioDecodeError: the input cannot be decoded, or holds no samples.
+        InvalidInputError: (``kind="audio_decode"``) the input cannot be decoded, or holds no samples.
     """
     blocks = [block for block in iter_samples(source) if block.size]
     if not blocks:
-        raise AudioDecodeError(source.name, "no audio samples")
+        raise InvalidInputError.audio_decode(source.name, "no audio samples")
     return np.concatenate(blocks)
 
 
@@ -592,7 +593,7 @@ def prepare_upload(
     refused before it is read. One decoded whole must be under ``defaults.AUDIO_MAX_DECODED_SECONDS``.
 
     Raises:
-        AudioDecodeError: the input cannot be decoded.
+        InvalidInputError: (``kind="audio_decode"``) the input cannot be decoded.
         InvalidInputError: too large to send whole (split it client-side: ``chunking="auto"``).
         MissingDependency: ``prepare="always"`` without a decoder.
     """

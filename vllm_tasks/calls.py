@@ -2,25 +2,43 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal, TypeAlias
 
 from .config import TimeoutArg
 from .errors import InvalidInputError
 from .types.server import ServerInfo
 from .validation import header_values, positive_int, timeout_value
 
-TimeoutLike = TimeoutArg
 
+class ClientDefault(enum.Enum):
+    """The type of :data:`CLIENT_DEFAULT`, a per-call argument's "use the client's setting" (as
+    openai-python's ``NotGiven``); its one member is ``ClientDefault.CLIENT_DEFAULT``.
 
-class _ClientDefault:
+    Examples:
+        >>> CLIENT_DEFAULT
+        CLIENT_DEFAULT
+        >>> CLIENT_DEFAULT is ClientDefault.CLIENT_DEFAULT
+        True
+    """
+
+    CLIENT_DEFAULT = "CLIENT_DEFAULT"
+
     def __repr__(self) -> str:
         return "CLIENT_DEFAULT"
 
 
-CLIENT_DEFAULT: Any = _ClientDefault()
+CLIENT_DEFAULT: Final = ClientDefault.CLIENT_DEFAULT
 """Marks a per-call argument (e.g. ``timeout``) that falls back to the client's setting."""
+
+ClientDefaultType: TypeAlias = Literal[ClientDefault.CLIENT_DEFAULT]
+"""The type of :data:`CLIENT_DEFAULT` in an annotation (``timeout: float | ClientDefaultType``)."""
+
+TimeoutLike: TypeAlias = TimeoutArg | ClientDefaultType
+"""A per-call ``timeout``: a timeout (:data:`~vllm_tasks.config.TimeoutArg`), or :data:`CLIENT_DEFAULT`
+for the client's."""
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from . import defaults
-from .errors import InvalidInputError, redact_url
+from .errors import InvalidInputError
+from .redaction import redact_url
 from .validation import header_values, int_at_least, is_number, timeout_value
 from .version import __version__
 

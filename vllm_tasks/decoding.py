@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from .errors import APIError
+from .errors import UnexpectedResponse
 
 _json_loads: Callable[[str], Any] = orjson.loads
 
@@ -36,8 +36,15 @@ overflow to inf or NaN (float16 above 65504, fp8_e4m3 above 448), so those are n
 _ITEM_SIZE: dict[str, int] = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1}
 
 
-class DecodeError(APIError):
-    """The server's embedding payload does not match what it declared (length, shape, dtype)."""
+def decode_error(message: str, *, method: str | None = None, url: str | None = None) -> UnexpectedResponse:
+    """An :class:`~vllm_tasks.UnexpectedResponse` (``kind="decode"``): the server's embedding payload does not
+    match what it declared (length, shape, dtype).
+
+    Examples:
+        >>> decode_error("bad widths").kind
+        'decode'
+    """
+    return UnexpectedResponse(message, kind="decode", method=method, url=url)
 
 
 def _fp8_e4m3_table() -> npt.NDArray[np.float16]:
@@ -81,7 +88,8 @@ def decode_raw(
         A 1-D array.
 
     Raises:
-        DecodeError: when the length is not a multiple of the item size or the dtype is unknown.
+        UnexpectedResponse: (``kind="decode"``)
+            when the length is not a multiple of the item size or the dtype is unknown.
 
     Examples:
         >>> decode_raw(np.ones(3, "<f2").tobytes(), "float16")
@@ -89,13 +97,13 @@ def decode_raw(
     """
     size = _ITEM_SIZE.get(str(embed_dtype))
     if size is None:
-        raise DecodeError(f"unknown embed_dtype {embed_dtype!r}; expected one of {', '.join(EMBED_DTYPES)}")
+        raise decode_error(f"unknown embed_dtype {embed_dtype!r}; expected one of {', '.join(EMBED_DTYPES)}")
     if len(raw) % size:
-        raise DecodeError(
+        raise decode_error(
             f"{len(raw)} bytes is not a whole number of {embed_dtype} values ({size} bytes each)"
         )
     if endianness not in ENDIANNESS:
-        raise DecodeError(f"unknown endianness {endianness!r}; expected one of {', '.join(ENDIANNESS)}")
+        raise decode_error(f"unknown endianness {endianness!r}; expected one of {', '.join(ENDIANNESS)}")
     order = _byte_order(endianness)
     out: npt.NDArray[Any]
     if embed_dtype == "float32":
@@ -122,7 +130,8 @@ def check_finite(values: npt.NDArray[Any], embed_dtype: str = "float32") -> npt.
     Two SIMD passes (``min``/``max`` propagate NaN and show infinities), no temporary array.
 
     Raises:
-        DecodeError: naming the first row (of a 2-D array) or position holding NaN or infinity.
+        UnexpectedResponse: (``kind="decode"``)
+            naming the first row (of a 2-D array) or position holding NaN or infinity.
 
     Examples:
         >>> check_finite(np.array([1.0, 2.0], dtype=np.float32))
@@ -134,7 +143,7 @@ def check_finite(values: npt.NDArray[Any], embed_dtype: str = "float32") -> npt.
         return values
     bad = np.argwhere(~np.isfinite(values))[0]
     where = f"row {bad[0]}" if values.ndim == 2 else f"position {bad[0]}"
-    raise DecodeError(
+    raise decode_error(
         f"the server sent a non-finite value (NaN or infinity) at {where} of {embed_dtype} embeddings; "
         "the payload is corrupt or the model produced invalid output"
     )
@@ -151,7 +160,8 @@ def decode_base64_rows(
     ``(n, d)`` matrix, in one ``np.frombuffer`` over the joined bytes.
 
     Raises:
-        DecodeError: for a string that is not valid base64, rows of different or zero widths, or a
+        UnexpectedResponse: (``kind="decode"``)
+            for a string that is not valid base64, rows of different or zero widths, or a
             non-finite value (see :func:`check_finite`).
 
     Examples:
@@ -161,10 +171,10 @@ def decode_base64_rows(
     try:
         parts = [base64.b64decode(text, validate=True) for text in texts]
     except (binascii.Error, ValueError, TypeError) as error:
-        raise DecodeError(f"invalid base64 embedding: {error}") from error
+        raise decode_error(f"invalid base64 embedding: {error}") from error
     widths = set(map(len, parts))
     if len(widths) != 1 or 0 in widths:
-        raise DecodeError(
+        raise decode_error(
             f"{sum(widths)} bytes cannot be split into {len(texts)} equal vectors (row sizes "
             f"{sorted(widths)[:5]} bytes)"
         )
@@ -177,28 +187,29 @@ def float_rows(rows: Sequence[Any], dtype: npt.DTypeLike = np.float32) -> npt.ND
     strings or nesting), every value finite once cast to ``dtype``.
 
     Raises:
-        DecodeError: naming what is wrong.
+        UnexpectedResponse: (``kind="decode"``)
+            naming what is wrong.
 
     Examples:
         >>> float_rows([[1, 2.5]])
         array([[1. , 2.5]], dtype=float32)
     """
     if not all(isinstance(row, list) for row in rows):
-        raise DecodeError("every vector must be a list of numbers")
+        raise decode_error("every vector must be a list of numbers")
     widths = set(map(len, rows))
     if len(widths) != 1 or 0 in widths:
-        raise DecodeError(f"the server returned vectors of widths {sorted(widths)[:10]}: not one width > 0")
+        raise decode_error(f"the server returned vectors of widths {sorted(widths)[:10]}: not one width > 0")
     kinds: set[type] = set()
     for row in rows:
         kinds.update(map(type, row))
     if not kinds <= {float, int}:
         names = sorted(kind.__name__ for kind in kinds - {float, int})
-        raise DecodeError(f"vectors hold values that are not numbers ({', '.join(names)})")
+        raise decode_error(f"vectors hold values that are not numbers ({', '.join(names)})")
     try:
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported as non-finite below
             matrix = np.asarray(rows, dtype=dtype)
     except (ValueError, OverflowError) as error:
-        raise DecodeError(f"vectors hold numbers out of range: {error}") from None
+        raise decode_error(f"vectors hold numbers out of range: {error}") from None
     return check_finite(matrix, "json")
 
 
@@ -206,11 +217,12 @@ def stack_rows(rows: Sequence[npt.NDArray[Any]], dtype: npt.DTypeLike = np.float
     """Stack equally long 1-D rows into an ``(n, d)`` matrix.
 
     Raises:
-        DecodeError: when the rows differ in length.
+        UnexpectedResponse: (``kind="decode"``)
+            when the rows differ in length.
     """
     widths = {row.shape[0] for row in rows}
     if len(widths) > 1:
-        raise DecodeError(f"the server returned vectors of different widths {sorted(widths)}")
+        raise decode_error(f"the server returned vectors of different widths {sorted(widths)}")
     if not rows:
         return np.empty((0, 0), dtype=dtype)
     return np.stack(rows).astype(dtype, copy=False)
@@ -249,14 +261,15 @@ def decode_bytes_response(
         ``meta["data"]``'s dicts may be shared between calls: treat them as read-only.
 
     Raises:
-        DecodeError: when the body does not match the metadata or the request.
+        UnexpectedResponse: (``kind="decode"``)
+            when the body does not match the metadata or the request.
     """
     if expected_items <= 0:
-        raise DecodeError(f"cannot decode a response for {expected_items} inputs")
+        raise decode_error(f"cannot decode a response for {expected_items} inputs")
     if metadata is None:
         flat = decode_raw(body, embed_dtype, endianness, widen=widen)
         if not flat.size or flat.size % expected_items:
-            raise DecodeError(f"{flat.size} values cannot be split into {expected_items} equal vectors")
+            raise decode_error(f"{flat.size} values cannot be split into {expected_items} equal vectors")
         return flat.reshape(expected_items, -1), {}
     view = memoryview(body)
     known = _known_layout(metadata, expected_items, len(body))
@@ -265,7 +278,7 @@ def decode_bytes_response(
     meta = _parse_metadata(metadata)
     items: list[Any] = meta["data"]
     if len(items) != expected_items:
-        raise DecodeError(f"the server returned {len(items)} embeddings for {expected_items} inputs")
+        raise decode_error(f"the server returned {len(items)} embeddings for {expected_items} inputs")
     layout = _uniform_layout(items)
     if layout is not None and layout.end == len(body):
         _remember_layout(metadata, items, layout)
@@ -278,9 +291,9 @@ def _parse_metadata(metadata: str) -> dict[str, Any]:
     try:
         meta = _json_loads(metadata)
     except ValueError as error:
-        raise DecodeError(f"unreadable `metadata` header: {error}") from error
+        raise decode_error(f"unreadable `metadata` header: {error}") from error
     if not isinstance(meta, dict) or not isinstance(meta.get("data"), list):
-        raise DecodeError(f"the `metadata` header has no `data` list: {metadata[:200]!r}")
+        raise decode_error(f"the `metadata` header has no `data` list: {metadata[:200]!r}")
     return meta
 
 
@@ -298,41 +311,42 @@ def _checked_items(items: list[Any], embed_dtype: str, body_size: int) -> list[_
     """The items in index order, each checked (see :func:`decode_bytes_response`).
 
     Raises:
-        DecodeError: naming the first item that is wrong.
+        UnexpectedResponse: (``kind="decode"``)
+            naming the first item that is wrong.
     """
     by_index: dict[int, _Item] = {}
     widths: set[int] = set()
     for position, item in enumerate(items):
         if not isinstance(item, dict):
-            raise DecodeError(f"`metadata` item {position} is not an object: {str(item)[:100]!r}")
+            raise decode_error(f"`metadata` item {position} is not an object: {str(item)[:100]!r}")
         index, start, end = item.get("index"), item.get("start"), item.get("end")
         if not (type(index) is int and type(start) is int and type(end) is int):
-            raise DecodeError(f"`metadata` item {position} needs integer index, start and end: {item}")
+            raise decode_error(f"`metadata` item {position} needs integer index, start and end: {item}")
         if index in by_index or not 0 <= index < len(items):
             indices = [entry.get("index") if isinstance(entry, dict) else None for entry in items]
-            raise DecodeError(f"`metadata` indices must be exactly 0..{len(items) - 1}, got {indices[:20]}")
+            raise decode_error(f"`metadata` indices must be exactly 0..{len(items) - 1}, got {indices[:20]}")
         dtype = item.get("embed_dtype", embed_dtype)
         size = _ITEM_SIZE.get(dtype) if isinstance(dtype, str) else None
         if size is None:
-            raise DecodeError(f"`metadata` item {index}: unknown embed_dtype {dtype!r}")
+            raise decode_error(f"`metadata` item {index}: unknown embed_dtype {dtype!r}")
         order = item.get("endianness", "native")
         if order not in ENDIANNESS:
-            raise DecodeError(f"`metadata` item {index}: unknown endianness {order!r}")
+            raise decode_error(f"`metadata` item {index}: unknown endianness {order!r}")
         values, rest = divmod(end - start, size)
         if start < 0 or end > body_size or values <= 0 or rest:
-            raise DecodeError(
+            raise decode_error(
                 f"`metadata` item {index} spans bytes {start}..{end} of a {body_size}-byte body: not a "
                 f"positive whole number of {dtype} values"
             )
         if item.get("shape") != [values]:
-            raise DecodeError(
+            raise decode_error(
                 f"`metadata` item {index} declares shape {item.get('shape')!r} but its {end - start} bytes "
                 f"hold {values} {dtype} values"
             )
         widths.add(values)
         by_index[index] = _Item(start, end, dtype, order)
     if len(widths) > 1:
-        raise DecodeError(f"the server returned vectors of different widths {sorted(widths)}")
+        raise decode_error(f"the server returned vectors of different widths {sorted(widths)}")
     _check_tiling(list(by_index.values()), body_size)
     return [by_index[index] for index in range(len(items))]
 
@@ -343,10 +357,10 @@ def _check_tiling(items: list[_Item], body_size: int) -> None:
     for item in sorted(items, key=lambda entry: entry.start):
         if item.start != position:
             what = "overlap" if item.start < position else "gap"
-            raise DecodeError(f"the `metadata` byte ranges {what} at byte {min(item.start, position)}")
+            raise decode_error(f"the `metadata` byte ranges {what} at byte {min(item.start, position)}")
         position = item.end
     if position != body_size:
-        raise DecodeError(f"the `metadata` items cover {position} bytes of a {body_size}-byte body")
+        raise decode_error(f"the `metadata` items cover {position} bytes of a {body_size}-byte body")
 
 
 @dataclass(frozen=True)

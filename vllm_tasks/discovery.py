@@ -14,8 +14,8 @@ import httpx
 import orjson
 
 from . import defaults
-from .errors import parse_error_body
 from .responses import json_object, malformed, validated
+from .server_errors import parse_error_body
 from .server_state import Fact
 from .tasks import TASK_ROUTES, TaskRoute
 from .transport import Request

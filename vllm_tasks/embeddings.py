@@ -21,14 +21,14 @@ from .batching import plan_batches
 from .calls import CallOptions, resolve_model
 from .decoding import (
     EMBED_DTYPES,
-    DecodeError,
     EmbedDType,
     Endianness,
     decode_base64_rows,
     decode_bytes_response,
+    decode_error,
     float_rows,
 )
-from .errors import APIStatusError, ContextLengthExceeded, DimensionsNotApplied, InvalidInputError
+from .errors import APIStatusError, ContextLengthExceeded, InvalidInputError, UnexpectedResponse
 from .responses import (
     check_status,
     in_index_order,
@@ -157,7 +157,7 @@ def decode_embeddings_response(
         widen: see :func:`~vllm_tasks.decoding.decode_raw`.
 
     Raises:
-        DecodeError: the payload does not match the request.
+        UnexpectedResponse: (``kind="decode"``) the payload does not match the request.
         UnexpectedResponse: not vLLM's answer (a redirect, an empty body, an HTML page, ...).
         APIStatusError: a 200 whose body is vLLM's error object (the server's error).
     """
@@ -185,11 +185,11 @@ def decode_embeddings_response(
             endianness=endianness,
             widen=widen,
         )
-    except DecodeError as error:
+    except UnexpectedResponse as error:
         request = request_of(response)
         method, url = (request.method, str(request.url)) if request is not None else (None, None)
         where = f" ({method} {url})" if request is not None else ""
-        raise DecodeError(f"{EMBEDDINGS_PATH}: {error.message}{where}", method=method, url=url) from None
+        raise decode_error(f"{EMBEDDINGS_PATH}: {error.message}{where}", method=method, url=url) from None
 
 
 def _decode_raw_body(
@@ -227,19 +227,19 @@ def _decode_json_body(
 ) -> tuple[npt.NDArray[Any], str | None, Usage]:
     data = payload.get("data")
     if not isinstance(data, list):
-        raise DecodeError(f"the answer has no `data` list: {str(payload)[:200]!r}")
+        raise decode_error(f"the answer has no `data` list: {str(payload)[:200]!r}")
     if len(data) != expected_items:
-        raise DecodeError(f"the server returned {len(data)} embeddings for {expected_items} inputs")
+        raise decode_error(f"the server returned {len(data)} embeddings for {expected_items} inputs")
     problem = index_problem(data)
     if problem is not None:
-        raise DecodeError(problem)
+        raise decode_error(problem)
     rows = [item.get("embedding") for item in in_index_order(data)]
     if all(isinstance(row, str) for row in rows):
         matrix = decode_base64_rows(cast(list[str], rows), embed_dtype, endianness, widen=widen)
     elif all(isinstance(row, list) for row in rows):
         matrix = float_rows(rows)
     else:
-        raise DecodeError("every `embedding` must be a list of numbers or a base64 string")
+        raise decode_error("every `embedding` must be a list of numbers or a base64 string")
     usage = usage_of(response, EMBEDDINGS_PATH, payload.get("usage"))
     return matrix, text_or_none(payload.get("model")), usage
 
@@ -431,8 +431,10 @@ def merge_embeddings(
     ``bytes_only`` body states no width, so one cut short at a row boundary is caught only by it.
 
     Raises:
-        DecodeError: a response does not match its request, or its width differs from ``known_width``.
-        DimensionsNotApplied: the server ignored ``dimensions`` (vLLM < 0.24.0).
+        UnexpectedResponse: (``kind="decode"``) a response does not match its request, or its width
+            differs from ``known_width``.
+        UnexpectedResponse: (``kind="dimensions_not_applied"``) the server ignored ``dimensions``
+            (vLLM < 0.24.0).
     """
     matrices = []
     usage = Usage()
@@ -451,19 +453,20 @@ def merge_embeddings(
         served_model = served_model or model_name
     widths = {matrix.shape[1] for matrix in matrices}
     if len(widths) > 1:
-        raise DecodeError(f"/v1/embeddings: the batches came back with different widths {sorted(widths)}")
+        raise decode_error(f"/v1/embeddings: the batches came back with different widths {sorted(widths)}")
     vectors = np.concatenate(matrices) if len(matrices) > 1 else matrices[0]
     if known_width is not None and vectors.shape[1] != known_width:
-        raise DecodeError(
+        raise decode_error(
             f"/v1/embeddings: {vectors.shape[1]}-wide vectors for model {plan.model!r}, where this client's "
             f"earlier answers were {known_width}-wide: the answer was cut short or the served model "
             "changed. Call server_info(refresh=True) (or make a new client) if the model changed."
         )
     if params.dimensions is not None and vectors.shape[1] != params.dimensions:
-        raise DimensionsNotApplied(
+        raise UnexpectedResponse(
             f"asked for dimensions={params.dimensions} but the server returned {vectors.shape[1]}-wide "
             f"vectors (vLLM {info.version or 'unknown'} ignored it; vLLM >= 0.24.0 refuses unsupported "
-            "values). Use a Matryoshka model/dimension, or leave dimensions unset."
+            "values). Use a Matryoshka model/dimension, or leave dimensions unset.",
+            kind="dimensions_not_applied",
         )
     return EmbeddingResult(
         vectors=vectors,
@@ -641,7 +644,7 @@ def merge_v2_responses(
     ``binary``/``ubinary`` values in the int8/uint8 range, and ``texts``/``meta``/``id`` of the right types.
 
     Raises:
-        DecodeError: naming the batch and what is wrong.
+        UnexpectedResponse: (``kind="decode"``) naming the batch and what is wrong.
     """
     arrays: dict[str, list[npt.NDArray[Any]]] = {name: [] for name in types}
     texts: list[str] = []
@@ -650,25 +653,27 @@ def merge_v2_responses(
         where = f"/v2/embed (batch {batch})"
         embeddings = payload.get("embeddings")
         if not isinstance(embeddings, dict):
-            raise DecodeError(f"{where}: the answer has no `embeddings` object: {str(payload)[:200]!r}")
+            raise decode_error(f"{where}: the answer has no `embeddings` object: {str(payload)[:200]!r}")
         expected = counts[batch] if counts is not None else None
         for name in types:
             if name not in embeddings:
-                raise DecodeError(f"the server's /v2/embed response has no {name!r} embeddings")
+                raise decode_error(f"the server's /v2/embed response has no {name!r} embeddings")
             values = embeddings[name]
             rows = len(values) if isinstance(values, list) else -1
             if rows <= 0 or (expected is not None and rows != expected):
-                raise DecodeError(f"{where}: {rows} {name!r} rows for {expected or 'the'} inputs")
+                raise decode_error(f"{where}: {rows} {name!r} rows for {expected or 'the'} inputs")
             try:
                 arrays[name].append(_v2_array(name, values))
-            except DecodeError as error:
-                raise DecodeError(f"{where}: {name!r}: {error.message}") from None
+            except UnexpectedResponse as error:
+                raise decode_error(f"{where}: {name!r}: {error.message}") from None
         texts.extend(_v2_texts(payload.get("texts"), where))
         _add_billed(billed, payload.get("meta"), where)
     for name, parts in arrays.items():
         widths = {part.shape[1] for part in parts}
         if len(widths) > 1:
-            raise DecodeError(f"/v2/embed: the batches' {name!r} rows have different widths {sorted(widths)}")
+            raise decode_error(
+                f"/v2/embed: the batches' {name!r} rows have different widths {sorted(widths)}"
+            )
     merged = {name: np.concatenate(parts) for name, parts in arrays.items()}
     first_id = payloads[0].get("id") if payloads else None
     return EmbedV2Result(
@@ -686,7 +691,7 @@ def _v2_texts(value: object, where: str) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(text, str) for text in value):
-        raise DecodeError(f"{where}: `texts` is not a list of strings: {str(value)[:100]!r}")
+        raise decode_error(f"{where}: `texts` is not a list of strings: {str(value)[:100]!r}")
     return value
 
 
@@ -695,7 +700,7 @@ def _add_billed(billed: dict[str, int], meta: object, where: str) -> None:
         return
     units = meta.get("billed_units") if isinstance(meta, dict) else None
     if not isinstance(meta, dict) or not isinstance(units, dict | None):
-        raise DecodeError(f"{where}: `meta.billed_units` is not an object: {str(meta)[:100]!r}")
+        raise decode_error(f"{where}: `meta.billed_units` is not an object: {str(meta)[:100]!r}")
     for key, value in (units or {}).items():
         if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
             billed[key] = billed.get(key, 0) + int(value)
@@ -711,9 +716,9 @@ def _v2_array(name: str, values: Sequence[Any]) -> npt.NDArray[Any]:
         dtype, low, high = _V2_INT_RANGES[name]
         wide = float_rows(values, np.float64)
         if (wide != np.round(wide)).any() or wide.min() < low or wide.max() > high:
-            raise DecodeError(f"values outside the {np.dtype(dtype).name} range {low}..{high}")
+            raise decode_error(f"values outside the {np.dtype(dtype).name} range {low}..{high}")
         return wide.astype(dtype)
     # base64 on /v2/embed is always little-endian float32, whatever embed_dtype would say.
     if not all(isinstance(value, str) for value in values):
-        raise DecodeError("base64 rows must be strings")
+        raise decode_error("base64 rows must be strings")
     return decode_base64_rows(values, "float32", "little")

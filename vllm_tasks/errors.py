@@ -1,19 +1,15 @@
-"""The exception tree of vllm_tasks and the mapping from a server's error response to it.
+"""The exception tree of vllm_tasks.
 
-Every exception raised by the SDK derives from :class:`VLLMTasksError`::
+Every exception raised by the SDK derives from :class:`VLLMTasksError`; no class has two bases in the
+tree. Errors that differ only in vLLM's or the client's wording are one class with a ``kind``::
 
     VLLMTasksError
-    ├── InvalidInputError (also ValueError)   bad argument, caught before any request
-    │   ├── AudioDecodeError                  unreadable audio input (names the file and the reason)
-    │   │   └── AudioFetchError               an audio URL could not be fetched client-side
-    │   ├── InputFetchError                   a user-given URL could not be fetched client-side
-    │   └── ImageError                        image not decodable / not fetchable (client-side)
-    │       ├── ImageTooLarge                 over PIL's bomb limit or the size limit
-    │       └── ImageFetchError               an image URL could not be fetched client-side
+    ├── InvalidInputError (also ValueError)   bad argument, caught before any request (.kind: InputErrorKind)
+    │   └── InputFetchError                   a user-given URL could not be fetched client-side
     ├── MissingDependency (also ImportError)  an optional package is not installed (names the extra)
     ├── UnsupportedByServer                   feature needs a newer vLLM or a server flag
     ├── ServerNotReady                        wait_until_ready() ran out of time
-    ├── JobError                              a batch job (vllm_tasks.jobs) cannot start or go on
+    ├── JobError                              a batch job cannot start or go on (vllm_tasks.jobs)
     │   ├── JobMismatch                       a checkpoint or finished output belongs to another job
     │   ├── ReplicaMismatch                   the servers of one job serve different models
     │   ├── RowFailed                         a row the server refused, with fail_fast
@@ -22,17 +18,13 @@ Every exception raised by the SDK derives from :class:`VLLMTasksError`::
         ├── APIConnectionError
         │   └── APITimeoutError
         ├── StreamError                       an error frame inside a 200 event stream
-        ├── DimensionsNotApplied              vectors came back wider than `dimensions`
-        └── APIStatusError                    the server answered >= 400
+        ├── UnexpectedResponse                not an answer vLLM gives (.kind: UnexpectedKind)
+        └── APIStatusError                    the server answered >= 400 (.kind: StatusErrorKind)
             ├── BadRequestError (400)
-            │   ├── ContextLengthExceeded
-            │   ├── MatryoshkaNotSupported
-            │   ├── InputTypeNotSupported
-            │   └── AudioTooLarge
+            │   └── ContextLengthExceeded
             ├── AuthenticationError (401)
             ├── PermissionDeniedError (403)
             ├── NotFoundError (404)
-            │   └── ModelNotFoundError
             ├── EndpointNotServed (404 route not mounted / 501 task inactive)
             ├── ConflictError (409)
             ├── RequestTooLargeError (413)
@@ -42,21 +34,64 @@ Every exception raised by the SDK derives from :class:`VLLMTasksError`::
                 ├── ServiceUnavailableError (503)
                 └── GatewayTimeoutError (504)         a proxy in front stopped waiting
 
-No exception stores request headers, so the API key can never surface in a message, a repr, a log
-line or an exception chain.
+The mapping from a server's error answer to this tree is :mod:`vllm_tasks.server_errors`. No exception
+stores request headers, so the API key can never surface in a message, a repr, a log line or an
+exception chain.
 """
 
 from __future__ import annotations
 
-import json
 import pickle
-import re
-from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any, Literal
 
 import httpx
 
-from .tasks import TASK_ROUTES, TaskName, TaskRoute, task_for_path
+from .redaction import redact_text, redact_url
+
+InputErrorKind = Literal[
+    "argument", "image_decode", "image_too_large", "audio_decode", "url_fetch", "image_fetch", "audio_fetch"
+]
+"""What an :class:`InvalidInputError` is about:
+
+- ``"argument"``: an argument's value or type is wrong (the default).
+- ``"image_decode"``: an image does not decode, or is not an image.
+- ``"image_too_large"``: an image is over PIL's decompression-bomb limit or the size limit (``size``).
+- ``"audio_decode"``: an audio input cannot be read or decoded (``source``, ``reason``).
+- ``"url_fetch"``: a URL could not be fetched client-side (a :class:`InputFetchError`).
+- ``"image_fetch"``: an image URL could not be fetched client-side (a :class:`InputFetchError`).
+- ``"audio_fetch"``: an audio URL could not be fetched client-side (a :class:`InputFetchError`).
+"""
+
+FetchKind = Literal["url_fetch", "image_fetch", "audio_fetch"]
+"""The ``kind`` of an :class:`InputFetchError`: which input's URL could not be fetched."""
+
+StatusErrorKind = Literal[
+    "context_length_exceeded",
+    "matryoshka_not_supported",
+    "input_type_not_supported",
+    "audio_too_large",
+    "model_not_found",
+]
+"""vLLM's error wordings an :class:`APIStatusError` is recognised as (``kind``; ``None`` for others):
+
+- ``"context_length_exceeded"`` (400): an input is longer than the model's context; always a
+  :class:`ContextLengthExceeded`.
+- ``"matryoshka_not_supported"`` (400): ``dimensions`` / ``output_dimension`` is not allowed for this
+  model or value.
+- ``"input_type_not_supported"`` (400): a ``/v2/embed`` ``input_type`` the model defines no
+  instruction for; the message lists those it has.
+- ``"audio_too_large"`` (400): the audio upload is over the server's ``VLLM_MAX_AUDIO_CLIP_FILESIZE_MB``.
+- ``"model_not_found"`` (404): the ``model`` named in the request is not served.
+"""
+
+UnexpectedKind = Literal["response", "decode", "dimensions_not_applied"]
+"""What an :class:`UnexpectedResponse` is about:
+
+- ``"response"``: a status, body or content type vLLM does not answer with (often a proxy answered).
+- ``"decode"``: an embedding payload does not match what it declared (length, shape, dtype, widths).
+- ``"dimensions_not_applied"``: the vectors came back of another width than the ``dimensions`` asked
+  for (vLLM < 0.24.0 silently ignores an unsupported ``dimensions``).
+"""
 
 
 class VLLMTasksError(Exception):
@@ -83,73 +118,91 @@ class InvalidInputError(VLLMTasksError, ValueError):
         field: the argument's name (dotted for nested values, e.g. ``input[3]``).
         value: the offending value (shortened in the message).
         fix: what to do instead.
+        kind: what it is about (:data:`InputErrorKind`): ``"argument"``, ``"image_decode"``,
+            ``"image_too_large"``, ``"audio_decode"``, or for an :class:`InputFetchError`
+            ``"url_fetch"``, ``"image_fetch"``, ``"audio_fetch"``.
+        size: ``(width, height)`` in pixels of an image that is too large, when known (else ``None``).
+        source: for audio and fetched inputs, the file path, URL, or ``<bytes>`` / ``<file object>`` /
+            ``<array>`` (else ``None``).
+        reason: for audio and fetched inputs, what the decoders or the fetch said (else ``None``).
+
+    Examples:
+        >>> error = InvalidInputError("batch_size", 0, "must be >= 1", "Pass 1 or more.")
+        >>> str(error), error.kind
+        ('batch_size=0: must be >= 1. Pass 1 or more.', 'argument')
     """
 
-    def __init__(self, field: str, value: object, problem: str, fix: str) -> None:
+    kind: InputErrorKind = "argument"
+    size: tuple[int, int] | None = None
+    source: str | None = None
+    reason: str | None = None
+
+    def __init__(
+        self,
+        field: str,
+        value: object,
+        problem: str,
+        fix: str,
+        *,
+        kind: InputErrorKind = "argument",
+        size: tuple[int, int] | None = None,
+    ) -> None:
         self.field = field
         self.value = value
         self.fix = fix
+        self.kind = kind
+        if size is not None:
+            self.size = size
         super().__init__(f"{field}={_short(value)}: {problem}. {fix}")
 
+    @classmethod
+    def audio_decode(cls, source: str, reason: str) -> InvalidInputError:
+        """The error for an audio input that cannot be read or decoded (``kind="audio_decode"``).
 
-class ImageError(InvalidInputError):
-    """An image cannot be sent: it does not decode, or it is not an image; found before upload."""
+        Args:
+            source: the file path, URL, or ``<bytes>`` / ``<file object>`` / ``<array>``.
+            reason: what the decoders said.
 
-
-class ImageTooLarge(ImageError):
-    """An image is over PIL's decompression-bomb limit (the server would answer 500) or over the size
-    limit with downscaling turned off.
-
-    Attributes:
-        size: ``(width, height)`` in pixels, when known.
-    """
-
-    size: tuple[int, int] | None = None
+        Examples:
+            >>> InvalidInputError.audio_decode("a.wav", "no audio samples").reason
+            'no audio samples'
+        """
+        error = cls(
+            "audio",
+            source,
+            f"cannot be decoded: {reason}",
+            "Check that it is a complete audio or video file (WAV, FLAC, MP3, OGG, M4A, ...).",
+            kind="audio_decode",
+        )
+        error.source = source
+        error.reason = reason
+        return error
 
 
 class InputFetchError(InvalidInputError):
     """A user-given URL (an image or audio file) could not be fetched client-side.
 
     Attributes:
-        source: the URL.
-        reason: what went wrong (unreachable host, error status).
+        kind: ``"image_fetch"`` (an image URL), ``"audio_fetch"`` (an audio URL) or ``"url_fetch"``
+            (a URL the transport refused or could not download, before knowing what it holds).
+        source: the URL (credentials removed).
+        reason: what went wrong (unreachable host, error status, a fetch limit passed).
     """
 
-    def __init__(self, field: str, url: str, reason: str) -> None:
+    source: str
+    reason: str
+
+    def __init__(self, field: str, url: str, reason: str, *, kind: FetchKind = "url_fetch") -> None:
         url = redact_url(url)
+        super().__init__(
+            field,
+            url,
+            f"could not be fetched ({reason})",
+            "Check the URL, or pass the file's bytes.",
+            kind=kind,
+        )
         self.source = url
         self.reason = redact_text(reason)
-        # Called directly: subclasses also derive from errors whose __init__ takes other arguments.
-        InvalidInputError.__init__(
-            self, field, url, f"could not be fetched ({reason})", "Check the URL, or pass the file's bytes."
-        )
-
-
-class ImageFetchError(ImageError, InputFetchError):
-    """An image URL could not be fetched client-side (unreachable host, error status)."""
-
-
-class AudioDecodeError(InvalidInputError):
-    """An audio input cannot be read or decoded; raised before any upload.
-
-    Attributes:
-        source: the file path, URL, or ``<bytes>`` / ``<file object>`` / ``<array>``.
-        reason: what the decoders said.
-    """
-
-    def __init__(self, source: str, reason: str) -> None:
-        self.source = source
-        self.reason = reason
-        super().__init__(
-            "audio",
-            source,
-            f"cannot be decoded: {reason}",
-            "Check that it is a complete audio or video file (WAV, FLAC, MP3, OGG, M4A, ...).",
-        )
-
-
-class AudioFetchError(InputFetchError, AudioDecodeError):
-    """An audio URL could not be fetched client-side (unreachable host, error status)."""
 
 
 class MissingDependency(VLLMTasksError, ImportError):
@@ -318,23 +371,60 @@ class StreamError(APIError):
         super().__init__(message)
 
 
-class APIStatusError(APIError):
-    """The server answered with an HTTP error status.
+class UnexpectedResponse(APIError):
+    """The answer is not one vLLM gives: a redirect or other non-2xx status that is not an error, an
+    empty or 204 body, a content type the request does not produce (an HTML page), a body of the wrong
+    shape (often a proxy or load balancer answered instead of vLLM), an embedding payload that does not
+    match what it declared, or vectors of another width than the ``dimensions`` asked for.
 
     Attributes:
-        status_code: the HTTP status.
-        message: the server's message, parsed from any of vLLM's error body shapes.
-        param: the offending parameter when the server names one (else ``None``).
-        request_id: the ``X-Request-Id`` response header, when present.
-        body: the parsed JSON body (or the raw text, or ``None`` for an empty body).
-        headers: the response headers.
+        kind: what it is about (:data:`UnexpectedKind`): ``"response"`` (status, body, content type),
+            ``"decode"`` (an embedding payload's length, shape or dtype) or ``"dimensions_not_applied"``
+            (vLLM < 0.24.0 ignored an unsupported ``dimensions``; the client checks instead of handing
+            back vectors of the wrong width).
+        status_code: the HTTP status, when known.
+        content_type: the response's ``Content-Type`` (``""`` when absent).
     """
 
     def __init__(
         self,
         message: str,
         *,
+        kind: UnexpectedKind = "response",
+        status_code: int | None = None,
+        content_type: str = "",
+        method: str | None = None,
+        url: str | None = None,
+    ) -> None:
+        self.kind = kind
+        self.status_code = status_code
+        self.content_type = content_type
+        super().__init__(message, method=method, url=url)
+
+
+class APIStatusError(APIError):
+    """The server answered with an HTTP error status.
+
+    Attributes:
+        status_code: the HTTP status.
+        message: the server's message, parsed from any of vLLM's error body shapes.
+        kind: the vLLM wording recognised (:data:`StatusErrorKind`: ``"context_length_exceeded"``,
+            ``"matryoshka_not_supported"``, ``"input_type_not_supported"``, ``"audio_too_large"``,
+            ``"model_not_found"``), else ``None``.
+        param: the offending parameter when the server names one (else ``None``).
+        request_id: the ``X-Request-Id`` response header, when present.
+        body: the parsed JSON body (or the raw text, or ``None`` for an empty body).
+        headers: the response headers.
+    """
+
+    kind: StatusErrorKind | None = None
+
+    def __init__(
+        self,
+        message: str,
+        *,
         status_code: int,
+        kind: StatusErrorKind | None = None,
         param: str | None = None,
         request_id: str | None = None,
         body: object = None,
@@ -343,6 +433,8 @@ class APIStatusError(APIError):
         url: str | None = None,
     ) -> None:
         self.status_code = status_code
+        if kind is not None:
+            self.kind = kind
         self.param = param
         self.request_id = request_id
         self.body = body
@@ -355,11 +447,18 @@ class APIStatusError(APIError):
 
 
 class BadRequestError(APIStatusError):
-    """400: the server refused the request's content."""
+    """400: the server refused the request's content.
+
+    ``kind`` names the vLLM wordings users act on: ``"matryoshka_not_supported"`` (``dimensions`` /
+    ``output_dimension`` not allowed for this model or value), ``"input_type_not_supported"`` (a
+    ``/v2/embed`` ``input_type`` the model defines no instruction for), ``"audio_too_large"`` (over the
+    server's ``VLLM_MAX_AUDIO_CLIP_FILESIZE_MB``), ``"context_length_exceeded"`` (a
+    :class:`ContextLengthExceeded`).
+    """
 
 
 class ContextLengthExceeded(BadRequestError):
-    """An input is longer than the model's context.
+    """An input is longer than the model's context (``kind == "context_length_exceeded"``).
 
     Attributes:
         max_model_len: the model's maximum, when the message states it.
@@ -367,29 +466,10 @@ class ContextLengthExceeded(BadRequestError):
         input_index: the position of the offending input in the caller's list, when known.
     """
 
+    kind: StatusErrorKind | None = "context_length_exceeded"
     max_model_len: int | None = None
     prompt_tokens: int | None = None
     input_index: int | None = None
-
-
-class MatryoshkaNotSupported(BadRequestError):
-    """``dimensions`` / ``output_dimension`` is not allowed for this model or value."""
-
-
-class InputTypeNotSupported(BadRequestError):
-    """``/v2/embed`` ``input_type`` that the model defines no instruction for; the message lists them."""
-
-
-class DimensionsNotApplied(APIError):
-    """The server returned vectors of another width than the ``dimensions`` asked for.
-
-    vLLM < 0.24.0 silently ignores an unsupported ``dimensions``; the client checks instead of handing
-    back vectors of the wrong width.
-    """
-
-
-class AudioTooLarge(BadRequestError):
-    """The audio upload is over the server's ``VLLM_MAX_AUDIO_CLIP_FILESIZE_MB``."""
 
 
 class AuthenticationError(APIStatusError):
@@ -401,11 +481,7 @@ class PermissionDeniedError(APIStatusError):
 
 
 class NotFoundError(APIStatusError):
-    """404."""
-
-
-class ModelNotFoundError(NotFoundError):
-    """404: the ``model`` named in the request is not served."""
+    """404; ``kind == "model_not_found"`` when the ``model`` named in the request is not served."""
 
 
 class EndpointNotServed(APIStatusError):
@@ -451,233 +527,22 @@ class GatewayTimeoutError(InternalServerError):
     """504: a proxy or load balancer in front of vLLM stopped waiting for its answer (retried)."""
 
 
-GATEWAY_TIMEOUT_FIX = (
-    "A proxy in front of vLLM gave up waiting for the answer: raise its read timeout (nginx: "
-    "proxy_read_timeout) or send less per request (a smaller batch_size)."
+OPTION_ERROR_KINDS: frozenset[StatusErrorKind] = frozenset(
+    {"matryoshka_not_supported", "input_type_not_supported"}
 )
+"""The ``kind`` of a 400 about a call's options (every row would be refused the same), not its rows."""
 
 
-class UnexpectedResponse(APIError):
-    """The answer is not one vLLM gives: a redirect or other non-2xx status that is not an error, an
-    empty or 204 body, a content type the request does not produce (an HTML page), or a body of the
-    wrong shape. Often a proxy or load balancer answered instead of vLLM.
-
-    Attributes:
-        status_code: the HTTP status, when known.
-        content_type: the response's ``Content-Type`` (``""`` when absent).
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        status_code: int | None = None,
-        content_type: str = "",
-        method: str | None = None,
-        url: str | None = None,
-    ) -> None:
-        self.status_code = status_code
-        self.content_type = content_type
-        super().__init__(message, method=method, url=url)
-
-
-_BY_STATUS: dict[int, type[APIStatusError]] = {
-    400: BadRequestError,
-    401: AuthenticationError,
-    403: PermissionDeniedError,
-    404: NotFoundError,
-    409: ConflictError,
-    413: RequestTooLargeError,
-    422: UnprocessableEntityError,
-    429: RateLimitError,
-    503: ServiceUnavailableError,
-}
-
-# vLLM's wordings of an over-long input, 0.11 to 0.32 (each seen on a real server):
-#   0.11-0.32  "This model's maximum context length is 256 tokens. However, your request has 602 input tokens"
-#              "... However, you requested 604 tokens in the input for score"
-#              "... However, your prompt contains at least 257 input tokens"
-#   0.16       "You passed 257 input tokens and requested 0 output tokens. However, the model's context
-#              length is only 256 tokens"
-_CONTEXT_MAX_RE = re.compile(r"(?:maximum context length is|context length is only) (?P<max>\d+) tokens")
-# Only a count of tokens: a bi-encoder's /score and /rerank say "contains 5130 characters (more than
-# 4608 characters, ...)" for text over the character bound, which is not a token count.
-_CONTEXT_TOKENS_RE = re.compile(
-    r"(?:contains (?:at least )?|request has |requested |passed )(?P<n>\d+) (?:input )?tokens"
-)
-_PARAM_SUFFIX_RE = re.compile(r"\(parameter=(?P<param>[^,]+), value=.*\)\s*$", re.DOTALL)
-# vLLM 0.11 answers a mounted route of an inactive task with 400 where later versions say 501.
-_INACTIVE_TASK_RE = re.compile(r"The model does not support \w+ API")
-# "only supports [128, 256, 384] matryoshka dimensions" (up to 0.25) and the 0.26+ wordings.
-_MATRYOSHKA_RE = re.compile(
-    r"does not support matryoshka|only supports .*matryoshka dimensions|only supports dimensions in range"
-    r"|dimensions must be less than or equal",
-    re.IGNORECASE,
-)
-MATRYOSHKA_FIX = (
-    "The operator can serve the model as Matryoshka with `--hf-overrides '{\"is_matryoshka\": true}'` "
-    "or `--hf-overrides '{\"matryoshka_dimensions\": [...]}'`; otherwise leave `dimensions` unset."
-)
-
-
-def parse_error_body(response: httpx.Response) -> tuple[str, str | None, object]:
-    """Extract ``(message, param, body)`` from any error body shape vLLM has used.
-
-    Handles the nested body (``{"error": {"message", "type", "param", "code"}}``, vLLM >= 0.10.1), the
-    flat body of older servers (``{"object": "error", "message", ...}``), ``{"error": "Unauthorized"}``,
-    FastAPI's ``{"detail": ...}`` (a string or a list of validation errors), plain text and empty bodies.
-    """
-    text = response.text
-    try:
-        body: object = json.loads(text) if text.strip() else None
-    except ValueError:
-        body = text
-    message: str | None = None
-    param: str | None = None
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict):
-            message = _as_text(error.get("message"))
-            param = _as_text(error.get("param"))
-        elif isinstance(error, str):
-            message = error
-        elif "message" in body:
-            message = _as_text(body.get("message"))
-            param = _as_text(body.get("param"))
-        elif "detail" in body:
-            detail = body["detail"]
-            message = detail if isinstance(detail, str) else json.dumps(detail)
-    elif isinstance(body, str):
-        message = body.strip()[:2000]
-    if not message:
-        message = response.reason_phrase or f"HTTP {response.status_code}"
-    if param is None:
-        match = _PARAM_SUFFIX_RE.search(message)
-        if match:
-            param = match["param"].strip()
-    return message, param, body
-
-
-def error_from_response(
-    response: httpx.Response,
-    *,
-    task: TaskName | None = None,
-    method: str | None = None,
-    url: str | None = None,
-) -> APIStatusError:
-    """Build the most specific :class:`APIStatusError` for an error response.
-
-    Args:
-        response: the server's response (status >= 400), body already read.
-        task: the task the request was for; sharpens :class:`EndpointNotServed` messages.
-        method: the request method, for the message.
-        url: the request URL, for the message (credentials are removed).
-
-    Returns:
-        The exception to raise.
-    """
-    status = response.status_code
-    message, param, body = parse_error_body(response)
-    try:
-        request: httpx.Request | None = response.request
-    except RuntimeError:  # a response built by hand has no request
-        request = None
-    if method is None and request is not None:
-        method = request.method
-    if url is None and request is not None:
-        url = str(request.url)
-    path = urlsplit(url).path if url else ""
-    route = TASK_ROUTES.get(task) if task else task_for_path(path)
-    kwargs: dict[str, Any] = {
-        "status_code": status,
-        "param": param,
-        "request_id": response.headers.get("x-request-id"),
-        "body": body,
-        "headers": response.headers,
-        "method": method,
-        "url": url,
-    }
-    lowered = message.lower()
-    if (
-        (status == 404 and message == "Not Found")
-        or (status == 501 and "does not support" in lowered)
-        or (status == 400 and _INACTIVE_TASK_RE.search(message))
-    ):
-        not_served = EndpointNotServed(_not_served_message(status, route, path), **kwargs)
-        not_served.task = route.task if route else None
-        not_served.reason = "not_mounted" if status == 404 else "inactive"
-        return not_served
-    if status == 404 and "does not exist" in lowered and "model" in lowered:
-        return ModelNotFoundError(message, **kwargs)
-    if status == 400:
-        limit = _CONTEXT_MAX_RE.search(message)
-        if limit or "maximum context length" in lowered:
-            exceeded = ContextLengthExceeded(message, **kwargs)
-            tokens = _CONTEXT_TOKENS_RE.search(message)
-            exceeded.max_model_len = int(limit["max"]) if limit else None
-            exceeded.prompt_tokens = int(tokens["n"]) if tokens else None
-            return exceeded
-        if _MATRYOSHKA_RE.search(message):
-            return MatryoshkaNotSupported(f"{message} {MATRYOSHKA_FIX}", **kwargs)
-        if "unsupported input_type" in lowered:
-            return InputTypeNotSupported(message, **kwargs)
-        if "maximum file size exceeded" in lowered:
-            return AudioTooLarge(
-                f"{message} Split the audio client-side (chunking='auto') or raise the server's "
-                "VLLM_MAX_AUDIO_CLIP_FILESIZE_MB.",
-                **kwargs,
-            )
-    if status == 504:
-        return GatewayTimeoutError(f"{message} {GATEWAY_TIMEOUT_FIX}", **kwargs)
-    cls = _BY_STATUS.get(status, InternalServerError if status >= 500 else APIStatusError)
-    return cls(message, **kwargs)
-
-
-def _not_served_message(status: int, route: TaskRoute | None, path: str) -> str:
-    if route is not None:
-        what = "mounts the route but its active task is another one" if status == 501 else "lacks it"
-        return (
-            f"This server does not serve the `{route.task}` task ({route.path} answered {status}: the "
-            f"model {what}). To serve it, {route.how_to_serve}."
-        )
-    return f"This server does not serve {path or 'this route'} (HTTP {status})."
-
-
-def redact_url(url: str) -> str:
-    """``url`` without its credentials (``http://user:KEY@host:8000/x`` -> ``http://host:8000/x``).
+def is_option_error(error: BaseException) -> bool:
+    """Whether ``error`` refuses the call's options (``dimensions``, ``input_type``) rather than its rows.
 
     Examples:
-        >>> redact_url("http://user:KEY@host:8000/v1")
-        'http://host:8000/v1'
+        >>> is_option_error(BadRequestError("no", status_code=400, kind="matryoshka_not_supported"))
+        True
+        >>> is_option_error(BadRequestError("too long", status_code=400))
+        False
     """
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:  # not parseable as a URL: remove anything that looks like userinfo
-        return redact_text(url)
-    if parts.username is not None or parts.password is not None:
-        host = parts.hostname or ""
-        if ":" in host:  # IPv6
-            host = f"[{host}]"
-        if port is not None:
-            host = f"{host}:{port}"
-        return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
-    return url
-
-
-# scheme://userinfo@ : the greedy run stops at the end of the authority, so a password holding an
-# unescaped "@" is removed whole.
-_USERINFO_RE = re.compile(r"\b([A-Za-z][A-Za-z0-9+.\-]*://)[^\s/?#'\"<>]*@")
-
-
-def redact_text(text: str) -> str:
-    """``text`` with the credentials of every URL in it removed.
-
-    Examples:
-        >>> redact_text("GET http://user:KEY@host:8000/health failed")
-        'GET http://host:8000/health failed'
-    """
-    return _USERINFO_RE.sub(r"\1", text) if "@" in text else text
+    return isinstance(error, BadRequestError) and error.kind in OPTION_ERROR_KINDS
 
 
 def _restore_error(cls: type[BaseException], args: tuple[object, ...]) -> BaseException:
@@ -698,12 +563,6 @@ def _picklable_state(error: BaseException) -> dict[str, object]:
     if isinstance(error, ImportError):  # C-level attributes, not in vars()
         state.update(msg=error.msg, name=error.name, path=error.path)
     return state
-
-
-def _as_text(value: object) -> str | None:
-    if value is None:
-        return None
-    return value if isinstance(value, str) else str(value)
 
 
 def _short(value: object, limit: int = 80) -> str:

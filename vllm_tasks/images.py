@@ -28,7 +28,7 @@ from typing import Any
 
 from . import defaults
 from .dependencies import require
-from .errors import ImageError, ImageTooLarge, InvalidInputError
+from .errors import InvalidInputError
 
 ImageInput = Any
 """Anything :func:`image_to_data_url` accepts (see there)."""
@@ -285,15 +285,15 @@ def prepare_image(
         field: the argument name used in error messages.
         max_pixels: refuse images with more pixels than this.
         max_side: downscale (or refuse) images whose longest side is longer; ``None`` for no limit.
-        downscale: False refuses an over-long image with :class:`ImageTooLarge` instead.
+        downscale: False refuses an over-long image (``kind="image_too_large"``) instead.
 
     Returns:
         PreparedImage: the data URL plus the sizes sent and original.
 
     Raises:
-        ImageError: the data is not a decodable image.
-        ImageTooLarge: over ``max_pixels``, or over ``max_side`` with ``downscale=False``.
-        InvalidInputError: for an unsupported input type or an unreadable path.
+        InvalidInputError: ``kind="image_decode"``: the data is not a decodable image;
+            ``kind="image_too_large"``: over ``max_pixels``, or over ``max_side`` with ``downscale=False``;
+            ``kind="argument"``: an unsupported input type or an unreadable path.
         MissingDependency: pillow is not installed.
 
     Examples:
@@ -306,7 +306,7 @@ def prepare_image(
     width, height = size = pil.size
     if max_side is not None and max(size) > max_side:
         if not downscale:
-            too_large = ImageTooLarge(
+            too_large = _too_large(
                 field,
                 f"{width}x{height} image",
                 f"is larger than max_side={max_side} pixels",
@@ -336,12 +336,12 @@ def _decoded(Image: Any, image: ImageInput, field: str, max_pixels: int) -> tupl
     width, height = pil.size
     _check_pixels(width, height, field, max_pixels)
     if width < 1 or height < 1:
-        raise ImageError(field, f"{width}x{height} image", "has no pixels", "Pass a non-empty image.")
+        raise _undecodable(field, f"{width}x{height} image", "has no pixels", "Pass a non-empty image.")
     if data is not None:
         try:
             pil.load()
         except (OSError, SyntaxError, ValueError) as error:
-            raise ImageError(
+            raise _undecodable(
                 field, data[:16], f"does not decode completely ({error})", "The file is truncated or corrupt."
             ) from error
     return pil, data, original
@@ -381,7 +381,7 @@ def _encoded_bytes(image: ImageInput, field: str) -> bytes:
             try:
                 return base64.b64decode(payload, validate=True)
             except (binascii.Error, ValueError) as error:
-                raise ImageError(field, image, "is not valid base64", "Encode the image bytes.") from error
+                raise _undecodable(field, image, "is not valid base64", "Encode the image bytes.") from error
         if is_remote_url(stripped):
             raise InvalidInputError(
                 field, image, "is a URL", "Fetch it first (the OCR methods do this unless fetch_urls=False)."
@@ -415,9 +415,19 @@ def _encoded_bytes(image: ImageInput, field: str) -> bytes:
     )
 
 
+def _undecodable(field: str, value: object, problem: str, fix: str) -> InvalidInputError:
+    """An image that does not decode, or is not an image (``kind="image_decode"``)."""
+    return InvalidInputError(field, value, problem, fix, kind="image_decode")
+
+
+def _too_large(field: str, value: object, problem: str, fix: str) -> InvalidInputError:
+    """An image over the pixel or size limit (``kind="image_too_large"``; the caller sets ``size``)."""
+    return InvalidInputError(field, value, problem, fix, kind="image_too_large")
+
+
 def _check_pixels(width: int, height: int, field: str, max_pixels: int) -> None:
     if width * height > max_pixels:
-        too_large = ImageTooLarge(
+        too_large = _too_large(
             field,
             f"{width}x{height} image",
             f"has {width * height:,} pixels, over the limit of {max_pixels:,} (PIL's decompression-bomb "
@@ -435,7 +445,7 @@ def _open_checked(Image: Any, data: bytes, field: str, max_pixels: int) -> Any: 
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             pil = Image.open(io.BytesIO(data))
     except Image.DecompressionBombError as error:
-        too_large = ImageTooLarge(
+        too_large = _too_large(
             field,
             data[:16],
             f"is far over PIL's decompression-bomb limit of {max_pixels:,} pixels ({error})",
@@ -443,7 +453,7 @@ def _open_checked(Image: Any, data: bytes, field: str, max_pixels: int) -> Any: 
         )
         raise too_large from error
     except (OSError, SyntaxError, ValueError) as error:
-        raise ImageError(
+        raise _undecodable(
             field,
             data[:16],
             "is not a decodable image",

@@ -372,7 +372,8 @@ def prepare_pages(
     its encoded bytes, not its bitmap, as the original for ``draw()``/``crop()`` (long PDFs).
 
     Raises:
-        ImageError, ImageTooLarge: a page cannot be encoded (see :func:`vllm_tasks.images.prepare_image`).
+        InvalidInputError: (``kind="image_decode"`` or ``"image_too_large"``) a page cannot be encoded (see
+            :func:`vllm_tasks.images.prepare_image`).
 
     Examples:
         >>> total, rendered = render_pages("report.pdf", None, 144.0)

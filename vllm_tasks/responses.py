@@ -15,7 +15,8 @@ import httpx
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from .errors import APIStatusError, UnexpectedResponse, error_from_response
+from .errors import APIStatusError, UnexpectedResponse
+from .server_errors import error_from_response
 from .tasks import TaskName
 from .types.common import Usage
 
@@ -112,7 +113,7 @@ def server_error(
 
     vLLM's error bodies are ``{"object": "error", "message", "type", "param", "code"}`` (before 0.10.1)
     and ``{"error": {"message", "type", "param", "code"}}``; ``code`` (else 500) picks the error class
-    as :func:`~vllm_tasks.errors.error_from_response` does for an error status.
+    as :func:`~vllm_tasks.server_errors.error_from_response` does for an error status.
 
     Examples:
         >>> body = {"object": "error", "message": "bad", "code": 400}

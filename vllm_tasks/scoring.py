@@ -33,8 +33,15 @@ import numpy.typing as npt
 from . import defaults, gates, images
 from .batching import plan_batches
 from .calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
-from .decoding import DecodeError, float_rows
-from .errors import APIError, BadRequestError, ContextLengthExceeded, InternalServerError, InvalidInputError
+from .decoding import float_rows
+from .errors import (
+    APIError,
+    BadRequestError,
+    ContextLengthExceeded,
+    InternalServerError,
+    InvalidInputError,
+    UnexpectedResponse,
+)
 from .responses import in_index_order, index_problem, json_object, malformed, text_or_none, usage_of
 from .server_state import Fact
 from .tasks import TaskName
@@ -432,7 +439,7 @@ def _number(response: httpx.Response, what: str, entry: Mapping[str, Any], key: 
 def _rows(response: httpx.Response, what: str, rows: list[Any], dtype: npt.DTypeLike) -> npt.NDArray[Any]:
     try:
         return float_rows(rows, dtype)
-    except DecodeError as error:
+    except UnexpectedResponse as error:
         raise malformed(response, what, error.message) from None
 
 

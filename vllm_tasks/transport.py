@@ -19,9 +19,10 @@ from tenacity import RetryCallState
 
 from .calls import CLIENT_DEFAULT, TimeoutLike
 from .config import ClientSettings
-from .errors import APIConnectionError, APITimeoutError, error_from_response
+from .errors import APIConnectionError, APITimeoutError
 from .responses import check_status
 from .retries import Backoff, is_retryable
+from .server_errors import error_from_response
 from .tasks import TaskName
 from .telemetry import Observation, UsageCounter
 

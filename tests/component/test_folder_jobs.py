@@ -243,11 +243,11 @@ def test_other_options_or_another_model_refuse_to_resume(
 ) -> None:
     out = tmp_path / "md"
     vt.ocr_dir(ocr_fake.url, scans, out, max_tokens=64)
-    with pytest.raises(vt.JobMismatch, match="option max_tokens: 64 -> 128"):
+    with pytest.raises(vt.jobs.JobMismatch, match="option max_tokens: 64 -> 128"):
         vt.ocr_dir(ocr_fake.url, scans, out, max_tokens=128)
     with (
         FakeVLLM(model="other-ocr", tasks=OCR_TASKS) as other,
-        pytest.raises(vt.JobMismatch, match="served model: 'deepseek-ocr' -> 'other-ocr'"),
+        pytest.raises(vt.jobs.JobMismatch, match="served model: 'deepseek-ocr' -> 'other-ocr'"),
     ):
         vt.ocr_dir(other.url, scans, out, max_tokens=64)
     assert cli.main(["ocr-dir", str(scans), "--out", str(out), "--url", ocr_fake.url]) == cli.EXIT_JOB_REFUSED
@@ -329,7 +329,7 @@ def test_pages_go_to_every_server_and_a_failing_one_is_set_aside(scans: Path, tm
 def test_servers_of_different_models_are_refused(scans: Path, tmp_path: Path, ocr_fake: FakeVLLM) -> None:
     with (
         FakeVLLM(model="other", tasks=OCR_TASKS) as other,
-        pytest.raises(vt.ReplicaMismatch, match="'other'"),
+        pytest.raises(vt.jobs.ReplicaMismatch, match="'other'"),
     ):
         vt.ocr_dir([ocr_fake.url, other.url], scans, tmp_path / "md")
 
@@ -357,7 +357,7 @@ def test_progress_is_a_bar_on_a_terminal(
 
 
 def test_the_job_shares_an_event_loop(scans: Path, tmp_path: Path, ocr_fake: FakeVLLM) -> None:
-    async def main() -> tuple[vt.FolderJobReport, int]:
+    async def main() -> tuple[vt.jobs.FolderJobReport, int]:
         async with Ticker() as ticker, vt.AsyncClient(ocr_fake.url) as client:
             report = await vt.aocr_dir(client, scans, tmp_path / "md")
         return report, ticker.ticks

@@ -127,7 +127,7 @@ def test_full_disk_is_a_typed_error_before_any_row(
     corpus: Path, tmp_path: Path, fake: FakeVLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(outputs, "free_bytes", lambda folder: 100)
-    with client(fake) as c, pytest.raises(vt.InsufficientDiskSpace) as info:
+    with client(fake) as c, pytest.raises(vt.jobs.InsufficientDiskSpace) as info:
         vt.embed_file(c, corpus, tmp_path / "out.npy")
     assert (info.value.needed, info.value.free) == (48 * WIDTH * 4 + 128, 100)  # the rows and the header
     assert isinstance(info.value, OSError)
@@ -144,7 +144,7 @@ def test_full_disk_found_by_the_allocation_is_typed_too(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "posix_fallocate", no_space)
-    with client(fake) as c, pytest.raises(vt.InsufficientDiskSpace):
+    with client(fake) as c, pytest.raises(vt.jobs.InsufficientDiskSpace):
         vt.embed_file(c, corpus, tmp_path / "out.npy")
 
 
@@ -207,7 +207,7 @@ def test_a_swapped_model_is_refused_on_resume(corpus: Path, tmp_path: Path) -> N
     with fake_server() as second, client(second) as c:
         second.settings.root = "intfloat/e5-small"
         with pytest.raises(
-            vt.JobMismatch, match="served model weights: 'BAAI/bge-small' -> 'intfloat/e5-small'"
+            vt.jobs.JobMismatch, match="served model weights: 'BAAI/bge-small' -> 'intfloat/e5-small'"
         ):
             vt.embed_file(c, corpus, out, chunk_rows=5)
         assert len(second.received(EMBED)) == 1  # the probe only
@@ -244,7 +244,7 @@ def test_an_in_place_edit_with_the_mtime_kept_is_refused(
     content = corpus.read_bytes()
     corpus.write_bytes(content.replace(b"text 1 ", b"TEXT 1 "))  # same size
     os.utime(corpus, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    with client(fake) as c, pytest.raises(vt.JobMismatch, match="input content") as info:
+    with client(fake) as c, pytest.raises(vt.jobs.JobMismatch, match="input content") as info:
         vt.embed_file(c, corpus, out, chunk_rows=5)
     assert "--restart" in str(info.value)
     with client(fake) as c:  # starting over is the user's call
@@ -256,7 +256,7 @@ def test_changed_vector_options_are_refused(corpus: Path, tmp_path: Path, fake: 
     out = tmp_path / "out.npy"
     with client(fake) as c:
         vt.embed_file(c, corpus, out)
-        with pytest.raises(vt.JobMismatch, match="option dimensions: None -> 4"):
+        with pytest.raises(vt.jobs.JobMismatch, match="option dimensions: None -> 4"):
             vt.embed_file(c, corpus, out, dimensions=4)
         assert vt.embed_file(c, corpus, out, encoding_format="float").already_complete  # transport only
 
@@ -301,7 +301,7 @@ def test_a_poisoned_row_is_isolated_and_every_other_row_written(tmp_path: Path) 
         good = [i for i in range(40) if i != 13]
         np.testing.assert_array_equal(matrix[good], expected(fake, [lines[i] for i in good]))
         assert out.with_name("out.npy.ids.jsonl").read_text().split() == [f'"d{i}"' for i in range(40)]
-        with pytest.raises(vt.RowFailed, match=r"row 13 \(id 'd13'\)") as info:
+        with pytest.raises(vt.jobs.RowFailed, match=r"row 13 \(id 'd13'\)") as info:
             vt.embed_file(c, source, tmp_path / "ff.npy", text_field="body", id_field="doc", fail_fast=True)
         assert (info.value.row, info.value.row_id) == (13, "d13")
         truncated = vt.embed_file(c, source, tmp_path / "t.npy", text_field="body", too_long="truncate")
@@ -309,7 +309,7 @@ def test_a_poisoned_row_is_isolated_and_every_other_row_written(tmp_path: Path) 
 
 
 def test_the_job_shares_an_event_loop(corpus: Path, tmp_path: Path) -> None:
-    async def main() -> tuple[vt.EmbedFileReport, int]:
+    async def main() -> tuple[vt.jobs.EmbedFileReport, int]:
         async with Ticker(interval=0.005) as ticker, vt.AsyncClient(fake.url) as aclient:
             report = await vt.aembed_file(aclient, corpus, tmp_path / "a.npy", chunk_rows=5, batch_size=2)
         return report, ticker.ticks
@@ -326,7 +326,7 @@ def test_the_sync_job_runs_where_an_event_loop_is_running(
     """A Jupyter cell runs in an event loop: embed_file used to fail there ('asyncio.run() cannot be
     called from a running event loop', seen running docs/jobs.md's example)."""
 
-    async def cell() -> vt.EmbedFileReport:
+    async def cell() -> vt.jobs.EmbedFileReport:
         return vt.embed_file(fake.url, corpus, tmp_path / "cell.npy", chunk_rows=5, batch_size=2)
 
     report = asyncio.run(cell())
@@ -420,7 +420,7 @@ def test_a_failing_replica_is_set_aside_and_nothing_is_lost(corpus: Path, tmp_pa
 
 
 def test_replicas_must_serve_the_same_model(corpus: Path, tmp_path: Path) -> None:
-    with fake_server() as a, fake_server(model="e5") as b, pytest.raises(vt.ReplicaMismatch) as info:
+    with fake_server() as a, fake_server(model="e5") as b, pytest.raises(vt.jobs.ReplicaMismatch) as info:
         vt.embed_file([a.url, b.url], corpus, tmp_path / "o.npy")
     assert "'minilm'" in str(info.value) and "'e5'" in str(info.value)
     assert not (tmp_path / "o.npy.partial").exists()

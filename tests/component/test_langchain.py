@@ -250,7 +250,7 @@ def test_typed_errors_pass_through(server: FakeVLLM) -> None:
     assert caught.value.input_index == 1
     cut = VLLMEmbeddings(base_url=server.url, truncate_prompt_tokens=-1)  # cut to the model's length instead
     np.testing.assert_allclose(cut.embed_documents([too_long])[0], server.vector("word"), atol=1e-6)
-    with pytest.raises(vt.ModelNotFoundError):
+    with pytest.raises(vt.NotFoundError):
         VLLMEmbeddings(base_url=server.url, model="no-such-model").embed_query("a")
 
 
@@ -430,14 +430,14 @@ def test_ocr_loader_refuses_before_sending(ocr_server: FakeVLLM, tmp_path: Path)
         VLLMOCRLoader(image, base_url=ocr_server.url, mode="pages")  # type: ignore[arg-type]
     broken = tmp_path / "broken.png"
     broken.write_bytes(b"not an image at all")
-    with pytest.raises(vt.ImageError):
+    with pytest.raises(vt.InvalidInputError):
         VLLMOCRLoader(broken, base_url=ocr_server.url).load()
     assert ocr_server.received("/v1/chat/completions") == []
 
 
 def test_ocr_loader_truncated_pages_are_marked(ocr_server: FakeVLLM, tmp_path: Path) -> None:
     loader = VLLMOCRLoader(pdf(tmp_path / "one.pdf", 1), base_url=ocr_server.url, dpi=72, max_tokens=5)
-    with pytest.warns(vt.OCRTruncatedWarning):
+    with pytest.warns(vt.ocr.OCRTruncatedWarning):
         [doc] = loader.load()
     assert doc.metadata["truncated"] is True and doc.metadata["finish_reason"] == "length"
 
@@ -506,7 +506,7 @@ def test_transcript_loader_undecodable_audio_is_refused_before_upload(
 ) -> None:
     bad = tmp_path / "bad.wav"
     bad.write_bytes(b"RIFF....WAVEfmt garbage")
-    with pytest.raises(vt.AudioDecodeError):
+    with pytest.raises(vt.InvalidInputError):
         VLLMTranscriptLoader(bad, base_url=speech_server.url).load()
     assert speech_server.received("/v1/audio/transcriptions") == []
 

@@ -33,9 +33,9 @@ def test_three_page_pdf(tmp_path: Path) -> None:
     pages = [page(f"Page {n}", (300, 400)) for n in (1, 2, 3)]
     pages[0].save(pdf, format="PDF", save_all=True, append_images=pages[1:], resolution=72)
     with fake_like("ocr") as ocr, vt.Client(ocr.base_url, max_retries=0) as client:
-        with pytest.warns(vt.OCRTruncatedWarning):
+        with pytest.warns(vt.ocr.OCRTruncatedWarning):
             one = client.ocr(png(page("Page 1", (400, 534))), max_tokens=4)
-        with pytest.warns(vt.OCRTruncatedWarning):
+        with pytest.warns(vt.ocr.OCRTruncatedWarning):
             document = client.ocr_pdf(pdf, max_tokens=4, concurrency=2, dpi=96)  # 400 x 534 pixels
     assert [p.page for p in document.pages] == [1, 2, 3]
     assert [p.result.image_size for p in document.pages] == [(400, 534)] * 3
@@ -59,8 +59,8 @@ def test_processor_check_false_without_the_flag() -> None:
 def test_missing_processor_warns_on_first_ocr() -> None:
     with fake_like("ocr-no-processor") as ocr, vt.Client(ocr.base_url, max_retries=0) as client:
         with (
-            pytest.warns(vt.NGramProcessorMissingWarning, match="NGramPerReqLogitsProcessor"),
-            pytest.warns(vt.OCRTruncatedWarning),
+            pytest.warns(vt.ocr.NGramProcessorMissingWarning, match="NGramPerReqLogitsProcessor"),
+            pytest.warns(vt.ocr.OCRTruncatedWarning),
         ):
             result = client.ocr(png(page()), max_tokens=1)
         assert result.usage.completion_tokens == 1 and result.truncated

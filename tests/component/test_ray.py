@@ -168,7 +168,7 @@ def test_errors_that_are_not_a_rows_fail_the_batch_without_bisecting(server: Fak
     server.clear_faults()
     server.clear_requests()
     with FakeVLLM(model="plain", tasks=EMBEDDING_TASKS, matryoshka=False) as plain:
-        with pytest.raises(vt.MatryoshkaNotSupported):
+        with pytest.raises(vt.BadRequestError):
             Embedder(settings=vt.ClientSettings(plain.url), on_error="column", dimensions=64)(
                 {"text": np.array(TEXTS)}
             )
@@ -352,7 +352,7 @@ def test_transcripts_per_row_with_segments_and_undecodable_rows_in_the_error_col
             == ["The quick brown fox jumped over the lazy dog. It was not amused."] * 2
         )
         assert out["transcript"][2] == out["transcript"][3] == ""
-        assert out["error"][2].startswith("AudioDecodeError") and "bytes[3]=42: is a int" in out["error"][3]
+        assert out["error"][2].startswith("InvalidInputError") and "bytes[3]=42: is a int" in out["error"][3]
         segments = json.loads(out["segments"][0])
         assert [s["text"] for s in segments] == [
             "The quick brown fox jumped over the lazy dog.",
@@ -362,7 +362,7 @@ def test_transcripts_per_row_with_segments_and_undecodable_rows_in_the_error_col
         sent = fake.received("/v1/audio/transcriptions")
         assert len(sent) == 2 and {r.form["response_format"] for r in sent} == {"verbose_json"}
         fake.clear_requests()
-        with pytest.raises(vt.AudioDecodeError):  # the rows after the bad one are not sent
+        with pytest.raises(vt.InvalidInputError):  # the rows after the bad one are not sent
             Transcriber(settings=vt.ClientSettings(fake.url), audio_column="bytes", concurrency=1)(
                 {"bytes": texts([column[2], str(FOX), str(FOX)])}
             )
@@ -394,7 +394,7 @@ def test_ocr_of_images_pdfs_and_arrays_with_blocks(tmp_path: Path) -> None:
         assert (
             out["markdown"][1] == out["markdown"][3] == f"{expected.markdown}\n\n---\n\n{expected.markdown}"
         )
-        assert out["markdown"][2] == "" and out["error"][2].startswith("ImageError")
+        assert out["markdown"][2] == "" and out["error"][2].startswith("InvalidInputError")
         blocks = json.loads(out["blocks"][1])
         assert [b["label"] for b in blocks] == ["title", "text", "table"] * 2 and {
             b["page"] for b in blocks
@@ -403,7 +403,7 @@ def test_ocr_of_images_pdfs_and_arrays_with_blocks(tmp_path: Path) -> None:
             {"image": np.zeros((3, 48, 64, 3), dtype=np.uint8)}
         )
         assert arrays["markdown"].tolist() == [expected.markdown] * 3
-        with pytest.raises(vt.ImageError):
+        with pytest.raises(vt.InvalidInputError):
             OCR(settings=vt.ClientSettings(fake.url))({"image": texts([b"not an image"])})
         with pytest.raises(vt.InvalidInputError, match="ocr_options=\\['pages'\\]"):
             OCR(settings=vt.ClientSettings(fake.url), ocr_options={"pages": "1"})
@@ -614,7 +614,7 @@ def test_ocr_equals_client_ocr_row_by_row(ray_runtime: None) -> None:
             expected = [client.ocr(image, max_tokens=200).markdown for image in images]
     assert [row["markdown"] for row in rows] == [*expected, ""] and expected[0] != expected[1]
     assert len(sent) == 2 and {request["max_tokens"] for request in sent} == {200}  # the bad row: never sent
-    assert [row["error"] for row in rows][:2] == ["", ""] and rows[2]["error"].startswith("ImageError")
+    assert [row["error"] for row in rows][:2] == ["", ""] and rows[2]["error"].startswith("InvalidInputError")
     assert [[block["label"] for block in json.loads(row["blocks"])] for row in rows[:2]] == [
         ["title", "text"]
     ] * 2

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import vllm_tasks as vt
-from vllm_tasks.decoding import DecodeError
 from vllm_tasks.embeddings import BYTES_BATCH_CAP
+from vllm_tasks.errors import UnexpectedResponse
 from vllm_tasks.testing import EMBEDDING_TASKS, OCR_TASKS, RERANKER_TASKS, FakeVLLM
 from vllm_tasks.types.scoring import ScorerKind
 
@@ -65,7 +65,7 @@ def test_refresh_after_a_model_swap_relearns_every_fact() -> None:
     with FakeVLLM(**NEW, port=port) as new, client:
         assert new.url == url
         # Without a refresh the client still holds the old server's facts: a new width is refused.
-        with pytest.raises(DecodeError, match="768-wide vectors .* earlier answers were 384-wide"):
+        with pytest.raises(UnexpectedResponse, match=r"768-wide vectors .* earlier answers were 384-wide"):
             client.embed(["a"])
         assert client.scorer_kind() is ScorerKind.BI_ENCODER
         assert client._server_state.get(BYTES_BATCH_CAP, None) == 16

@@ -301,7 +301,7 @@ def test_the_runtime_dependencies_did_not_grow() -> None:
 
 def test_usage_totals_add_up_the_results(make_client: Any, fake_vllm: FakeVLLM) -> None:
     client = make_client(fake_vllm.url)
-    assert client.usage == vt.ClientUsage()
+    assert client.usage == vt.types.ClientUsage()
     embedded = client.embed(DOCS)
     ranked = client.rerank("capital?", DOCS)
     spoken = client.transcribe(FOX)
@@ -357,7 +357,7 @@ def test_usage_is_exact_with_a_sync_client_shared_by_threads(fake_vllm: FakeVLLM
 
 def test_usage_counter_under_contention() -> None:
     counter = telemetry.UsageCounter()
-    result = vt.EmbeddingResult.model_construct(usage=vt.Usage(prompt_tokens=3, total_tokens=3))
+    result = vt.types.EmbeddingResult.model_construct(usage=vt.types.Usage(prompt_tokens=3, total_tokens=3))
 
     def work() -> None:
         for i in range(2000):

@@ -81,7 +81,10 @@ def test_a_task_not_served_answers_404_like_vllm(client: Any) -> None:
     report = client.probe()
     assert report.served_tasks == ["transcription", "translation"]
     statuses = {probe.task: probe.status for probe in report.tasks}
-    assert statuses["embed"] is vt.TaskStatus.NOT_SERVED and statuses["chat"] is vt.TaskStatus.NOT_SERVED
+    assert (
+        statuses["embed"] is vt.types.TaskStatus.NOT_SERVED
+        and statuses["chat"] is vt.types.TaskStatus.NOT_SERVED
+    )
     assert client.server_info().version == "0.30.0"
     with pytest.raises(vt.EndpointNotServed):
         client.embed("hello")
@@ -144,10 +147,10 @@ def test_dimensions_and_their_refusals(client: Any, fake_vllm: FakeVLLM) -> None
     result = client.embed("hello", dimensions=64)
     np.testing.assert_array_equal(result.vector, fake_vllm.vector("hello", dimensions=64))
     fake_vllm.settings.matryoshka = [128, 256]
-    with pytest.raises(vt.MatryoshkaNotSupported, match=r"only supports Matryoshka dimensions \[128, 256\]"):
+    with pytest.raises(vt.BadRequestError, match=r"only supports Matryoshka dimensions \[128, 256\]"):
         client.embed("hello", dimensions=64)
     fake_vllm.settings.matryoshka = False
-    with pytest.raises(vt.MatryoshkaNotSupported, match="does not support Matryoshka"):
+    with pytest.raises(vt.BadRequestError, match="does not support Matryoshka"):
         client.embed("hello", dimensions=64)
 
 
@@ -167,7 +170,7 @@ def test_embed_v2_every_type(client: Any, fake_vllm: FakeVLLM) -> None:
     np.testing.assert_array_equal(result.base64, expected)
     np.testing.assert_array_equal(result.ubinary, np.packbits(expected >= 0, axis=1))
     np.testing.assert_array_equal(result.binary, np.packbits(expected >= 0, axis=1).astype(np.int16) - 128)
-    with pytest.raises(vt.InputTypeNotSupported):
+    with pytest.raises(vt.BadRequestError):
         client.embed_v2(texts=["hello"], input_type="search_query")
     fake_vllm.settings.input_types = ["search_query"]
     queried = client.embed_v2(texts=["hello"], input_type="search_query")
@@ -182,7 +185,7 @@ def test_an_input_over_the_context_is_named(client: Any) -> None:
 
 
 def test_an_unknown_model_is_refused(client: Any) -> None:
-    with pytest.raises(vt.ModelNotFoundError):
+    with pytest.raises(vt.NotFoundError):
         client.embed("hello", model="no-such-model")
 
 
@@ -199,7 +202,9 @@ def test_rerank_orders_by_word_overlap(make_client: Callable[..., Any], tasks: f
         assert [hit.score for hit in result.results] == pytest.approx(
             [fake.score(QUERY, DOCS[i]) for i in (1, 2, 0)]
         )
-        kind = vt.ScorerKind.BI_ENCODER if tasks == EMBEDDING_TASKS else vt.ScorerKind.CROSS_ENCODER
+        kind = (
+            vt.types.ScorerKind.BI_ENCODER if tasks == EMBEDDING_TASKS else vt.types.ScorerKind.CROSS_ENCODER
+        )
         assert result.scorer is kind
         assert [hit.index for hit in client.rerank(QUERY, DOCS, top_n=1).results] == [1]
         scores = client.score(QUERY, DOCS).scores
@@ -271,7 +276,7 @@ def test_ocr_markdown_blocks_and_prompts(client: Any, fake_vllm: FakeVLLM) -> No
     located = client.ocr(image, prompt="locate:Revenue grew")
     assert located.blocks[0].boxes_normalized == [(112, 130, 885, 220)]
     fake_vllm.settings.ocr_output = grounding_output([("title", (0, 0, 999, 99), "# Invoice " + "x " * 50)])
-    with pytest.warns(vt.OCRTruncatedWarning):
+    with pytest.warns(vt.ocr.OCRTruncatedWarning):
         cut = client.ocr(image, max_tokens=5)
     assert cut.truncated and cut.usage.completion_tokens == 5
     sent = fake_vllm.received("/v1/chat/completions")
@@ -281,7 +286,7 @@ def test_ocr_markdown_blocks_and_prompts(client: Any, fake_vllm: FakeVLLM) -> No
 
 @pytest.mark.fake_vllm(model="deepseek-ocr", tasks=OCR_TASKS, ngram_processor=False)
 def test_ocr_without_the_ngram_processor(client: Any) -> None:
-    with pytest.warns(vt.NGramProcessorMissingWarning):
+    with pytest.warns(vt.ocr.NGramProcessorMissingWarning):
         client.ocr(png())
     with pytest.raises(vt.UnsupportedByServer):
         client.ocr(png(), require_ngram_processor=True)

@@ -176,15 +176,15 @@ def test_ocr_view_draws_the_boxes_over_the_page(make_client: Any, fake_vllm: Fak
 
 
 def test_every_view_escapes_user_and_server_text() -> None:
-    usage = vt.Usage(prompt_tokens=3, total_tokens=3)
-    transcription = vt.Transcription(
+    usage = vt.types.Usage(prompt_tokens=3, total_tokens=3)
+    transcription = vt.types.Transcription(
         text=EVIL,
         model=EVIL,
         language=EVIL,
-        segments=[vt.TranscriptionSegment(start=0.0, end=1.0, text=EVIL)],
+        segments=[vt.types.TranscriptionSegment(start=0.0, end=1.0, text=EVIL)],
     )
     block = OCRBlock(label=EVIL, text=EVIL, boxes=[(1, 2, 3, 4)], boxes_normalized=[(1, 2, 3, 4)])
-    ocr = vt.OCRResult(
+    ocr = vt.types.OCRResult(
         text=EVIL,
         markdown=EVIL,
         blocks=[block],
@@ -196,21 +196,21 @@ def test_every_view_escapes_user_and_server_text() -> None:
         image_size=(10, 10),
         sent_size=(10, 10),
     )
-    card = vt.ModelCard(id=EVIL, root=EVIL)
+    card = vt.types.ModelCard(id=EVIL, root=EVIL)
     info = ServerInfo(base_url="http://h", version=EVIL, models=(card,), routes=None)
-    report = vt.ProbeReport(
+    report = vt.types.ProbeReport(
         server=info,
-        tasks=(vt.TaskProbe(task=EVIL, path=EVIL, status=vt.TaskStatus.ERROR, detail=EVIL),),
-        advisories=(vt.Advisory(id=EVIL, message=EVIL, reference="javascript:alert(1)"),),
+        tasks=(vt.types.TaskProbe(task=EVIL, path=EVIL, status=vt.types.TaskStatus.ERROR, detail=EVIL),),
+        advisories=(vt.types.Advisory(id=EVIL, message=EVIL, reference="javascript:alert(1)"),),
     )
-    rerank = vt.RerankResult(
-        results=[vt.RerankHit(index=0, score=1.0, document={"text": EVIL})],
+    rerank = vt.types.RerankResult(
+        results=[vt.types.RerankHit(index=0, score=1.0, document={"text": EVIL})],
         model=EVIL,
-        scorer=vt.ScorerKind.CROSS_ENCODER,
+        scorer=vt.types.ScorerKind.CROSS_ENCODER,
     )
     vectors = np.ones((1, 2), np.float32)
-    embedding = vt.EmbeddingResult(vectors=vectors, model=EVIL, usage=usage, encoding_format=EVIL)
-    score = vt.ScoreResult(scores=np.array([0.5]), model=EVIL, scorer=vt.ScorerKind.BI_ENCODER)
+    embedding = vt.types.EmbeddingResult(vectors=vectors, model=EVIL, usage=usage, encoding_format=EVIL)
+    score = vt.types.ScoreResult(scores=np.array([0.5]), model=EVIL, scorer=vt.types.ScorerKind.BI_ENCODER)
     score.keep_inputs([EVIL], [EVIL], "1:1")
     for result in (transcription, ocr, report, rerank, embedding, score):
         html = result._repr_html_()
@@ -222,10 +222,10 @@ def test_every_view_escapes_user_and_server_text() -> None:
 def test_a_reference_link_is_http_only() -> None:
     info = ServerInfo(base_url="http://h", version="0.32.0", models=(), routes=None)
     links = (
-        vt.Advisory(id="a", message="m", reference="https://github.com/vllm-project/vllm/issues/1"),
-        vt.Advisory(id="b", message="m", reference="javascript:alert(1)"),
+        vt.types.Advisory(id="a", message="m", reference="https://github.com/vllm-project/vllm/issues/1"),
+        vt.types.Advisory(id="b", message="m", reference="javascript:alert(1)"),
     )
-    html = vt.ProbeReport(server=info, tasks=(), advisories=links).to_html()
+    html = vt.types.ProbeReport(server=info, tasks=(), advisories=links).to_html()
     assert 'href="https://github.com/vllm-project/vllm/issues/1"' in html
     assert 'href="javascript' not in html and "(javascript:alert(1))" in html
 
@@ -237,8 +237,10 @@ def test_a_reference_link_is_http_only() -> None:
 
 def test_a_100000_document_rerank_view_stays_small() -> None:
     long_document = "word " * 20_000  # 100 KB each: the whole ranking is 10 GB of text by reference
-    hits = [vt.RerankHit(index=i, score=1 - i / 100_000, document=long_document) for i in range(100_000)]
-    result = vt.RerankResult(results=hits, model="m", scorer=vt.ScorerKind.CROSS_ENCODER)
+    hits = [
+        vt.types.RerankHit(index=i, score=1 - i / 100_000, document=long_document) for i in range(100_000)
+    ]
+    result = vt.types.RerankResult(results=hits, model="m", scorer=vt.types.ScorerKind.CROSS_ENCODER)
     html = result._repr_html_()
     assert len(html) < 60_000
     assert html.count("<tr>") == 1 + defaults.VIEW_MAX_ROWS
@@ -251,7 +253,7 @@ def test_a_100000_pair_score_view_shows_the_top_pairs() -> None:
     rng = np.random.default_rng(0)
     scores = rng.random(100_000)
     texts = [f"document {i}" for i in range(100_000)]
-    result = vt.ScoreResult(scores=scores, model="m", scorer=vt.ScorerKind.CROSS_ENCODER)
+    result = vt.types.ScoreResult(scores=scores, model="m", scorer=vt.types.ScorerKind.CROSS_ENCODER)
     result.keep_inputs(["query"], texts, "1:N")
     html = result.to_html(max_rows=10)
     shown = [int(pair) for pair in re.findall(r"<tr><td[^>]*>\d+</td><td[^>]*>(\d+)</td>", html)]
@@ -262,22 +264,24 @@ def test_a_100000_pair_score_view_shows_the_top_pairs() -> None:
 
 def test_huge_embeddings_transcripts_and_pages_stay_small() -> None:
     vectors = np.ones((100_000, 64), np.float32) / 8
-    embedding = vt.EmbeddingResult(vectors=vectors, model="m", usage=vt.Usage(), encoding_format="float")
+    embedding = vt.types.EmbeddingResult(
+        vectors=vectors, model="m", usage=vt.types.Usage(), encoding_format="float"
+    )
     assert len(embedding._repr_html_()) < 10_000
-    segments = [vt.TranscriptionSegment(start=i, end=i + 1, text="x" * 5000) for i in range(100_000)]
-    transcription = vt.Transcription(text="y" * 1_000_000, segments=segments)
+    segments = [vt.types.TranscriptionSegment(start=i, end=i + 1, text="x" * 5000) for i in range(100_000)]
+    transcription = vt.types.Transcription(text="y" * 1_000_000, segments=segments)
     html = transcription._repr_html_()
     assert len(html) < 120_000 and "99,950 more segments not shown" in html
-    plain = vt.Transcription(text="y" * 1_000_000)
+    plain = vt.types.Transcription(text="y" * 1_000_000)
     html = plain._repr_html_()
     assert len(html) < 25_000 and "showing 20,000 of 1,000,000 characters" in html
     boxes = [(0, 0, 5, 5)] * 3
     block = OCRBlock(label="text", text="z" * 10_000, boxes=boxes, boxes_normalized=boxes)
-    ocr = vt.OCRResult(
+    ocr = vt.types.OCRResult(
         text="",
         markdown="m" * 1_000_000,
         blocks=[block] * 10_000,
-        usage=vt.Usage(),
+        usage=vt.types.Usage(),
         finish_reason="length",
         truncated=True,
         model="m",
@@ -310,7 +314,7 @@ def test_kept_references_are_not_dumped_pickled_or_compared(make_client: Any, fa
     data = FOX.read_bytes()
     kept = client.transcribe(data)
     assert kept._audio.value is data
-    plain = vt.Transcription.model_validate(kept.model_dump())
+    plain = vt.types.Transcription.model_validate(kept.model_dump())
     assert plain._audio.value is None
     assert kept.model_dump() == plain.model_dump()
     assert kept.to_json() == plain.to_json()
@@ -392,7 +396,9 @@ def test_describe_cells() -> None:
 
 def test_norm_summary_flags_unnormalised_and_nonfinite_vectors() -> None:
     vectors = np.array([[3.0, 4.0], [np.nan, 1.0], [0.0, 1.0]], dtype=np.float16)
-    result = vt.EmbeddingResult(vectors=vectors, model="m", usage=vt.Usage(), encoding_format="float")
+    result = vt.types.EmbeddingResult(
+        vectors=vectors, model="m", usage=vt.types.Usage(), encoding_format="float"
+    )
     html = result._repr_html_()
     assert "min 1 · mean 3 · max 5" in html and "unit length" not in html
     assert "1 vector with NaN or infinite values" in html
@@ -415,7 +421,7 @@ def test_ocr_without_its_image_shows_markdown_and_boxes() -> None:
     output = grounding_output([("title", (10, 10, 900, 80), "Report <b>")])
     with FakeVLLM(ocr_output=output) as fake, vt.Client(fake.url) as client:
         result = client.ocr(png_bytes(page_image()))
-    bare = vt.OCRResult.model_validate(result.model_dump())  # made elsewhere: no image at hand
+    bare = vt.types.OCRResult.model_validate(result.model_dump())  # made elsewhere: no image at hand
     html = bare._repr_html_()
     assert "<svg" not in html and "Report &lt;b&gt;" in html
     assert "[3, 2, 288, 19]" in html  # the box in pixels of the 320 x 240 page

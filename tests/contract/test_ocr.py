@@ -84,7 +84,7 @@ def test_image_inputs_are_accepted_with_the_expected_prompt_tokens(client: vt.Cl
     jpeg_path = tmp_path / "page.jpg"
     jpeg_path.write_bytes(encoded(page(), "JPEG"))
     for image in (encoded(page(), "PNG"), jpeg_path, page()):
-        with pytest.warns(vt.OCRTruncatedWarning, match="max_tokens"):
+        with pytest.warns(vt.ocr.OCRTruncatedWarning, match="max_tokens"):
             result = client.ocr(image, prompt="describe", max_tokens=1)
         assert result.usage.prompt_tokens == DESCRIBE_PROMPT_TOKENS, image
         assert result.usage.completion_tokens == 1
@@ -97,9 +97,9 @@ def test_vllm_xargs_are_applied(client: vt.Client) -> None:
     """Greedy output of the dummy-weight model is a 2-token cycle; the n-gram guard (ngram_size 30) must
     break it once 30 tokens repeat: the outputs agree up to there and differ after."""
     image = encoded(page(), "PNG")
-    with pytest.warns(vt.OCRTruncatedWarning):
+    with pytest.warns(vt.ocr.OCRTruncatedWarning):
         guarded = client.ocr(image, max_tokens=40)
-    with pytest.warns(vt.OCRTruncatedWarning):
+    with pytest.warns(vt.ocr.OCRTruncatedWarning):
         free = client.ocr(image, max_tokens=40, ngram_size=None)
     assert guarded.usage.completion_tokens == free.usage.completion_tokens == 40
     # the default (markdown) prompt is 8 tokens with the fixture's tokenizer
@@ -119,10 +119,10 @@ def test_processor_check_true_on_the_recipe_server(client: vt.Client) -> None:
 def test_bad_images_are_refused_client_side(vllm_ocr: Any) -> None:
     counting = CountingClient(vllm_ocr)
     with counting.client as client:
-        with pytest.raises(vt.ImageError, match="not a decodable image"):
+        with pytest.raises(vt.InvalidInputError, match="not a decodable image"):
             client.ocr(bytes(range(256)) * 64)
-        with pytest.raises(vt.ImageTooLarge, match="178,956,970"):
+        with pytest.raises(vt.InvalidInputError, match="178,956,970"):
             client.ocr(bomb_png())
-        with pytest.raises(vt.ImageFetchError, match="could not be fetched"):
+        with pytest.raises(vt.InputFetchError, match="could not be fetched"):
             client.ocr("http://127.0.0.1:9/page.png")  # port 9 (discard): refused at once
     assert counting.to_server(vllm_ocr.base_url) == []

@@ -71,5 +71,5 @@ def test_curl_script_unreachable_exits_2() -> None:
 def test_inactive_task_on_the_late_interaction_server(vllm_late_interaction: Any) -> None:
     with vt.Client(vllm_late_interaction.base_url) as client:
         report = client.probe()
-    assert report.status("embed") is vt.TaskStatus.INACTIVE
-    assert report.status("pooling") is vt.TaskStatus.SERVED
+    assert report.status("embed") is vt.types.TaskStatus.INACTIVE
+    assert report.status("pooling") is vt.types.TaskStatus.SERVED

@@ -143,7 +143,8 @@ def test_basic_auth_wrong_password_is_typed_and_not_shown(proxies: Any, make_cli
 
 
 def test_http_to_https_redirect_is_a_typed_error(proxies: Any, make_client: Any) -> None:
-    # Before the response checks: a DecodeError about the page's length, not naming the redirect.
+    # Before the response checks: an UnexpectedResponse (kind "decode") about the page's length, not
+    # naming the redirect.
     with pytest.raises(vt.VLLMTasksError) as caught:
         make_client(proxies.nginx.url("redirect"), max_retries=2).embed(TEXTS)
     assert "301" in str(caught.value)
@@ -273,7 +274,7 @@ def test_short_bytes_only_body_is_typed_once_the_width_is_known(proxies: Any, ma
     client = make_client(proxies.faults.base_url)
     want = client.embed(TEXTS[:4], encoding_format="bytes_only").vectors
     proxies.faults.plan(EMBEDDINGS, "short_body")
-    with pytest.raises(vt.DecodeError, match="earlier answers were"):
+    with pytest.raises(vt.UnexpectedResponse, match="earlier answers were"):
         client.embed(TEXTS[:4], encoding_format="bytes_only")
     assert_same(client.embed(TEXTS[:4], encoding_format="bytes_only"), want)
 

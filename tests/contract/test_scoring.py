@@ -45,7 +45,7 @@ def at_least(client: vt.Client, version: str) -> bool:
     return client.server_info().parsed_version.at_least(version)
 
 
-def expected_scorer(client: vt.Client, kind: vt.ScorerKind) -> vt.ScorerKind:
+def expected_scorer(client: vt.Client, kind: vt.types.ScorerKind) -> vt.types.ScorerKind:
     """The kind ``client``'s server lets the SDK tell (``scorer_kind_on``)."""
     return scorer_kind_on(client.server_info().version or "", kind)
 
@@ -78,14 +78,14 @@ def embed_client(vllm_embed: Any) -> Iterator[vt.Client]:
 # (results sorted by relevance)
 def test_rerank_order_equals_score_order(vllm_rerank: Any, rerank_client: vt.Client) -> None:
     result = rerank_client.rerank(QUERY, DOCS)
-    assert result.scorer is expected_scorer(rerank_client, vt.ScorerKind.CROSS_ENCODER)
+    assert result.scorer is expected_scorer(rerank_client, vt.types.ScorerKind.CROSS_ENCODER)
     scores = raw(vllm_rerank, "/score", {"text_1": QUERY, "text_2": DOCS})["data"]
     by_score = sorted(range(len(DOCS)), key=lambda i: (-scores[i]["score"], i))
     assert result.indices == by_score
     assert np.allclose(result.scores, [scores[i]["score"] for i in by_score], atol=1e-6)
     ours = rerank_client.score(QUERY, DOCS)
     assert np.allclose(ours.scores, [entry["score"] for entry in scores], atol=1e-6)
-    assert ours.scorer is expected_scorer(rerank_client, vt.ScorerKind.CROSS_ENCODER)
+    assert ours.scorer is expected_scorer(rerank_client, vt.types.ScorerKind.CROSS_ENCODER)
 
 
 # vLLM's test(s):
@@ -108,7 +108,7 @@ def test_split_requests_merge_into_the_single_request_ranking(rerank_client: vt.
 
 
 def test_async_client_rerank(vllm_rerank: Any) -> None:
-    async def run() -> tuple[vt.RerankResult, vt.RerankResult]:
+    async def run() -> tuple[vt.types.RerankResult, vt.types.RerankResult]:
         async with vt.AsyncClient(vllm_rerank.base_url) as client:
             return await client.rerank(QUERY, DOCS), await client.rerank(QUERY, DOCS, batch_size=3)
 
@@ -213,7 +213,7 @@ def test_classify_and_pool_on_the_cross_encoder(rerank_client: vt.Client) -> Non
     # hidden states on 0.11.0
     per_token = (4, 1) if at_least(rerank_client, "0.12.0") else (4, 384)
     assert pooled.data[0].shape == ((1,) if at_least(rerank_client, "0.19.0") else per_token)
-    assert rerank_client.scorer_kind() is expected_scorer(rerank_client, vt.ScorerKind.CROSS_ENCODER)
+    assert rerank_client.scorer_kind() is expected_scorer(rerank_client, vt.types.ScorerKind.CROSS_ENCODER)
 
 
 # vLLM's test(s):
@@ -250,7 +250,7 @@ def test_rank_example_runs(vllm_rerank: Any) -> None:
     )
     lines = done.stdout.splitlines()
     with vt.Client(vllm_rerank.base_url) as client:
-        scorer = expected_scorer(client, vt.ScorerKind.CROSS_ENCODER)
+        scorer = expected_scorer(client, vt.types.ScorerKind.CROSS_ENCODER)
     assert f"scorer: {scorer.value}" in lines[0]
     assert len(lines) == 3
 
@@ -277,7 +277,7 @@ def test_max_tokens_per_doc_over_the_limit_is_refused_client_side(rerank_client:
 # (against the HF model)
 def test_bi_encoder_rerank_equals_cosine_of_embeddings(embed_client: vt.Client) -> None:
     result = embed_client.rerank(QUERY, DOCS)
-    assert result.scorer is expected_scorer(embed_client, vt.ScorerKind.BI_ENCODER)
+    assert result.scorer is expected_scorer(embed_client, vt.types.ScorerKind.BI_ENCODER)
     vectors = embed_client.embed([QUERY, *DOCS]).vectors.astype(np.float64)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     cosine = vectors[1:] @ vectors[0]
@@ -322,7 +322,7 @@ def late_interaction(vllm_late_interaction: Any) -> Any:
 def test_late_interaction_scores_equal_maxsim_of_pooled_token_vectors(late_interaction: Any) -> None:
     with vt.Client(late_interaction.base_url) as client:
         result = client.rerank(QUERY, DOCS[:4])
-        assert result.scorer is vt.ScorerKind.LATE_INTERACTION
+        assert result.scorer is vt.types.ScorerKind.LATE_INTERACTION
         pooled = client.pool([QUERY, *DOCS[:4]])
         score = client.score(QUERY, DOCS[:4])
     assert pooled.data[0].ndim == 2
@@ -331,4 +331,4 @@ def test_late_interaction_scores_equal_maxsim_of_pooled_token_vectors(late_inter
     ours[result.indices] = result.scores
     assert np.allclose(ours, expected, rtol=1e-4, atol=1e-4), (ours, expected)
     assert np.allclose(score.scores, expected, rtol=1e-4, atol=1e-4)
-    assert score.scorer is vt.ScorerKind.LATE_INTERACTION
+    assert score.scorer is vt.types.ScorerKind.LATE_INTERACTION

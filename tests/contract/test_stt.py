@@ -184,8 +184,8 @@ def test_stream_sync(client: vt.Client) -> None:
     with client.transcribe_stream(FOX, language="en") as stream:
         events = list(stream)
     *deltas, final = events
-    assert len(deltas) > 3 and all(isinstance(d, vt.TranscriptionDelta) for d in deltas)
-    assert isinstance(final, vt.Transcription) and "".join(d.text for d in deltas) == final.text
+    assert len(deltas) > 3 and all(isinstance(d, vt.types.TranscriptionDelta) for d in deltas)
+    assert isinstance(final, vt.types.Transcription) and "".join(d.text for d in deltas) == final.text
     assert final.finish_reasons == ["stop"]
     assert final.usage is not None and (final.usage.completion_tokens or 0) > 3
     assert final.text == client.transcribe(FOX, language="en").text
@@ -296,7 +296,7 @@ def test_over_ten_minutes_is_refused_by_the_server(client: vt.Client, tmp_path: 
 def test_corrupt_file(client: vt.Client, tmp_path: Path) -> None:
     broken = tmp_path / "broken.mp3"
     broken.write_bytes(b"\x00\x01garbage" * 512)
-    with pytest.raises(vt.AudioDecodeError) as caught:
+    with pytest.raises(vt.InvalidInputError) as caught:
         client.transcribe(broken)
     assert caught.value.source == str(broken) and "soundfile" in caught.value.reason
     with pytest.raises(vt.BadRequestError, match="Invalid or corrupted audio"):
@@ -306,7 +306,7 @@ def test_corrupt_file(client: vt.Client, tmp_path: Path) -> None:
 def test_wrong_model_name(vllm_stt: Any) -> None:
     with (
         vt.Client(vllm_stt.base_url, model="no-such-model") as wrong,
-        pytest.raises(vt.ModelNotFoundError, match="Valid aliases: whisper-base") as caught,
+        pytest.raises(vt.NotFoundError, match="Valid aliases: whisper-base") as caught,
     ):
         wrong.transcribe(FOX)
     assert caught.value.status_code == 404 and caught.value.param == "model"

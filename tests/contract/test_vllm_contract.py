@@ -439,7 +439,7 @@ def test_late_interaction_pairings_top_n_and_token_matrices(
     )
     zipped = client.score(TEXTS_1, TEXTS_2)
     np.testing.assert_allclose(zipped.scores, [vt.maxsim(q[0], d[0]), vt.maxsim(q[1], d[1])], rtol=1e-4)
-    assert zipped.scorer is vt.ScorerKind.LATE_INTERACTION
+    assert zipped.scorer is vt.types.ScorerKind.LATE_INTERACTION
     top = client.rerank(TEXTS_1[0], RERANK_DOCS, top_n=2)
     assert len(top.results) == 2 and top.results[0].index == 1
 

@@ -178,7 +178,7 @@ def test_fetch_limits_changed_by_with_options_apply(make_client: Any, httpx_mock
     strict = callable_sync(
         unwrapped(make_client()).with_options(fetch_limits=vt.FetchLimits(refuse_private=True))
     )
-    with pytest.raises(vt.AudioFetchError, match="non-public address"):
+    with pytest.raises(vt.InputFetchError, match="non-public address"):
         strict.transcribe("http://127.0.0.1:9/a.wav")
     assert httpx_mock.get_requests() == []
     strict.close()
@@ -201,7 +201,7 @@ def test_the_cli_builds_one_settings_value() -> None:
 
 
 def test_the_job_mismatch_hint_names_real_arguments() -> None:
-    message = str(vt.JobMismatch("out.npy", ["input content: 'a' -> 'b'"]))
+    message = str(vt.jobs.JobMismatch("out.npy", ["input content: 'a' -> 'b'"]))
     arguments = re.findall(r"\b(\w+)=(True|False)\b", message)
     flags = re.findall(r"(--[\w-]+)", message)
     assert arguments == [("resume", "False")] and flags == ["--restart"]

@@ -17,12 +17,12 @@ from hypothesis.extra import numpy as hnp
 from vllm_tasks import decoding
 from vllm_tasks.decoding import (
     FP8_E4M3_TO_FLOAT16,
-    DecodeError,
     decode_base64_rows,
     decode_bytes_response,
     decode_raw,
     unpackbits,
 )
+from vllm_tasks.errors import UnexpectedResponse
 
 finite32 = hnp.arrays(np.float32, st.integers(1, 64), elements=st.floats(-1e4, 1e4, width=32))
 
@@ -76,21 +76,21 @@ def test_fp8_e5m2_equals_float16_top_byte(raw: bytes, widen: bool) -> None:
 def test_decode_raw_never_crashes_on_arbitrary_bytes(raw: bytes, dtype: str) -> None:
     try:
         decoded = decode_raw(raw, dtype)
-    except DecodeError:
+    except UnexpectedResponse:
         return
     assert decoded.ndim == 1
 
 
 @given(st.text(max_size=40))
 def test_decode_base64_never_crashes(text: str) -> None:
-    with contextlib.suppress(DecodeError):
+    with contextlib.suppress(UnexpectedResponse):
         decode_base64_rows([text])
 
 
 def test_unknown_dtype_and_bad_length() -> None:
-    with pytest.raises(DecodeError, match="unknown embed_dtype"):
+    with pytest.raises(UnexpectedResponse, match="unknown embed_dtype"):
         decode_raw(b"\0" * 4, "int4")
-    with pytest.raises(DecodeError, match="not a whole number"):
+    with pytest.raises(UnexpectedResponse, match="not a whole number"):
         decode_raw(b"\0" * 3, "float16")
 
 
@@ -119,7 +119,7 @@ def test_bytes_response_with_non_contiguous_items() -> None:
     ],
 )
 def test_bytes_response_mismatch_raises(metadata: str) -> None:
-    with pytest.raises(DecodeError):
+    with pytest.raises(UnexpectedResponse):
         decode_bytes_response(b"\0" * 16, metadata, expected_items=2, embed_dtype="float32")
 
 
@@ -127,7 +127,7 @@ def test_bytes_only_splits_evenly() -> None:
     body = np.arange(6, dtype="<f4").tobytes()
     matrix, _ = decode_bytes_response(body, None, expected_items=2, embed_dtype="float32")
     assert matrix.shape == (2, 3)
-    with pytest.raises(DecodeError):
+    with pytest.raises(UnexpectedResponse):
         decode_bytes_response(body, None, expected_items=4, embed_dtype="float32")
 
 
@@ -143,9 +143,9 @@ def test_base64_helper() -> None:
     values = np.array([0.5, -2.0], dtype="<f4")
     text = base64.b64encode(values.tobytes()).decode()
     np.testing.assert_array_equal(decode_base64_rows([text, text]), np.stack([values, values]))
-    with pytest.raises(DecodeError, match="invalid base64"):
+    with pytest.raises(UnexpectedResponse, match="invalid base64"):
         decode_base64_rows(["not base64!"])
-    with pytest.raises(DecodeError, match="cannot be split into 2 equal vectors"):
+    with pytest.raises(UnexpectedResponse, match="cannot be split into 2 equal vectors"):
         decode_base64_rows([text, base64.b64encode(values[:1].tobytes()).decode()])
 
 
@@ -232,7 +232,7 @@ def test_remembered_layout_is_reused_with_new_id_and_usage(
     np.testing.assert_array_equal(matrix, vectors)
     assert full_parses == [1]  # the `data` array was not parsed again
     assert meta == json.loads(second)
-    with pytest.raises(DecodeError, match="spans bytes"):  # a remembered layout still checks the body
+    with pytest.raises(UnexpectedResponse, match="spans bytes"):  # a remembered layout still checks the body
         decode_bytes_response(body[:-4], second, expected_items=3, embed_dtype="float32")
 
 
@@ -347,7 +347,7 @@ json_items = st.dictionaries(
 def test_bytes_response_only_ever_raises_decode_error(data: object, body: bytes, expected_items: int) -> None:
     header = json.dumps({"model": "m", "data": data})
     for _ in range(2):
-        with contextlib.suppress(DecodeError):
+        with contextlib.suppress(UnexpectedResponse):
             matrix, _ = decode_bytes_response(
                 body, header, expected_items=expected_items, embed_dtype="float32"
             )

@@ -156,9 +156,9 @@ def test_probe_reports_each_task(make_client: Any, httpx_mock: HTTPXMock) -> Non
     mock_probe_routes(httpx_mock, EMBED_ANSWERS)
     report = make_client().probe()
     assert report.served_tasks == ["embed", "embed_v2", "score", "rerank", "pooling"]
-    assert report.status("classify") is vt.TaskStatus.INACTIVE
-    assert report.status("transcription") is vt.TaskStatus.NOT_SERVED
-    assert report.status("chat") is vt.TaskStatus.NOT_SERVED
+    assert report.status("classify") is vt.types.TaskStatus.INACTIVE
+    assert report.status("transcription") is vt.types.TaskStatus.NOT_SERVED
+    assert report.status("chat") is vt.types.TaskStatus.NOT_SERVED
     assert report.advisories == ()
 
 
@@ -178,8 +178,8 @@ def test_probe_on_a_keyed_server_without_key(make_client: Any, httpx_mock: HTTPX
     mock_probe_routes(httpx_mock, answers)
     report = make_client().probe()
     assert report.server.models == ()
-    assert report.status("embed") is vt.TaskStatus.UNAUTHORIZED
-    assert report.status("rerank") is vt.TaskStatus.SERVED
+    assert report.status("embed") is vt.types.TaskStatus.UNAUTHORIZED
+    assert report.status("rerank") is vt.types.TaskStatus.SERVED
     assert [a.id for a in report.advisories] == ["unguarded-pooling-routes"]
 
 

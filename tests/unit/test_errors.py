@@ -12,7 +12,7 @@ import pytest
 from pytest_httpx import HTTPXMock
 
 import vllm_tasks as vt
-from vllm_tasks.errors import error_from_response, parse_error_body
+from vllm_tasks.server_errors import error_from_response, parse_error_body
 
 from .conftest import BASE
 
@@ -81,7 +81,7 @@ def test_parse_every_body_shape(status: int, body: Any, message: str | None, par
     [
         (400, VALIDATION, "/rerank", vt.BadRequestError),
         (400, CONTEXT, "/v1/embeddings", vt.ContextLengthExceeded),
-        (400, MATRYOSHKA, "/v1/embeddings", vt.MatryoshkaNotSupported),
+        (400, MATRYOSHKA, "/v1/embeddings", vt.BadRequestError),
         (401, {"error": "Unauthorized"}, "/v1/embeddings", vt.AuthenticationError),
         (403, {"detail": "Forbidden"}, "/v1/embeddings", vt.PermissionDeniedError),
         (404, {"detail": "Not Found"}, "/v1/embeddings", vt.EndpointNotServed),
@@ -89,7 +89,7 @@ def test_parse_every_body_shape(status: int, body: Any, message: str | None, par
             404,
             {"error": {"message": "The model `x` does not exist.", "code": 404}},
             "/v1/embeddings",
-            vt.ModelNotFoundError,
+            vt.NotFoundError,
         ),
         (409, {"detail": "conflict"}, "/score", vt.ConflictError),
         (413, b"", "/v1/audio/transcriptions", vt.RequestTooLargeError),
@@ -109,7 +109,7 @@ def test_parse_every_body_shape(status: int, body: Any, message: str | None, par
             400,
             {"error": {"message": "Maximum file size exceeded (parameter=audio_filesize_mb, value=30)"}},
             "/v1/audio/transcriptions",
-            vt.AudioTooLarge,
+            vt.BadRequestError,
         ),
     ],
 )
@@ -119,6 +119,44 @@ def test_status_and_message_map_to_the_right_class(status: int, body: Any, path:
     assert isinstance(error, vt.APIStatusError)
     assert isinstance(error, vt.VLLMTasksError)
     assert error.status_code == status
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "path", "kind"),
+    [
+        (400, CONTEXT, "/v1/embeddings", "context_length_exceeded"),
+        (400, MATRYOSHKA, "/v1/embeddings", "matryoshka_not_supported"),
+        (
+            400,
+            {
+                "error": {
+                    "message": "Unsupported input_type 'query'. This model does not define any input_type"
+                }
+            },
+            "/v2/embed",
+            "input_type_not_supported",
+        ),
+        (
+            400,
+            {"error": {"message": "Maximum file size exceeded (parameter=audio_filesize_mb, value=30)"}},
+            "/v1/audio/transcriptions",
+            "audio_too_large",
+        ),
+        (
+            404,
+            {"error": {"message": "The model `x` does not exist.", "code": 404}},
+            "/v1/embeddings",
+            "model_not_found",
+        ),
+        (400, VALIDATION, "/rerank", None),
+        (500, {"error": {"message": "boom"}}, "/score", None),
+    ],
+)
+def test_vllm_wordings_users_act_on_set_the_kind(status: int, body: Any, path: str, kind: str | None) -> None:
+    error = error_from_response(response(status, body, path))
+    assert error.kind == kind
+    if kind == "audio_too_large":
+        assert "chunking='auto'" in str(error)
 
 
 def test_context_length_details() -> None:
@@ -213,7 +251,8 @@ def test_context_length_wordings_of_every_version(message: str, tokens: int) -> 
 )
 def test_matryoshka_refusals_of_every_version(message: str) -> None:
     body = {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
-    assert isinstance(error_from_response(response(400, body, "/v1/embeddings")), vt.MatryoshkaNotSupported)
+    error = error_from_response(response(400, body, "/v1/embeddings"))
+    assert type(error) is vt.BadRequestError and error.kind == "matryoshka_not_supported"
 
 
 def test_matryoshka_error_names_the_operator_fix() -> None:

@@ -24,8 +24,12 @@ import pytest
 from pytest_httpx import HTTPXMock
 
 import vllm_tasks as vt
+import vllm_tasks.jobs
+import vllm_tasks.ocr
 from vllm_tasks import cli
-from vllm_tasks.errors import error_from_response, redact_text, redact_url
+from vllm_tasks.errors import StatusErrorKind
+from vllm_tasks.redaction import redact_text, redact_url
+from vllm_tasks.server_errors import error_from_response
 
 # -- pickling -----------------------------------------------------------------------------------------
 
@@ -33,17 +37,22 @@ URL = "http://vllm.test:8000/v1/embeddings"
 HEADERS = {"x-request-id": "req-42", "content-type": "application/json"}
 BODY = {"error": {"message": "bad input", "type": "BadRequestError", "param": "input", "code": 400}}
 
+PUBLIC: dict[str, Any] = {
+    **{name: getattr(vt, name) for name in vt.__all__},
+    **{name: getattr(vllm_tasks.jobs, name) for name in vllm_tasks.jobs.__all__},
+    "OCRTruncatedWarning": vllm_tasks.ocr.OCRTruncatedWarning,
+    "NGramProcessorMissingWarning": vllm_tasks.ocr.NGramProcessorMissingWarning,
+}
 EXCEPTIONS = sorted(
-    name
-    for name in vt.__all__
-    if isinstance(getattr(vt, name), type) and issubclass(getattr(vt, name), BaseException)
+    name for name, value in PUBLIC.items() if isinstance(value, type) and issubclass(value, BaseException)
 )
 
 
-def _status_error(cls: type[vt.APIStatusError]) -> vt.APIStatusError:
+def _status_error(cls: type[vt.APIStatusError], kind: StatusErrorKind | None = None) -> vt.APIStatusError:
     return cls(
         "bad input",
         status_code=400,
+        kind=kind,
         param="input",
         request_id="req-42",
         body=BODY,
@@ -67,21 +76,38 @@ def _not_served() -> vt.EndpointNotServed:
     return error
 
 
-def _too_large() -> vt.ImageTooLarge:
-    error = vt.ImageTooLarge("image", "<image 90000x90000>", "is over the limit", "Downscale it.")
-    error.size = (90000, 90000)
-    return error
+def _too_large() -> vt.InvalidInputError:
+    return vt.InvalidInputError(
+        "image",
+        "<image 90000x90000>",
+        "is over the limit",
+        "Downscale it.",
+        kind="image_too_large",
+        size=(9, 9),
+    )
 
 
 SPECIAL: dict[str, Callable[[], BaseException]] = {
     "VLLMTasksError": lambda: vt.VLLMTasksError("something failed"),
     "InvalidInputError": lambda: vt.InvalidInputError("input[3]", [1, 2], "must be a string", "Pass str."),
-    "ImageError": lambda: vt.ImageError("image", b"\x00\x01", "does not decode", "Pass a PNG or JPEG."),
-    "ImageTooLarge": _too_large,
+    "InvalidInputError[image_decode]": lambda: vt.InvalidInputError(
+        "image", b"\x00\x01", "does not decode", "Pass a PNG or JPEG.", kind="image_decode"
+    ),
+    "InvalidInputError[image_too_large]": _too_large,
+    "InvalidInputError[audio_decode]": lambda: vt.InvalidInputError.audio_decode(
+        "speech.wav", "not a RIFF file"
+    ),
     "InputFetchError": lambda: vt.InputFetchError("url", "http://x.test/a.png", "HTTP 404"),
-    "ImageFetchError": lambda: vt.ImageFetchError("image", "http://x.test/a.png", "HTTP 404"),
-    "AudioFetchError": lambda: vt.AudioFetchError("audio", "http://x.test/a.wav", "timed out"),
-    "AudioDecodeError": lambda: vt.AudioDecodeError("speech.wav", "not a RIFF file"),
+    "InputFetchError[image_fetch]": lambda: vt.InputFetchError(
+        "image", "http://x.test/a.png", "HTTP 404", kind="image_fetch"
+    ),
+    "InputFetchError[audio_fetch]": lambda: vt.InputFetchError(
+        "audio", "http://x.test/a.wav", "timed out", kind="audio_fetch"
+    ),
+    "BadRequestError[matryoshka_not_supported]": lambda: _status_error(
+        vt.BadRequestError, "matryoshka_not_supported"
+    ),
+    "UnexpectedResponse[decode]": lambda: vt.UnexpectedResponse("bad widths", kind="decode", url=URL),
     "MissingDependency": lambda: vt.MissingDependency("soundfile", "audio", "decoding audio"),
     "UnsupportedByServer": lambda: vt.UnsupportedByServer(
         "rerank_v2", server_version="0.8.0", required_version="0.9.0", server_flag="--x", detail="More."
@@ -90,22 +116,26 @@ SPECIAL: dict[str, Callable[[], BaseException]] = {
     "StreamError": lambda: vt.StreamError("engine died", body={"error": {"message": "x"}}, code=500),
     "ContextLengthExceeded": _context_length,
     "EndpointNotServed": _not_served,
-    "JobError": lambda: vt.JobError("the job stopped"),
-    "JobMismatch": lambda: vt.JobMismatch("out.npy", ["input content: '3f2a...' -> '8b1d...'"]),
-    "ReplicaMismatch": lambda: vt.ReplicaMismatch(("http://a.test", "http://b.test"), "'m' vs 'e5'"),
-    "RowFailed": lambda: vt.RowFailed(13, "d13", "maximum context length is 512 tokens"),
-    "InsufficientDiskSpace": lambda: vt.InsufficientDiskSpace("/data/out.npy", 1_000_000, 1_000),
+    "JobError": lambda: vt.jobs.JobError("the job stopped"),
+    "JobMismatch": lambda: vt.jobs.JobMismatch("out.npy", ["input content: '3f2a...' -> '8b1d...'"]),
+    "ReplicaMismatch": lambda: vt.jobs.ReplicaMismatch(("http://a.test", "http://b.test"), "'m' vs 'e5'"),
+    "RowFailed": lambda: vt.jobs.RowFailed(13, "d13", "maximum context length is 512 tokens"),
+    "InsufficientDiskSpace": lambda: vt.jobs.InsufficientDiskSpace("/data/out.npy", 1_000_000, 1_000),
 }
+
+
+CASES = EXCEPTIONS + sorted(name for name in SPECIAL if "[" in name)
+"""Every exported exception class, and each ``kind`` of a folded one (``InvalidInputError[image_decode]``)."""
 
 
 def build(name: str) -> BaseException:
     """A representative instance of the exported exception (or warning) class ``name``."""
     if name in SPECIAL:
         return SPECIAL[name]()
-    cls = getattr(vt, name)
+    cls = PUBLIC[name]
     if issubclass(cls, vt.APIStatusError):
         return _status_error(cls)
-    if issubclass(cls, vt.APIError):  # APIConnectionError, APITimeoutError, DecodeError, ...
+    if issubclass(cls, vt.APIError):  # APIConnectionError, APITimeoutError, UnexpectedResponse, ...
         return cls("POST http://vllm.test:8000/v1/embeddings timed out", method="POST", url=URL)
     if issubclass(cls, Warning):
         return cls("a warning")
@@ -128,12 +158,12 @@ def assert_same(got: BaseException, want: BaseException) -> None:
 
 
 def test_every_exported_exception_is_covered() -> None:
-    assert "APIStatusError" in EXCEPTIONS and "DecodeError" in EXCEPTIONS
+    assert "APIStatusError" in EXCEPTIONS and "JobMismatch" in EXCEPTIONS
     for name in EXCEPTIONS:
         build(name)
 
 
-@pytest.mark.parametrize("name", EXCEPTIONS)
+@pytest.mark.parametrize("name", CASES)
 def test_exception_survives_pickle(name: str) -> None:
     error = build(name)
     copy = pickle.loads(pickle.dumps(error))
@@ -172,7 +202,7 @@ def mp_pool() -> Iterator[multiprocessing.pool.Pool]:
         pool.join()
 
 
-@pytest.mark.parametrize("name", EXCEPTIONS)
+@pytest.mark.parametrize("name", CASES)
 def test_exception_crosses_process_pool_executor(
     name: str, process_pool: concurrent.futures.ProcessPoolExecutor
 ) -> None:
@@ -182,7 +212,7 @@ def test_exception_crosses_process_pool_executor(
     assert_same(info.value, build(name))
 
 
-@pytest.mark.parametrize("name", EXCEPTIONS)
+@pytest.mark.parametrize("name", CASES)
 def test_exception_crosses_multiprocessing_pool(name: str, mp_pool: multiprocessing.pool.Pool) -> None:
     result = mp_pool.apply_async(raise_in_worker, (name,))
     with pytest.raises(BaseException) as info:  # the exact type is checked below
@@ -248,7 +278,7 @@ def test_error_from_response_hides_url_credentials() -> None:
 def test_other_errors_hide_url_credentials() -> None:
     errors = [
         vt.ServerNotReady(f"{CRED_BASE} was not ready within 1 s", f"GET {CRED_BASE}/health failed"),
-        vt.ImageFetchError("image", f"{CRED_BASE}/a.png", "HTTP 404"),
+        vt.InputFetchError("image", f"{CRED_BASE}/a.png", "HTTP 404"),
         vt.StreamError(f"stream from {CRED_BASE} broke"),
         vt.InvalidInputError("base_url", CRED_BASE, "is wrong", "Fix it."),
     ]

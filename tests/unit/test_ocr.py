@@ -20,13 +20,7 @@ from pytest_httpx import HTTPXMock
 
 import vllm_tasks as vt
 from vllm_tasks import ocr as ocr_ops
-from vllm_tasks.errors import (
-    ImageError,
-    ImageFetchError,
-    ImageTooLarge,
-    InvalidInputError,
-    UnsupportedByServer,
-)
+from vllm_tasks.errors import InputFetchError, InvalidInputError, UnsupportedByServer
 from vllm_tasks.images import prepare_image
 from vllm_tasks.tasks import TASK_ROUTES
 
@@ -225,9 +219,9 @@ def test_bad_arguments_fail_before_any_request(make_client: Any) -> None:
 def test_bad_images_never_reach_the_server(make_client: Any) -> None:
     """No response is registered: any request would fail the test."""
     client = make_client()
-    with pytest.raises(ImageError):
+    with pytest.raises(InvalidInputError):
         client.ocr(bytes(range(256)) * 4)
-    with pytest.raises(ImageTooLarge):
+    with pytest.raises(InvalidInputError):
         client.ocr(Image.new("L", (13400, 13400)), max_side=None)
 
 
@@ -259,9 +253,9 @@ def test_unreachable_url_is_a_typed_error_and_nothing_is_sent(
     )
     httpx_mock.add_response(url="https://images.example/missing.png", status_code=404)
     client = make_client()
-    with pytest.raises(ImageFetchError, match="could not be fetched"):
+    with pytest.raises(InputFetchError, match="could not be fetched"):
         client.ocr("https://nowhere.example/a.png")
-    with pytest.raises(ImageFetchError, match="HTTP 404"):
+    with pytest.raises(InputFetchError, match="HTTP 404"):
         client.ocr("https://images.example/missing.png")
     assert sent(httpx_mock) == []
 
@@ -395,4 +389,4 @@ def test_parse_pages_spec() -> None:
 
 
 def test_public_names() -> None:
-    assert vt.ImageError is ImageError and vt.OCRResult.__name__ == "OCRResult"
+    assert vt.InvalidInputError is InvalidInputError and vt.types.OCRResult.__name__ == "OCRResult"

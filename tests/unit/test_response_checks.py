@@ -18,7 +18,7 @@ import pytest
 from pytest_httpx import HTTPXMock
 
 import vllm_tasks as vt
-from vllm_tasks.decoding import DecodeError
+from vllm_tasks.errors import UnexpectedResponse
 
 from .conftest import BASE
 from .recorded import mock_server
@@ -143,7 +143,7 @@ def test_bytes_body_must_be_exactly_the_length_the_metadata_says(
 ) -> None:
     mock_server(httpx_mock, "embed")
     httpx_mock.add_response(url=EMBED, **octet(VECTORS.tobytes() + extra, bytes_metadata()))
-    with pytest.raises(DecodeError, match="cover 32 bytes of a"):
+    with pytest.raises(UnexpectedResponse, match="cover 32 bytes of a"):
         make_client().embed(TEXTS, encoding_format="bytes")
 
 
@@ -175,7 +175,9 @@ def test_a_float16_dtype_over_float32_bytes_is_an_error(make_client: Any, httpx_
     mock_server(httpx_mock, "embed")
     wrong = bytes_metadata(dtype="float16", size=4)
     httpx_mock.add_response(url=EMBED, **octet(VECTORS.tobytes(), wrong))
-    with pytest.raises(DecodeError, match=r"declares shape \[4\] but its 16 bytes hold 8 float16 values"):
+    with pytest.raises(
+        UnexpectedResponse, match=r"declares shape \[4\] but its 16 bytes hold 8 float16 values"
+    ):
         make_client().embed(TEXTS, encoding_format="bytes", embed_dtype="float16")
 
 
@@ -185,7 +187,7 @@ def test_json_indices_must_be_exactly_0_to_n_minus_1(
 ) -> None:
     mock_server(httpx_mock, "embed")
     httpx_mock.add_response(url=EMBED, json=float_body(indices=indices))
-    with pytest.raises(DecodeError, match=r"indices must be exactly 0\.\.1"):
+    with pytest.raises(UnexpectedResponse, match=r"indices must be exactly 0\.\.1"):
         make_client().embed(TEXTS, encoding_format="float")
 
 
@@ -198,7 +200,7 @@ def test_bytes_indices_must_be_exactly_0_to_n_minus_1(
     for item, index in zip(meta["data"], indices, strict=True):
         item["index"] = index
     httpx_mock.add_response(url=EMBED, **octet(VECTORS.tobytes(), json.dumps(meta)))
-    with pytest.raises(DecodeError, match=r"indices must be exactly 0\.\.1"):
+    with pytest.raises(UnexpectedResponse, match=r"indices must be exactly 0\.\.1"):
         make_client().embed(TEXTS, encoding_format="bytes")
 
 
@@ -220,7 +222,7 @@ def test_json_rows_must_be_numbers_of_one_width_above_zero(
     for item, row in zip(body["data"], rows, strict=True):
         item["embedding"] = row
     httpx_mock.add_response(url=EMBED, json=body)
-    with pytest.raises(DecodeError):
+    with pytest.raises(UnexpectedResponse):
         make_client().embed(TEXTS, encoding_format="float")
 
 
@@ -230,7 +232,7 @@ def test_base64_rows_of_different_widths_are_an_error_even_when_the_total_divide
     from vllm_tasks.decoding import decode_base64_rows
 
     two = base64.b64encode(np.ones(2, "<f4").tobytes()).decode()
-    with pytest.raises(DecodeError, match="equal vectors"):
+    with pytest.raises(UnexpectedResponse, match="equal vectors"):
         decode_base64_rows([two, ""])  # 2 values over 2 rows used to come back as (2, 1)
 
 
@@ -244,7 +246,7 @@ def test_non_finite_values_are_an_error_where_the_dtype_cannot_overflow(
     raw = vectors.tobytes() if dtype == "float32" else (vectors.view(np.uint32) >> 16).astype("<u2").tobytes()
     size = 4 if dtype == "float32" else 2
     httpx_mock.add_response(url=EMBED, **octet(raw, bytes_metadata(dtype=dtype, size=size)))
-    with pytest.raises(DecodeError, match=r"non-finite value .* at position 6 of"):
+    with pytest.raises(UnexpectedResponse, match=r"non-finite value .* at position 6 of"):
         make_client().embed(TEXTS, encoding_format="bytes", embed_dtype=dtype)
 
 
@@ -263,7 +265,7 @@ def test_json_values_beyond_float32_are_an_error(make_client: Any, httpx_mock: H
     body = float_body()
     body["data"][0]["embedding"][0] = 1e39
     httpx_mock.add_response(url=EMBED, json=body)
-    with pytest.raises(DecodeError, match="non-finite"):
+    with pytest.raises(UnexpectedResponse, match="non-finite"):
         make_client().embed(TEXTS, encoding_format="float")
 
 

@@ -201,7 +201,7 @@ def stream_text(client: Any) -> str:
         events = client._loop.run_until_complete(run())
     else:
         events = list(stream)
-    final: vt.Transcription = events[-1]
+    final: vt.types.Transcription = events[-1]
     assert "".join(e.text for e in events[:-1]) == final.text
     return final.text
 

@@ -194,7 +194,9 @@ def test_the_scorer_probe_is_answered_before_any_scoring_request_is_sent(
 
 
 def test_late_interaction_is_detected_from_a_token_matrix() -> None:
-    info = vt.ServerInfo(base_url=BASE, version="0.32.0", models=(), routes=frozenset({"/v1/embeddings"}))
+    info = vt.types.ServerInfo(
+        base_url=BASE, version="0.32.0", models=(), routes=frozenset({"/v1/embeddings"})
+    )
     matrix = httpx.Response(200, json={"data": [{"index": 0, "data": [[0.1, 0.2], [0.3, 0.4]]}]})
     assert scoring.scorer_from_probe(matrix, info) is ScorerKind.LATE_INTERACTION
 
@@ -250,7 +252,7 @@ def test_old_servers_per_token_pooling_answer_is_not_late_interaction(
 def test_scorer_falls_back_to_routes_when_pooling_refuses(
     routes: set[str] | None, expected: ScorerKind
 ) -> None:
-    info = vt.ServerInfo(
+    info = vt.types.ServerInfo(
         base_url=BASE, version="0.32.0", models=(), routes=None if routes is None else frozenset(routes)
     )
     refused = httpx.Response(400, json={"error": {"message": "Unsupported task", "code": 400}})
@@ -440,7 +442,7 @@ def test_client_model_is_used_and_unknown_model_maps(make_client: Any, httpx_moc
         url=f"{BASE}/pooling", status_code=404, json=body("rerank", "error_unknown_model"), is_optional=True
     )
     add(httpx_mock, "rerank", "error_unknown_model")
-    with pytest.raises(vt.ModelNotFoundError):
+    with pytest.raises(vt.NotFoundError):
         make_client(model="no-such-model").rerank(QUERY, DOCS)
     assert sent(httpx_mock, "/rerank")[0]["model"] == "no-such-model"
 
@@ -868,13 +870,13 @@ def test_maxsim_of_recorded_token_vectors_equals_the_servers_score(
 
 
 def test_max_model_len_of_the_requested_model_and_of_a_loras_base() -> None:
-    info = vt.ServerInfo(
+    info = vt.types.ServerInfo(
         base_url=BASE,
         version="0.32.0",
         models=(
-            vt.ModelCard(id="base", max_model_len=256),
-            vt.ModelCard(id="long", max_model_len=8192),
-            vt.ModelCard(id="lora", parent="base", max_model_len=None),
+            vt.types.ModelCard(id="base", max_model_len=256),
+            vt.types.ModelCard(id="long", max_model_len=8192),
+            vt.types.ModelCard(id="lora", parent="base", max_model_len=None),
         ),
         routes=None,
     )

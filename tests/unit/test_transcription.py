@@ -367,7 +367,7 @@ def test_transcribe_json_defaults_model_to_served_name(
 def test_client_model_wins_over_served_name(httpx_mock: HTTPXMock, make_client: Callable[..., Any]) -> None:
     mock_server(httpx_mock, "stt")
     add_recorded(httpx_mock, "stt", "error_unknown_model")
-    with pytest.raises(vt.ModelNotFoundError, match="Valid aliases: whisper-base"):
+    with pytest.raises(vt.NotFoundError, match="Valid aliases: whisper-base"):
         make_client(model="no-such-model").transcribe(FOX)
     assert form(audio_requests(httpx_mock)[0])["model"] == "no-such-model"
 
@@ -405,7 +405,7 @@ def test_translate(httpx_mock: HTTPXMock, make_client: Callable[..., Any]) -> No
 def test_unreadable_audio_fails_before_any_request(
     httpx_mock: HTTPXMock, make_client: Callable[..., Any]
 ) -> None:
-    with pytest.raises(vt.AudioDecodeError, match="cannot be decoded"):
+    with pytest.raises(vt.InvalidInputError, match="cannot be decoded"):
         make_client().transcribe(b"\x00not audio" * 100)
     assert httpx_mock.get_requests() == []
 
@@ -465,7 +465,7 @@ def test_url_input_is_fetched_without_the_api_key(
 
 def test_url_input_error_status(httpx_mock: HTTPXMock, make_client: Callable[..., Any]) -> None:
     httpx_mock.add_response(url="https://files.example/gone.wav", status_code=404)
-    with pytest.raises(vt.AudioDecodeError, match="HTTP 404") as caught:
+    with pytest.raises(vt.InvalidInputError, match="HTTP 404") as caught:
         make_client().transcribe("https://files.example/gone.wav")
     assert caught.value.source == "https://files.example/gone.wav"
 
@@ -550,8 +550,8 @@ def test_transcribe_stream(httpx_mock: HTTPXMock, make_client: Callable[..., Any
     stream = client.transcribe_stream(FOX, language="en")
     events = collect(client, stream)
     *deltas, final = events
-    assert all(isinstance(d, vt.TranscriptionDelta) for d in deltas)
-    assert isinstance(final, vt.Transcription) and stream.result is final
+    assert all(isinstance(d, vt.types.TranscriptionDelta) for d in deltas)
+    assert isinstance(final, vt.types.Transcription) and stream.result is final
     assert final.text == "The quick brown fox jump over the lazy dog." == "".join(d.text for d in deltas)
     assert final.usage is not None and final.usage.prompt_tokens == 382
     fields = form(audio_requests(httpx_mock)[0])

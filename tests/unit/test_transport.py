@@ -192,10 +192,19 @@ def test_a_missing_optional_package_names_the_extra() -> None:
 
 
 def test_fetch_errors_are_one_family() -> None:
-    image = vt.ImageFetchError("image", "https://x/a.png", "the host answered HTTP 404")
-    audio = vt.AudioFetchError("audio", "https://x/a.wav", "could not connect")
-    assert isinstance(image, vt.InputFetchError) and isinstance(image, vt.ImageError)
-    assert isinstance(audio, vt.InputFetchError) and isinstance(audio, vt.AudioDecodeError)
+    image = vt.InputFetchError("image", "https://x/a.png", "the host answered HTTP 404", kind="image_fetch")
+    audio = vt.InputFetchError("audio", "https://x/a.wav", "could not connect", kind="audio_fetch")
+    assert isinstance(image, vt.InvalidInputError) and image.kind == "image_fetch"
+    assert isinstance(audio, vt.InvalidInputError) and audio.kind == "audio_fetch"
+    assert type(image).__mro__ == (
+        vt.InputFetchError,
+        vt.InvalidInputError,
+        vt.VLLMTasksError,
+        ValueError,
+        Exception,
+        BaseException,
+        object,
+    )
     assert audio.source == "https://x/a.wav" and "could not be fetched (could not connect)" in str(audio)
 
 

@@ -87,8 +87,9 @@ class AsyncEmbeddingMethods(AsyncClientBase):
             InvalidInputError: bad arguments, before any request.
             UnsupportedByServer: a feature the server's vLLM version lacks, before any request.
             ContextLengthExceeded: an input is over ``max_model_len`` (``input_index`` names it).
-            MatryoshkaNotSupported: ``dimensions`` on a model or value the server refuses.
-            DimensionsNotApplied: an older server ignored ``dimensions``.
+            BadRequestError: (``kind="matryoshka_not_supported"``) ``dimensions`` on a model or value the
+                server refuses.
+            UnexpectedResponse: (``kind="dimensions_not_applied"``) an older server ignored ``dimensions``.
             EndpointNotServed: the server's model does not serve embeddings.
 
         Examples:
@@ -248,8 +249,8 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         Raises:
             InvalidInputError: bad arguments, before any request.
             UnsupportedByServer: the server is older than vLLM 0.18.0.
-            InputTypeNotSupported: ``input_type`` the model defines no instruction for.
-            MatryoshkaNotSupported: ``output_dimension`` the server refuses.
+            BadRequestError: ``kind="input_type_not_supported"``: ``input_type`` the model defines no
+                instruction for; ``kind="matryoshka_not_supported"``: ``output_dimension`` the server refuses.
 
         Examples:
             >>> result = await client.embed_v2(texts=["hello"], embedding_types=["float", "ubinary"])

@@ -16,7 +16,7 @@ import httpx
 from .. import defaults
 from .._backends import DeadlinePassed
 from ..calls import TimeoutLike
-from ..errors import APIConnectionError, InputFetchError
+from ..errors import APIConnectionError, FetchKind, InputFetchError
 from ..fetching import (
     CappedBody,
     host_and_port,
@@ -35,7 +35,7 @@ async def fetch_input(
     url: str,
     *,
     field: str,
-    error: type[InputFetchError] = InputFetchError,
+    kind: FetchKind = "url_fetch",
     timeout: TimeoutLike = None,
 ) -> bytes:
     """GET a user-given URL without the client's API key or headers; the body's bytes.
@@ -44,24 +44,25 @@ async def fetch_input(
         transport: the client's transport.
         url: an absolute ``http(s)`` URL.
         field: the argument it came from, for the error message.
-        error: the ``InputFetchError`` subclass to raise (``ImageFetchError``, ``AudioFetchError``).
+        kind: the ``kind`` of the :class:`~vllm_tasks.InputFetchError` raised (``"image_fetch"``,
+            ``"audio_fetch"``).
         timeout: seconds per read; a call's numeric timeout applies, anything else gives
             ``defaults.FETCH_TIMEOUT``. The whole download is bounded by the client's ``fetch_limits``
             (:class:`~vllm_tasks.config.FetchLimits`: size cap, overall deadline, private addresses).
 
     Raises:
-        InputFetchError: (the ``error`` class) the host cannot be reached, answers other than 200, or
+        InputFetchError: (of ``kind``) the host cannot be reached, answers other than 200, or
             a fetch limit was passed (the reason names it).
     """
     seconds = timeout if isinstance(timeout, int | float) else defaults.FETCH_TIMEOUT
     try:
         response = await fetch_url(transport, url, timeout=float(seconds))
     except InputFetchError as failure:
-        raise error(field, url, failure.reason) from None
+        raise InputFetchError(field, url, failure.reason, kind=kind) from None
     except APIConnectionError as failure:
-        raise error(field, url, failure.message) from failure
+        raise InputFetchError(field, url, failure.message, kind=kind) from failure
     if response.status_code != 200:
-        raise error(field, url, f"the host answered HTTP {response.status_code}")
+        raise InputFetchError(field, url, f"the host answered HTTP {response.status_code}", kind=kind)
     return response.content
 
 

@@ -15,7 +15,6 @@ from .. import defaults, pdf
 from .. import ocr as ocr_parts
 from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
 from ..discovery import NGRAM_PROCESSOR, missing_processor_message
-from ..errors import ImageFetchError
 from ..images import ImageInput, PreparedImage, is_remote_url, prepare_image
 from ..offload import async_offload
 from ..progress import Progress
@@ -84,8 +83,8 @@ class AsyncOCRMethods(AsyncClientBase):
             original image), ``.usage``, ``.finish_reason``, ``.truncated``; ``.draw()`` and ``.crop()``.
 
         Raises:
-            ImageError: the image does not decode (or ``ImageTooLarge``, ``ImageFetchError``).
-            InvalidInputError: bad arguments, before any request.
+            InvalidInputError: bad arguments, before any request; ``kind`` ``"image_decode"``: the image
+                does not decode, ``"image_too_large"``, ``"image_fetch"`` (an ``InputFetchError``).
             UnsupportedByServer: ``vllm_xargs`` on vLLM < 0.11.1, or no processor with
                 ``require_ngram_processor=True``.
             EndpointNotServed: the server's model does not serve chat completions.
@@ -138,7 +137,7 @@ class AsyncOCRMethods(AsyncClientBase):
             if not options.fetch_urls:
                 return url
             image = await fetch_input(
-                self._transport, url, field="image", error=ImageFetchError, timeout=defaults.FETCH_TIMEOUT
+                self._transport, url, field="image", kind="image_fetch", timeout=defaults.FETCH_TIMEOUT
             )
         return await async_offload(
             prepare_image, image, field="image", max_side=options.max_side, downscale=options.downscale

@@ -15,7 +15,6 @@ from .. import audio as audio_io
 from .. import defaults, transcription
 from ..audio import AudioInput, PrepareMode
 from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
-from ..errors import AudioFetchError
 from ..offload import sync_offload
 from ..transcription import Chunking, ChunkingOptions, Requests, SpeechParams, StreamParser, Task
 from ..types.audio import ResponseFormat, Transcription, TranscriptionStreamEvent
@@ -174,9 +173,10 @@ class AudioMethods(ClientBase):
             Transcription: ``text``, ``language``, ``duration``, ``segments``, ``usage``.
 
         Raises:
-            AudioDecodeError: the input cannot be read or decoded (before any upload).
+            InvalidInputError: (``kind="audio_decode"``) the input cannot be read or decoded (before any
+                upload); (``kind="audio_fetch"``, an ``InputFetchError``) an audio URL cannot be fetched.
             UnsupportedByServer: beam search on vLLM < 0.18.0.
-            ModelNotFoundError: ``model`` is not served.
+            NotFoundError: (``kind="model_not_found"``) ``model`` is not served.
             EndpointNotServed: the server's model does not transcribe.
             BadRequestError: the server refused a field (e.g. an unknown ``language``).
 
@@ -237,9 +237,10 @@ class AudioMethods(ClientBase):
         language (``None``: detected). vLLM's translation responses carry no usage.
 
         Raises:
-            AudioDecodeError: the input cannot be read or decoded (before any upload).
+            InvalidInputError: (``kind="audio_decode"``) the input cannot be read or decoded (before any
+                upload); (``kind="audio_fetch"``, an ``InputFetchError``) an audio URL cannot be fetched.
             UnsupportedByServer: beam search on vLLM < 0.18.0.
-            ModelNotFoundError: ``model`` is not served.
+            NotFoundError: (``kind="model_not_found"``) ``model`` is not served.
 
         Examples:
             >>> (client.translate("bonjour.wav", language="fr")).text
@@ -316,7 +317,8 @@ class AudioMethods(ClientBase):
 
         Raises:
             InvalidInputError: ``use_beam_search`` or a segment format with streaming.
-            AudioDecodeError: the input cannot be read or decoded (before any upload).
+            InvalidInputError: (``kind="audio_decode"``) the input cannot be read or decoded (before any
+                upload); (``kind="audio_fetch"``, an ``InputFetchError``) an audio URL cannot be fetched.
             StreamError: while iterating, an error frame from the server.
 
         Examples:
@@ -347,9 +349,7 @@ class AudioMethods(ClientBase):
         """Resolve an input (off the event loop); an http(s) URL is downloaded without the API key."""
         if audio_io.is_url(audio):
             url = str(audio)
-            data = fetch_input(
-                self._transport, url, field="audio", error=AudioFetchError, timeout=call.timeout
-            )
+            data = fetch_input(self._transport, url, field="audio", kind="audio_fetch", timeout=call.timeout)
             return audio_io.from_url_bytes(url, data)
         return sync_offload(audio_io.resolve, audio)
 

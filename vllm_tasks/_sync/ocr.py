@@ -16,7 +16,6 @@ from .. import defaults, pdf
 from .. import ocr as ocr_parts
 from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
 from ..discovery import NGRAM_PROCESSOR, missing_processor_message
-from ..errors import ImageFetchError
 from ..images import ImageInput, PreparedImage, is_remote_url, prepare_image
 from ..offload import sync_offload
 from ..progress import Progress
@@ -85,8 +84,8 @@ class OCRMethods(ClientBase):
             original image), ``.usage``, ``.finish_reason``, ``.truncated``; ``.draw()`` and ``.crop()``.
 
         Raises:
-            ImageError: the image does not decode (or ``ImageTooLarge``, ``ImageFetchError``).
-            InvalidInputError: bad arguments, before any request.
+            InvalidInputError: bad arguments, before any request; ``kind`` ``"image_decode"``: the image
+                does not decode, ``"image_too_large"``, ``"image_fetch"`` (an ``InputFetchError``).
             UnsupportedByServer: ``vllm_xargs`` on vLLM < 0.11.1, or no processor with
                 ``require_ngram_processor=True``.
             EndpointNotServed: the server's model does not serve chat completions.
@@ -139,7 +138,7 @@ class OCRMethods(ClientBase):
             if not options.fetch_urls:
                 return url
             image = fetch_input(
-                self._transport, url, field="image", error=ImageFetchError, timeout=defaults.FETCH_TIMEOUT
+                self._transport, url, field="image", kind="image_fetch", timeout=defaults.FETCH_TIMEOUT
             )
         return sync_offload(
             prepare_image, image, field="image", max_side=options.max_side, downscale=options.downscale

@@ -325,7 +325,8 @@ class EmbedOptions(ConnectionFields):
     """The embedding settings every embeddings adapter has, on top of the connection.
 
     Args:
-        dimensions: Matryoshka width (``vllm_tasks.MatryoshkaNotSupported`` on other models).
+        dimensions: Matryoshka width (a ``BadRequestError`` with ``kind="matryoshka_not_supported"`` on
+            other models).
         batch_size: texts per request; concurrency: requests in flight.
         truncate_prompt_tokens: ``-1`` cuts over-long texts to the model's maximum.
         extra_body: extra JSON fields for every request.

@@ -74,7 +74,8 @@ class VLLMEmbeddings(EmbedOptions, Embeddings):
     ``api_key`` read back from the settings.
 
     Attributes:
-        dimensions: Matryoshka width (``vllm_tasks.MatryoshkaNotSupported`` on other models).
+        dimensions: Matryoshka width (a ``BadRequestError`` with ``kind="matryoshka_not_supported"`` on
+            other models).
         batch_size: texts per request (default 64).
         concurrency: requests in flight (default 4).
         truncate_prompt_tokens: ``-1`` cuts over-long texts to the model's maximum instead of raising
@@ -333,7 +334,7 @@ class VLLMTranscriptLoader(BaseLoader):
     ``async_client``) are as for :class:`VLLMEmbeddings`.
 
     Raises:
-        AudioDecodeError: the file cannot be decoded (before any upload).
+        InvalidInputError: (``kind="audio_decode"``) the file cannot be decoded (before any upload).
 
     Examples:
         >>> docs = VLLMTranscriptLoader("meeting.mp3", base_url="http://localhost:8002").load()

@@ -67,7 +67,8 @@ class VLLMEmbedding(EmbedOptions, BaseEmbedding):
 
     Attributes:
         embed_batch_size: texts per LlamaIndex batch (1..2048).
-        dimensions: Matryoshka width (``vllm_tasks.MatryoshkaNotSupported`` on other models).
+        dimensions: Matryoshka width (a ``BadRequestError`` with ``kind="matryoshka_not_supported"`` on
+            other models).
         batch_size: texts per request.
         concurrency: requests in flight.
         truncate_prompt_tokens: ``-1`` cuts over-long texts to the model's maximum instead of raising

@@ -56,11 +56,10 @@ from .._sync.client import Client
 from ..config import ClientSettings
 from ..errors import (
     BadRequestError,
-    InputTypeNotSupported,
     InvalidInputError,
-    MatryoshkaNotSupported,
     RequestTooLargeError,
     UnprocessableEntityError,
+    is_option_error,
 )
 from ..types.ocr import OCRDocument, OCRResult
 from ..validation import positive_int
@@ -79,11 +78,10 @@ Output = TypeVar("Output")
 #: Errors that belong to the rows sent (a too-long text, an undecodable file, a refused value): with
 #: ``on_error="column"`` they are written per row. A setting the model refuses for every row is not one.
 _ROW_ERRORS = (InvalidInputError, BadRequestError, UnprocessableEntityError, RequestTooLargeError)
-_SETTING_ERRORS = (MatryoshkaNotSupported, InputTypeNotSupported)
 
 
 def _is_row_error(error: BaseException) -> bool:
-    return isinstance(error, _ROW_ERRORS) and not isinstance(error, _SETTING_ERRORS)
+    return isinstance(error, _ROW_ERRORS) and not is_option_error(error)
 
 
 def _describe(error: BaseException) -> str:
@@ -624,7 +622,8 @@ class Transcriber(_BatchCallable):
 
     Raises:
         InvalidInputError: bad settings; a missing column, or one that holds neither bytes nor strings.
-        AudioDecodeError: with ``on_error="raise"``, a row that does not decode (before any upload).
+        InvalidInputError: (``kind="audio_decode"``) with ``on_error="raise"``, a row that does not decode
+            (before any upload).
 
     Examples:
         >>> ds = ray.data.read_binary_files("calls/", include_paths=True)
@@ -711,7 +710,8 @@ class OCR(_BatchCallable):
 
     Raises:
         InvalidInputError: bad settings; a missing column or one of other values.
-        ImageError: with ``on_error="raise"``, a row that does not decode (before any upload).
+        InvalidInputError: (``kind="image_decode"``) with ``on_error="raise"``, a row that does not decode
+            (before any upload).
 
     Examples:
         >>> ds = ray.data.read_parquet("scans.parquet")  # a "url" column

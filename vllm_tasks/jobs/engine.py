@@ -25,11 +25,10 @@ from ..batching import plan_batches
 from ..errors import (
     APIStatusError,
     BadRequestError,
-    InputTypeNotSupported,
-    MatryoshkaNotSupported,
     RequestTooLargeError,
     RowFailed,
     UnprocessableEntityError,
+    is_option_error,
 )
 from .inputs import Chunk, InputSpec, read_chunks
 from .outputs import Sink
@@ -41,8 +40,6 @@ logger = logging.getLogger("vllm_tasks.jobs")
 
 ROW_ERRORS = (BadRequestError, UnprocessableEntityError, RequestTooLargeError)
 """Answers about the rows sent (an over-long text, a bad value): the batch is split to find them."""
-OPTION_ERRORS = (MatryoshkaNotSupported, InputTypeNotSupported)
-"""400s about the job's options, not its rows: fatal."""
 
 
 def estimated_tokens(text: str) -> int:
@@ -189,7 +186,7 @@ class Engine:
                 )
             except ROW_ERRORS as error:
                 self._pool.release(replica, seconds=time.monotonic() - sent)
-                if isinstance(error, OPTION_ERRORS):
+                if is_option_error(error):  # about the job's options, not its rows: fatal
                     raise
                 await self._refused(work, rows, error)
                 return

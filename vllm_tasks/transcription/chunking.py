@@ -36,7 +36,7 @@ def should_split(
     request). Undecodable without a decoder installed: sent whole (the server decides).
 
     Raises:
-        AudioDecodeError: the input cannot be decoded.
+        InvalidInputError: (``kind="audio_decode"``) the input cannot be decoded.
 
     Examples:
         >>> should_split(source, ChunkingOptions(), "auto", limit_seconds=SERVER_CHUNK_SECONDS)

@@ -1,5 +1,48 @@
-"""Typed request and response models, one module per endpoint family."""
+"""The result types the client returns, one module per endpoint family; import them from here.
 
+Examples:
+    >>> from vllm_tasks.types import EmbeddingResult, RerankResult, Transcription
+"""
+
+from ..versions import ServerVersion
+from .audio import (
+    Transcription,
+    TranscriptionDelta,
+    TranscriptionSegment,
+    TranscriptionUsage,
+    TranscriptionWord,
+)
+from .common import ClientUsage, Usage
+from .embeddings import EmbeddingResult, EmbedV2Result
+from .ocr import OCRBlock, OCRDocument, OCRPage, OCRResult
+from .scoring import ClassificationResult, PoolingResult, RerankHit, RerankResult, ScoreResult, ScorerKind
 from .server import Advisory, ModelCard, ProbeReport, ServerInfo, TaskProbe, TaskStatus
 
-__all__ = ["Advisory", "ModelCard", "ProbeReport", "ServerInfo", "TaskProbe", "TaskStatus"]
+__all__ = [
+    "Advisory",
+    "ClassificationResult",
+    "ClientUsage",
+    "EmbedV2Result",
+    "EmbeddingResult",
+    "ModelCard",
+    "OCRBlock",
+    "OCRDocument",
+    "OCRPage",
+    "OCRResult",
+    "PoolingResult",
+    "ProbeReport",
+    "RerankHit",
+    "RerankResult",
+    "ScoreResult",
+    "ScorerKind",
+    "ServerInfo",
+    "ServerVersion",
+    "TaskProbe",
+    "TaskStatus",
+    "Transcription",
+    "TranscriptionDelta",
+    "TranscriptionSegment",
+    "TranscriptionUsage",
+    "TranscriptionWord",
+    "Usage",
+]

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from .. import defaults
-from ..errors import redact_url
+from ..redaction import redact_url
 from ..versions import ServerVersion
 from ..views import card, clip, esc, note, table
 
