@@ -14,6 +14,7 @@ import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from . import types as _types
 from ._async.audio import AsyncTranscriptionStream
 from ._async.client import AsyncClient
 from ._sync.audio import TranscriptionStream
@@ -96,33 +97,6 @@ __all__ = [
     "unpackbits",
 ]
 
-_TYPES = [
-    "Advisory",
-    "ClassificationResult",
-    "ClientUsage",
-    "EmbedV2Result",
-    "EmbeddingResult",
-    "ModelCard",
-    "OCRBlock",
-    "OCRDocument",
-    "OCRPage",
-    "OCRResult",
-    "PoolingResult",
-    "ProbeReport",
-    "RerankHit",
-    "RerankResult",
-    "ScoreResult",
-    "ScorerKind",
-    "ServerInfo",
-    "ServerVersion",
-    "TaskProbe",
-    "TaskStatus",
-    "Transcription",
-    "TranscriptionDelta",
-    "TranscriptionSegment",
-    "TranscriptionUsage",
-    "Usage",
-]
 _JOBS = (
     "EmbedFileReport FolderJobReport ReplicaReport JobError JobMismatch ReplicaMismatch RowFailed "
     "InsufficientDiskSpace"
@@ -130,7 +104,7 @@ _JOBS = (
 _OCR = "locate OCRTruncatedWarning NGramProcessorMissingWarning"
 
 _MOVED: dict[str, tuple[str, str, str]] = {
-    **{name: ("vllm_tasks.types", name, "") for name in _TYPES},
+    **{name: ("vllm_tasks.types", name, "") for name in _types.__all__ if name != "TranscriptionWord"},
     **{name: ("vllm_tasks.jobs", name, "") for name in _JOBS.split()},
     **{name: ("vllm_tasks.ocr", name, "") for name in _OCR.split()},
     "ImageError": ("vllm_tasks", "InvalidInputError", "image_decode"),
