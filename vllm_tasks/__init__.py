@@ -21,6 +21,7 @@ from ._sync.audio import TranscriptionStream
 from ._sync.client import Client
 from .config import ClientSettings, FetchLimits
 from .decoding import unpackbits
+from .embeddings import EmbedParams, EmbedV2Params
 from .errors import (
     APIConnectionError,
     APIError,
@@ -49,8 +50,9 @@ from .errors import (
     VLLMTasksError,
 )
 from .jobs import aembed_file, aocr_dir, atranscribe_dir, embed_file, ocr_dir, transcribe_dir
+from .ocr import OCRParams
 from .scoring import maxsim
-from .transcription import ChunkingOptions
+from .transcription import ChunkingOptions, TranscribeParams
 from .version import __version__
 
 __all__ = [
@@ -67,6 +69,8 @@ __all__ = [
     "ClientSettings",
     "ConflictError",
     "ContextLengthExceeded",
+    "EmbedParams",
+    "EmbedV2Params",
     "EndpointNotServed",
     "FetchLimits",
     "GatewayTimeoutError",
@@ -75,12 +79,14 @@ __all__ = [
     "InvalidInputError",
     "MissingDependency",
     "NotFoundError",
+    "OCRParams",
     "PermissionDeniedError",
     "RateLimitError",
     "RequestTooLargeError",
     "ServerNotReady",
     "ServiceUnavailableError",
     "StreamError",
+    "TranscribeParams",
     "TranscriptionStream",
     "UnexpectedResponse",
     "UnprocessableEntityError",

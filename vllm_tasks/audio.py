@@ -493,12 +493,7 @@ def encode(samples: Samples, rate: int = TARGET_RATE) -> tuple[bytes, str, str]:
 
 
 def sniff_audio(data: bytes, name: str = "") -> str:
-    """The MIME type of encoded audio, from its first bytes (else from ``name``'s extension).
-
-    Examples:
-        >>> sniff_audio(Path("talk.wav").read_bytes())
-        'audio/wav'
-    """
+    """The MIME type of encoded audio, from its first bytes (else from ``name``'s extension)."""
     head = data[:16]
     if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
         return "audio/wav"

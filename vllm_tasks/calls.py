@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, Self, TypeAlias, cast
 
 from .config import TimeoutArg
 from .errors import InvalidInputError
@@ -74,6 +75,81 @@ class CallOptions:
         header_values("extra_headers", self.extra_headers)
         if self.timeout is not CLIENT_DEFAULT:
             timeout_value("timeout", self.timeout)
+
+
+class TaskParams:
+    """The base of the task parameter objects (:class:`~vllm_tasks.EmbedParams`,
+    :class:`~vllm_tasks.RerankParams`, :class:`~vllm_tasks.TranscribeParams`, ...): frozen dataclasses,
+    checked on construction, whose field names are the task method's keyword arguments.
+
+    Examples:
+        >>> params = vt.EmbedParams(dimensions=256)
+        >>> params.keywords()
+        {'dimensions': 256}
+        >>> client.embed(texts, **params.keywords())  # the same call as client.embed(texts, dimensions=256)
+    """
+
+    @classmethod
+    def of(cls, value: object, *, field: str = "params") -> Self:
+        """``value`` as parameters of this class: an instance as is, a mapping of field names (an
+        adapter's config, a dump), or ``None`` for the defaults.
+
+        Raises:
+            InvalidInputError: another type, or a name that is not a field (naming the fields there are).
+
+        Examples:
+            >>> vt.EmbedParams.of({"dimensions": 256}).dimensions
+            256
+        """
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if not isinstance(value, Mapping):
+            raise InvalidInputError(
+                field,
+                type(value).__name__,
+                f"must be vllm_tasks.{cls.__name__} or a dict of its fields",
+                f"Pass vllm_tasks.{cls.__name__}(...).",
+            )
+        names = [item.name for item in dataclasses.fields(cast(Any, cls))]
+        unknown = sorted(set(map(str, value)) - set(names))
+        if unknown:
+            raise InvalidInputError(
+                field, unknown, f"are not fields of {cls.__name__}", f"Use some of: {', '.join(names)}."
+            )
+        return cls(**value)
+
+    def keywords(self) -> dict[str, Any]:
+        """The fields that differ from their defaults, by name: keyword arguments for the task's methods
+        (their defaults are the fields' defaults, so leaving the others out changes nothing, and a method
+        that lacks an option, e.g. ``translate`` and ``timestamp_granularities``, still takes the rest).
+        """
+        return {
+            field.name: getattr(self, field.name)
+            for field in dataclasses.fields(cast(Any, self))
+            if getattr(self, field.name) != field.default
+        }
+
+    def changed(self) -> dict[str, Any]:
+        """:meth:`keywords` as JSON values (lists, dicts): what a job's fingerprint records, so that a
+        field added later with a default keeps earlier jobs resumable."""
+        changed: dict[str, Any] = plain(self.keywords())
+        return changed
+
+
+def plain(value: Any) -> Any:
+    """``value`` with its sequences as lists and mappings as dicts (JSON values).
+
+    Examples:
+        >>> plain({"ids": (1, 2)})
+        {'ids': [1, 2]}
+    """
+    if isinstance(value, Mapping):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    return value
 
 
 def resolve_model(info: ServerInfo, requested: str | None, client_model: str | None = None) -> str | None:

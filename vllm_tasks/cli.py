@@ -161,6 +161,7 @@ def run_embed(args: argparse.Namespace, client: Client) -> int:
 
 def run_embed_file(args: argparse.Namespace, client: Client) -> int:
     """The ``embed-file`` sub-command: a resumable job writing ``.npy`` or Parquet."""
+    from .embeddings import EmbedParams
     from .jobs import embed_file
 
     with _job_servers(args, client) as servers:
@@ -182,7 +183,7 @@ def run_embed_file(args: argparse.Namespace, client: Client) -> int:
             resume=not args.restart,
             show_progress=args.progress,
             progress_interval=args.progress_interval,
-            dimensions=args.dimensions,
+            params=EmbedParams(dimensions=args.dimensions),
         )
     print(report.summary(), file=sys.stderr)
     return EXIT_OK
@@ -395,9 +396,8 @@ def run_transcribe(args: argparse.Namespace, client: Client) -> int:
         return EXIT_USAGE
     fmt = cast(ResponseFormat, args.format)
     if args.stream:
-        with client.transcribe_stream(
-            args.file, language=args.language, prompt=args.prompt, translate=args.translate
-        ) as stream:
+        stream_method = client.translate_stream if args.translate else client.transcribe_stream
+        with stream_method(args.file, language=args.language, prompt=args.prompt) as stream:
             for event in stream:
                 if isinstance(event, TranscriptionDelta) and not args.out:
                     print(event.text, end="", flush=True)
@@ -471,7 +471,8 @@ def run_folder_job(args: argparse.Namespace, client: Client) -> int:
     import warnings
 
     from .jobs import ocr_dir, transcribe_dir
-    from .ocr import OCRTruncatedWarning
+    from .ocr import OCRParams, OCRTruncatedWarning
+    from .transcription import TranscribeParams
 
     common = {
         "concurrency": args.concurrency,
@@ -482,18 +483,15 @@ def run_folder_job(args: argparse.Namespace, client: Client) -> int:
     with _job_servers(args, client) as servers, warnings.catch_warnings():
         warnings.simplefilter("ignore", OCRTruncatedWarning)  # pages.jsonl says which pages hit max_tokens
         if args.command == "ocr-dir":
-            report = ocr_dir(
-                servers, args.source, args.out, prompt=args.prompt, max_tokens=args.max_tokens, dpi=args.dpi,
-                **common,
-            )  # fmt: skip
+            params = OCRParams(prompt=args.prompt, max_tokens=args.max_tokens)
+            report = ocr_dir(servers, args.source, args.out, params=params, dpi=args.dpi, **common)
         else:
             report = transcribe_dir(
                 servers,
                 args.source,
                 args.out,
                 formats=args.format or ("srt", "json", "txt"),
-                language=args.language,
-                prompt=args.prompt,
+                params=TranscribeParams(language=args.language, prompt=args.prompt),
                 translate=args.translate,
                 **common,
             )

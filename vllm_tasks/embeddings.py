@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, cast, get_args
 
 import httpx
 import numpy as np
@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from . import defaults, gates
 from .batching import plan_batches
-from .calls import CallOptions, resolve_model
+from .calls import CallOptions, TaskParams, resolve_model
 from .decoding import (
     EMBED_DTYPES,
     EmbedDType,
@@ -43,7 +43,7 @@ from .responses import (
 from .server_state import Fact
 from .transport import Request
 from .types.common import Usage
-from .types.embeddings import EmbeddingResult, EmbeddingType, EmbedV2Result, EncodingFormat
+from .types.embeddings import EmbeddingResult, EmbeddingType, EmbedV2Result, EncodingFormat, Truncate
 from .types.server import ServerInfo
 from .validation import int_at_least, token_ids
 
@@ -247,6 +247,7 @@ def _decode_json_body(
 ENCODING_FORMATS: tuple[str, ...] = ("auto", "float", "base64", "bytes", "bytes_only")
 ENDIANNESSES: tuple[str, ...] = ("native", "big", "little")
 TRUNCATION_SIDES: tuple[str, ...] = ("left", "right")
+TRUNCATES: tuple[str, ...] = get_args(Truncate)
 
 
 def _one_of(field_name: str, value: object, allowed: tuple[str, ...], *, optional: bool = False) -> None:
@@ -257,13 +258,20 @@ def _one_of(field_name: str, value: object, allowed: tuple[str, ...], *, optiona
 
 
 @dataclass(frozen=True)
-class EmbedParams:
-    """The ``/v1/embeddings`` options of one ``embed`` call (see ``Client.embed``), checked on creation.
+class EmbedParams(TaskParams):
+    """The vector options of ``embed`` (``/v1/embeddings``), checked on construction; each field is the
+    ``Client.embed`` keyword argument of the same name (see there). Jobs, adapters and Ray callables take
+    one as ``params=``.
 
     Raises:
         InvalidInputError: ``dimensions`` not an int >= 1, ``truncate_prompt_tokens`` not an int >= -1,
             an unknown ``encoding_format``, ``embed_dtype``, ``endianness`` or ``truncation_side``, or
             ``normalize`` together with ``use_activation``.
+
+    Examples:
+        >>> params = vt.EmbedParams(dimensions=256, normalize=True)
+        >>> vt.embed_file(client, "corpus.txt", "corpus.npy", params=params)
+        >>> client.embed(["hello"], **params.keywords())
     """
 
     dimensions: int | None = None
@@ -542,6 +550,45 @@ def name_too_long_input(
         error.input_index = found
         error.message = f"input[{found}] is too long: {error.message}"
         error.args = (error.message,)
+
+
+@dataclass(frozen=True)
+class EmbedV2Params(TaskParams):
+    """The options of ``embed_v2`` (Cohere-style ``/v2/embed``), checked on construction; each field is
+    the ``Client.embed_v2`` keyword argument of the same name (see there).
+
+    Raises:
+        InvalidInputError: an embedding type vLLM does not serve, ``output_dimension`` or ``max_tokens``
+            not an int >= 1, an unknown ``truncate``.
+
+    Examples:
+        >>> params = vt.EmbedV2Params(input_type="search_query", embedding_types=["float", "ubinary"])
+        >>> result = client.embed_v2(["hello"], **params.keywords())
+    """
+
+    input_type: str | None = None
+    embedding_types: Sequence[EmbeddingType] | None = None
+    output_dimension: int | None = None
+    truncate: Truncate | None = None
+    max_tokens: int | None = None
+    priority: int | None = None
+
+    def __post_init__(self) -> None:
+        v2_embedding_types(self.embedding_types)
+        int_at_least("output_dimension", self.output_dimension, 1, "Or leave it unset.")
+        int_at_least("max_tokens", self.max_tokens, 1, "Or leave it unset.")
+        _one_of("truncate", self.truncate, TRUNCATES, optional=True)
+
+    def body_fields(self) -> dict[str, Any]:
+        """The request's JSON fields (``embedding_types`` defaulted to ``["float"]``)."""
+        return {
+            "input_type": self.input_type,
+            "embedding_types": v2_embedding_types(self.embedding_types),
+            "output_dimension": self.output_dimension,
+            "truncate": self.truncate,
+            "max_tokens": self.max_tokens,
+            "priority": self.priority,
+        }
 
 
 def v2_inputs(

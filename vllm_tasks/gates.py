@@ -104,9 +104,6 @@ def require(info: ServerInfo, features: Iterable[str]) -> None:
 
     Raises:
         UnsupportedByServer: naming the feature, the server's version and the version needed.
-
-    Examples:
-        >>> require(info, ["max_tokens_per_doc"])  # raises on a 0.19 server
     """
     for name in features:
         if not supports(info, name):

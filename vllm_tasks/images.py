@@ -93,10 +93,6 @@ def image_to_data_url(image: ImageInput, *, field: str = "image") -> str:
     Raises:
         InvalidInputError: for a missing file, unrecognised bytes, or an unsupported type.
         MissingDependency: for a PIL image or numpy array when pillow is not installed.
-
-    Examples:
-        >>> image_to_data_url(Path("cat.png"))[:22]
-        'data:image/png;base64,'
     """
     if isinstance(image, str):
         stripped = image.strip()
@@ -295,11 +291,6 @@ def prepare_image(
             ``kind="image_too_large"``: over ``max_pixels``, or over ``max_side`` with ``downscale=False``;
             ``kind="argument"``: an unsupported input type or an unreadable path.
         MissingDependency: pillow is not installed.
-
-    Examples:
-        >>> prepared = prepare_image(Path("page.png"))
-        >>> prepared.size, prepared.data_url[:22]
-        ((1240, 1754), 'data:image/png;base64,')
     """
     pil_image = _pil()
     pil, data, original = _decoded(pil_image, image, field, max_pixels)

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 
 from . import defaults, gates, grounding
-from .calls import CallOptions
+from .calls import CallOptions, TaskParams
 from .discovery import NGRAM_PROCESSOR_FLAG
 from .errors import InvalidInputError, UnsupportedByServer
 from .images import PreparedImage, prepare_image
@@ -68,15 +68,18 @@ class NGramProcessorMissingWarning(UserWarning):
 
 
 @dataclass(frozen=True)
-class OCROptions:
-    """The OCR request parameters shared by ``ocr`` and ``ocr_pdf``, checked on construction.
+class OCRParams(TaskParams):
+    """The OCR options shared by ``ocr`` and ``ocr_pdf``, checked on construction; each field is their
+    keyword argument of the same name (see :meth:`~vllm_tasks.Client.ocr`). ``ocr_dir``, the LangChain
+    loader and Ray's ``OCR`` take one as ``params=``.
 
     Raises:
         InvalidInputError: naming the first bad argument.
 
     Examples:
-        >>> OCROptions(prompt="free", max_tokens=2048).max_tokens
-        2048
+        >>> params = vt.OCRParams(prompt="free", max_tokens=2048)
+        >>> result = client.ocr("page.png", **params.keywords())
+        >>> vt.ocr_dir(client, "scans", "scans-md", params=params)
     """
 
     prompt: str = "markdown"
@@ -86,9 +89,7 @@ class OCROptions:
     whitelist_token_ids: Sequence[int] | None = RECIPE_WHITELIST
     temperature: float = 0.0
     require_ngram_processor: bool = False
-    fetch_urls: bool = True
     max_side: int | None = defaults.IMAGE_MAX_SIDE
-    downscale: bool = True
 
     def __post_init__(self) -> None:
         resolve_prompt(self.prompt)
@@ -172,11 +173,11 @@ def resolve_prompt(prompt: str) -> str:
     return prompt
 
 
-def vllm_xargs(options: OCROptions) -> dict[str, Any] | None:
+def vllm_xargs(options: OCRParams) -> dict[str, Any] | None:
     """The ``vllm_xargs`` of a request, or ``None`` when the n-gram guard is off (``ngram_size=None``).
 
     Examples:
-        >>> vllm_xargs(OCROptions(window_size=None, whitelist_token_ids=None))
+        >>> vllm_xargs(OCRParams(window_size=None, whitelist_token_ids=None))
         {'ngram_size': 30}
     """
     if options.ngram_size is None:
@@ -190,12 +191,12 @@ def vllm_xargs(options: OCROptions) -> dict[str, Any] | None:
 
 
 def build_body(
-    image_url: str, options: OCROptions, model: str | None, extra_body: Mapping[str, Any] | None
+    image_url: str, options: OCRParams, model: str | None, extra_body: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     """The ``/v1/chat/completions`` body for one image: image part first, then the prompt.
 
     Examples:
-        >>> build_body("data:image/png;base64,...", OCROptions(), "ocr", None)["max_tokens"]
+        >>> build_body("data:image/png;base64,...", OCRParams(), "ocr", None)["max_tokens"]
         4096
     """
     body: dict[str, Any] = {
@@ -223,28 +224,19 @@ def build_body(
     return body
 
 
-def page_request(image_url: str, options: OCROptions, model: str | None, call: CallOptions) -> Request:
-    """The chat-completions request for one image (a URL, or the data URL of a prepared image).
-
-    Examples:
-        >>> page_request(prepared.data_url, OCROptions(), "ocr", CallOptions()).path
-        '/v1/chat/completions'
-    """
+def page_request(image_url: str, options: OCRParams, model: str | None, call: CallOptions) -> Request:
+    """The chat-completions request for one image (a URL, or the data URL of a prepared image)."""
     body = build_body(image_url, options, model, call.extra_body)
     return Request(
         "POST", CHAT_PATH, json=body, headers=call.extra_headers, timeout=call.timeout, task="chat"
     )
 
 
-def uses_ngram_processor(options: OCROptions, info: ServerInfo) -> bool:
+def uses_ngram_processor(options: OCRParams, info: ServerInfo) -> bool:
     """Whether the call sends ``vllm_xargs`` (so the processor matters); gated on the server version.
 
     Raises:
         UnsupportedByServer: ``vllm_xargs`` on vLLM < 0.11.1.
-
-    Examples:
-        >>> uses_ngram_processor(OCROptions(ngram_size=None), info)
-        False
     """
     if options.ngram_size is None:
         return False
@@ -252,14 +244,11 @@ def uses_ngram_processor(options: OCROptions, info: ServerInfo) -> bool:
     return True
 
 
-def require_ngram_processor(found: bool | None, options: OCROptions, info: ServerInfo) -> None:
+def require_ngram_processor(found: bool | None, options: OCRParams, info: ServerInfo) -> None:
     """Refuse a call that requires the processor when the check found it missing (``found`` False).
 
     Raises:
         UnsupportedByServer: ``require_ngram_processor=True`` and the server ignores ``vllm_xargs``.
-
-    Examples:
-        >>> require_ngram_processor(True, OCROptions(require_ngram_processor=True), info)
     """
     if found is False and options.require_ngram_processor:
         raise UnsupportedByServer(
@@ -272,12 +261,7 @@ def require_ngram_processor(found: bool | None, options: OCROptions, info: Serve
 
 
 def truncated_message(result: OCRResult) -> str:
-    """The :class:`OCRTruncatedWarning` text for one image cut short by ``max_tokens``.
-
-    Examples:
-        >>> truncated_message(result)[:26]
-        'OCR output hit max_tokens '
-    """
+    """The :class:`OCRTruncatedWarning` text for one image cut short by ``max_tokens``."""
     return (
         f"OCR output hit max_tokens ({result.usage.completion_tokens} tokens): the page is incomplete. "
         "Raise max_tokens (DeepSeek-OCR's context is 8192 tokens)."
@@ -315,10 +299,6 @@ def parse_response(
 
     Warns:
         OCRTruncatedWarning: ``finish_reason == "length"`` (when ``warn``).
-
-    Examples:
-        >>> parse_response(response, prepared, PROMPTS["markdown"]).markdown
-        '# Report ...'
     """
     payload = json_object(response, CHAT_PATH, task="chat")
     choices = payload.get("choices")
@@ -374,11 +354,6 @@ def prepare_pages(
     Raises:
         InvalidInputError: (``kind="image_decode"`` or ``"image_too_large"``) a page cannot be encoded (see
             :func:`vllm_tasks.images.prepare_image`).
-
-    Examples:
-        >>> total, rendered = render_pages("report.pdf", None, 144.0)
-        >>> [number for number, _ in prepare_pages(rendered, 4, 4096)]
-        [1, 2, 3, 4]
     """
     batch: list[tuple[int, PreparedImage]] = []
     for number, page in itertools.islice(rendered, count):
@@ -388,11 +363,7 @@ def prepare_pages(
 
 
 def close_pages(rendered: Iterator[tuple[int, Any]]) -> None:
-    """Close a page iterator (and so its PDF) that stopped half-way; a plain iterator is left alone.
-
-    Examples:
-        >>> close_pages(rendered)
-    """
+    """Close a page iterator (and so its PDF) that stopped half-way; a plain iterator is left alone."""
     close = getattr(rendered, "close", None)
     if close is None:
         return
@@ -403,12 +374,8 @@ def close_pages(rendered: Iterator[tuple[int, Any]]) -> None:
 
 
 def merge_pages(pages: list[OCRPage]) -> OCRDocument:
-    """The document of per-page results: markdown joined with ``---``, usage summed, truncated pages listed.
-
-    Examples:
-        >>> merge_pages([OCRPage(page=1, result=first), OCRPage(page=2, result=second)]).markdown
-        '# Page one\\n\\n---\\n\\n# Page two'
-    """
+    """The document of per-page results: markdown joined with ``---``, usage summed, truncated pages
+    listed."""
     usage = Usage()
     for page in pages:
         usage = usage + page.result.usage

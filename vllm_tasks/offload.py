@@ -14,18 +14,10 @@ T = TypeVar("T")
 
 
 async def async_offload(function: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-    """Run ``function(*args, **kwargs)`` in a worker thread, so the event loop keeps serving.
-
-    Examples:
-        >>> samples = await async_offload(audio.decode, source)
-    """
+    """Run ``function(*args, **kwargs)`` in a worker thread, so the event loop keeps serving."""
     return await asyncio.to_thread(function, *args, **kwargs)
 
 
 def sync_offload(function: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-    """Run ``function(*args, **kwargs)`` here: the sync twin of :func:`async_offload`.
-
-    Examples:
-        >>> samples = sync_offload(audio.decode, source)
-    """
+    """Run ``function(*args, **kwargs)`` here: the sync twin of :func:`async_offload`."""
     return function(*args, **kwargs)

@@ -84,10 +84,6 @@ def open_pdf(pdf: Any) -> Any:
     Raises:
         InvalidInputError: the file cannot be read or is not a PDF.
         MissingDependency: pypdfium2 is not installed.
-
-    Examples:
-        >>> with PDFIUM_LOCK:
-        ...     pages = len(open_pdf("report.pdf"))
     """
     pypdfium2 = require("pypdfium2", "image", "OCR of PDFs")
     source: Any = pdf
@@ -125,11 +121,6 @@ def render_pages(pdf: Any, pages: Sequence[int] | None, dpi: float) -> tuple[int
         InvalidInputError: unreadable PDF, page numbers out of range, or a page over
             ``defaults.PDF_MAX_PAGE_PIXELS`` at ``dpi`` (raised here, before any rendering).
         MissingDependency: pypdfium2 (or pillow) is not installed.
-
-    Examples:
-        >>> count, pages = render_pages("report.pdf", [1, 2], 144.0)
-        >>> [(number, image.size) for number, image in pages]
-        [(1, (1190, 1684)), (2, (1190, 1684))]
     """
     require("PIL.Image", "image", "OCR of PDFs")  # pages become PIL images
     document = open_pdf(pdf)
@@ -157,10 +148,6 @@ def check_page_sizes(document: Any, numbers: Sequence[int], dpi: float) -> None:
 
     Raises:
         InvalidInputError: naming the page, its size in pixels and the largest dpi that fits.
-
-    Examples:
-        >>> with PDFIUM_LOCK:
-        ...     check_page_sizes(open_pdf("report.pdf"), [1, 2], 144.0)
     """
     limit = defaults.PDF_MAX_PAGE_PIXELS
     scale = dpi / 72.0

@@ -79,12 +79,6 @@ class Backoff:
         Such an error ends the retries: retrying sooner than the server asked would only repeat the
         refusal. The error is annotated in place: ``retry_after`` (seconds asked) and a message that
         names the wait and the cap.
-
-        Examples:
-            >>> headers = httpx.Headers({"retry-after": "3600"})
-            >>> error = RateLimitError("busy", status_code=429, headers=headers)
-            >>> Backoff(retry_after_cap=60).refuses_wait(error), error.retry_after
-            (True, 3600.0)
         """
         if not isinstance(error, APIStatusError):
             return False

@@ -75,12 +75,7 @@ class RequestLike(Protocol):
 
 
 def request_model(request: RequestLike) -> str | None:
-    """The ``model`` a request names (JSON body or multipart form), or ``None``.
-
-    Examples:
-        >>> request_model(Request("POST", "/rerank", json={"model": "bge", "query": "q"}))
-        'bge'
-    """
+    """The ``model`` a request names (JSON body or multipart form), or ``None``."""
     for source in (request.json, request.data):
         if isinstance(source, Mapping):
             model = source.get("model")
@@ -92,10 +87,6 @@ def request_model(request: RequestLike) -> str | None:
 def request_inputs(request: RequestLike) -> int | None:
     """How many inputs a request carries (its batch size): texts, documents, pairs, images, audio files,
     conversations; ``None`` for a request without any (discovery, probes with an empty body).
-
-    Examples:
-        >>> request_inputs(Request("POST", "/v1/embeddings", json={"input": ["a", "b"]}))
-        2
     """
     if request.files is not None:
         return 1  # one audio file per multipart request
@@ -187,12 +178,7 @@ class UsageCounter:
 
 
 def result_usage(result: object) -> dict[str, float]:
-    """``{"prompt_tokens", "completion_tokens", "audio_seconds", "pages"}`` a result reports.
-
-    Examples:
-        >>> result_usage(client.ocr("page.png"))["pages"]
-        1
-    """
+    """``{"prompt_tokens", "completion_tokens", "audio_seconds", "pages"}`` a result reports."""
     added = {"prompt_tokens": 0.0, "completion_tokens": 0.0, "audio_seconds": 0.0, "pages": 0.0}
     usage = getattr(result, "usage", None)
     if isinstance(usage, Usage):
@@ -225,10 +211,6 @@ def tracer() -> Any | None:
     """The ``vllm_tasks`` tracer of ``opentelemetry-api``, or ``None`` when it is not installed.
 
     Looked up once (a proxy tracer: a provider set later is still used).
-
-    Examples:
-        >>> with tracer().start_as_current_span("my job"):  # the client's spans become its children
-        ...     client.embed(texts)
     """
     global _tracer  # noqa: PLW0603 - one lazy import for the process
     if _tracer is _UNSET:
@@ -270,10 +252,6 @@ class Observation:
         display_url: the server's root URL without credentials (for ``url.full``).
         attempt: 1 for the first attempt, 2 for the first retry, ...
         stream: a streamed answer (the elapsed time is then the time to its headers).
-
-    Examples:
-        >>> with Observation(counter, request, "http://host:8000") as observation:
-        ...     observation.response = http.send(build(request, observation))
     """
 
     __slots__ = ("attempt", "counter", "display_url", "request", "response", "span", "started", "stream")

@@ -36,10 +36,6 @@ class ThreadedClient:
 
     Args:
         client: the client every call goes to (its ``http_client``, settings, server info and usage).
-
-    Examples:
-        >>> threaded = ThreadedClient(vt.Client(url, http_client=httpx.Client(proxy=proxy)))
-        >>> result = await threaded.embed(["a", "b"])
     """
 
     def __init__(self, client: Client) -> None:

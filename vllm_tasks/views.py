@@ -48,10 +48,6 @@ class Attachment:
     Held by reference (never copied). It is not part of the model: ``model_dump`` and JSON leave it out,
     it pickles as empty (a pickled result carries no audio and no inputs) and it never makes two results
     unequal.
-
-    Examples:
-        >>> pickle.loads(pickle.dumps(Attachment("talk.wav"))).value is None
-        True
     """
 
     __slots__ = ("value",)
@@ -99,12 +95,7 @@ _REPR.maxlevel = 3
 
 
 def esc(value: object) -> str:
-    """``value`` as text, HTML-escaped (quotes too: safe in attributes).
-
-    Examples:
-        >>> esc("<b>\"x\"</b>")
-        '&lt;b&gt;&quot;x&quot;&lt;/b&gt;'
-    """
+    """``value`` as text, HTML-escaped (quotes too: safe in attributes)."""
     return html.escape(str(value), quote=True)
 
 

@@ -172,7 +172,9 @@ def test_ocr_dir_sends_every_request_through_the_clients_http_client(
     shutil.copy(PAGE, scans / "b.png")
     job = vt.ocr_dir if kind == "sync" else vt.aocr_dir
 
-    report = run_with_client(kind, ocr_fake.url, lambda c: job(c, scans, tmp_path / "md", max_tokens=32))
+    report = run_with_client(
+        kind, ocr_fake.url, lambda c: job(c, scans, tmp_path / "md", params=vt.OCRParams(max_tokens=32))
+    )
     assert report.complete and report.units_sent == 2
     assert_all_through(ocr_fake)
 
@@ -186,7 +188,11 @@ def test_transcribe_dir_sends_every_request_through_the_clients_http_client(
     shutil.copy(FOX, calls / "fox.wav")
     job = vt.transcribe_dir if kind == "sync" else vt.atranscribe_dir
 
-    report = run_with_client(kind, stt_fake.url, lambda c: job(c, calls, tmp_path / "out", language="en"))
+    report = run_with_client(
+        kind,
+        stt_fake.url,
+        lambda c: job(c, calls, tmp_path / "out", params=vt.TranscribeParams(language="en")),
+    )
     assert report.complete and report.units_sent == 1
     assert_all_through(stt_fake)
 
@@ -213,7 +219,7 @@ def test_langchain_adapters_given_a_client_send_sync_and_async_calls_through_its
             assert len(compressor.compress_documents(docs, "capital?")) == 1
             assert len(asyncio.run(compressor.acompress_documents(docs, "capital?"))) == 1
         with vt.Client(ocr_fake.url, http_client=http) as client:
-            loader = VLLMOCRLoader(PAGE, client=client, max_tokens=16)
+            loader = VLLMOCRLoader(PAGE, client=client, params={"max_tokens": 16})
             assert len(loader.load()) == len(asyncio.run(loader.aload())) == 1
     assert_all_through(embedder, reranker, ocr_fake)
 
@@ -251,8 +257,8 @@ def test_llama_index_adapters_given_a_client_send_every_call_through_its_http_cl
 
 def test_adapters_pickle_their_settings_and_refuse_an_injected_http_client(embedder: FakeVLLM) -> None:
     settings = vt.ClientSettings(embedder.url, api_key="k-1", headers={"X-Team": "rag"})
-    copied = pickle.loads(pickle.dumps(VLLMEmbeddings(settings=settings, dimensions=4)))
-    assert copied.settings == settings and copied.dimensions == 4
+    copied = pickle.loads(pickle.dumps(VLLMEmbeddings(settings=settings, params={"dimensions": 4})))
+    assert copied.settings == settings and copied.params.dimensions == 4
     copied.embed_query("a")
     sent = embedder.received("/v1/embeddings")[-1].headers
     assert sent["authorization"] == "Bearer k-1" and sent["x-team"] == "rag"

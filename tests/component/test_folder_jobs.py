@@ -106,7 +106,7 @@ def test_ocr_dir_writes_a_markdown_file_per_document_and_the_pages(
     scans: Path, tmp_path: Path, ocr_fake: FakeVLLM
 ) -> None:
     out = tmp_path / "md"
-    report = vt.ocr_dir(ocr_fake.url, scans, out, max_tokens=64)
+    report = vt.ocr_dir(ocr_fake.url, scans, out, params=vt.OCRParams(max_tokens=64))
     assert (report.documents, report.documents_done, report.units, report.units_sent) == (3, 3, 4, 4)
     assert report.complete and report.failed == () and report.errors_file is None
     assert sorted(outputs(out)) == ["page.md", "pages.jsonl", "sub/deeper/copy.md", "sub/report.md"]
@@ -242,17 +242,19 @@ def test_other_options_or_another_model_refuse_to_resume(
     scans: Path, tmp_path: Path, ocr_fake: FakeVLLM
 ) -> None:
     out = tmp_path / "md"
-    vt.ocr_dir(ocr_fake.url, scans, out, max_tokens=64)
+    vt.ocr_dir(ocr_fake.url, scans, out, params=vt.OCRParams(max_tokens=64))
     with pytest.raises(vt.jobs.JobMismatch, match="option max_tokens: 64 -> 128"):
-        vt.ocr_dir(ocr_fake.url, scans, out, max_tokens=128)
+        vt.ocr_dir(ocr_fake.url, scans, out, params=vt.OCRParams(max_tokens=128))
     with (
         FakeVLLM(model="other-ocr", tasks=OCR_TASKS) as other,
         pytest.raises(vt.jobs.JobMismatch, match="served model: 'deepseek-ocr' -> 'other-ocr'"),
     ):
-        vt.ocr_dir(other.url, scans, out, max_tokens=64)
+        vt.ocr_dir(other.url, scans, out, params=vt.OCRParams(max_tokens=64))
     assert cli.main(["ocr-dir", str(scans), "--out", str(out), "--url", ocr_fake.url]) == cli.EXIT_JOB_REFUSED
     ocr_fake.clear_requests()
-    report = vt.ocr_dir(ocr_fake.url, scans, out, max_tokens=128, resume=False)  # --restart
+    report = vt.ocr_dir(
+        ocr_fake.url, scans, out, params=vt.OCRParams(max_tokens=128), resume=False
+    )  # --restart
     assert report.units_sent == 4 and len(page_requests(ocr_fake)) == 4
 
 
@@ -373,7 +375,7 @@ def test_transcribe_dir_writes_srt_json_and_txt_per_file(
     recordings: Path, tmp_path: Path, stt_fake: FakeVLLM
 ) -> None:
     out = tmp_path / "text"
-    report = vt.transcribe_dir(stt_fake.url, recordings, out, language="en")
+    report = vt.transcribe_dir(stt_fake.url, recordings, out, params=vt.TranscribeParams(language="en"))
     assert report.complete and (report.documents, report.units, report.unit) == (2, 2, "file")
     assert sorted(outputs(out)) == [
         "day2/numbers.json",

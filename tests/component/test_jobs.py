@@ -87,7 +87,9 @@ def break_after(fake: FakeVLLM, requests: int) -> None:
 def test_embed_file_writes_every_line_in_order(corpus: Path, tmp_path: Path, fake: FakeVLLM) -> None:
     out = tmp_path / "out.npy"
     with client(fake) as c:
-        report = vt.embed_file(c, corpus, out, chunk_rows=5, batch_size=2, encoding_format="float")
+        report = vt.embed_file(
+            c, corpus, out, chunk_rows=5, batch_size=2, params=vt.EmbedParams(encoding_format="float")
+        )
     assert (report.texts, report.dimensions, report.chunks_sent, report.chunks_resumed) == (48, WIDTH, 10, 0)
     np.testing.assert_array_equal(np.load(out), expected(fake, LINES))
     assert not out.with_name("out.npy.partial").exists()  # the work folder is gone, the result renamed
@@ -257,8 +259,9 @@ def test_changed_vector_options_are_refused(corpus: Path, tmp_path: Path, fake: 
     with client(fake) as c:
         vt.embed_file(c, corpus, out)
         with pytest.raises(vt.jobs.JobMismatch, match="option dimensions: None -> 4"):
-            vt.embed_file(c, corpus, out, dimensions=4)
-        assert vt.embed_file(c, corpus, out, encoding_format="float").already_complete  # transport only
+            vt.embed_file(c, corpus, out, params=vt.EmbedParams(dimensions=4))
+        float_answers = vt.EmbedParams(encoding_format="float")
+        assert vt.embed_file(c, corpus, out, params=float_answers).already_complete  # transport only
 
 
 def test_lone_carriage_returns_stay_in_their_line(
@@ -382,7 +385,8 @@ def test_bad_jobs_are_refused(tmp_path: Path) -> None:
     cases: list[tuple[Path, dict[str, Any], str]] = [
         (empty, {}, "source"),
         (text, {"chunk_rows": 0}, "chunk_rows"),
-        (text, {"input": ["x"]}, "input"),
+        (text, {"params": 4}, "params"),
+        (text, {"params": {"dimension": 4}}, "params"),
         (text, {"concurrency": 0}, "concurrency"),
         (text, {"text_field": "body"}, "text_field"),
         (text, {"too_long": "drop"}, "too_long"),
@@ -392,6 +396,18 @@ def test_bad_jobs_are_refused(tmp_path: Path) -> None:
         with pytest.raises(vt.InvalidInputError) as info:
             vt.embed_file(BASE, source, tmp_path / "o.npy", **kwargs)
         assert info.value.field == field, kwargs
+
+
+def test_an_unknown_or_bad_option_fails_before_any_request(tmp_path: Path) -> None:
+    text = tmp_path / "in.txt"
+    text.write_text("a\nb\n")
+    with FakeVLLM() as fake:
+        with pytest.raises(TypeError, match="dimension"):
+            vt.embed_file(fake.url, text, tmp_path / "o.npy", dimension=4)  # type: ignore[call-arg]
+        with pytest.raises(vt.InvalidInputError) as bad:
+            vt.embed_file(fake.url, text, tmp_path / "o.npy", params=vt.EmbedParams(dimensions=0))
+        assert bad.value.field == "dimensions"
+        assert fake.requests == []
 
 
 # --- several servers -------------------------------------------------------------------------------

@@ -162,8 +162,7 @@ def test_batching_dimensions_prefixes_and_extra_fields_reach_the_server(server: 
         base_url=server.url,
         batch_size=2,
         concurrency=1,
-        dimensions=64,
-        truncate_prompt_tokens=-1,
+        params=vt.EmbedParams(dimensions=64, truncate_prompt_tokens=-1),
         query_prefix="query: ",
         document_prefix="passage: ",
         extra_body={"priority": 0},
@@ -248,7 +247,9 @@ def test_typed_errors_pass_through(server: FakeVLLM) -> None:
     with pytest.raises(vt.ContextLengthExceeded) as caught:
         embeddings.embed_documents(["short", too_long])
     assert caught.value.input_index == 1
-    cut = VLLMEmbeddings(base_url=server.url, truncate_prompt_tokens=-1)  # cut to the model's length instead
+    cut = VLLMEmbeddings(
+        base_url=server.url, params=vt.EmbedParams(truncate_prompt_tokens=-1)
+    )  # cut to the model's length instead
     np.testing.assert_allclose(cut.embed_documents([too_long])[0], server.vector("word"), atol=1e-6)
     with pytest.raises(vt.NotFoundError):
         VLLMEmbeddings(base_url=server.url, model="no-such-model").embed_query("a")
@@ -284,10 +285,10 @@ def test_api_key_is_sent_and_never_shown() -> None:
 
 
 def test_pickle_and_deepcopy_build_their_own_clients(server: FakeVLLM) -> None:
-    embeddings = VLLMEmbeddings(base_url=server.url, api_key="k", dimensions=32, batch_size=8)
+    embeddings = VLLMEmbeddings(base_url=server.url, api_key="k", params={"dimensions": 32}, batch_size=8)
     expected = embeddings.embed_query("hello")
     for copied in (pickle.loads(pickle.dumps(embeddings)), copy.deepcopy(embeddings)):
-        assert copied.dimensions == 32 and copied.api_key is not None
+        assert copied.params.dimensions == 32 and copied.api_key is not None
         assert copied.api_key.get_secret_value() == "k"
         assert copied.embed_query("hello") == expected
         assert asyncio.run(copied.aembed_query("hello")) == expected
@@ -436,7 +437,9 @@ def test_ocr_loader_refuses_before_sending(ocr_server: FakeVLLM, tmp_path: Path)
 
 
 def test_ocr_loader_truncated_pages_are_marked(ocr_server: FakeVLLM, tmp_path: Path) -> None:
-    loader = VLLMOCRLoader(pdf(tmp_path / "one.pdf", 1), base_url=ocr_server.url, dpi=72, max_tokens=5)
+    loader = VLLMOCRLoader(
+        pdf(tmp_path / "one.pdf", 1), base_url=ocr_server.url, dpi=72, params={"max_tokens": 5}
+    )
     with pytest.warns(vt.ocr.OCRTruncatedWarning):
         [doc] = loader.load()
     assert doc.metadata["truncated"] is True and doc.metadata["finish_reason"] == "length"
@@ -449,7 +452,9 @@ def speech_server() -> Iterator[FakeVLLM]:
 
 
 def test_transcript_loader_segments_and_single(speech_server: FakeVLLM) -> None:
-    docs = VLLMTranscriptLoader(FOX, base_url=speech_server.url, language="en").load()
+    docs = VLLMTranscriptLoader(
+        FOX, base_url=speech_server.url, params=vt.TranscribeParams(language="en")
+    ).load()
     assert [d.page_content for d in docs] == [
         "The quick brown fox jumped over the lazy dog.",
         "It was not amused.",
@@ -459,7 +464,7 @@ def test_transcript_loader_segments_and_single(speech_server: FakeVLLM) -> None:
     assert docs[0].metadata["source"] == str(FOX) and docs[0].metadata["language"] == "en"
     sent = speech_server.received("/v1/audio/transcriptions")[-1]
     assert sent.form["response_format"] == "verbose_json" and sent.form["language"] == "en"
-    loader = VLLMTranscriptLoader(FOX, base_url=speech_server.url, mode="single", language="en")
+    loader = VLLMTranscriptLoader(FOX, base_url=speech_server.url, mode="single", params={"language": "en"})
     [whole] = asyncio.run(loader.aload())
     assert whole.page_content == " ".join(d.page_content for d in docs)
     assert whole.metadata["start"] == 0.0 and whole.metadata["end"] == whole.metadata["duration"]
@@ -473,7 +478,7 @@ def test_transcript_loader_chunks_a_long_file_client_side() -> None:
     with wave.open(str(LONG)) as audio:
         duration = audio.getnframes() / audio.getframerate()
     with fake_like("stt", transcript=piece_transcript) as stt:
-        segments = VLLMTranscriptLoader(LONG, base_url=stt.base_url, language="en").load()
+        segments = VLLMTranscriptLoader(LONG, base_url=stt.base_url, params={"language": "en"}).load()
         uploads = [r.files["file"] for r in stt.fake.received("/v1/audio/transcriptions")]
     names = sorted(u.filename or "" for u in uploads)
     assert len(uploads) >= 2 and names == [f"long45-{i:04d}{Path(n).suffix}" for i, n in enumerate(names)]
@@ -493,12 +498,15 @@ def test_transcript_loader_chunks_a_long_file_client_side() -> None:
 
 
 def test_transcript_loader_translates_and_passes_options(speech_server: FakeVLLM) -> None:
-    options = {"temperature": 0.0, "chunking": "server"}
+    params = vt.TranscribeParams(temperature=0.0)
     docs = VLLMTranscriptLoader(
-        FOX, base_url=speech_server.url, translate=True, transcribe_options=options
+        FOX, base_url=speech_server.url, translate=True, params=params, extra_body={"seed": 3}
     ).load()
     assert docs and speech_server.received("/v1/audio/translations")
-    assert speech_server.received("/v1/audio/translations")[-1].form["temperature"] == "0.0"
+    form = speech_server.received("/v1/audio/translations")[-1].form
+    assert form["temperature"] == "0.0" and form["seed"] == "3"
+    with pytest.raises(vt.InvalidInputError, match=r"params\.response_format"):
+        VLLMTranscriptLoader(FOX, base_url=speech_server.url, params={"response_format": "text"})
 
 
 def test_transcript_loader_undecodable_audio_is_refused_before_upload(

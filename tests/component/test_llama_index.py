@@ -147,7 +147,7 @@ def test_batches_reach_the_sdk_whole_and_are_split_there(server: FakeVLLM) -> No
 
 def test_prefixes_dimensions_and_single_calls(server: FakeVLLM) -> None:
     embed_model = VLLMEmbedding(
-        base_url=server.url, query_prefix="query: ", text_prefix="passage: ", dimensions=16
+        base_url=server.url, query_prefix="query: ", text_prefix="passage: ", params={"dimensions": 16}
     )
     query = embed_model.get_query_embedding("x")
     text = embed_model.get_text_embedding("y")
@@ -174,7 +174,7 @@ def test_embedding_errors_pass_through(server: FakeVLLM) -> None:
 
 
 def test_pickle_round_trip_without_warnings(server: FakeVLLM, caplog: pytest.LogCaptureFixture) -> None:
-    embed_model = VLLMEmbedding(base_url=server.url, api_key="k", dimensions=8)
+    embed_model = VLLMEmbedding(base_url=server.url, api_key="k", params=vt.EmbedParams(dimensions=8))
     expected = embed_model.get_query_embedding("hello")
     copied = pickle.loads(pickle.dumps(embed_model))
     assert copied.get_query_embedding("hello") == expected
@@ -184,7 +184,7 @@ def test_pickle_round_trip_without_warnings(server: FakeVLLM, caplog: pytest.Log
     assert "unpickleable" not in caplog.text
     assert "api_key" not in embed_model.to_json() and "api_key" not in embed_model.to_dict()
     rebuilt = VLLMEmbedding.from_dict(embed_model.to_dict())  # the key comes from the environment then
-    assert rebuilt.dimensions == 8 and rebuilt.api_key is None
+    assert rebuilt.params.dimensions == 8 and rebuilt.api_key is None
 
 
 # --------------------------------------------------------------------------------------------------

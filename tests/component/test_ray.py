@@ -110,8 +110,8 @@ def test_options_reach_the_server_and_plain_lists_are_batches(server: FakeVLLM) 
         settings=vt.ClientSettings(server.url),
         text_column="body",
         output_column="vec",
-        dimensions=128,
-        embed_options={"extra_body": {"priority": 3}, "encoding_format": "float"},
+        params=vt.EmbedParams(dimensions=128, encoding_format="float"),
+        extra_body={"priority": 3},
     )
     out = embedder({"body": ["a cat", "a dog"]})
     assert out["vec"].shape == (2, 128)
@@ -169,7 +169,7 @@ def test_errors_that_are_not_a_rows_fail_the_batch_without_bisecting(server: Fak
     server.clear_requests()
     with FakeVLLM(model="plain", tasks=EMBEDDING_TASKS, matryoshka=False) as plain:
         with pytest.raises(vt.BadRequestError):
-            Embedder(settings=vt.ClientSettings(plain.url), on_error="column", dimensions=64)(
+            Embedder(settings=vt.ClientSettings(plain.url), on_error="column", params={"dimensions": 64})(
                 {"text": np.array(TEXTS)}
             )
         assert len(plain.received("/v1/embeddings")) == 1  # a setting, not a row: no halves sent
@@ -233,24 +233,27 @@ def test_other_batch_formats_are_refused_and_pandas_is_read(server: FakeVLLM) ->
 
 
 def test_bad_settings_are_refused_at_construction(server: FakeVLLM) -> None:
+    server.clear_requests()
     with pytest.raises(vt.InvalidInputError, match="output_column='text': is also text_column"):
         Embedder(settings=vt.ClientSettings(server.url), output_column="text")
     with pytest.raises(vt.InvalidInputError, match="on_error='skip'"):
         Embedder(settings=vt.ClientSettings(server.url), on_error="skip")  # type: ignore[arg-type]
-    with pytest.raises(vt.InvalidInputError, match=r"embed_options=\['batch', 'input'\]: are not keyword"):
-        Embedder(settings=vt.ClientSettings(server.url), embed_options={"batch": 1, "input": ["x"]})
+    with pytest.raises(
+        vt.InvalidInputError, match=r"params=\['batch', 'input'\]: are not fields of EmbedParams"
+    ):
+        Embedder(settings=vt.ClientSettings(server.url), params={"batch": 1, "input": ["x"]})
+    with pytest.raises(TypeError, match="dimensions"):
+        Embedder(settings=vt.ClientSettings(server.url), dimensions=64)  # type: ignore[call-arg]
     with pytest.raises(vt.InvalidInputError, match="batch_size"):
         Embedder(settings=vt.ClientSettings(server.url), batch_size=0)
-    with pytest.raises(
-        vt.InvalidInputError,
-        match=r"embed_options=\['dimensions'\]: are arguments of the class.*Pass dimensions",
-    ):
-        Embedder(settings=vt.ClientSettings(server.url), embed_options={"dimensions": 64})
+    with pytest.raises(vt.InvalidInputError, match="dimensions=0"):
+        Embedder(settings=vt.ClientSettings(server.url), params={"dimensions": 0})
+    assert server.requests == []  # every refusal came before any request
     with pytest.raises(vt.InvalidInputError, match="response_format"):
         Transcriber(
             settings=vt.ClientSettings(server.url),
             segments_column="s",
-            transcribe_options={"response_format": "text"},
+            params={"response_format": "text"},
         )
     with pytest.raises(vt.InvalidInputError, match="settings"):
         Embedder(settings="http://host:8000")  # type: ignore[arg-type]
@@ -342,7 +345,7 @@ def test_transcripts_per_row_with_segments_and_undecodable_rows_in_the_error_col
             settings=vt.ClientSettings(fake.url),
             audio_column="bytes",
             segments_column="segments",
-            language="en",
+            params=vt.TranscribeParams(language="en"),
             on_error="column",
         )
         column = texts([FOX.read_bytes(), str(FOX), b"RIFF....WAVEfmt garbage", 42])
@@ -405,8 +408,8 @@ def test_ocr_of_images_pdfs_and_arrays_with_blocks(tmp_path: Path) -> None:
         assert arrays["markdown"].tolist() == [expected.markdown] * 3
         with pytest.raises(vt.InvalidInputError):
             OCR(settings=vt.ClientSettings(fake.url))({"image": texts([b"not an image"])})
-        with pytest.raises(vt.InvalidInputError, match="ocr_options=\\['pages'\\]"):
-            OCR(settings=vt.ClientSettings(fake.url), ocr_options={"pages": "1"})
+        with pytest.raises(vt.InvalidInputError, match="params=\\['pages'\\]: are not fields of OCRParams"):
+            OCR(settings=vt.ClientSettings(fake.url), params={"pages": "1"})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -603,7 +606,7 @@ def test_ocr_equals_client_ocr_row_by_row(ray_runtime: None) -> None:
             OCR,
             batch_size=2,
             settings=vt.ClientSettings(ocr.base_url),
-            max_tokens=200,
+            params=vt.OCRParams(max_tokens=200),
             blocks_column="blocks",
             on_error="column",
         )

@@ -214,7 +214,7 @@ def test_stream_long_audio_ends_once_per_server_chunk(client: vt.Client) -> None
 def test_translate_and_translate_stream(client: vt.Client) -> None:
     result = client.translate(FRENCH, language="fr")
     assert result.task == "translate" and result.text and result.text.isascii()
-    with client.transcribe_stream(FRENCH, language="fr", translate=True) as stream:
+    with client.translate_stream(FRENCH, language="fr") as stream:
         streamed = stream.until_done()
     assert streamed.text == result.text
 

@@ -19,7 +19,7 @@ from pytest_httpx import HTTPXMock
 import vllm_tasks as vt
 from vllm_tasks import audio, transcription
 from vllm_tasks.calls import CallOptions
-from vllm_tasks.transcription import ChunkResult, SpeechParams, StreamParser
+from vllm_tasks.transcription import ChunkResult, StreamParser, TranscribeParams
 from vllm_tasks.types.audio import Transcription, TranscriptionSegment, format_timestamp
 
 from .conftest import BASE
@@ -290,7 +290,7 @@ def test_stream_parser_handles_a_cut_stream() -> None:
 
 
 def test_form_fields() -> None:
-    params = SpeechParams(
+    params = TranscribeParams(
         language="en",
         temperature=0.0,
         timestamp_granularities=["segment", "word"],
@@ -314,7 +314,7 @@ def test_form_fields() -> None:
         "flag": "false",
     }
     streamed = transcription.form_fields(
-        SpeechParams(stream_include_usage=True), CallOptions(), model=None, fmt="json", stream=True
+        TranscribeParams(), CallOptions(), model=None, fmt="json", stream=True, include_usage=True
     )
     assert streamed == {"response_format": "json", "stream": "true", "stream_include_usage": "true"}
 
@@ -322,17 +322,16 @@ def test_form_fields() -> None:
 @pytest.mark.parametrize(
     ("params", "task", "stream", "field"),
     [
-        (SpeechParams(response_format="xml"), "transcribe", False, "response_format"),  # type: ignore[arg-type]
-        (SpeechParams(use_beam_search=True), "transcribe", True, "use_beam_search"),
-        (SpeechParams(response_format="srt"), "transcribe", True, "response_format"),
-        (SpeechParams(n=3), "transcribe", False, "n"),
-        (SpeechParams(timestamp_granularities="word"), "transcribe", False, "timestamp_granularities"),
-        (SpeechParams(timestamp_granularities=["char"]), "transcribe", False, "timestamp_granularities"),
-        (SpeechParams(timestamp_granularities=["word"]), "translate", False, "timestamp_granularities"),
-        (SpeechParams(stream_include_usage=True), "transcribe", False, "stream_include_usage"),
+        (TranscribeParams(response_format="xml"), "transcribe", False, "response_format"),  # type: ignore[arg-type]
+        (TranscribeParams(use_beam_search=True), "transcribe", True, "use_beam_search"),
+        (TranscribeParams(response_format="srt"), "transcribe", True, "response_format"),
+        (TranscribeParams(n=3), "transcribe", False, "n"),
+        (TranscribeParams(timestamp_granularities="word"), "transcribe", False, "timestamp_granularities"),
+        (TranscribeParams(timestamp_granularities=["char"]), "transcribe", False, "timestamp_granularities"),
+        (TranscribeParams(timestamp_granularities=["word"]), "translate", False, "timestamp_granularities"),
     ],
 )
-def test_validate(params: SpeechParams, task: Any, stream: bool, field: str) -> None:
+def test_validate(params: TranscribeParams, task: Any, stream: bool, field: str) -> None:
     with pytest.raises(vt.InvalidInputError) as caught:
         transcription.validate(params, task=task, stream=stream)
     assert caught.value.field == field
@@ -562,9 +561,7 @@ def test_translate_stream(httpx_mock: HTTPXMock, make_client: Callable[..., Any]
     mock_server(httpx_mock, "stt")
     add_stream(httpx_mock, "translation_stream", TRANSLATE)
     client = make_client()
-    events = collect(
-        client, client.transcribe_stream(AUDIO / "french.wav", translate=True, include_usage=False)
-    )
+    events = collect(client, client.translate_stream(AUDIO / "french.wav", include_usage=False))
     assert events[-1].task == "translate" and events[-1].text
     assert "stream_include_usage" not in form(audio_requests(httpx_mock)[0])
 

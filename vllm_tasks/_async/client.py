@@ -7,9 +7,15 @@ from .base import AsyncClientBase
 from .embeddings import AsyncEmbeddingMethods
 from .ocr import AsyncOCRMethods
 from .scoring import AsyncScoringMethods
+from .tokenizing import AsyncTokenizerMethods
 
 
 class AsyncClient(
-    AsyncEmbeddingMethods, AsyncScoringMethods, AsyncOCRMethods, AsyncAudioMethods, AsyncClientBase
+    AsyncEmbeddingMethods,
+    AsyncScoringMethods,
+    AsyncOCRMethods,
+    AsyncAudioMethods,
+    AsyncTokenizerMethods,
+    AsyncClientBase,
 ):
     __doc__ = AsyncClientBase.__doc__

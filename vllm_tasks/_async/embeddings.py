@@ -29,7 +29,6 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         input: embeddings.EmbedInput | None = None,
         *,
         messages: Sequence[Mapping[str, Any]] | Sequence[Sequence[Mapping[str, Any]]] | None = None,
-        model: str | None = None,
         dimensions: int | None = None,
         encoding_format: EncodingFormat = "auto",
         embed_dtype: EmbedDType | None = None,
@@ -43,6 +42,7 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         batch_size: int = defaults.EMBED_BATCH_SIZE,
         concurrency: int = defaults.CONCURRENCY,
         show_progress: bool = False,
+        model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
         timeout: TimeoutLike = CLIENT_DEFAULT,
@@ -59,7 +59,6 @@ class AsyncEmbeddingMethods(AsyncClientBase):
             messages: instead of ``input``: one conversation (list of chat messages) or a list of them,
                 for multimodal embedders; a content part ``{"type": "image", "image": x}`` accepts a path,
                 bytes, PIL image, array or URL.
-            model: served model name (default: the client's, else the server's first).
             dimensions: Matryoshka output width (the model must support it).
             encoding_format: ``"auto"``, ``"float"``, ``"base64"``, ``"bytes"`` or ``"bytes_only"``.
             embed_dtype: dtype on the wire for base64/bytes: float32, float16, bfloat16, fp8_e4m3,
@@ -76,6 +75,8 @@ class AsyncEmbeddingMethods(AsyncClientBase):
                 makes this client send at most 24 per ``bytes`` request from then on, with a warning.
             concurrency: requests in flight.
             show_progress: draw a tqdm bar.
+            model: served model name (default: the client's, else the server's first).
+            model: served model name (default: the client's, else the server's first).
             extra_body: extra JSON fields merged into each request.
             extra_headers: extra headers for each request.
             timeout: per-request timeout (default: the client's).
@@ -204,10 +205,9 @@ class AsyncEmbeddingMethods(AsyncClientBase):
     async def embed_v2(
         self,
         texts: Sequence[str] | None = None,
+        *,
         images: Sequence[Any] | None = None,
         inputs: Sequence[Mapping[str, Any]] | None = None,
-        *,
-        model: str | None = None,
         input_type: str | None = None,
         embedding_types: Sequence[EmbeddingType] | None = None,
         output_dimension: int | None = None,
@@ -217,6 +217,7 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         batch_size: int = defaults.EMBED_BATCH_SIZE,
         concurrency: int = defaults.CONCURRENCY,
         show_progress: bool = False,
+        model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
         timeout: TimeoutLike = CLIENT_DEFAULT,
@@ -227,7 +228,6 @@ class AsyncEmbeddingMethods(AsyncClientBase):
             texts: strings to embed.
             images: instead of texts: images (paths, bytes, PIL images, arrays, URLs or data URLs).
             inputs: instead of texts: ``{"content": [parts]}`` items mixing text and images.
-            model: served model name (default: the client's, else the server's first).
             input_type: a task instruction the model defines (e.g. ``"search_query"``).
             embedding_types: any of ``"float"``, ``"binary"``, ``"ubinary"``, ``"base64"`` (default
                 ``["float"]``); ``int8``/``uint8`` are refused before sending, as vLLM rejects them.
@@ -259,17 +259,18 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         """
         call = CallOptions(model, extra_body, extra_headers, timeout)
         batching = Batching(batch_size, concurrency, show_progress)
+        params = embeddings.EmbedV2Params(
+            input_type=input_type,
+            embedding_types=embedding_types,
+            output_dimension=output_dimension,
+            truncate=truncate,
+            max_tokens=max_tokens,
+            priority=priority,
+        )
         field_name, items = embeddings.v2_inputs(texts, images, inputs)
-        types = embeddings.v2_embedding_types(embedding_types)
         info = await self.server_info()
-        body_fields = {
-            "input_type": input_type,
-            "embedding_types": types,
-            "output_dimension": output_dimension,
-            "truncate": truncate,
-            "max_tokens": max_tokens,
-            "priority": priority,
-        }
+        body_fields = params.body_fields()
+        types = body_fields["embedding_types"]
         requests, batches = embeddings.plan_embed_v2(
             info, field_name, items, body_fields, call, client_model=self.model, batch_size=batch_size
         )

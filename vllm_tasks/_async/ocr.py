@@ -33,7 +33,6 @@ class AsyncOCRMethods(AsyncClientBase):
         image: ImageInput,
         *,
         prompt: str = "markdown",
-        model: str | None = None,
         max_tokens: int | None = defaults.OCR_MAX_TOKENS,
         ngram_size: int | None = ocr_parts.RECIPE_NGRAM_SIZE,
         window_size: int | None = ocr_parts.RECIPE_WINDOW_SIZE,
@@ -43,6 +42,7 @@ class AsyncOCRMethods(AsyncClientBase):
         fetch_urls: bool = True,
         max_side: int | None = defaults.IMAGE_MAX_SIDE,
         downscale: bool = True,
+        model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
         timeout: TimeoutLike = CLIENT_DEFAULT,
@@ -62,7 +62,6 @@ class AsyncOCRMethods(AsyncClientBase):
             prompt: a preset -- ``"markdown"`` (layout + markdown), ``"ocr"`` (text lines with boxes),
                 ``"free"`` (plain text), ``"figure"``, ``"describe"``, ``"locate:TEXT"`` (see
                 :func:`vllm_tasks.ocr.locate`) -- or any other text, sent as is.
-            model: served model name (default: the client's, else the server's first).
             max_tokens: output limit; a page cut short has ``truncated=True`` and warns.
             ngram_size: the n-gram repetition guard (``vllm_xargs``); ``None`` sends no ``vllm_xargs``.
             window_size: how many recent tokens the guard looks at.
@@ -74,6 +73,7 @@ class AsyncOCRMethods(AsyncClientBase):
                 reach, and answers 500 after 5 s otherwise).
             max_side: longest side sent, in pixels (``None``: no limit).
             downscale: False refuses an image over ``max_side`` instead of downscaling it.
+            model: served model name (default: the client's, else the server's first).
             extra_body: extra JSON fields merged into the request.
             extra_headers: extra headers for the request.
             timeout: request timeout (default: the client's).
@@ -98,7 +98,7 @@ class AsyncOCRMethods(AsyncClientBase):
             >>> print(result.markdown)
             >>> result.draw().save("page-boxes.png")
         """
-        options = ocr_parts.OCROptions(
+        options = ocr_parts.OCRParams(
             prompt=prompt,
             max_tokens=max_tokens,
             ngram_size=ngram_size,
@@ -106,16 +106,15 @@ class AsyncOCRMethods(AsyncClientBase):
             whitelist_token_ids=whitelist_token_ids,
             temperature=temperature,
             require_ngram_processor=require_ngram_processor,
-            fetch_urls=fetch_urls,
             max_side=max_side,
-            downscale=downscale,
         )
-        return self._counted(
-            await self._ocr(image, options, CallOptions(model, extra_body, extra_headers, timeout))
-        )
+        call = CallOptions(model, extra_body, extra_headers, timeout)
+        prepared = await self._load_image(image, options.max_side, fetch_urls=fetch_urls, downscale=downscale)
+        return self._counted(await self._ocr(prepared, options, call))
 
-    async def _ocr(self, image: ImageInput, options: ocr_parts.OCROptions, call: CallOptions) -> OCRResult:
-        prepared = await self._load_image(image, options)
+    async def _ocr(
+        self, prepared: PreparedImage | str, options: ocr_parts.OCRParams, call: CallOptions
+    ) -> OCRResult:
         info = await self.server_info()
         model = resolve_model(info, call.model, self.model)
         await self._ensure_ngram_processor(options, info, model, call.extra_headers)
@@ -128,24 +127,26 @@ class AsyncOCRMethods(AsyncClientBase):
             warnings.warn(ocr_parts.truncated_message(result), ocr_parts.OCRTruncatedWarning, stacklevel=3)
         return result
 
-    async def _load_image(self, image: ImageInput, options: ocr_parts.OCROptions) -> PreparedImage | str:
+    async def _load_image(
+        self, image: ImageInput, max_side: int | None, *, fetch_urls: bool, downscale: bool
+    ) -> PreparedImage | str:
         """Check and encode an image (in a worker thread); an ``http(s)`` URL is fetched first, unless
         ``fetch_urls=False``: then the URL itself is returned, for the server to fetch.
         """
         if is_remote_url(image):
             url = str(image).strip()
-            if not options.fetch_urls:
+            if not fetch_urls:
                 return url
             image = await fetch_input(
                 self._transport, url, field="image", kind="image_fetch", timeout=defaults.FETCH_TIMEOUT
             )
         return await async_offload(
-            prepare_image, image, field="image", max_side=options.max_side, downscale=options.downscale
+            prepare_image, image, field="image", max_side=max_side, downscale=downscale
         )
 
     async def _ensure_ngram_processor(
         self,
-        options: ocr_parts.OCROptions,
+        options: ocr_parts.OCRParams,
         info: ServerInfo,
         model: str | None,
         extra_headers: Mapping[str, str] | None,
@@ -173,7 +174,6 @@ class AsyncOCRMethods(AsyncClientBase):
         concurrency: int = defaults.OCR_PDF_CONCURRENCY,
         show_progress: bool = False,
         prompt: str = "markdown",
-        model: str | None = None,
         max_tokens: int | None = defaults.OCR_MAX_TOKENS,
         ngram_size: int | None = ocr_parts.RECIPE_NGRAM_SIZE,
         window_size: int | None = ocr_parts.RECIPE_WINDOW_SIZE,
@@ -181,6 +181,7 @@ class AsyncOCRMethods(AsyncClientBase):
         temperature: float = 0.0,
         require_ngram_processor: bool = False,
         max_side: int | None = defaults.IMAGE_MAX_SIDE,
+        model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
         timeout: TimeoutLike = CLIENT_DEFAULT,
@@ -214,7 +215,7 @@ class AsyncOCRMethods(AsyncClientBase):
             >>> doc = await client.ocr_pdf("report.pdf", pages="1-5", concurrency=4)
             >>> open("report.md", "w").write(doc.markdown)
         """
-        options = ocr_parts.OCROptions(
+        options = ocr_parts.OCRParams(
             prompt=prompt,
             max_tokens=max_tokens,
             ngram_size=ngram_size,
@@ -231,7 +232,7 @@ class AsyncOCRMethods(AsyncClientBase):
     async def _ocr_pdf(
         self,
         source: Any,
-        options: ocr_parts.OCROptions,
+        options: ocr_parts.OCRParams,
         plan: ocr_parts.PDFPlan,
         call: CallOptions,
         *,
@@ -259,7 +260,7 @@ class AsyncOCRMethods(AsyncClientBase):
     async def _ocr_pages(
         self,
         rendered: Iterator[tuple[int, Any]],
-        options: ocr_parts.OCROptions,
+        options: ocr_parts.OCRParams,
         plan: ocr_parts.PDFPlan,
         call: CallOptions,
         *,
@@ -279,7 +280,7 @@ class AsyncOCRMethods(AsyncClientBase):
                 pages.append(OCRPage(page=number, result=result))
         return pages
 
-    async def check_ngram_processor(self, *, model: str | None = None, refresh: bool = False) -> bool | None:
+    async def check_ngram_processor(self, *, refresh: bool = False, model: str | None = None) -> bool | None:
         """Whether the server runs DeepSeek-OCR's n-gram logits processor (cached per client).
 
         One text-only request with ``vllm_xargs {"ngram_size": 0}`` and ``max_tokens: 1``: 400 means the

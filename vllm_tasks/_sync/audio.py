@@ -16,7 +16,7 @@ from .. import defaults, transcription
 from ..audio import AudioInput, PrepareMode
 from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
 from ..offload import sync_offload
-from ..transcription import Chunking, ChunkingOptions, Requests, SpeechParams, StreamParser, Task
+from ..transcription import Chunking, ChunkingOptions, Requests, StreamParser, Task, TranscribeParams
 from ..types.audio import ResponseFormat, Transcription, TranscriptionStreamEvent
 from .base import ClientBase
 from .fetching import fetch_input
@@ -113,7 +113,6 @@ class AudioMethods(ClientBase):
         self,
         audio: AudioInput,
         *,
-        model: str | None = None,
         language: str | None = None,
         prompt: str | None = None,
         response_format: ResponseFormat = "json",
@@ -131,6 +130,7 @@ class AudioMethods(ClientBase):
         vllm_xargs: Mapping[str, Any] | None = None,
         chunking: Chunking = "auto",
         prepare: PrepareMode = "auto",
+        model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
         timeout: TimeoutLike = CLIENT_DEFAULT,
@@ -145,7 +145,6 @@ class AudioMethods(ClientBase):
         Args:
             audio: a path, bytes, a binary file object, ``(numpy array, sample_rate)`` or an http(s) URL
                 (downloaded by the client, without the API key).
-            model: served model name (default: the client's, else the server's first).
             language: ISO-639-1 code; ``None`` lets Whisper detect it (one extra engine step).
             prompt: text to condition on (can cut the output short on small models).
             response_format: ``json`` (text), ``text``, ``verbose_json`` (segments), ``srt``, ``vtt``.
@@ -165,6 +164,7 @@ class AudioMethods(ClientBase):
             chunking: ``"auto"``, ``"client"``, ``"server"`` or a ``ChunkingOptions``.
             prepare: ``"auto"`` decodes locally (soundfile/PyAV) to catch unreadable files and sends
                 mono 16 kHz FLAC when the input is anything else; ``"never"`` sends the bytes as given.
+            model: served model name (default: the client's, else the server's first).
             extra_body: more form fields, sent as given (dicts as JSON).
             extra_headers: more HTTP headers.
             timeout: seconds per request (default: the client's).
@@ -185,7 +185,7 @@ class AudioMethods(ClientBase):
             >>> print(result.to_srt())
         """
         call = CallOptions(model, extra_body, extra_headers, timeout)
-        params = SpeechParams(
+        params = TranscribeParams(
             language=language,
             prompt=prompt,
             response_format=response_format,
@@ -210,7 +210,6 @@ class AudioMethods(ClientBase):
         self,
         audio: AudioInput,
         *,
-        model: str | None = None,
         language: str | None = None,
         prompt: str | None = None,
         response_format: ResponseFormat = "json",
@@ -227,6 +226,7 @@ class AudioMethods(ClientBase):
         vllm_xargs: Mapping[str, Any] | None = None,
         chunking: Chunking = "auto",
         prepare: PrepareMode = "auto",
+        model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
         timeout: TimeoutLike = CLIENT_DEFAULT,
@@ -247,7 +247,7 @@ class AudioMethods(ClientBase):
             'Hello.'
         """
         call = CallOptions(model, extra_body, extra_headers, timeout)
-        params = SpeechParams(
+        params = TranscribeParams(
             language=language,
             prompt=prompt,
             response_format=response_format,
@@ -271,7 +271,6 @@ class AudioMethods(ClientBase):
         self,
         audio: AudioInput,
         *,
-        model: str | None = None,
         language: str | None = None,
         prompt: str | None = None,
         response_format: ResponseFormat = "json",
@@ -285,9 +284,9 @@ class AudioMethods(ClientBase):
         vllm_xargs: Mapping[str, Any] | None = None,
         use_beam_search: bool | None = None,
         include_usage: bool = True,
-        translate: bool = False,
         chunking: Chunking = "auto",
         prepare: PrepareMode = "auto",
+        model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
         timeout: TimeoutLike = CLIENT_DEFAULT,
@@ -304,7 +303,6 @@ class AudioMethods(ClientBase):
         Args:
             audio: as for :meth:`transcribe`.
             include_usage: ask for the final usage chunk (``stream_include_usage``).
-            translate: stream a translation (``/v1/audio/translations``) instead.
             chunking: ``"auto"`` sends audio up to 10 minutes (vLLM's decode limit) and 25 MiB whole and
                 splits longer audio client-side into pieces streamed one after another (no overlap);
                 ``"client"`` always splits, ``"server"`` never does.
@@ -327,7 +325,7 @@ class AudioMethods(ClientBase):
             ...         print(event.text, end="", flush=True)
         """
         call = CallOptions(model, extra_body, extra_headers, timeout)
-        params = SpeechParams(
+        params = TranscribeParams(
             language=language,
             prompt=prompt,
             response_format=response_format,
@@ -340,10 +338,82 @@ class AudioMethods(ClientBase):
             max_completion_tokens=max_completion_tokens,
             vllm_xargs=vllm_xargs,
             use_beam_search=use_beam_search,
-            stream_include_usage=include_usage,
         )
-        task: Task = "translate" if translate else "transcribe"
-        return self._stream(audio, params, call, task=task, chunking=chunking, prepare=prepare)
+        return self._stream(
+            audio,
+            params,
+            call,
+            task="transcribe",
+            chunking=chunking,
+            prepare=prepare,
+            include_usage=include_usage,
+        )
+
+    def translate_stream(
+        self,
+        audio: AudioInput,
+        *,
+        language: str | None = None,
+        prompt: str | None = None,
+        response_format: ResponseFormat = "json",
+        temperature: float | None = None,
+        seed: int | None = None,
+        top_p: float | None = None,
+        top_k: int | None = None,
+        min_p: float | None = None,
+        repetition_penalty: float | None = None,
+        max_completion_tokens: int | None = None,
+        vllm_xargs: Mapping[str, Any] | None = None,
+        use_beam_search: bool | None = None,
+        include_usage: bool = True,
+        chunking: Chunking = "auto",
+        prepare: PrepareMode = "auto",
+        model: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        timeout: TimeoutLike = CLIENT_DEFAULT,
+    ) -> TranscriptionStream:
+        """Stream a translation into English (``/v1/audio/translations``, ``stream=true``): text deltas as
+        they are decoded, then the result.
+
+        As :meth:`transcribe_stream` in every other way (the same arguments, events and errors).
+
+        Returns:
+            TranscriptionStream: iterate it for the events; also a context manager.
+
+        Raises:
+            InvalidInputError: as for :meth:`transcribe_stream`.
+            StreamError: while iterating, an error frame from the server.
+
+        Examples:
+            >>> with client.translate_stream("interview-de.wav") as stream:
+            ...     for event in stream:
+            ...         print(event.text, end="", flush=True)
+        """
+        call = CallOptions(model, extra_body, extra_headers, timeout)
+        params = TranscribeParams(
+            language=language,
+            prompt=prompt,
+            response_format=response_format,
+            temperature=temperature,
+            seed=seed,
+            top_p=top_p,
+            top_k=top_k,
+            min_p=min_p,
+            repetition_penalty=repetition_penalty,
+            max_completion_tokens=max_completion_tokens,
+            vllm_xargs=vllm_xargs,
+            use_beam_search=use_beam_search,
+        )
+        return self._stream(
+            audio,
+            params,
+            call,
+            task="translate",
+            chunking=chunking,
+            prepare=prepare,
+            include_usage=include_usage,
+        )
 
     def _audio_source(self, audio: AudioInput, call: CallOptions) -> audio_io.AudioSource:
         """Resolve an input (off the event loop); an http(s) URL is downloaded without the API key."""
@@ -356,7 +426,7 @@ class AudioMethods(ClientBase):
     def _prepare(
         self,
         audio: AudioInput,
-        params: SpeechParams,
+        params: TranscribeParams,
         call: CallOptions,
         *,
         task: Task,
@@ -386,7 +456,7 @@ class AudioMethods(ClientBase):
     def _transcribe(
         self,
         audio: AudioInput,
-        params: SpeechParams,
+        params: TranscribeParams,
         call: CallOptions,
         *,
         task: Task,
@@ -417,7 +487,7 @@ class AudioMethods(ClientBase):
     def _transcribe_pieces(
         self,
         source: audio_io.AudioSource,
-        params: SpeechParams,
+        params: TranscribeParams,
         call: CallOptions,
         options: ChunkingOptions,
         *,
@@ -450,7 +520,7 @@ class AudioMethods(ClientBase):
     def _send_wave(
         self,
         wave: list[transcription.ChunkUpload],
-        params: SpeechParams,
+        params: TranscribeParams,
         call: CallOptions,
         options: ChunkingOptions,
         *,
@@ -482,12 +552,13 @@ class AudioMethods(ClientBase):
     def _stream(
         self,
         audio: AudioInput,
-        params: SpeechParams,
+        params: TranscribeParams,
         call: CallOptions,
         *,
         task: Task,
         chunking: Chunking,
         prepare: PrepareMode,
+        include_usage: bool,
     ) -> TranscriptionStream:
         """Open the stream of the first piece (the whole file, or its first client-side piece)."""
         source, options, upload, model = self._prepare(
@@ -496,7 +567,9 @@ class AudioMethods(ClientBase):
         split = upload is None
         duration = upload.duration if upload is not None else None
         # Long audio: the pieces' requests are built lazily, each decoded and encoded off the event loop.
-        pieces = transcription.stream_requests(source, options, params, call, task=task, model=model)
+        pieces = transcription.stream_requests(
+            source, options, params, call, task=task, model=model, include_usage=include_usage
+        )
         more = pieces if split else iter(())
         first = sync_offload(transcription.next_request, more)
         if split:
@@ -505,7 +578,14 @@ class AudioMethods(ClientBase):
             if upload is None:
                 upload = sync_offload(audio_io.prepare_upload, source, prepare, size_limit=options.size_limit)
             first = transcription.build_request(
-                params, call, upload, task=task, model=model, fmt="json", stream=True
+                params,
+                call,
+                upload,
+                task=task,
+                model=model,
+                fmt="json",
+                stream=True,
+                include_usage=include_usage,
             )
         lines = self._transport.open_stream(first)
         parser = StreamParser(

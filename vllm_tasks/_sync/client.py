@@ -8,7 +8,15 @@ from .base import ClientBase
 from .embeddings import EmbeddingMethods
 from .ocr import OCRMethods
 from .scoring import ScoringMethods
+from .tokenizing import TokenizerMethods
 
 
-class Client(EmbeddingMethods, ScoringMethods, OCRMethods, AudioMethods, ClientBase):
+class Client(
+    EmbeddingMethods,
+    ScoringMethods,
+    OCRMethods,
+    AudioMethods,
+    TokenizerMethods,
+    ClientBase,
+):
     __doc__ = ClientBase.__doc__

@@ -34,7 +34,6 @@ class OCRMethods(ClientBase):
         image: ImageInput,
         *,
         prompt: str = "markdown",
-        model: str | None = None,
         max_tokens: int | None = defaults.OCR_MAX_TOKENS,
         ngram_size: int | None = ocr_parts.RECIPE_NGRAM_SIZE,
         window_size: int | None = ocr_parts.RECIPE_WINDOW_SIZE,
@@ -44,6 +43,7 @@ class OCRMethods(ClientBase):
         fetch_urls: bool = True,
         max_side: int | None = defaults.IMAGE_MAX_SIDE,
         downscale: bool = True,
+        model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
         timeout: TimeoutLike = CLIENT_DEFAULT,
@@ -63,7 +63,6 @@ class OCRMethods(ClientBase):
             prompt: a preset -- ``"markdown"`` (layout + markdown), ``"ocr"`` (text lines with boxes),
                 ``"free"`` (plain text), ``"figure"``, ``"describe"``, ``"locate:TEXT"`` (see
                 :func:`vllm_tasks.ocr.locate`) -- or any other text, sent as is.
-            model: served model name (default: the client's, else the server's first).
             max_tokens: output limit; a page cut short has ``truncated=True`` and warns.
             ngram_size: the n-gram repetition guard (``vllm_xargs``); ``None`` sends no ``vllm_xargs``.
             window_size: how many recent tokens the guard looks at.
@@ -75,6 +74,7 @@ class OCRMethods(ClientBase):
                 reach, and answers 500 after 5 s otherwise).
             max_side: longest side sent, in pixels (``None``: no limit).
             downscale: False refuses an image over ``max_side`` instead of downscaling it.
+            model: served model name (default: the client's, else the server's first).
             extra_body: extra JSON fields merged into the request.
             extra_headers: extra headers for the request.
             timeout: request timeout (default: the client's).
@@ -99,7 +99,7 @@ class OCRMethods(ClientBase):
             >>> print(result.markdown)
             >>> result.draw().save("page-boxes.png")
         """
-        options = ocr_parts.OCROptions(
+        options = ocr_parts.OCRParams(
             prompt=prompt,
             max_tokens=max_tokens,
             ngram_size=ngram_size,
@@ -107,16 +107,15 @@ class OCRMethods(ClientBase):
             whitelist_token_ids=whitelist_token_ids,
             temperature=temperature,
             require_ngram_processor=require_ngram_processor,
-            fetch_urls=fetch_urls,
             max_side=max_side,
-            downscale=downscale,
         )
-        return self._counted(
-            self._ocr(image, options, CallOptions(model, extra_body, extra_headers, timeout))
-        )
+        call = CallOptions(model, extra_body, extra_headers, timeout)
+        prepared = self._load_image(image, options.max_side, fetch_urls=fetch_urls, downscale=downscale)
+        return self._counted(self._ocr(prepared, options, call))
 
-    def _ocr(self, image: ImageInput, options: ocr_parts.OCROptions, call: CallOptions) -> OCRResult:
-        prepared = self._load_image(image, options)
+    def _ocr(
+        self, prepared: PreparedImage | str, options: ocr_parts.OCRParams, call: CallOptions
+    ) -> OCRResult:
         info = self.server_info()
         model = resolve_model(info, call.model, self.model)
         self._ensure_ngram_processor(options, info, model, call.extra_headers)
@@ -129,24 +128,24 @@ class OCRMethods(ClientBase):
             warnings.warn(ocr_parts.truncated_message(result), ocr_parts.OCRTruncatedWarning, stacklevel=3)
         return result
 
-    def _load_image(self, image: ImageInput, options: ocr_parts.OCROptions) -> PreparedImage | str:
+    def _load_image(
+        self, image: ImageInput, max_side: int | None, *, fetch_urls: bool, downscale: bool
+    ) -> PreparedImage | str:
         """Check and encode an image (in a worker thread); an ``http(s)`` URL is fetched first, unless
         ``fetch_urls=False``: then the URL itself is returned, for the server to fetch.
         """
         if is_remote_url(image):
             url = str(image).strip()
-            if not options.fetch_urls:
+            if not fetch_urls:
                 return url
             image = fetch_input(
                 self._transport, url, field="image", kind="image_fetch", timeout=defaults.FETCH_TIMEOUT
             )
-        return sync_offload(
-            prepare_image, image, field="image", max_side=options.max_side, downscale=options.downscale
-        )
+        return sync_offload(prepare_image, image, field="image", max_side=max_side, downscale=downscale)
 
     def _ensure_ngram_processor(
         self,
-        options: ocr_parts.OCROptions,
+        options: ocr_parts.OCRParams,
         info: ServerInfo,
         model: str | None,
         extra_headers: Mapping[str, str] | None,
@@ -174,7 +173,6 @@ class OCRMethods(ClientBase):
         concurrency: int = defaults.OCR_PDF_CONCURRENCY,
         show_progress: bool = False,
         prompt: str = "markdown",
-        model: str | None = None,
         max_tokens: int | None = defaults.OCR_MAX_TOKENS,
         ngram_size: int | None = ocr_parts.RECIPE_NGRAM_SIZE,
         window_size: int | None = ocr_parts.RECIPE_WINDOW_SIZE,
@@ -182,6 +180,7 @@ class OCRMethods(ClientBase):
         temperature: float = 0.0,
         require_ngram_processor: bool = False,
         max_side: int | None = defaults.IMAGE_MAX_SIDE,
+        model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
         timeout: TimeoutLike = CLIENT_DEFAULT,
@@ -215,7 +214,7 @@ class OCRMethods(ClientBase):
             >>> doc = client.ocr_pdf("report.pdf", pages="1-5", concurrency=4)
             >>> open("report.md", "w").write(doc.markdown)
         """
-        options = ocr_parts.OCROptions(
+        options = ocr_parts.OCRParams(
             prompt=prompt,
             max_tokens=max_tokens,
             ngram_size=ngram_size,
@@ -232,7 +231,7 @@ class OCRMethods(ClientBase):
     def _ocr_pdf(
         self,
         source: Any,
-        options: ocr_parts.OCROptions,
+        options: ocr_parts.OCRParams,
         plan: ocr_parts.PDFPlan,
         call: CallOptions,
         *,
@@ -260,7 +259,7 @@ class OCRMethods(ClientBase):
     def _ocr_pages(
         self,
         rendered: Iterator[tuple[int, Any]],
-        options: ocr_parts.OCROptions,
+        options: ocr_parts.OCRParams,
         plan: ocr_parts.PDFPlan,
         call: CallOptions,
         *,
@@ -280,7 +279,7 @@ class OCRMethods(ClientBase):
                 pages.append(OCRPage(page=number, result=result))
         return pages
 
-    def check_ngram_processor(self, *, model: str | None = None, refresh: bool = False) -> bool | None:
+    def check_ngram_processor(self, *, refresh: bool = False, model: str | None = None) -> bool | None:
         """Whether the server runs DeepSeek-OCR's n-gram logits processor (cached per client).
 
         One text-only request with ``vllm_xargs {"ngram_size": 0}`` and ``max_tokens: 1``: 400 means the

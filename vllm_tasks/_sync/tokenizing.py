@@ -1,6 +1,7 @@
 # GENERATED from vllm_tasks/_async/tokenizing.py by scripts/unasync.py: do not edit.
-"""The server's tokenizer: token counts (``POST /tokenize``) for naming an over-long input, and cutting
-texts to a number of tokens (``/tokenize`` + ``/detokenize``) where the server cannot.
+"""The server's tokenizer: the public ``tokenize()`` / ``detokenize()``, token counts (``POST /tokenize``)
+for naming an over-long input, and cutting texts to a number of tokens (``/tokenize`` + ``/detokenize``)
+where the server cannot.
 """
 
 from __future__ import annotations
@@ -9,12 +10,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
+import numpy as np
+import numpy.typing as npt
 
-from .. import defaults
-from ..calls import CLIENT_DEFAULT, TimeoutLike
+from .. import defaults, tokenizing
+from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
 from ..errors import APIError, VLLMTasksError
 from ..responses import json_object
 from ..transport import Request
+from ..types.tokens import TokenizeResult
+from .base import ClientBase
 from .transport import SyncTransport
 
 
@@ -31,10 +36,6 @@ def count_longest(
     counts as 0 and is not retried (the error being explained is what the caller raises). vLLM 0.19.1's
     ``/tokenize`` drops the connection for a text over the model's length instead of answering; then no
     counts come back.
-
-    Examples:
-        >>> count_longest(transport, ["short", "a much longer text"], "minilm")
-        {1: 6, 0: 3}
     """
     texts = [index for index, value in enumerate(values) if isinstance(value, str)]
     longest = sorted(texts, key=lambda index: -len(str(values[index])))[:limit]
@@ -103,10 +104,6 @@ def truncate_texts(
     Raises:
         APIStatusError: when ``/tokenize`` or ``/detokenize`` fails.
         APIError: when their answer is not a JSON object.
-
-    Examples:
-        >>> truncate_texts(transport, ["a very long text ..."], 3, "minilm")
-        ['a very long']
     """
 
     def request(path: str, **fields: Any) -> Request:
@@ -135,3 +132,88 @@ def _over_limit(responses: Sequence[httpx.Response], limit: int) -> list[tuple[i
         if isinstance(tokens, list) and len(tokens) > limit:
             cut.append((index, tokens[:limit]))
     return cut
+
+
+class TokenizerMethods(ClientBase):
+    """``tokenize`` and ``detokenize``: the served model's own tokenizer, over ``/tokenize`` and
+    ``/detokenize`` (mounted on every vLLM server, whatever its task; not guarded by ``--api-key``)."""
+
+    def tokenize(
+        self,
+        text: str,
+        *,
+        add_special_tokens: bool = True,
+        return_token_strs: bool = False,
+        model: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        timeout: TimeoutLike = CLIENT_DEFAULT,
+    ) -> TokenizeResult:
+        """Tokenize a text with the served model's tokenizer: how many tokens it is against the model's
+        context, before embedding or scoring it.
+
+        Args:
+            text: the text.
+            add_special_tokens: count the model's special tokens (``[CLS]``, ``[SEP]``, ...) as the
+                embedding and scoring routes add them.
+            return_token_strs: also return each token's text.
+            model: served model name (default: the client's, else the server's first).
+            extra_body: extra JSON fields merged into the request.
+            extra_headers: extra headers for the request.
+            timeout: request timeout (default: the client's).
+
+        Returns:
+            TokenizeResult: ``.tokens`` (int64 array), ``.count``, ``.max_model_len``, ``.token_strs``.
+
+        Raises:
+            InvalidInputError: ``text`` is not a str, before any request.
+            NotFoundError: the server serves no model of that name.
+
+        Examples:
+            >>> result = client.tokenize("hello world", return_token_strs=True)
+            >>> result.count, result.token_strs
+            (4, ['[CLS]', 'hello', 'world', '[SEP]'])
+        """
+        call = CallOptions(model, extra_body, extra_headers, timeout)
+        request = tokenizing.tokenize_request(
+            text,
+            add_special_tokens=add_special_tokens,
+            return_token_strs=return_token_strs,
+            model=resolve_model(self.server_info(), model, self.model),
+            call=call,
+        )
+        return self._counted(tokenizing.parse_tokenize(self._transport.send(request)))
+
+    def detokenize(
+        self,
+        tokens: Sequence[int] | npt.NDArray[np.integer[Any]],
+        *,
+        model: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        timeout: TimeoutLike = CLIENT_DEFAULT,
+    ) -> str:
+        """The text of token ids, decoded by the served model's tokenizer.
+
+        Args:
+            tokens: token ids (a list of ints >= 0, or a 1-D integer array such as ``tokenize()``'s).
+            model: served model name (default: the client's, else the server's first).
+            extra_body: extra JSON fields merged into the request.
+            extra_headers: extra headers for the request.
+            timeout: request timeout (default: the client's).
+
+        Returns:
+            The decoded text (an uncased tokenizer gives it lowercased).
+
+        Raises:
+            InvalidInputError: an empty list or a bad id (naming ``tokens[j]``), before any request.
+
+        Examples:
+            >>> client.detokenize((client.tokenize("Hello world")).tokens)
+            '[CLS] hello world [SEP]'
+        """
+        call = CallOptions(model, extra_body, extra_headers, timeout)
+        request = tokenizing.detokenize_request(
+            tokens, model=resolve_model(self.server_info(), model, self.model), call=call
+        )
+        return tokenizing.parse_detokenize(self._transport.send(request))

@@ -19,7 +19,7 @@ import threading
 import weakref
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, TypeAlias
 
 import httpx
 from pydantic import (
@@ -36,7 +36,9 @@ from pydantic import (
 from .. import defaults
 from .._async.client import AsyncClient
 from .._sync.client import Client
+from ..calls import TaskParams, plain
 from ..config import ClientSettings, FetchLimits
+from ..embeddings import EmbedParams
 from ..errors import InvalidInputError
 from ..threaded import ThreadedClient
 from ..types.audio import Transcription
@@ -321,24 +323,37 @@ class ConnectionFields(BaseModel):
         await self._pool.aclose()
 
 
+def _dump_params(params: TaskParams) -> dict[str, Any]:
+    dumped: dict[str, Any] = plain(params.keywords())
+    return dumped
+
+
+# An adapter's ``params`` field: an instance, or a mapping of its fields (a config file, a framework's
+# ``model_dump``) checked by ``TaskParams.of`` (a misspelt field is an error, not ignored); dumped as a dict.
+_PARAMS_DUMP = PlainSerializer(_dump_params)
+_OBJECT_SCHEMA = WithJsonSchema({"type": "object"})
+EmbedParamsField: TypeAlias = Annotated[
+    EmbedParams, PlainValidator(EmbedParams.of), _PARAMS_DUMP, _OBJECT_SCHEMA
+]
+
+
 class EmbedOptions(ConnectionFields):
     """The embedding settings every embeddings adapter has, on top of the connection.
 
     Args:
-        dimensions: Matryoshka width (a ``BadRequestError`` with ``kind="matryoshka_not_supported"`` on
-            other models).
+        params: the vector options of every ``embed`` call (``EmbedParams(dimensions=256)``, or a dict of
+            its fields), checked at construction.
         batch_size: texts per request; concurrency: requests in flight.
-        truncate_prompt_tokens: ``-1`` cuts over-long texts to the model's maximum.
         extra_body: extra JSON fields for every request.
 
     Raises:
-        InvalidInputError: ``batch_size`` or ``concurrency`` not an int >= 1, at construction.
+        InvalidInputError: bad ``params``, ``batch_size`` or ``concurrency`` not an int >= 1, at
+            construction.
     """
 
-    dimensions: int | None = None
+    params: EmbedParamsField = EmbedParams()
     batch_size: int = defaults.EMBED_BATCH_SIZE
     concurrency: int = defaults.CONCURRENCY
-    truncate_prompt_tokens: int | None = None
     extra_body: dict[str, Any] | None = None
 
     def __init__(self, **data: Any) -> None:
@@ -348,10 +363,9 @@ class EmbedOptions(ConnectionFields):
     def _options(self) -> dict[str, Any]:
         """The keyword arguments of ``Client.embed`` these settings stand for."""
         return {
-            "dimensions": self.dimensions,
+            **self.params.keywords(),
             "batch_size": self.batch_size,
             "concurrency": self.concurrency,
-            "truncate_prompt_tokens": self.truncate_prompt_tokens,
             "extra_body": self.extra_body,
         }
 
@@ -473,10 +487,6 @@ def ocr_page_records(
 ) -> list[Record]:
     """OCR results as records: one per page (``mode="page"``), or one for the whole document with the
     pages' markdown joined by ``---`` and every block tagged with its ``page``.
-
-    Examples:
-        >>> ocr_page_records("scan.png", [(1, result)], "page")[0][1]["page_label"]
-        '1'
     """
     if mode == "page":
         return [(result.markdown, ocr_page_metadata(source, page, result)) for page, result in pages]
@@ -506,10 +516,6 @@ def transcript_records(
     """A transcript as records: one per timed segment (``start``/``end`` in seconds from the start of
     the file), or one for the whole text with its segments in the metadata. A transcript without
     segments (the server sent none) is one record spanning the whole file in both modes.
-
-    Examples:
-        >>> transcript_records("talk.wav", result, "segments")[0][1]["start"]
-        0.0
     """
     common = {"source": source, "language": transcription.language, "model": transcription.model}
     end = transcription.duration

@@ -42,6 +42,8 @@ from .._async.client import AsyncClient
 from .._sync.client import Client
 from ..config import ClientSettings
 from ..errors import InvalidInputError
+from ..ocr import OCRParams
+from ..transcription import TranscribeParams, segment_keywords
 from ..types.ocr import OCRDocument, OCRResult
 from ..types.scoring import RerankResult
 from ._common import (
@@ -74,12 +76,12 @@ class VLLMEmbeddings(EmbedOptions, Embeddings):
     ``api_key`` read back from the settings.
 
     Attributes:
-        dimensions: Matryoshka width (a ``BadRequestError`` with ``kind="matryoshka_not_supported"`` on
-            other models).
+        params: the vector options of every request (``vllm_tasks.EmbedParams(dimensions=256,
+            truncate_prompt_tokens=-1)`` or a dict of its fields): ``dimensions`` for a Matryoshka
+            width, ``truncate_prompt_tokens=-1`` to cut over-long texts to the model's maximum instead
+            of raising ``vllm_tasks.ContextLengthExceeded``, ...
         batch_size: texts per request (default 64).
         concurrency: requests in flight (default 4).
-        truncate_prompt_tokens: ``-1`` cuts over-long texts to the model's maximum instead of raising
-            ``vllm_tasks.ContextLengthExceeded``.
         query_prefix: text put before queries (e.g. ``"query: "`` for E5 models).
         document_prefix: text put before documents (e.g. ``"passage: "`` for E5 models).
         extra_body: extra JSON fields for every request.
@@ -235,12 +237,12 @@ class VLLMOCRLoader(BaseLoader):
         mode: ``"page"`` (default) or ``"single"``.
         pages: PDF pages, 1-based numbers or a spec such as ``"1-5,8"`` (default: all).
         dpi: PDF rendering resolution (default 144).
-        prompt: the OCR prompt (``"markdown"``, ``"ocr"``, ``"free"``, ...; see ``docs/ocr.md``).
-        max_tokens: output limit per page; a page cut short has ``metadata["truncated"]`` set and warns
-            (``vllm_tasks.OCRTruncatedWarning``).
         concurrency: PDF pages in flight.
-        ocr_options: other keyword arguments of ``Client.ocr`` / ``Client.ocr_pdf`` (``ngram_size``,
-            ``require_ngram_processor``, ``max_side``, ``extra_body``, ...).
+        params: the OCR options (``vllm_tasks.OCRParams(prompt="free", max_tokens=2048)``, or a dict of its
+            fields): the prompt (``"markdown"``, ``"ocr"``, ``"free"``, ...; see ``docs/ocr.md``), the
+            output limit per page (a page cut short has ``metadata["truncated"]`` set and warns,
+            ``vllm_tasks.OCRTruncatedWarning``), the n-gram guard, ``max_side``, ...
+        extra_body: extra JSON fields for every request.
 
     The connection arguments (``settings``, its settings by name such as ``base_url``, ``client``,
     ``async_client``) are as for :class:`VLLMEmbeddings`.
@@ -263,10 +265,9 @@ class VLLMOCRLoader(BaseLoader):
         mode: Literal["page", "single"] = "page",
         pages: Sequence[int] | str | None = None,
         dpi: float = defaults.OCR_PDF_DPI,
-        prompt: str = "markdown",
-        max_tokens: int | None = defaults.OCR_MAX_TOKENS,
         concurrency: int = defaults.OCR_PDF_CONCURRENCY,
-        ocr_options: Mapping[str, Any] | None = None,
+        params: OCRParams | Mapping[str, Any] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         settings: ClientSettings | None = None,
         client: Client | None = None,
         async_client: AsyncClient | None = None,
@@ -281,7 +282,8 @@ class VLLMOCRLoader(BaseLoader):
             raise InvalidInputError("pages", pages, "applies to PDFs only", "Leave pages=None for an image.")
         self.mode: Literal["page", "single"] = mode
         self.pdf_options: dict[str, Any] = {"pages": pages, "dpi": dpi, "concurrency": concurrency}
-        self.ocr_options: dict[str, Any] = {"prompt": prompt, "max_tokens": max_tokens, **(ocr_options or {})}
+        self.params = OCRParams.of(params)
+        self.ocr_options: dict[str, Any] = {**self.params.keywords(), "extra_body": extra_body}
         self.connection = _connection(settings, client, async_client, connection)
 
     def _documents(self, document: OCRDocument | OCRResult) -> list[Document]:
@@ -325,10 +327,10 @@ class VLLMTranscriptLoader(BaseLoader):
     Args:
         file_path: an audio file (WAV, FLAC, MP3, OGG, M4A, ...) or an ``http(s)`` URL.
         mode: ``"segments"`` (default) or ``"single"``.
-        language: ISO-639-1 code (default: detected by the model).
-        transcribe_options: other keyword arguments of ``Client.transcribe`` (``prompt``,
-            ``temperature``, ``chunking``, ``extra_body``, ...).
+        params: the speech options (``vllm_tasks.TranscribeParams(language="de", prompt=...)``, or a dict
+            of its fields); ``response_format`` is the loader's (it needs the segments).
         translate: use ``/v1/audio/translations`` (to English) instead.
+        extra_body: extra form fields for every request.
 
     The connection arguments (``settings``, its settings by name such as ``base_url``, ``client``,
     ``async_client``) are as for :class:`VLLMEmbeddings`.
@@ -347,9 +349,9 @@ class VLLMTranscriptLoader(BaseLoader):
         file_path: str | os.PathLike[str],
         *,
         mode: Literal["segments", "single"] = "segments",
-        language: str | None = None,
-        transcribe_options: Mapping[str, Any] | None = None,
+        params: TranscribeParams | Mapping[str, Any] | None = None,
         translate: bool = False,
+        extra_body: Mapping[str, Any] | None = None,
         settings: ClientSettings | None = None,
         client: Client | None = None,
         async_client: AsyncClient | None = None,
@@ -361,11 +363,8 @@ class VLLMTranscriptLoader(BaseLoader):
         self.source = source_name(file_path)
         self.mode: Literal["segments", "single"] = mode
         self.translate = translate
-        self.options: dict[str, Any] = {
-            "language": language,
-            **(transcribe_options or {}),
-            "response_format": "verbose_json",
-        }
+        self.params = TranscribeParams.of(params)
+        self.options: dict[str, Any] = {**segment_keywords(self.params), "extra_body": extra_body}
         self.connection = _connection(settings, client, async_client, connection)
 
     def lazy_load(self) -> Iterator[Document]:

@@ -67,12 +67,12 @@ class VLLMEmbedding(EmbedOptions, BaseEmbedding):
 
     Attributes:
         embed_batch_size: texts per LlamaIndex batch (1..2048).
-        dimensions: Matryoshka width (a ``BadRequestError`` with ``kind="matryoshka_not_supported"`` on
-            other models).
+        params: the vector options of every request (``vllm_tasks.EmbedParams(dimensions=256,
+            truncate_prompt_tokens=-1)`` or a dict of its fields): ``dimensions`` for a Matryoshka
+            width, ``truncate_prompt_tokens=-1`` to cut over-long texts to the model's maximum instead
+            of raising ``vllm_tasks.ContextLengthExceeded``, ...
         batch_size: texts per request.
         concurrency: requests in flight.
-        truncate_prompt_tokens: ``-1`` cuts over-long texts to the model's maximum instead of raising
-            ``vllm_tasks.ContextLengthExceeded``.
         query_prefix: text put before queries (e.g. ``"query: "`` for E5 models).
         text_prefix: text put before documents (e.g. ``"passage: "`` for E5 models).
         extra_body: extra JSON fields for every request.

@@ -53,7 +53,9 @@ import numpy.typing as npt
 
 from .. import defaults
 from .._sync.client import Client
+from ..calls import CallOptions
 from ..config import ClientSettings
+from ..embeddings import EmbedParams
 from ..errors import (
     BadRequestError,
     InvalidInputError,
@@ -61,6 +63,8 @@ from ..errors import (
     UnprocessableEntityError,
     is_option_error,
 )
+from ..ocr import OCRParams
+from ..transcription import TranscribeParams, segment_keywords
 from ..types.ocr import OCRDocument, OCRResult
 from ..validation import positive_int
 from ._common import (
@@ -439,12 +443,11 @@ class Embedder(_BatchCallable):
             given a client with its own ``http_client`` refuses to be pickled (``InvalidInputError``).
         text_column: the column of texts (strings).
         output_column: the column the vectors go to: a 2-D float32 array (Ray: a tensor column).
-        dimensions: Matryoshka width.
-        truncate_prompt_tokens: ``-1`` cuts over-long texts to the model's maximum instead of failing.
+        params: the vector options (``vllm_tasks.EmbedParams(dimensions=256, truncate_prompt_tokens=-1)``,
+            or a dict of its fields), checked at construction.
         batch_size: texts per request (the Ray batch is split into requests of this size).
         concurrency: requests in flight per actor.
-        embed_options: other keyword arguments of ``Client.embed`` (``normalize``, ``embed_dtype``,
-            ``encoding_format``, ``extra_body``, ...).
+        extra_body: extra JSON fields for every request.
         on_error: ``"raise"`` (a refused row fails the Ray task) or ``"column"`` (its message goes to
             ``error_column``, its vector is NaN; the rest of the batch is embedded).
         error_column: the error column's name: the SDK's exception type and message, ``""`` where the
@@ -466,23 +469,21 @@ class Embedder(_BatchCallable):
 
     text_column: str = "text"
     output_column: str = "embedding"
-    dimensions: int | None = None
-    truncate_prompt_tokens: int | None = None
+    params: EmbedParams | Mapping[str, Any] | None = None
     batch_size: int = defaults.EMBED_BATCH_SIZE
     concurrency: int = defaults.CONCURRENCY
-    embed_options: Mapping[str, Any] | None = None
+    extra_body: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         _check_names(
             text_column=self.text_column, output_column=self.output_column, error_column=self.error_column
         )
-        own = {
-            "dimensions": self.dimensions,
-            "truncate_prompt_tokens": self.truncate_prompt_tokens,
+        self.options = {
+            **EmbedParams.of(self.params).keywords(),
             "batch_size": positive_int("batch_size", self.batch_size),
             "concurrency": positive_int("concurrency", self.concurrency),
+            "extra_body": CallOptions(extra_body=self.extra_body).extra_body,
         }
-        self.options = _call_options(Client.embed, self.embed_options, "embed_options", own)
         self.width: int | None = None  # learned from the first answer: the NaN rows' width
         super().__post_init__()
 
@@ -615,8 +616,10 @@ class Transcriber(_BatchCallable):
             (``[{"start": 0.0, "end": 2.1, "text": "..."}]``); ``None`` (default): not written.
         language: ISO-639-1 code (default: detected per file).
         concurrency: rows in flight per actor.
-        transcribe_options: other keyword arguments of ``Client.transcribe`` (``prompt``, ``temperature``,
-            ``chunking``, ``extra_body``, ...).
+        params: the speech options (``vllm_tasks.TranscribeParams(language="de", prompt=...)``, or a dict
+            of its fields), checked at construction; with ``segments_column`` its ``response_format`` is
+            the class's.
+        extra_body: extra form fields for every request.
         on_error: as for :class:`Embedder` (a failing row's transcript is ``""``).
         error_column: as for :class:`Embedder`.
 
@@ -641,9 +644,9 @@ class Transcriber(_BatchCallable):
     audio_column: str = "audio"
     output_column: str = "transcript"
     segments_column: str | None = None
-    language: str | None = None
+    params: TranscribeParams | Mapping[str, Any] | None = None
     concurrency: int = defaults.CONCURRENCY
-    transcribe_options: Mapping[str, Any] | None = None
+    extra_body: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         _check_names(
@@ -653,10 +656,10 @@ class Transcriber(_BatchCallable):
             error_column=self.error_column,
         )
         positive_int("concurrency", self.concurrency)
-        own: dict[str, Any] = {"language": self.language}
-        if self.segments_column is not None:
-            own["response_format"] = "verbose_json"  # the segments come only with it
-        self.options = _call_options(Client.transcribe, self.transcribe_options, "transcribe_options", own)
+        params = TranscribeParams.of(self.params)
+        # The segments come only with verbose_json.
+        keywords = params.keywords() if self.segments_column is None else segment_keywords(params)
+        self.options = {**keywords, "extra_body": CallOptions(extra_body=self.extra_body).extra_body}
         super().__post_init__()
 
     def __call__(self, batch: Any) -> dict[str, Any]:
@@ -703,8 +706,9 @@ class OCR(_BatchCallable):
         prompt: the OCR prompt (``"markdown"``, ``"ocr"``, ``"free"``, ...; see ``docs/ocr.md``).
         max_tokens: output limit per page.
         concurrency: rows in flight per actor; pdf_concurrency: pages in flight per PDF row.
-        ocr_options: other keyword arguments of ``Client.ocr`` (``ngram_size``, ``max_side``,
-            ``extra_body``, ...); they apply to PDF pages too.
+        params: the OCR options (``vllm_tasks.OCRParams(prompt="free", max_tokens=2048)``, or a dict of its
+            fields), checked at construction; they apply to PDF pages too.
+        extra_body: extra JSON fields for every request.
         on_error: as for :class:`Embedder` (a failing row's markdown is ``""``).
         error_column: as for :class:`Embedder`.
 
@@ -732,11 +736,10 @@ class OCR(_BatchCallable):
     image_column: str = "image"
     output_column: str = "markdown"
     blocks_column: str | None = None
-    prompt: str = "markdown"
-    max_tokens: int | None = defaults.OCR_MAX_TOKENS
+    params: OCRParams | Mapping[str, Any] | None = None
     concurrency: int = defaults.CONCURRENCY
     pdf_concurrency: int = defaults.OCR_PDF_CONCURRENCY
-    ocr_options: Mapping[str, Any] | None = None
+    extra_body: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         _check_names(
@@ -747,16 +750,17 @@ class OCR(_BatchCallable):
         )
         positive_int("concurrency", self.concurrency)
         positive_int("pdf_concurrency", self.pdf_concurrency)
-        own = {"prompt": self.prompt, "max_tokens": self.max_tokens}
-        self.options = _call_options(Client.ocr, self.ocr_options, "ocr_options", own)
+        self.options = {
+            **OCRParams.of(self.params).keywords(),
+            "extra_body": CallOptions(extra_body=self.extra_body).extra_body,
+        }
         super().__post_init__()
 
     def _ocr(self, cell: Any) -> OCRDocument | OCRResult:
         pdf = cell.startswith(b"%PDF-") if isinstance(cell, bytes) else isinstance(cell, str) and is_pdf(cell)
         if not pdf:
             return self._client.ocr(cell, **self.options)
-        pdf_options = {key: value for key, value in self.options.items() if key not in _IMAGE_ONLY}
-        return self._client.ocr_pdf(cell, concurrency=self.pdf_concurrency, **pdf_options)
+        return self._client.ocr_pdf(cell, concurrency=self.pdf_concurrency, **self.options)
 
     def __call__(self, batch: Any) -> dict[str, Any]:
         """OCR one batch: the input columns, ``output_column`` and ``blocks_column`` if set.
@@ -782,7 +786,3 @@ class OCR(_BatchCallable):
                 [None if r is None else json.dumps(r[1]["blocks"]) for r in records]
             )
         return self._finish(columns, outputs, errors)
-
-
-#: ``Client.ocr`` arguments that ``Client.ocr_pdf`` does not take (it renders the pages itself).
-_IMAGE_ONLY = frozenset({"fetch_urls", "downscale"})

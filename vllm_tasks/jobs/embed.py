@@ -9,10 +9,11 @@ with an ``id_field``), and ``OUT.manifest.json`` records the model, the servers,
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +22,8 @@ from typing import Any, Literal, get_args
 import orjson
 
 from .. import defaults
+from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, plain
+from ..embeddings import EmbedParams
 from ..errors import InvalidInputError, JobMismatch, ReplicaMismatch
 from ..validation import positive_int, positive_number
 from .engine import Engine, Plan, error_rows
@@ -33,10 +36,9 @@ from .state import PROBE_MIN_COSINE, PROBE_TEXT, Checkpoint, changes, cosine, wr
 OutputFormat = Literal["npy", "parquet"]
 TooLong = Literal["report", "truncate"]
 
-TRANSPORT_OPTIONS = frozenset({"encoding_format", "extra_headers", "timeout"})
-"""``embed`` options that do not change vectors: not in the fingerprint."""
-JOB_OPTIONS = frozenset({"input", "messages", "batch_size", "concurrency", "show_progress"})
-"""``embed`` options the job sets itself."""
+TRANSPORT_FIELDS = frozenset({"encoding_format"})
+"""``EmbedParams`` fields that do not change the vectors: not in the fingerprint."""
+EMBED_FIELDS = tuple(field.name for field in dataclasses.fields(EmbedParams))
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,7 @@ async def aembed_file(
     id_field: str | None = None,
     keep_columns: Iterable[str] = (),
     output_format: OutputFormat | None = None,
-    model: str | None = None,
+    params: EmbedParams | None = None,
     batch_size: int = defaults.EMBED_BATCH_SIZE,
     max_batch_tokens: int = defaults.JOB_MAX_BATCH_TOKENS,
     concurrency: int = defaults.CONCURRENCY,
@@ -146,7 +148,10 @@ async def aembed_file(
     progress_interval: float = defaults.JOB_PROGRESS_INTERVAL,
     retry_replica_after: float = defaults.JOB_REPLICA_RETRY_AFTER,
     give_up_after: float = defaults.JOB_GIVE_UP_AFTER,
-    **embed_options: Any,
+    model: str | None = None,
+    extra_body: Mapping[str, Any] | None = None,
+    extra_headers: Mapping[str, str] | None = None,
+    timeout: TimeoutLike = CLIENT_DEFAULT,
 ) -> EmbedFileReport:
     """Embed every row of a text, JSONL, CSV or Parquet file into ``.npy`` or Parquet, resumably.
 
@@ -163,7 +168,8 @@ async def aembed_file(
         id_field: the column holding each row's id (default: the row number).
         keep_columns: other input columns copied to a Parquet output.
         output_format: ``npy`` or ``parquet`` (default: ``parquet`` for a ``.parquet`` suffix).
-        model: the served model (default: the client's, else the server's first).
+        params: the vector options of every ``embed`` call (``EmbedParams(dimensions=256,
+            normalize=True)``, checked before anything is read or sent); default: the server's.
         batch_size: the most rows per request.
         max_batch_tokens: the most estimated tokens (about 3 characters each) per request.
         concurrency: requests in flight per server.
@@ -177,9 +183,11 @@ async def aembed_file(
         progress_interval: seconds between progress log lines.
         retry_replica_after: seconds a failing server is first set aside (doubling while it fails).
         give_up_after: stop when every server has failed and none answered for this many seconds.
-        **embed_options: vector options passed to ``embed`` (``dimensions``, ``normalize``,
-            ``truncate_prompt_tokens``, ``embed_dtype``, ``extra_body``, ... and ``encoding_format``,
-            ``timeout``, ``extra_headers``).
+        model: the served model (default: the client's, else the server's first).
+        extra_body: extra JSON fields for every request (part of the job's options: a resumed job must
+            send the same).
+        extra_headers: extra headers for every request.
+        timeout: per-request timeout (default: the client's).
 
     Returns:
         EmbedFileReport.
@@ -208,7 +216,7 @@ async def aembed_file(
     plan = Plan(
         positive_int("batch_size", batch_size),
         positive_int("max_batch_tokens", max_batch_tokens),
-        _call_options(model, too_long, embed_options),
+        _embed_call(params, too_long, CallOptions(model, extra_body, extra_headers, timeout)),
         bool(fail_fast),
     )
     positive_int("concurrency", concurrency)
@@ -225,7 +233,7 @@ async def aembed_file(
         fingerprint = {
             "input": {"sha256": digest, "rows": rows, "format": spec.format, **_fields(spec)},
             "model": served,
-            "options": {k: v for k, v in plan.call.items() if k not in TRANSPORT_OPTIONS | {"model"}},
+            "options": _fingerprinted(plan.call),
             "output": {"format": chosen_output},
         }
         finished = _finished_job(paths, fingerprint, resume)
@@ -323,21 +331,30 @@ def _output_format(chosen: str | None, out: Path) -> OutputFormat:
     return "parquet" if chosen == "parquet" else "npy"
 
 
-def _call_options(model: str | None, too_long: str, options: dict[str, Any]) -> dict[str, Any]:
-    refused = sorted(JOB_OPTIONS & options.keys())
-    if refused:
-        raise InvalidInputError(
-            refused[0],
-            options[refused[0]],
-            "is set by the job (texts come from the source; batches and concurrency are job options)",
-            f"Drop {refused[0]}=; pass batch_size=/concurrency= to the job itself.",
-        )
+def _embed_call(params: EmbedParams | None, too_long: str, call: CallOptions) -> dict[str, Any]:
+    """The keyword arguments of every ``embed`` call of the job."""
+    params = EmbedParams.of(params)
     if too_long not in get_args(TooLong):
         raise InvalidInputError("too_long", too_long, "is not report or truncate", "Pass one of them.")
-    call = {"model": model, **options}
-    if too_long == "truncate":
-        call.setdefault("truncate_prompt_tokens", -1)
-    return call
+    if too_long == "truncate" and params.truncate_prompt_tokens is None:
+        params = dataclasses.replace(params, truncate_prompt_tokens=-1)
+    return {
+        **params.keywords(),
+        "model": call.model,
+        "extra_body": call.extra_body,
+        "extra_headers": call.extra_headers,
+        "timeout": call.timeout,
+    }
+
+
+def _fingerprinted(call: Mapping[str, Any]) -> dict[str, Any]:
+    """The options a resumed job must share: the vector options that differ from the defaults and
+    ``extra_body`` (not the model, compared on its own, nor how answers travel)."""
+    params = EmbedParams(**{name: value for name, value in call.items() if name in EMBED_FIELDS})
+    options = {name: value for name, value in params.changed().items() if name not in TRANSPORT_FIELDS}
+    if call["extra_body"]:
+        options["extra_body"] = plain(call["extra_body"])
+    return options
 
 
 def _fields(spec: InputSpec) -> dict[str, Any]:

@@ -255,12 +255,7 @@ def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 def error_rows(path: Path) -> list[dict[str, Any]]:
-    """The rows of an errors file, in row order.
-
-    Examples:
-        >>> error_rows(Path("out.npy.partial/errors.jsonl"))
-        [{'row': 13, 'id': 'd13', 'status': 400, 'error': "This model's maximum context length is ..."}]
-    """
+    """The rows of an errors file, in row order."""
     if not path.exists():
         return []
     rows = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]

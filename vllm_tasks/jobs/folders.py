@@ -159,12 +159,7 @@ class FolderJob(ABC):
 
 
 def output_path(out: Path, document: Document, suffix: str) -> Path:
-    """Where a file's output with ``suffix`` goes: its relative path under ``out``, suffix replaced.
-
-    Examples:
-        >>> output_path(Path("md"), document, ".md")  # scans/a/report.pdf under scans/
-        PosixPath('md/a/report.md')
-    """
+    """Where a file's output with ``suffix`` goes: its relative path under ``out``, suffix replaced."""
     return (out / document.relative).with_suffix(suffix)
 
 

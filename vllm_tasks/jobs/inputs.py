@@ -150,10 +150,6 @@ def scan(spec: InputSpec) -> tuple[int, str]:
 
     Raises:
         InvalidInputError: the file cannot be read, or a Parquet file lacks a needed column.
-
-    Examples:
-        >>> scan(InputSpec.create("corpus.txt"))
-        (100000, '3f2a9c...')
     """
     digest = hashlib.sha256()
     newlines, last = 0, b"\n"
@@ -182,10 +178,6 @@ def read_chunks(spec: InputSpec, chunk_rows: int, skip: frozenset[int] = frozens
 
     Raises:
         InvalidInputError: a row without the text field, or a text that is not a string.
-
-    Examples:
-        >>> [chunk.start for chunk in read_chunks(spec, 4096, skip=frozenset({0}))][:2]
-        [4096, 8192]
     """
     rows = _rows(spec)
     index = 0

@@ -12,10 +12,11 @@ from typing import Any
 import orjson
 
 from .. import defaults, pdf
-from .. import ocr as ocr_parts
 from ..integrations._common import block_metadata
+from ..ocr import OCRParams
+from ..transcription import TranscribeParams, segment_keywords
 from ..types.audio import Transcription
-from ..validation import positive_int, positive_number
+from ..validation import positive_number
 from .folders import (
     Document,
     FolderJob,
@@ -44,12 +45,12 @@ PAGE_SEPARATOR = "\n\n---\n\n"
 class _OCRJob(FolderJob):
     kind, suffixes, unit = "ocr", OCR_SUFFIXES, "page"
 
-    def __init__(self, options: dict[str, Any], dpi: float) -> None:
-        self._options, self._dpi = options, dpi
+    def __init__(self, params: OCRParams, dpi: float) -> None:
+        self._params, self._dpi = params, dpi
 
     @property
     def fingerprint(self) -> dict[str, Any]:
-        return {**self._options, "dpi": self._dpi}
+        return {**self._params.changed(), "dpi": self._dpi}
 
     def units(self, document: Document) -> list[Unit]:
         if not _is_pdf(document.path):
@@ -67,7 +68,7 @@ class _OCRJob(FolderJob):
         image: Any = document.path
         if unit is not None and _is_pdf(document.path):
             image = await _render_page(document.path, unit or 1, self._dpi)
-        result = await client.ocr(image, **self._options)
+        result = await client.ocr(image, **self._params.keywords())
         return {
             "document": document.relative,
             "page": unit,
@@ -120,19 +121,19 @@ async def _render_page(path: Path, page: int, dpi: float) -> Any:
 class _TranscribeJob(FolderJob):
     kind, suffixes, unit = "transcribe", AUDIO_SUFFIXES, "file"
 
-    def __init__(self, options: dict[str, Any], translate: bool, formats: Sequence[str]) -> None:
-        self._options, self._translate, self._formats = options, translate, formats
+    def __init__(self, params: TranscribeParams, translate: bool, formats: Sequence[str]) -> None:
+        self._params, self._translate, self._formats = params, translate, formats
 
     @property
     def fingerprint(self) -> dict[str, Any]:
-        return {**self._options, "translate": self._translate}
+        return {**self._params.changed(), "translate": self._translate}
 
     def units(self, document: Document) -> list[Unit]:
         return [None]
 
     def process(self, client: JobClient, document: Document, unit: Unit) -> Awaitable[dict[str, Any]]:
         method = client.translate if self._translate else client.transcribe
-        return _transcript_record(method(document.path, response_format="verbose_json", **self._options))
+        return _transcript_record(method(document.path, **segment_keywords(self._params)))
 
     def write_outputs(self, out: Path, document: Document, records: list[dict[str, Any]]) -> None:
         result = Transcription.model_validate(records[0])
@@ -155,14 +156,8 @@ async def aocr_dir(
     source: str | os.PathLike[str],
     out: str | os.PathLike[str],
     *,
-    prompt: str = "markdown",
-    max_tokens: int | None = defaults.OCR_MAX_TOKENS,
+    params: OCRParams | None = None,
     dpi: float = defaults.OCR_PDF_DPI,
-    ngram_size: int | None = ocr_parts.RECIPE_NGRAM_SIZE,
-    window_size: int | None = ocr_parts.RECIPE_WINDOW_SIZE,
-    whitelist_token_ids: Sequence[int] | None = ocr_parts.RECIPE_WHITELIST,
-    temperature: float = 0.0,
-    max_side: int | None = defaults.IMAGE_MAX_SIDE,
     concurrency: int = defaults.OCR_PDF_CONCURRENCY,
     resume: bool = True,
     show_progress: bool = False,
@@ -186,14 +181,11 @@ async def aocr_dir(
             the one with the fewest in flight; all must serve the same model).
         source: the folder of documents.
         out: the output folder (made if missing; may not be inside ``source``'s scan: it is skipped).
-        prompt: a preset (``markdown``, ``ocr``, ``free``, ...) or text, as for :meth:`AsyncClient.ocr`.
-        max_tokens: output tokens per page (a page cut short says ``truncated`` in ``pages.jsonl``).
+        params: the OCR options of every page (``vllm_tasks.OCRParams(prompt="free", max_tokens=2048)``:
+            the preset, output tokens per page (a page cut short says ``truncated`` in ``pages.jsonl``),
+            the n-gram guard, ``max_side``, ...; see :meth:`AsyncClient.ocr`), checked before any
+            request; default: the DeepSeek-OCR recipe's.
         dpi: PDF rendering resolution.
-        ngram_size: the n-gram repetition guard (``None``: no ``vllm_xargs``), as for ``ocr``.
-        window_size: how many recent tokens the guard looks at.
-        whitelist_token_ids: tokens never banned.
-        temperature: sampling temperature.
-        max_side: longest side sent, in pixels (larger pages are downscaled).
         concurrency: pages in flight per server.
         resume: continue an earlier run in ``out``; False starts over.
         show_progress: a tqdm bar on a terminal, else a log line every ``progress_interval`` seconds.
@@ -216,16 +208,7 @@ async def aocr_dir(
         >>> report.summary()
         'scans-md: 12/12 file(s) done, 230 page(s)'
     """
-    options = {
-        "prompt": prompt,
-        "max_tokens": None if max_tokens is None else positive_int("max_tokens", max_tokens),
-        "ngram_size": ngram_size,
-        "window_size": window_size,
-        "whitelist_token_ids": None if whitelist_token_ids is None else list(whitelist_token_ids),
-        "temperature": temperature,
-        "max_side": max_side,
-    }
-    job = _OCRJob(options, positive_number("dpi", dpi))
+    job = _OCRJob(OCRParams.of(params), positive_number("dpi", dpi))
     return await run_folder_job(
         job,
         client,
@@ -246,10 +229,8 @@ async def atranscribe_dir(
     out: str | os.PathLike[str],
     *,
     formats: Iterable[str] = ("srt", "json", "txt"),
-    language: str | None = None,
-    prompt: str | None = None,
+    params: TranscribeParams | None = None,
     translate: bool = False,
-    temperature: float | None = None,
     concurrency: int = defaults.OCR_PDF_CONCURRENCY,
     resume: bool = True,
     show_progress: bool = False,
@@ -273,10 +254,10 @@ async def atranscribe_dir(
         source: the folder of recordings.
         out: the output folder (made if missing).
         formats: the files written per recording.
-        language: ISO-639-1 code (``None``: detected per file).
-        prompt: text to condition the model on.
+        params: the speech options of every file (``vllm_tasks.TranscribeParams(language="de",
+            prompt=..., temperature=...)``; see :meth:`AsyncClient.transcribe`); its ``response_format``
+            is the job's (``formats`` says what is written). Default: the server's.
         translate: translate to English (``/v1/audio/translations``) instead.
-        temperature: sampling temperature (default: the server's).
         concurrency: files in flight per server.
         resume: continue an earlier run in ``out``; False starts over.
         show_progress: a tqdm bar on a terminal, else a log line every ``progress_interval`` seconds.
@@ -299,8 +280,9 @@ async def atranscribe_dir(
         >>> report.summary()
         'calls-text: 40/40 file(s) done, 40 file(s)'
     """
-    options = {"language": language, "prompt": prompt, "temperature": temperature}
-    job = _TranscribeJob(options, bool(translate), validate_formats(list(formats), TRANSCRIPT_FORMATS))
+    params = TranscribeParams.of(params)
+    segment_keywords(params)  # refuses a response_format: the job writes every format from the segments
+    job = _TranscribeJob(params, bool(translate), validate_formats(list(formats), TRANSCRIPT_FORMATS))
     return await run_folder_job(
         job,
         client,

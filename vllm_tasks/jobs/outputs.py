@@ -41,34 +41,20 @@ class Sink(Protocol):
 
 
 def free_bytes(folder: Path) -> int:
-    """Bytes an unprivileged writer may still use on ``folder``'s filesystem.
-
-    Examples:
-        >>> free_bytes(Path("/data")) > 10**9
-        True
-    """
+    """Bytes an unprivileged writer may still use on ``folder``'s filesystem."""
     stats = os.statvfs(folder)
     return stats.f_bavail * stats.f_frsize
 
 
 def check_space(path: Path, needed: int) -> None:
-    """Raise :class:`InsufficientDiskSpace` when ``needed`` bytes do not fit next to ``path``.
-
-    Examples:
-        >>> check_space(Path("/data/out.npy"), 1_536_000_128)
-    """
+    """Raise :class:`InsufficientDiskSpace` when ``needed`` bytes do not fit next to ``path``."""
     free = free_bytes(path.parent)
     if needed > free:
         raise InsufficientDiskSpace(str(path), needed, free)
 
 
 def npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype[Any], int]:
-    """A ``.npy`` file's shape, dtype and data offset, read from its header.
-
-    Examples:
-        >>> npy_header(Path("corpus.npy"))
-        ((100000, 384), dtype('float32'), 128)
-    """
+    """A ``.npy`` file's shape, dtype and data offset, read from its header."""
     with path.open("rb") as handle:
         major, _ = np.lib.format.read_magic(handle)
         read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0

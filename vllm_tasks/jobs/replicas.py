@@ -148,9 +148,6 @@ class ReplicaPool:
         Raises:
             APIError: the error ``call`` raised that is not a server failure, or the last server failure
                 once every replica is down.
-
-        Examples:
-            >>> result = await pool.send(lambda client: client.ocr("page.png"))
         """
         while True:
             replica = await self.acquire()
@@ -223,9 +220,6 @@ def run_in_own_loop(job: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
 
     Where this thread already runs an event loop (a Jupyter cell, sync code called from async code),
     ``asyncio.run`` refuses; the job then runs on its own loop in a worker thread while this one waits.
-
-    Examples:
-        >>> embed_file = run_in_own_loop(aembed_file)
     """
 
     @functools.wraps(job)

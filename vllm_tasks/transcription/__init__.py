@@ -1,6 +1,6 @@
 """Speech-to-text (``/v1/audio/transcriptions`` and ``/v1/audio/translations``): pure code, no I/O.
 
-One module per concern: :mod:`.params` (``SpeechParams``, ``ChunkingOptions``, checks, the multipart
+One module per concern: :mod:`.params` (``TranscribeParams``, ``ChunkingOptions``, checks, the multipart
 request), :mod:`.parsing` (answers read into a ``Transcription``), :mod:`.merge` (joining the pieces of
 long audio), :mod:`.stream` (the event stream parser) and :mod:`.chunking` (splitting long audio
 client-side). The client's flows (``vllm_tasks/_async/audio.py``) call these and run the CPU-bound ones
@@ -45,12 +45,13 @@ from .params import (
     ChunkingMode,
     ChunkingOptions,
     ServerFormat,
-    SpeechParams,
     Task,
+    TranscribeParams,
     build_request,
     check_server,
     chunking_options,
     form_fields,
+    segment_keywords,
     server_format,
     validate,
 )
@@ -69,9 +70,9 @@ __all__ = [
     "ChunkingOptions",
     "Requests",
     "ServerFormat",
-    "SpeechParams",
     "StreamParser",
     "Task",
+    "TranscribeParams",
     "audible",
     "build_request",
     "check_server",
@@ -94,6 +95,7 @@ __all__ = [
     "parse_response",
     "pieces_missing_text",
     "plan_chunks",
+    "segment_keywords",
     "server_format",
     "should_split",
     "stream_requests",

@@ -17,7 +17,7 @@ from ..calls import CallOptions
 from ..transport import Request
 from ..types.audio import Transcription
 from .merge import ChunkResult, complete_segments, text_missing
-from .params import SERVER_CHUNK_SECONDS, ChunkingOptions, ServerFormat, SpeechParams, Task, build_request
+from .params import SERVER_CHUNK_SECONDS, ChunkingOptions, ServerFormat, Task, TranscribeParams, build_request
 from .parsing import parse_response
 
 logger = logging.getLogger("vllm_tasks")
@@ -37,10 +37,6 @@ def should_split(
 
     Raises:
         InvalidInputError: (``kind="audio_decode"``) the input cannot be decoded.
-
-    Examples:
-        >>> should_split(source, ChunkingOptions(), "auto", limit_seconds=SERVER_CHUNK_SECONDS)
-        True
     """
     if options.mode == "server" or prepare == "never":
         return False
@@ -59,9 +55,6 @@ def plan_chunks(
 ) -> Iterator[audio_io.AudioChunk]:
     """The client-side pieces of ``source``, lazily: decoding happens as the iterator is advanced
     (advance it off the event loop, e.g. with :func:`next_wave`).
-
-    Examples:
-        >>> chunks = plan_chunks(source, ChunkingOptions(), max_seconds=30.0, overlap_seconds=0.5)
     """
     return audio_io.iter_chunks(
         audio_io.iter_samples(source),
@@ -98,9 +91,6 @@ def next_wave(
     """Decode the next ``size`` pieces and encode the uploads of the audible ones (CPU-bound).
 
     Waves bound memory for very long files; an empty list means the input is done.
-
-    Examples:
-        >>> wave = await async_offload(next_wave, source, chunks, 16)
     """
     return [
         ChunkUpload(chunk, None if chunk.silent else chunk_upload(source, chunk))
@@ -116,7 +106,7 @@ def audible(wave: Sequence[ChunkUpload]) -> list[tuple[audio_io.AudioChunk, audi
 def parse_pieces(
     sent: Sequence[tuple[audio_io.AudioChunk, audio_io.Upload]],
     responses: Sequence[httpx.Response],
-    params: SpeechParams,
+    params: TranscribeParams,
     *,
     task: Task,
     model: str | None,
@@ -150,7 +140,7 @@ def complete_pieces(
     results: dict[int, Transcription],
     missing: Sequence[tuple[audio_io.AudioChunk, audio_io.Upload]],
     responses: Sequence[httpx.Response],
-    params: SpeechParams,
+    params: TranscribeParams,
     *,
     task: Task,
     model: str | None,
@@ -187,31 +177,33 @@ def log_server_chunking(name: str, fmt: ServerFormat, duration: float | None) ->
 def stream_requests(
     source: audio_io.AudioSource,
     options: ChunkingOptions,
-    params: SpeechParams,
+    params: TranscribeParams,
     call: CallOptions,
     *,
     task: Task,
     model: str | None,
+    include_usage: bool = False,
 ) -> Iterator[Request]:
     """The streamed requests of ``source``'s audible pieces, without overlap (streamed text cannot be
     taken back), built lazily: advancing the iterator decodes and encodes the next piece (CPU-bound:
     advance it with :func:`next_request` off the event loop).
-
-    Examples:
-        >>> requests = stream_requests(source, ChunkingOptions(), SpeechParams(), CallOptions(),
-        ...                            task="transcribe", model="whisper-base")
     """
     chunks = plan_chunks(source, options, max_seconds=options.max_seconds, overlap_seconds=0.0)
     for chunk in chunks:
         if not chunk.silent:
             upload = chunk_upload(source, chunk)
-            yield build_request(params, call, upload, task=task, model=model, fmt="json", stream=True)
+            yield build_request(
+                params,
+                call,
+                upload,
+                task=task,
+                model=model,
+                fmt="json",
+                stream=True,
+                include_usage=include_usage,
+            )
 
 
 def next_request(requests: Iterator[Request]) -> Request | None:
-    """The next request of a lazy iterator (``None`` when done); building it may decode and encode.
-
-    Examples:
-        >>> request = await async_offload(next_request, requests)
-    """
+    """The next request of a lazy iterator (``None`` when done); building it may decode and encode."""
     return next(requests, None)

@@ -1,4 +1,4 @@
-"""Speech-to-text options and requests: ``SpeechParams`` (the form fields a caller gives),
+"""Speech-to-text options and requests: ``TranscribeParams`` (the form fields a caller gives),
 ``ChunkingOptions`` (how long audio is split client-side), their checks, and the multipart request of
 one upload."""
 
@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from .. import audio as audio_io
 from .. import defaults, gates
-from ..calls import CallOptions
+from ..calls import CallOptions, TaskParams
 from ..errors import InvalidInputError
 from ..tasks import TaskName
 from ..transport import Request
@@ -97,11 +97,19 @@ def chunking_options(chunking: Chunking) -> ChunkingOptions:
 
 
 @dataclass(frozen=True)
-class SpeechParams:
-    """The task's form fields of one transcription/translation request, as the caller gave them.
+class TranscribeParams(TaskParams):
+    """The speech-to-text options of ``transcribe``, ``translate`` and their streams; each field is their
+    keyword argument of the same name (see :meth:`~vllm_tasks.Client.transcribe`). ``transcribe_dir``, the
+    LangChain loader and Ray's ``Transcriber`` take one as ``params=``. The checks that need no server
+    run when the request is built (:func:`validate`: they depend on the task and on streaming).
 
     The call's model, ``extra_body``, ``extra_headers`` and ``timeout`` travel apart, in
     :class:`~vllm_tasks.calls.CallOptions`.
+
+    Examples:
+        >>> params = vt.TranscribeParams(language="de", temperature=0.0)
+        >>> client.translate("interview.mp3", **params.keywords()).text
+        >>> vt.transcribe_dir(client, "calls", "calls-text", params=params)
     """
 
     language: str | None = None
@@ -119,8 +127,28 @@ class SpeechParams:
     repetition_penalty: float | None = None
     max_completion_tokens: int | None = None
     vllm_xargs: Mapping[str, Any] | None = None
-    to_language: str | None = None
-    stream_include_usage: bool | None = None
+
+
+def segment_keywords(params: TranscribeParams, field: str = "params") -> dict[str, Any]:
+    """The keyword arguments of a ``transcribe``/``translate`` call whose caller needs the timed segments
+    (a folder job, a loader, Ray's ``segments_column``): ``params``' with ``response_format`` set to
+    ``verbose_json``.
+
+    Raises:
+        InvalidInputError: ``params`` sets another ``response_format`` (the caller's own output decides).
+
+    Examples:
+        >>> segment_keywords(TranscribeParams(language="de"))
+        {'language': 'de', 'response_format': 'verbose_json'}
+    """
+    if params.response_format != "json":
+        raise InvalidInputError(
+            f"{field}.response_format",
+            params.response_format,
+            "is set here: the segments are needed, and every output is rendered from them",
+            "Drop response_format from the params.",
+        )
+    return {**params.keywords(), "response_format": "verbose_json"}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -128,7 +156,7 @@ class SpeechParams:
 # --------------------------------------------------------------------------------------------------
 
 
-def validate(params: SpeechParams, *, task: Task, stream: bool) -> None:
+def validate(params: TranscribeParams, *, task: Task, stream: bool) -> None:
     """Client-side checks that need no server.
 
     Raises:
@@ -136,7 +164,7 @@ def validate(params: SpeechParams, *, task: Task, stream: bool) -> None:
             search, a format a stream cannot produce, bad ``timestamp_granularities``.
 
     Examples:
-        >>> validate(SpeechParams(response_format="srt"), task="transcribe", stream=False)
+        >>> validate(TranscribeParams(response_format="srt"), task="transcribe", stream=False)
     """
     if params.response_format not in RESPONSE_FORMATS:
         raise InvalidInputError(
@@ -160,8 +188,6 @@ def validate(params: SpeechParams, *, task: Task, stream: bool) -> None:
         raise InvalidInputError("n", params.n, "is the beam width; vLLM ignores it without beam search", "")
     if params.timestamp_granularities is not None:
         _validate_granularities(params.timestamp_granularities, task)
-    if params.stream_include_usage and not stream:
-        raise InvalidInputError("stream_include_usage", True, "needs a stream (vLLM answers 400)", "")
 
 
 def _validate_granularities(granularities: Sequence[str], task: Task) -> None:
@@ -174,7 +200,7 @@ def _validate_granularities(granularities: Sequence[str], task: Task) -> None:
             raise InvalidInputError("timestamp_granularities", item, "unknown", "Use 'word' or 'segment'.")
 
 
-def check_server(params: SpeechParams, info: ServerInfo) -> None:
+def check_server(params: TranscribeParams, info: ServerInfo) -> None:
     """Version gates for the request's features.
 
     Raises:
@@ -207,19 +233,21 @@ def server_format(response_format: ResponseFormat) -> ServerFormat:
 
 
 def form_fields(
-    params: SpeechParams,
+    params: TranscribeParams,
     call: CallOptions,
     *,
     model: str | None,
     fmt: ServerFormat,
     stream: bool = False,
+    include_usage: bool = False,
 ) -> dict[str, str | list[str]]:
-    """The multipart form fields (strings; ``timestamp_granularities[]`` with its brackets).
+    """The multipart form fields (strings; ``timestamp_granularities[]`` with its brackets); a stream
+    asks for the final usage chunk with ``include_usage``.
 
     ``call.extra_body`` is merged last (dicts sent as JSON).
 
     Examples:
-        >>> form_fields(SpeechParams(language="en"), CallOptions(), model="whisper", fmt="json")
+        >>> form_fields(TranscribeParams(language="en"), CallOptions(), model="whisper", fmt="json")
         {'model': 'whisper', 'language': 'en', 'response_format': 'json'}
     """
     fields: dict[str, Any] = {
@@ -238,13 +266,12 @@ def form_fields(
         "repetition_penalty": params.repetition_penalty,
         "max_completion_tokens": params.max_completion_tokens,
         "vllm_xargs": params.vllm_xargs,
-        "to_language": params.to_language,
     }
     if params.timestamp_granularities:
         fields["timestamp_granularities[]"] = list(params.timestamp_granularities)
     if stream:
         fields["stream"] = True
-        if params.stream_include_usage:
+        if include_usage:
             fields["stream_include_usage"] = True
     if call.extra_body:
         fields.update(call.extra_body)
@@ -252,7 +279,7 @@ def form_fields(
 
 
 def build_request(
-    params: SpeechParams,
+    params: TranscribeParams,
     call: CallOptions,
     upload: audio_io.Upload,
     *,
@@ -260,18 +287,13 @@ def build_request(
     model: str | None,
     fmt: ServerFormat,
     stream: bool = False,
+    include_usage: bool = False,
 ) -> Request:
-    """The multipart ``Request`` for one upload.
-
-    Examples:
-        >>> params, call = SpeechParams(language="en"), CallOptions()
-        >>> build_request(params, call, upload, task="transcribe", model="w", fmt="json").path
-        '/v1/audio/transcriptions'
-    """
+    """The multipart ``Request`` for one upload."""
     return Request(
         "POST",
         PATHS[task],
-        data=form_fields(params, call, model=model, fmt=fmt, stream=stream),
+        data=form_fields(params, call, model=model, fmt=fmt, stream=stream, include_usage=include_usage),
         files={"file": (upload.filename, upload.content, upload.content_type)},
         headers=call.extra_headers,
         timeout=call.timeout,

@@ -100,9 +100,6 @@ def keep_audio(result: Transcription, source: audio_io.AudioSource, given: objec
     object when it is at most ``VIEW_MAX_MEDIA_BYTES`` (no copy; a larger one is not kept alive for a
     view that would not embed it). File objects, URLs and arrays are not kept: ``result.player(audio)``
     takes them. Never pickled nor dumped (:class:`vllm_tasks.views.Attachment`).
-
-    Examples:
-        >>> keep_audio(result, audio_io.resolve("talk.wav"), "talk.wav").player()
     """
     if source.path is not None:
         result._audio = Attachment(str(source.path.absolute()))

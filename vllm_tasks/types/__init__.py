@@ -17,6 +17,7 @@ from .embeddings import EmbeddingResult, EmbedV2Result
 from .ocr import OCRBlock, OCRDocument, OCRPage, OCRResult
 from .scoring import ClassificationResult, PoolingResult, RerankHit, RerankResult, ScoreResult, ScorerKind
 from .server import Advisory, ModelCard, ProbeReport, ServerInfo, TaskProbe, TaskStatus
+from .tokens import TokenizeResult
 
 __all__ = [
     "Advisory",
@@ -39,6 +40,7 @@ __all__ = [
     "ServerVersion",
     "TaskProbe",
     "TaskStatus",
+    "TokenizeResult",
     "Transcription",
     "TranscriptionDelta",
     "TranscriptionSegment",

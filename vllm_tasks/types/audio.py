@@ -295,10 +295,6 @@ def audio_player(audio: Any, max_bytes: int = defaults.VIEW_MAX_MEDIA_BYTES) -> 
         ValueError: the audio is over ``max_bytes`` (it would be embedded in the notebook), a path is
             not a readable file, or samples are empty or not 1-D/2-D.
         TypeError: for another kind of input (a file object: pass its bytes).
-
-    Examples:
-        >>> audio_player("talk.wav")  # the last value of a notebook cell shows the player
-        AudioPlayer(120,758 bytes of audio/wav)
     """
     if isinstance(audio, str) and audio.strip().lower().startswith(("http://", "https://")):
         return AudioPlayer(f'<audio controls preload="none" src="{esc(audio.strip())}"></audio>')
