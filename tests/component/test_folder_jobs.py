@@ -306,6 +306,104 @@ def test_an_output_folder_inside_the_input_is_not_read(scans: Path, ocr_fake: Fa
     assert report.documents == again.documents == 3 and again.units_sent == 0
 
 
+# --- nothing overwritten that the job did not write ------------------------------------------------------
+
+
+def test_a_recording_whose_output_is_a_job_file_is_refused_before_any_request(
+    recordings: Path, tmp_path: Path, stt_fake: FakeVLLM
+) -> None:
+    """manifest.wav's transcript would be manifest.json, the job's own manifest (either would overwrite
+    the other): refused at the start, naming the recording, the output and the fix; nothing is written."""
+    shutil.copy(FOX, recordings / "Manifest.wav")  # the case does not matter (macOS, Windows)
+    out = tmp_path / "text"
+    with pytest.raises(vt.InvalidInputError, match=r"job's own manifest\.json") as info:
+        vt.transcribe_dir(stt_fake.url, recordings, out)
+    assert info.value.field == "source" and "Manifest.wav" in str(info.value)
+    assert "Manifest.json" in str(info.value) and "Rename" in info.value.fix
+    assert stt_fake.received() == [] and not out.exists()
+    report = vt.transcribe_dir(stt_fake.url, recordings, out, formats=["srt", "txt"])  # no .json: fine
+    assert report.complete and (out / "Manifest.srt").exists()
+
+
+@pytest.mark.parametrize("name", ["page.md", "manifest.json", "errors.jsonl", "pages.jsonl"])
+def test_a_file_the_job_did_not_write_is_never_overwritten(
+    scans: Path, tmp_path: Path, ocr_fake: FakeVLLM, name: str
+) -> None:
+    """A user's own file where the job would write (page.png's page.md, the job's own files) is refused
+    at the start, before any request; the file is untouched."""
+    out = tmp_path / "md"
+    out.mkdir()
+    (out / name).write_text("my own notes")
+    with pytest.raises(vt.InvalidInputError, match="was not written by this job") as info:
+        vt.ocr_dir(ocr_fake.url, scans, out)
+    assert info.value.field == "out" and f"holds {name}" in str(info.value)
+    assert info.value.fix == f"Move {out / name} out of the output folder, or choose another out folder."
+    assert (out / name).read_text() == "my own notes" and ocr_fake.received() == []
+    assert sorted(path.name for path in out.iterdir()) == [name]
+    (out / name).unlink()
+    assert vt.ocr_dir(ocr_fake.url, scans, out).complete
+
+
+def test_an_output_edited_after_the_job_wrote_it_is_not_overwritten(
+    scans: Path, tmp_path: Path, ocr_fake: FakeVLLM
+) -> None:
+    out = tmp_path / "md"
+    vt.ocr_dir(ocr_fake.url, scans, out)
+    vt.ocr_dir(ocr_fake.url, scans, out)  # its own outputs are rewritten freely
+    vt.ocr_dir(ocr_fake.url, scans, out, resume=False)  # --restart too
+    (out / "sub" / "report.md").write_text("corrected by hand")
+    ocr_fake.clear_requests()
+    with pytest.raises(vt.InvalidInputError, match="was not written by this job"):
+        vt.ocr_dir(ocr_fake.url, scans, out, resume=False)
+    assert (out / "sub" / "report.md").read_text() == "corrected by hand" and ocr_fake.received() == []
+
+
+def test_outputs_of_a_format_left_out_for_a_run_stay_the_jobs_own(
+    recordings: Path, tmp_path: Path, stt_fake: FakeVLLM
+) -> None:
+    out = tmp_path / "text"
+    vt.transcribe_dir(stt_fake.url, recordings, out, formats=["txt"])
+    vt.transcribe_dir(stt_fake.url, recordings, out, formats=["srt"])
+    assert vt.transcribe_dir(stt_fake.url, recordings, out, formats=["txt", "srt"]).complete
+
+
+def test_a_folder_where_an_output_would_go_is_refused(
+    scans: Path, tmp_path: Path, ocr_fake: FakeVLLM
+) -> None:
+    out = tmp_path / "md"
+    (out / "page.md").mkdir(parents=True)
+    with pytest.raises(vt.InvalidInputError, match="was not written by this job"):
+        vt.ocr_dir(ocr_fake.url, scans, out)
+    assert ocr_fake.received() == []
+
+
+def test_an_out_that_is_the_source_or_not_a_folder_is_refused(
+    scans: Path, tmp_path: Path, ocr_fake: FakeVLLM
+) -> None:
+    with pytest.raises(vt.InvalidInputError, match="is the input folder") as info:
+        vt.ocr_dir(ocr_fake.url, scans, scans / "." / "sub" / "..")
+    assert info.value.field == "out" and "another folder" in info.value.fix
+    taken = tmp_path / "md"
+    taken.write_text("a file")
+    with pytest.raises(vt.InvalidInputError, match="is not a folder") as info:
+        vt.ocr_dir(ocr_fake.url, scans, taken)
+    assert info.value.field == "out" and taken.read_text() == "a file"
+    assert ocr_fake.received() == [] and sorted(p.name for p in tmp_path.iterdir()) == ["md", "scans"]
+
+
+def test_a_work_folder_of_an_earlier_version_keeps_its_outputs(
+    scans: Path, tmp_path: Path, ocr_fake: FakeVLLM
+) -> None:
+    """An output folder written before the job kept its list of written files: the outputs of documents
+    it holds records for, and its own files, are taken as its own."""
+    out = tmp_path / "md"
+    vt.ocr_dir(ocr_fake.url, scans, out)
+    (out / ".vllm-tasks" / "written.jsonl").unlink()
+    ocr_fake.clear_requests()
+    report = vt.ocr_dir(ocr_fake.url, scans, out)
+    assert report.complete and report.units_sent == 0 and page_requests(ocr_fake) == []
+
+
 # --- several servers, progress ---------------------------------------------------------------------------
 
 

@@ -9,18 +9,28 @@ once all its units are done. A unit that fails (a refused request, an unreadable
 ``OUT/errors.jsonl`` and tried again by the next run; the job goes on with the others.
 ``OUT/.vllm-tasks/state.json`` holds the job's fingerprint (the served model and the options that change
 the output): a run with another one refuses to resume.
+
+Nothing the job did not write is overwritten: every file it writes under ``OUT`` is listed, with the
+SHA-256 of its bytes, in ``OUT/.vllm-tasks/written.jsonl`` before it is renamed into place. A run first
+checks every path it may write (each file's outputs, ``manifest.json``, ``errors.jsonl``, the job's own
+summary files): one that exists and is not, byte for byte, a file the job wrote (a user's ``notes.md``,
+an output edited by hand, a folder) is refused with :class:`InvalidInputError` before any request; so is
+an input whose output would be one of the job's own files (``manifest.wav`` -> ``manifest.json``), and an
+``out`` that is the input folder or not a folder.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 import os
 import shutil
+import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import Awaitable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +55,10 @@ logger = logging.getLogger("vllm_tasks.jobs")
 
 WORK = ".vllm-tasks"
 """The work folder inside the output folder: the job's state and its units' records."""
+WRITTEN = "written.jsonl"
+"""In the work folder: every file the job wrote under the output folder, with its bytes' SHA-256."""
+JOB_FILES = ("manifest.json", "errors.jsonl")
+"""The files every folder job writes at the top of the output folder (a job may add its own)."""
 UNIT_ERRORS = (*ROW_ERRORS, InvalidInputError)
 """Failures of one unit (a refused request, a file that does not decode): recorded, retried next run."""
 Unit = int | None
@@ -130,6 +144,13 @@ class FolderJob(ABC):
     kind: str
     suffixes: frozenset[str]
     unit: str
+    own_files: tuple[str, ...] = JOB_FILES
+    """The files the job writes at the top of the output folder (no input's output may be one)."""
+
+    @property
+    @abstractmethod
+    def output_suffixes(self) -> tuple[str, ...]:
+        """The suffixes of a file's outputs (``.md``; ``.srt``, ``.json``, ...), next to its relative path."""
 
     @property
     @abstractmethod
@@ -149,18 +170,28 @@ class FolderJob(ABC):
         """Process one unit on one server; its record (JSON-friendly)."""
 
     @abstractmethod
-    def write_outputs(self, out: Path, document: Document, records: list[dict[str, Any]]) -> None:
-        """Write a finished file's outputs under ``out`` (atomically), from its units' records in order."""
+    def render(self, document: Document, records: list[dict[str, Any]]) -> dict[str, bytes]:
+        """A finished file's outputs, by suffix (one per :attr:`output_suffixes`), from its units'
+        records in order."""
 
     @abstractmethod
-    def finish(self, out: Path, done: Iterator[tuple[Document, list[dict[str, Any]]]]) -> None:
+    def finish(self, out: OutputFolder, done: Iterator[tuple[Document, list[dict[str, Any]]]]) -> None:
         """After a run: write whatever covers every finished file (``done``: each with its records, read
-        one file at a time)."""
+        one file at a time) through ``out``."""
+
+    def outputs(self, document: Document) -> list[str]:
+        """A file's outputs' paths relative to the output folder (POSIX)."""
+        return [output_name(document, suffix) for suffix in self.output_suffixes]
 
 
-def output_path(out: Path, document: Document, suffix: str) -> Path:
-    """Where a file's output with ``suffix`` goes: its relative path under ``out``, suffix replaced."""
-    return (out / document.relative).with_suffix(suffix)
+def output_name(document: Document, suffix: str) -> str:
+    """A file's output with ``suffix``, relative to the output folder: its relative path, suffix replaced.
+
+    Examples:
+        >>> output_name(Document(Path("calls/day2/a.wav"), "day2/a.wav", ""), ".srt")
+        'day2/a.srt'
+    """
+    return Path(document.relative).with_suffix(suffix).as_posix()
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -176,6 +207,29 @@ def write_atomically(path: Path, data: bytes) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)
+
+
+def check_folders(source: Path, out: Path) -> None:
+    """Refuse an output folder that is the input folder, or that exists and is not a folder.
+
+    Raises:
+        InvalidInputError: ``out`` is ``source`` (its outputs would be mixed with the inputs), or
+            names a file (or anything but a folder).
+    """
+    if out.resolve() == source.resolve():
+        raise InvalidInputError(
+            "out",
+            str(out),
+            f"is the input folder {source}",
+            "Pass another folder for the outputs (a subfolder of the input is fine: it is not read).",
+        )
+    if (out.exists() or out.is_symlink()) and not out.is_dir():
+        raise InvalidInputError(
+            "out",
+            str(out),
+            "exists and is not a folder",
+            "Pass a folder (made if missing), or move that file away.",
+        )
 
 
 def find_documents(source: Path, out: Path, suffixes: frozenset[str]) -> list[Document]:
@@ -223,6 +277,125 @@ def _sha256(path: Path) -> str:
         while block := handle.read(1 << 20):
             digest.update(block)
     return digest.hexdigest()
+
+
+def check_job_files(job: FolderJob, documents: Sequence[Document]) -> None:
+    """Refuse an input whose output would be one of the job's own files (``manifest.wav`` ->
+    ``manifest.json``), compared ignoring case (as macOS and Windows name files).
+
+    Raises:
+        InvalidInputError: naming the input, the output and the job's file.
+    """
+    own = {name.casefold(): name for name in job.own_files}
+    for document in documents:
+        for name in job.outputs(document):
+            if name.casefold() in own:
+                raise InvalidInputError(
+                    "source",
+                    document.relative,
+                    f"would write {name}, the job's own {own[name.casefold()]} (one would overwrite "
+                    "the other)",
+                    f"Rename {document.path}, or move it into a subfolder"
+                    + (", or leave out that output format." if len(job.output_suffixes) > 1 else "."),
+                )
+
+
+class OutputFolder:
+    """The output folder: files written atomically, each listed with its SHA-256 in
+    ``.vllm-tasks/written.jsonl`` before it is renamed into place, and nothing overwritten that is not
+    a file the job wrote (:meth:`check`, at the start of a run).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._ledger = root / WORK / WRITTEN
+        self._lock = threading.Lock()
+
+    def _written(self) -> dict[str, set[str]]:
+        """The ledger: each relative path with every SHA-256 the job wrote there (a torn last line,
+        from a kill, is skipped)."""
+        written: dict[str, set[str]] = {}
+        try:
+            lines = self._ledger.read_bytes().splitlines()
+        except FileNotFoundError:
+            return written
+        for line in lines:
+            try:
+                entry = orjson.loads(line)
+                written.setdefault(entry["path"], set()).add(entry["sha256"])
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                continue
+        return written
+
+    def check(self, names: Iterable[str], legacy: Iterable[str] = ()) -> None:
+        """Refuse to start when any of ``names`` (relative paths the run may write) exists and is not a
+        file the job wrote, byte for byte; then keep one ledger line per output now in place.
+
+        ``legacy``: names taken as the job's own when the work folder predates the ledger (an earlier
+        version's: its state is there, its ledger not).
+
+        Raises:
+            InvalidInputError: naming the file and the fix.
+        """
+        written = self._written()
+        adopt = not self._ledger.exists() and (self.root / WORK / "state.json").is_file()
+        adopted = set(legacy) if adopt else set()
+        kept: dict[str, str] = {}
+        for name in dict.fromkeys(names):
+            path = self.root / name
+            if not (path.exists() or path.is_symlink()):
+                continue
+            digest = _sha256(path) if path.is_file() and not path.is_symlink() else None
+            if digest is not None and (digest in written.get(name, ()) or name in adopted):
+                kept[name] = digest
+                continue
+            raise InvalidInputError(
+                "out",
+                str(self.root),
+                f"holds {name}, which was not written by this job"
+                + (" (changed since it was)" if name in written else "")
+                + ", and the run would overwrite it",
+                f"Move {path} out of the output folder, or choose another out folder.",
+            )
+        for name, digests in written.items():  # outputs not asked for now (another format) stay ours
+            path = self.root / name
+            if name not in kept and path.is_file() and not path.is_symlink():
+                digest = _sha256(path)
+                if digest in digests:
+                    kept[name] = digest
+        if kept or self._ledger.exists():
+            self._ledger.parent.mkdir(parents=True, exist_ok=True)
+            lines = [orjson.dumps({"path": name, "sha256": digest}) + b"\n" for name, digest in kept.items()]
+            write_atomically(self._ledger, b"".join(lines))
+
+    def _record(self, name: str, digest: str) -> None:
+        line = orjson.dumps({"path": name, "sha256": digest}) + b"\n"
+        with self._lock:
+            self._ledger.parent.mkdir(parents=True, exist_ok=True)
+            with self._ledger.open("ab") as handle:
+                handle.write(line)
+                handle.flush()
+                os.fsync(handle.fileno())
+
+    def write(self, name: str, data: bytes) -> Path:
+        """Write ``data`` to ``name`` (relative) atomically, listed in the ledger before the rename."""
+        return self.write_chunks(name, [data])
+
+    def write_chunks(self, name: str, chunks: Iterable[bytes]) -> Path:
+        """Write ``chunks`` (streamed) to ``name`` (relative) atomically, listed before the rename."""
+        path = self.root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(path.name + ".tmp")
+        digest = hashlib.sha256()
+        with temporary.open("wb") as handle:
+            for chunk in chunks:
+                digest.update(chunk)
+                handle.write(chunk)
+            handle.flush()
+            os.fsync(handle.fileno())
+        self._record(name, digest.hexdigest())
+        os.replace(temporary, path)
+        return path
 
 
 class _Records:
@@ -283,16 +456,30 @@ async def run_folder_job(
     ]:
         positive_number(name, value)
     folder, target = Path(source), Path(out)
+    await asyncio.to_thread(check_folders, folder, target)
     documents = await asyncio.to_thread(find_documents, folder, target, job.suffixes)
+    check_job_files(job, documents)
+    written = OutputFolder(target)
+    work = target / WORK
+    names = [*job.own_files, *(name for document in documents for name in job.outputs(document))]
+    legacy = [
+        *job.own_files,
+        *(
+            name
+            for document in documents
+            if (work / "records" / document.relative).is_dir()
+            for name in job.outputs(document)
+        ),
+    ]
+    await asyncio.to_thread(written.check, names, legacy)
     replicas, made = make_replicas(servers)
     try:
         served = await _served_model(replicas, job.kind)
         fingerprint = {"model": served, "options": job.fingerprint}
-        work = target / WORK
         _check_state(work, target, fingerprint, resume)
         pool = ReplicaPool(replicas, concurrency, retry_replica_after, give_up_after)
         return await _FolderRun(
-            job, out=target, documents=documents, pool=pool, work=work, fingerprint=fingerprint
+            job, out=written, documents=documents, pool=pool, work=work, fingerprint=fingerprint
         ).run(show_progress=show_progress, progress_interval=progress_interval, started=started)
     finally:
         for own in made:
@@ -335,8 +522,13 @@ def _check_state(work: Path, out: Path, fingerprint: dict[str, Any], resume: boo
         if differences:
             raise JobMismatch(str(out), differences)
         return
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    work.mkdir(parents=True, exist_ok=True)
+    for entry in work.iterdir():  # all but the list of the files written (they are still there)
+        if entry.name != WRITTEN:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
     write_json(state, {"fingerprint": fingerprint})
 
 
@@ -347,7 +539,7 @@ class _FolderRun:
         self,
         job: FolderJob,
         *,
-        out: Path,
+        out: OutputFolder,
         documents: list[Document],
         pool: ReplicaPool,
         work: Path,
@@ -437,19 +629,21 @@ class _FolderRun:
     def _write_outputs(self, document: Document) -> None:
         records = self._loaded(document)
         if records is not None:
-            self._job.write_outputs(self._out, document, records)
+            rendered = self._job.render(document, records)
+            for suffix in self._job.output_suffixes:
+                self._out.write(output_name(document, suffix), rendered[suffix])
             self._finished.add(document.relative)
 
     def _finish(self, total: int, resumed: int, seconds: float) -> FolderJobReport:
         """Write the errors file, what covers every finished file, and the manifest."""
         finished = [document for document in self._documents if document.relative in self._finished]
         self._job.finish(self._out, ((document, self._loaded(document) or []) for document in finished))
-        errors = self._out / "errors.jsonl"
+        errors = self._out.root / "errors.jsonl"
         failed = sorted(self._failed, key=lambda item: (item[0], item[1] or 0))
         if failed:
             lines = [orjson.dumps({"document": d, "page": p, "error": m}) + b"\n" for d, p, m in failed]
-            write_atomically(errors, b"".join(lines))
-        else:
+            self._out.write("errors.jsonl", b"".join(lines))
+        else:  # checked at the start: absent, or the job's own
             errors.unlink(missing_ok=True)
         reports = tuple(
             ReplicaReport(
@@ -457,27 +651,29 @@ class _FolderRun:
             )
             for r in self._pool.replicas
         )
-        manifest = self._out / "manifest.json"
-        write_json(
-            manifest,
-            {
-                "kind": f"{self._job.kind}-dir",
-                "complete": len(finished) == len(self._documents),
-                "documents": len(self._documents),
-                "documents_done": len(finished),
-                self._job.unit + "s": total,
-                "failed": len(failed),
-                "model": self._fingerprint["model"]["model"],
-                "model_root": self._fingerprint["model"]["root"],
-                "servers": [{"url": r.url, "version": r.version} for r in self._pool.replicas],
-                "fingerprint": self._fingerprint,
-                "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-                "seconds": round(seconds, 3),
-                "replicas": [asdict(report) for report in reports],
-            },
+        manifest = self._out.write(
+            "manifest.json",
+            json.dumps(
+                {
+                    "kind": f"{self._job.kind}-dir",
+                    "complete": len(finished) == len(self._documents),
+                    "documents": len(self._documents),
+                    "documents_done": len(finished),
+                    self._job.unit + "s": total,
+                    "failed": len(failed),
+                    "model": self._fingerprint["model"]["model"],
+                    "model_root": self._fingerprint["model"]["root"],
+                    "servers": [{"url": r.url, "version": r.version} for r in self._pool.replicas],
+                    "fingerprint": self._fingerprint,
+                    "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+                    "seconds": round(seconds, 3),
+                    "replicas": [asdict(report) for report in reports],
+                },
+                indent=1,
+            ).encode(),
         )
         return FolderJobReport(
-            out=self._out,
+            out=self._out.root,
             documents=len(self._documents),
             documents_done=len(finished),
             unit=self._job.unit,

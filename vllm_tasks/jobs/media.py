@@ -18,14 +18,14 @@ from ..transcription import TranscribeParams, segment_keywords
 from ..types.audio import Transcription
 from ..validation import positive_number
 from .folders import (
+    JOB_FILES,
     Document,
     FolderJob,
     FolderJobReport,
+    OutputFolder,
     Unit,
-    output_path,
     run_folder_job,
     validate_formats,
-    write_atomically,
 )
 from .replicas import JobClient, Servers, run_in_own_loop
 
@@ -44,6 +44,8 @@ PAGE_SEPARATOR = "\n\n---\n\n"
 
 class _OCRJob(FolderJob):
     kind, suffixes, unit = "ocr", OCR_SUFFIXES, "page"
+    own_files = (*JOB_FILES, "pages.jsonl")
+    output_suffixes = (".md",)
 
     def __init__(self, params: OCRParams, dpi: float) -> None:
         self._params, self._dpi = params, dpi
@@ -81,20 +83,15 @@ class _OCRJob(FolderJob):
             "usage": result.usage.model_dump(),
         }
 
-    def write_outputs(self, out: Path, document: Document, records: list[dict[str, Any]]) -> None:
+    def render(self, document: Document, records: list[dict[str, Any]]) -> dict[str, bytes]:
         markdown = PAGE_SEPARATOR.join(record["markdown"] for record in records)
-        write_atomically(output_path(out, document, ".md"), markdown.encode() + b"\n")
+        return {".md": markdown.encode() + b"\n"}
 
-    def finish(self, out: Path, done: Iterator[tuple[Document, list[dict[str, Any]]]]) -> None:
+    def finish(self, out: OutputFolder, done: Iterator[tuple[Document, list[dict[str, Any]]]]) -> None:
         """``OUT/pages.jsonl``: every page of every finished document, in order (streamed, renamed)."""
-        path = out / "pages.jsonl"
-        temporary = path.with_name(path.name + ".tmp")
-        with temporary.open("wb") as handle:
-            for _, records in done:
-                handle.writelines(orjson.dumps(record) + b"\n" for record in records)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
+        out.write_chunks(
+            "pages.jsonl", (orjson.dumps(record) + b"\n" for _, records in done for record in records)
+        )
 
 
 def _is_pdf(path: Path) -> bool:
@@ -125,6 +122,10 @@ class _TranscribeJob(FolderJob):
         self._params, self._translate, self._formats = params, translate, formats
 
     @property
+    def output_suffixes(self) -> tuple[str, ...]:
+        return tuple(f".{fmt}" for fmt in self._formats)
+
+    @property
     def fingerprint(self) -> dict[str, Any]:
         return {**self._params.changed(), "translate": self._translate}
 
@@ -135,14 +136,12 @@ class _TranscribeJob(FolderJob):
         method = client.translate if self._translate else client.transcribe
         return _transcript_record(method(document.path, **segment_keywords(self._params)))
 
-    def write_outputs(self, out: Path, document: Document, records: list[dict[str, Any]]) -> None:
+    def render(self, document: Document, records: list[dict[str, Any]]) -> dict[str, bytes]:
         result = Transcription.model_validate(records[0])
         rendered = {"srt": result.to_srt, "vtt": result.to_vtt, "json": result.to_json, "txt": result.to_text}
-        for fmt in self._formats:
-            text = rendered[fmt]()
-            write_atomically(output_path(out, document, f".{fmt}"), text.rstrip("\n").encode() + b"\n")
+        return {f".{fmt}": rendered[fmt]().rstrip("\n").encode() + b"\n" for fmt in self._formats}
 
-    def finish(self, out: Path, done: Iterator[tuple[Document, list[dict[str, Any]]]]) -> None:
+    def finish(self, out: OutputFolder, done: Iterator[tuple[Document, list[dict[str, Any]]]]) -> None:
         """Nothing: each recording's files are all its outputs."""
 
 
@@ -180,7 +179,8 @@ async def aocr_dir(
         client: the server(s): a ``Client``/``AsyncClient``, a root URL, or a list of them (pages go to
             the one with the fewest in flight; all must serve the same model).
         source: the folder of documents.
-        out: the output folder (made if missing; may not be inside ``source``'s scan: it is skipped).
+        out: the output folder (made if missing; inside ``source`` is fine: it is skipped). Only files
+            the job wrote there are ever overwritten.
         params: the OCR options of every page (``vllm_tasks.OCRParams(prompt="free", max_tokens=2048)``:
             the preset, output tokens per page (a page cut short says ``truncated`` in ``pages.jsonl``),
             the n-gram guard, ``max_side``, ...; see :meth:`AsyncClient.ocr`), checked before any
@@ -198,7 +198,8 @@ async def aocr_dir(
 
     Raises:
         InvalidInputError: not a folder, no document in it, two documents with the same output name
-            (``a.pdf`` and ``a.png``), a bad option.
+            (``a.pdf`` and ``a.png``), an ``out`` that is ``source`` or not a folder, a file in ``out``
+            where the job would write that it did not write (checked before any request), a bad option.
         JobMismatch: the earlier run in ``out`` served another model or had other OCR options.
         ReplicaMismatch: the servers serve different models.
         APIError: a fatal answer (401, 404, ...), or every server down for ``give_up_after`` seconds.
@@ -252,7 +253,7 @@ async def atranscribe_dir(
     Args:
         client: the server(s): a ``Client``/``AsyncClient``, a root URL, or a list of them.
         source: the folder of recordings.
-        out: the output folder (made if missing).
+        out: the output folder (made if missing). Only files the job wrote there are ever overwritten.
         formats: the files written per recording.
         params: the speech options of every file (``vllm_tasks.TranscribeParams(language="de",
             prompt=..., temperature=...)``; see :meth:`AsyncClient.transcribe`); its ``response_format``
@@ -269,8 +270,10 @@ async def atranscribe_dir(
         FolderJobReport.
 
     Raises:
-        InvalidInputError: not a folder, no audio in it, two files with the same output name, an
-            unknown format, a bad option.
+        InvalidInputError: not a folder, no audio in it, two files with the same output name, a file
+            whose output would be a job file (``manifest.wav`` -> ``manifest.json``), an ``out`` that is
+            ``source`` or not a folder, a file in ``out`` where the job would write that it did not
+            write (checked before any request), an unknown format, a bad option.
         JobMismatch: the earlier run in ``out`` served another model or had other options.
         ReplicaMismatch: the servers serve different models.
         APIError: a fatal answer (401, 404, ...), or every server down for ``give_up_after`` seconds.
