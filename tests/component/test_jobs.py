@@ -707,3 +707,100 @@ def test_a_full_disk_is_exit_code_3_not_a_sigbus(
     assert result.returncode == cli.EXIT_JOB_REFUSED, result.stderr
     assert f"needs {ROWS * 384 * 4 + 128:,} bytes" in result.stderr and "Traceback" not in result.stderr
     assert not out.exists()
+
+
+# --- nothing lost, nothing overwritten (issue 24) ---------------------------------------------------
+
+
+def embed_requests(fake: FakeVLLM) -> int:
+    return len(fake.received(EMBED))
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".parquet"])
+def test_blank_csv_lines_are_no_rows_and_every_row_is_embedded(
+    tmp_path: Path, fake: FakeVLLM, suffix: str
+) -> None:
+    source = tmp_path / "b.csv"
+    source.write_text("text\na\n\n\n\nb\n")  # was: 5 rows counted, 2 read, 3 all-zero rows, exit 0
+    out = tmp_path / f"b{suffix}"
+    with client(fake) as c:
+        report = vt.embed_file(c, source, out, chunk_rows=2)
+    assert report.texts == 2
+    vectors = (
+        np.load(out) if suffix == ".npy" else np.stack(pq.read_table(out).column("embedding").to_pylist())
+    )
+    np.testing.assert_allclose(vectors, expected(fake, ["a", "b"]), atol=1e-6)
+    assert json.loads(out.with_name(out.name + ".manifest.json").read_text())["rows"] == 2
+
+
+def test_a_csv_with_a_bom_a_long_cell_and_a_short_row(tmp_path: Path, fake: FakeVLLM) -> None:
+    long_cell = "word " * 40_000  # 200 KB: over csv's default field limit of 128 KiB
+    source = tmp_path / "excel.csv"
+    source.write_bytes(b"\xef\xbb\xbftext,lang\nhello,en\n" + f'"{long_cell}",en\n'.encode())
+    with client(fake) as c:
+        assert (
+            vt.embed_file(
+                c, source, tmp_path / "e.npy", params=vt.EmbedParams(truncate_prompt_tokens=-1)
+            ).texts
+            == 2
+        )
+        short = tmp_path / "short.csv"
+        short.write_text("lang,text\nen,hello\nen\n")
+        fake.clear_requests()
+        with pytest.raises(vt.InvalidInputError, match=r"line 3 has no 'text' cell"):
+            vt.embed_file(c, short, tmp_path / "s.npy")
+    assert embed_requests(fake) == 0
+
+
+def test_bad_rows_deep_in_the_input_are_found_before_any_request(tmp_path: Path, fake: FakeVLLM) -> None:
+    source = tmp_path / "late.txt"
+    source.write_bytes(b"ok\n" * 2500 + b"caf\xe9\n")
+    jsonl = tmp_path / "late.jsonl"
+    jsonl.write_text('{"text": "a"}\n' * 2500 + '{"body": "b"}\n')
+    with client(fake) as c:
+        with pytest.raises(vt.InvalidInputError, match="line 2501 is not UTF-8"):
+            vt.embed_file(c, source, tmp_path / "l.npy", chunk_rows=100)
+        with pytest.raises(vt.InvalidInputError, match="line 2501"):
+            vt.embed_file(c, jsonl, tmp_path / "j.npy", chunk_rows=100)
+    assert embed_requests(fake) == 0
+
+
+def test_an_output_over_its_input_or_a_fifo_input_is_refused(tmp_path: Path, fake: FakeVLLM) -> None:
+    source = tmp_path / "docs.parquet"
+    pq.write_table(pa.Table.from_pylist([{"id": 1, "text": "a"}]), source)
+    before = source.read_bytes()
+    fifo = tmp_path / "fifo.txt"
+    os.mkfifo(fifo)
+    with client(fake) as c:
+        with pytest.raises(vt.InvalidInputError, match="would overwrite the input") as caught:
+            vt.embed_file(c, source, source, id_field="id")
+        assert caught.value.field == "out"
+        with pytest.raises(vt.InvalidInputError, match="not a regular file"):
+            vt.embed_file(c, fifo, tmp_path / "f.npy")  # was: a hang
+        with pytest.raises(vt.InvalidInputError, match="exists and is not a regular file"):
+            vt.embed_file(c, source, tmp_path, id_field="id")
+    assert source.read_bytes() == before and embed_requests(fake) == 0
+
+
+def test_a_run_stopped_between_joining_and_the_manifest_finishes_whole(
+    tmp_path: Path, fake: FakeVLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out.parquet"
+    source = tmp_path / "in.txt"
+    source.write_text("".join(f"row {i}\n" for i in range(40)))
+
+    def stopped(path: Path, payload: Any) -> None:
+        raise KeyboardInterrupt("kill -9 after the join")
+
+    with client(fake) as c:
+        monkeypatch.setattr(embed, "write_json", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            vt.embed_file(c, source, out, chunk_rows=10)
+        monkeypatch.undo()
+        assert pq.read_table(out).num_rows == 40
+        parts = sorted((tmp_path / "out.parquet.partial" / "parts").glob("part-*.parquet"))
+        assert len(parts) == 4  # kept until the manifest is written (were removed before it)
+        parts[0].unlink()  # what the old removal left behind when stopped half-way
+        with pytest.raises(vt.jobs.JobError, match="hold 30 rows where the input has 40"):
+            vt.embed_file(c, source, out, chunk_rows=10)
+    assert pq.read_table(out).num_rows == 40  # the complete output was not replaced

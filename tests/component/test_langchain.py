@@ -565,3 +565,19 @@ def test_module_docstring_example_shapes(server: FakeVLLM) -> None:
     hits = store.similarity_search("capital of France?", k=2)
     best = VLLMReranker(base_url=server.url, top_n=1).compress_documents(hits, "capital?")
     assert len(best) == 1 and "relevance_score" in best[0].metadata
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda e: e.embed_documents([1, 2]), "texts[0]"),  # was: one vector for two documents
+        (lambda e: e.embed_documents("abc"), "texts"),  # was: one vector per character
+        (lambda e: e.embed_query(7), "text"),
+        (lambda e: asyncio.run(e.aembed_documents(["a", None])), "texts[1]"),
+    ],
+)
+def test_embeddings_refuse_what_is_not_a_list_of_texts(server: FakeVLLM, call: Any, field: str) -> None:
+    server.clear_requests()
+    with pytest.raises(vt.InvalidInputError) as caught:
+        call(VLLMEmbeddings(base_url=server.url))
+    assert caught.value.field == field and not server.received("/v1/embeddings")

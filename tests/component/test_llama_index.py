@@ -275,3 +275,19 @@ def test_without_llama_index_the_extra_is_named() -> None:
     assert result.returncode == 0, result.stderr
     assert "MissingDependency llama-index" in result.stdout
     assert 'pip install "vllm-tasks[llama-index]"' in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda m: m.get_text_embedding_batch("abc"), "texts"),  # was: one vector per character
+        (lambda m: m.get_text_embedding_batch(["a", 3]), "texts[1]"),
+        (lambda m: m.get_text_embedding(None), "text"),
+        (lambda m: asyncio.run(m.aget_text_embedding_batch("abc")), "texts"),
+    ],
+)
+def test_embedding_refuses_what_is_not_a_list_of_texts(server: FakeVLLM, call: Any, field: str) -> None:
+    server.clear_requests()
+    with pytest.raises(vt.InvalidInputError) as caught:
+        call(VLLMEmbedding(base_url=server.url))
+    assert caught.value.field == field and not server.received("/v1/embeddings")

@@ -419,6 +419,37 @@ def _check_client_types(client: object, async_client: object) -> None:
         )
 
 
+def text_list(texts: object, field: str = "texts") -> list[str]:
+    """An adapter's list of texts, checked: a single string is not a list of one-character texts, and a
+    number is not a token-id prompt.
+
+    Raises:
+        InvalidInputError: ``texts`` is a string or not a list, or an item is not a string (naming it).
+
+    Examples:
+        >>> text_list(["a", "b"])
+        ['a', 'b']
+    """
+    if isinstance(texts, str | bytes) or not isinstance(texts, Sequence):
+        raise InvalidInputError(
+            field, texts, f"must be a list of strings, not {type(texts).__name__}", "Wrap one text in a list."
+        )
+    for index, text in enumerate(texts):
+        one_text(text, f"{field}[{index}]")
+    return list(texts)
+
+
+def one_text(text: object, field: str = "text") -> str:
+    """One text of an adapter's input.
+
+    Raises:
+        InvalidInputError: ``text`` is not a string (naming ``field``).
+    """
+    if not isinstance(text, str):
+        raise InvalidInputError(field, text, f"is {type(text).__name__}, not a string", "Pass text.")
+    return text
+
+
 def check_batching(batch_size: object, concurrency: object) -> None:
     """``batch_size`` and ``concurrency`` are ints >= 1, else ``InvalidInputError`` at construction."""
     positive_int("batch_size", batch_size)

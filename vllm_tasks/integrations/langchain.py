@@ -54,7 +54,9 @@ from ._common import (
     is_pdf,
     ocr_document_pages,
     ocr_page_records,
+    one_text,
     source_name,
+    text_list,
     transcript_records,
 )
 
@@ -106,23 +108,23 @@ class VLLMEmbeddings(EmbedOptions, Embeddings):
         Raises:
             InvalidInputError: a text that is not a string. Server errors as ``Client.embed`` raises them.
         """
-        if not texts:
+        inputs = [self.document_prefix + text for text in text_list(texts)]
+        if not inputs:
             return []
-        inputs = [self.document_prefix + text for text in texts] if self.document_prefix else list(texts)
         vectors: list[list[float]] = self._sync_client().embed(inputs, **self._options()).vectors.tolist()
         return vectors
 
     def embed_query(self, text: str) -> list[float]:
         """Embed one query (``query_prefix`` put before it)."""
-        result = self._sync_client().embed([self.query_prefix + text], **self._options())
+        result = self._sync_client().embed([self.query_prefix + one_text(text)], **self._options())
         vector: list[float] = result.vectors[0].tolist()
         return vector
 
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed documents with the running loop's ``AsyncClient``; ``[]`` for no texts."""
-        if not texts:
+        inputs = [self.document_prefix + text for text in text_list(texts)]
+        if not inputs:
             return []
-        inputs = [self.document_prefix + text for text in texts] if self.document_prefix else list(texts)
         client = await self._async_client()
         result = await client.embed(inputs, **self._options())
         vectors: list[list[float]] = result.vectors.tolist()
@@ -131,7 +133,7 @@ class VLLMEmbeddings(EmbedOptions, Embeddings):
     async def aembed_query(self, text: str) -> list[float]:
         """Embed one query with the running loop's ``AsyncClient``."""
         client = await self._async_client()
-        result = await client.embed([self.query_prefix + text], **self._options())
+        result = await client.embed([self.query_prefix + one_text(text)], **self._options())
         vector: list[float] = result.vectors[0].tolist()
         return vector
 

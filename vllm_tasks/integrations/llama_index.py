@@ -41,7 +41,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
 from ..errors import InvalidInputError
 from ..types.scoring import RerankResult
-from ._common import EmbedOptions, RerankOptions
+from ._common import EmbedOptions, RerankOptions, one_text, text_list
 
 __all__ = ["VLLMEmbedding", "VLLMRerank"]
 
@@ -100,13 +100,31 @@ class VLLMEmbedding(EmbedOptions, BaseEmbedding):
     def class_name(cls) -> str:
         return "VLLMEmbedding"
 
+    def get_text_embedding_batch(
+        self, texts: list[str], show_progress: bool = False, **kwargs: Any
+    ) -> list[Embedding]:
+        """LlamaIndex's batch call, with ``texts`` checked first (a string is not a list of characters).
+
+        Raises:
+            InvalidInputError: ``texts`` is a string or holds something else than strings.
+        """
+        return super().get_text_embedding_batch(text_list(texts), show_progress, **kwargs)
+
+    async def aget_text_embedding_batch(
+        self, texts: list[str], show_progress: bool = False, **kwargs: Any
+    ) -> list[Embedding]:
+        """:meth:`get_text_embedding_batch` on the running loop."""
+        return await super().aget_text_embedding_batch(text_list(texts), show_progress, **kwargs)
+
     def _embed(self, texts: list[str]) -> list[Embedding]:
+        texts = text_list(texts)
         if not texts:
             return []
         vectors: list[Embedding] = self._sync_client().embed(texts, **self._options()).vectors.tolist()
         return vectors
 
     async def _aembed(self, texts: list[str]) -> list[Embedding]:
+        texts = text_list(texts)
         if not texts:
             return []
         client = await self._async_client()
@@ -115,22 +133,22 @@ class VLLMEmbedding(EmbedOptions, BaseEmbedding):
         return vectors
 
     def _get_query_embedding(self, query: str) -> Embedding:
-        return self._embed([self.query_prefix + query])[0]
+        return self._embed([self.query_prefix + one_text(query, "query")])[0]
 
     async def _aget_query_embedding(self, query: str) -> Embedding:
-        return (await self._aembed([self.query_prefix + query]))[0]
+        return (await self._aembed([self.query_prefix + one_text(query, "query")]))[0]
 
     def _get_text_embedding(self, text: str) -> Embedding:
-        return self._embed([self.text_prefix + text])[0]
+        return self._embed([self.text_prefix + one_text(text)])[0]
 
     async def _aget_text_embedding(self, text: str) -> Embedding:
-        return (await self._aembed([self.text_prefix + text]))[0]
+        return (await self._aembed([self.text_prefix + one_text(text)]))[0]
 
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        return self._embed([self.text_prefix + text for text in texts])
+        return self._embed([self.text_prefix + text for text in text_list(texts)])
 
     async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        return await self._aembed([self.text_prefix + text for text in texts])
+        return await self._aembed([self.text_prefix + text for text in text_list(texts)])
 
 
 class VLLMRerank(RerankOptions, BaseNodePostprocessor):

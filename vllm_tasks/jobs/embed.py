@@ -24,10 +24,10 @@ import orjson
 from .. import defaults
 from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, plain
 from ..embeddings import EmbedParams
-from ..errors import InvalidInputError, JobMismatch, ReplicaMismatch
+from ..errors import InvalidInputError, JobError, JobMismatch, ReplicaMismatch
 from ..validation import positive_int, positive_number
 from .engine import Engine, Plan, error_rows
-from .inputs import InputSpec, parquet_types, read_chunks, scan
+from .inputs import InputSpec, file_digest, parquet_types, read_chunks, scan
 from .outputs import NpySink, ParquetSink, Sink
 from .progress import JobProgress
 from .replicas import Replica, ReplicaPool, Servers, make_replicas, run_in_own_loop
@@ -125,6 +125,27 @@ class _Paths:
             out.with_name(out.name + ".ids.jsonl"),
         )
 
+    def check_apart_from(self, source: Path) -> None:
+        """Refuse an output that would overwrite the input, or that exists and is not a regular file.
+
+        Raises:
+            InvalidInputError: naming ``out`` (or the job file) and the fix.
+        """
+        for name, path in (
+            ("out", self.out),
+            ("out", self.manifest),
+            ("out", self.errors),
+            ("out", self.ids),
+        ):
+            if path.exists() and source.exists() and os.path.samefile(path, source):
+                raise InvalidInputError(
+                    name, str(self.out), f"would overwrite the input {source}", "Write the output elsewhere."
+                )
+        if self.out.exists() and not self.out.is_file():
+            raise InvalidInputError(
+                "out", str(self.out), "exists and is not a regular file", "Name a file path for the output."
+            )
+
 
 async def aembed_file(
     client: Servers,
@@ -212,6 +233,7 @@ async def aembed_file(
         source, format=input_format, text_field=text_field, id_field=id_field, keep_columns=keep_columns
     )
     paths = _Paths.of(Path(out))
+    paths.check_apart_from(spec.path)
     chosen_output = _output_format(output_format, paths.out)
     plan = Plan(
         positive_int("batch_size", batch_size),
@@ -469,9 +491,22 @@ def _finish(
     resumed: int,
 ) -> EmbedFileReport:
     """Move the complete result into place (unless ``sink`` is ``None``: it is there already) with its
-    errors, ids and manifest; remove the work folder."""
+    errors, ids and manifest; remove the work folder (last: a run stopped before can finish again).
+
+    Raises:
+        JobError: a chunk was not embedded (the input gave fewer rows than counted), or the input
+            changed during the run; nothing is moved into place.
+    """
+    missing = checkpoint.chunks - len(checkpoint.done)
+    if missing:
+        raise JobError(
+            f"{paths.out}: {missing} of {checkpoint.chunks} chunks were not embedded: {spec.path} gave fewer "
+            f"rows than the {checkpoint.rows} counted; nothing was moved into place. Run the job again."
+        )
     if sink is not None:
-        sink.finish(paths.out)
+        if file_digest(spec.path) != checkpoint.fingerprint["input"]["sha256"]:
+            raise JobMismatch(str(paths.out), [f"input content changed during the run ({spec.path})"])
+        sink.finish(paths.out, checkpoint.rows)
     refused = error_rows(paths.work / "errors.jsonl")
     if refused:
         paths.errors.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in refused))

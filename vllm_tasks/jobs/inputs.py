@@ -31,6 +31,7 @@ SUFFIXES: dict[str, InputFormat] = {
     ".pq": "parquet",
 }
 _HASH_BLOCK = 1 << 20
+_CSV_FIELD_LIMIT = 2**31 - 1
 
 
 def text_lines(handle: BinaryIO, name: str) -> Iterator[str]:
@@ -143,33 +144,54 @@ class Chunk:
 
 
 def scan(spec: InputSpec) -> tuple[int, str]:
-    """Count the rows and hash the content of an input, streaming.
+    """Count the rows and hash the content of an input, streaming; every row is read and checked, by the
+    same reader the job reads with, so a bad row is found before any request and the count is the
+    rows the job will read.
 
     Returns:
         ``(rows, sha256 hex digest of the file's bytes)``.
 
     Raises:
-        InvalidInputError: the file cannot be read, or a Parquet file lacks a needed column.
+        InvalidInputError: the input is not a regular file or cannot be read (a corrupt Parquet file, a
+            line that is not UTF-8), a row lacks its text (naming the row), or a Parquet file lacks a
+            needed column.
     """
-    digest = hashlib.sha256()
-    newlines, last = 0, b"\n"
+    check_regular(spec.path)
     try:
-        with spec.path.open("rb") as handle:
-            while block := handle.read(_HASH_BLOCK):
-                digest.update(block)
-                newlines += block.count(b"\n")
-                last = block[-1:]
-        rows = newlines + (last != b"\n")
-        if spec.format == "jsonl":
-            rows = sum(1 for _ in _json_lines(spec))
-        elif spec.format == "csv":
-            with spec.path.open(encoding="utf-8", newline="") as text:
-                rows = sum(1 for _ in csv.reader(text)) - 1 if spec.path.stat().st_size else 0
-        elif spec.format == "parquet":
-            rows = _parquet_file(spec).metadata.num_rows
-    except (OSError, UnicodeDecodeError, csv.Error) as error:
-        raise InvalidInputError("source", str(spec.path), f"cannot be read ({error})", "") from error
-    return max(rows, 0), digest.hexdigest()
+        digest = file_digest(spec.path)
+        rows = sum(1 for _ in _rows(spec))
+    except InvalidInputError:
+        raise
+    except (OSError, UnicodeDecodeError, csv.Error, ValueError) as error:  # pyarrow's ArrowInvalid is one
+        raise InvalidInputError(
+            "source",
+            str(spec.path),
+            f"cannot be read ({error})",
+            f"Check that it is a valid {spec.format} file.",
+        ) from error
+    return rows, digest
+
+
+def file_digest(path: Path) -> str:
+    """The SHA-256 hex digest of a file's bytes, streaming."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(_HASH_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_regular(path: Path) -> None:
+    """Refuse what is not a regular file (a FIFO or ``/dev/zero`` would never end).
+
+    Raises:
+        InvalidInputError: naming the path and what it is.
+    """
+    if not path.exists():
+        raise InvalidInputError("source", str(path), "does not exist", "Pass an existing file.")
+    if not path.is_file():
+        kind = "a folder" if path.is_dir() else "not a regular file (a FIFO, a device, ...)"
+        raise InvalidInputError("source", str(path), f"is {kind}", "Pass a regular file.")
 
 
 def read_chunks(spec: InputSpec, chunk_rows: int, skip: frozenset[int] = frozenset()) -> Iterator[Chunk]:
@@ -258,10 +280,21 @@ def _json_lines(spec: InputSpec) -> Iterator[tuple[int, Any]]:
 
 
 def _csv_rows(spec: InputSpec) -> Iterator[tuple[Any, ...]]:
-    with spec.path.open(encoding="utf-8", newline="") as handle:
+    """CSV rows as ``DictReader`` reads them (blank lines are not rows); a UTF-8 BOM (Excel) is dropped."""
+    # One long cell must not refuse the whole file (the default cap is 128 KiB); the cap is process-wide.
+    csv.field_size_limit(max(csv.field_size_limit(), _CSV_FIELD_LIMIT))
+    with spec.path.open(encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle)
         _check_columns(spec, list(reader.fieldnames or []))
         for record in reader:
+            text = record[spec.text_field]
+            if text is None:
+                raise InvalidInputError(
+                    "source",
+                    str(spec.path),
+                    f"line {reader.line_num} has no {spec.text_field!r} cell (too few fields)",
+                    "Fix or drop that line.",
+                )
             yield tuple(record[name] for name in spec.columns)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..dependencies import require
-from ..errors import InsufficientDiskSpace
+from ..errors import InsufficientDiskSpace, JobError
 from .inputs import Chunk
 
 Matrix = npt.NDArray[np.float32]
@@ -33,8 +32,8 @@ class Sink(Protocol):
     def sync(self) -> None:
         """Make everything written so far durable (before the checkpoint says it is done)."""
 
-    def finish(self, final: Path) -> None:
-        """Move the complete result to ``final``."""
+    def finish(self, final: Path, rows: int) -> None:
+        """Move the complete result, ``rows`` rows, to ``final``."""
 
     def close(self) -> None:
         """Release open files; the work folder stays for a resume."""
@@ -103,8 +102,8 @@ class NpySink:
         """``fdatasync`` the matrix."""
         os.fdatasync(self._fd)
 
-    def finish(self, final: Path) -> None:
-        """Close and rename the matrix to ``final``."""
+    def finish(self, final: Path, rows: int) -> None:
+        """Close and rename the matrix (of ``rows`` rows by construction) to ``final``."""
         self.close()
         os.replace(self.path, final)
 
@@ -175,14 +174,28 @@ class ParquetSink:
         finally:
             os.close(folder)
 
-    def finish(self, final: Path) -> None:
-        """Join the parts in chunk order into ``final`` (through a temporary name)."""
+    def finish(self, final: Path, rows: int) -> None:
+        """Join the parts in chunk order into ``final`` (through a temporary name). The parts stay until
+        the job's manifest is written (the work folder goes then), so a run stopped in between joins them
+        again; a join of other than ``rows`` rows replaces nothing.
+
+        Raises:
+            JobError: the parts hold another number of rows than the job counted.
+        """
         temporary = self._folder / "joined.parquet.tmp"
+        joined = 0
         with self._pq.ParquetWriter(temporary, self._schema) as writer:
             for part in sorted(self._folder.glob("part-*.parquet")):
-                writer.write_table(self._pq.read_table(part, schema=self._schema))
+                table = self._pq.read_table(part, schema=self._schema)
+                joined += table.num_rows
+                writer.write_table(table)
+        if joined != rows:
+            temporary.unlink()
+            raise JobError(
+                f"{final}: the finished parts hold {joined} rows where the input has {rows}; nothing was "
+                "replaced. Run the job again with resume=False (vllm-tasks: --restart)."
+            )
         os.replace(temporary, final)
-        shutil.rmtree(self._folder)
 
     def close(self) -> None:
         """Nothing stays open between chunks."""
