@@ -8,6 +8,7 @@ the key, URL credentials or header values.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import math
 import os
@@ -73,7 +74,10 @@ class ClientSettings:
     Args:
         base_url: the server's root URL. Default: env ``VLLM_TASKS_BASE_URL``, else
             ``http://localhost:8000``. A trailing ``/v1`` is removed (vLLM serves /score at the root).
-        api_key: sent as ``Authorization: Bearer``. Default: env ``VLLM_API_KEY``.
+            ``user:password@`` credentials in it (for a proxy in front of vLLM) are sent as an
+            ``Authorization: Basic`` header; the URL requests go to, and that httpx logs, has none.
+        api_key: sent as ``Authorization: Bearer``. Default: env ``VLLM_API_KEY``. Refused together
+            with URL credentials (only one ``Authorization`` header can be sent).
         model: the served model name to use when a call names none. Default: the server's first.
         timeout: seconds (or an ``httpx.Timeout``) per request; ``None`` waits forever. Stored as an
             ``httpx.Timeout`` (a number ``t`` becomes ``Timeout(t, connect=min(t, 10))``).
@@ -116,8 +120,8 @@ class ClientSettings:
         url = _base_url(base_url)
         key = _api_key(api_key)
         if key is not None and httpx.URL(url).userinfo:
-            # httpx turns URL credentials into Basic auth, which replaces the Bearer header: the key
-            # would silently never be sent.
+            # URL credentials are sent as Basic auth, in the one Authorization header the Bearer key
+            # needs: one of them would silently never be sent.
             raise InvalidInputError(
                 "base_url",
                 redact_url(url),
@@ -171,10 +175,17 @@ class ClientSettings:
 
     @property
     def request_headers(self) -> dict[str, str]:
-        """The headers every request carries: ``User-Agent``, ``headers``, and the key as a Bearer token."""
+        """The headers every request carries: ``User-Agent``, ``headers``, and the key as a Bearer token
+        (or ``base_url``'s ``user:password@`` credentials as Basic auth: requests go to
+        :attr:`display_url`, so that no URL httpx or the SDK logs holds them)."""
         sent = {"User-Agent": f"vllm-tasks/{__version__}", **self.headers}
         if self.api_key is not None:
             sent["Authorization"] = f"Bearer {self.api_key}"
+        else:
+            url = httpx.URL(self.base_url)
+            if url.userinfo:  # percent-decoded, as httpx's own BasicAuth from a URL
+                token = base64.b64encode(f"{url.username}:{url.password}".encode()).decode()
+                sent["Authorization"] = f"Basic {token}"
         return sent
 
     def replace(self, **changes: Any) -> ClientSettings:

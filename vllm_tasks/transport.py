@@ -73,7 +73,8 @@ class TransportBase:
     def _url(self, path: str) -> httpx.URL:
         url = self._urls.get(path)
         if url is None:
-            url = self._urls[path] = httpx.URL(self.settings.base_url + path)
+            # Without user:password@ (sent as a Basic auth header instead): httpx logs the URL.
+            url = self._urls[path] = httpx.URL(self.settings.display_url + path)
         return url
 
     def _observe(self, request: Request, attempt: int = 1, *, stream: bool = False) -> Observation:
@@ -156,7 +157,17 @@ def _what_failed(error: httpx.TransportError) -> str:
 
 def headerless(error: httpx.TransportError) -> httpx.TransportError:
     """The same httpx error without its request: an exception chain must not carry the API key (a
-    request's headers) to a log or a traceback."""
+    request's headers) to a log or a traceback.
+
+    Raise the SDK's error ``from`` it *after* the ``except`` block (``__context__`` would otherwise
+    hold the original error, request and all).
+
+    Examples:
+        >>> error = httpx.ConnectError("refused", request=httpx.Request("GET", "http://h/"))
+        >>> bare = headerless(error)
+        >>> str(bare), bare._request is None, bare.__context__ is None
+        ('refused', True, True)
+    """
     return type(error)(str(error))
 
 

@@ -244,7 +244,7 @@ def test_redact_url_and_text() -> None:
 
 
 def test_repr_hides_url_credentials_but_requests_send_them(make_client: Any, httpx_mock: HTTPXMock) -> None:
-    httpx_mock.add_response(url=f"{CRED_BASE}/health", text="")
+    httpx_mock.add_response(url=f"{PLAIN_BASE}/health", text="")  # the credentials go in a header
     client = make_client(CRED_BASE)
     inner = getattr(client, "inner", client)  # the async client, unwrapped
     assert_no_secret(repr(inner), repr(inner.settings), str(inner.settings))
@@ -294,11 +294,11 @@ def test_invalid_base_url_error_hides_credentials() -> None:
 
 
 def mock_probe(httpx_mock: HTTPXMock) -> None:
-    httpx_mock.add_response(url=f"{CRED_BASE}/version", json={"version": "0.32.0"})
+    httpx_mock.add_response(url=f"{PLAIN_BASE}/version", json={"version": "0.32.0"})
     httpx_mock.add_response(
-        url=f"{CRED_BASE}/v1/models", json={"data": [{"id": "minilm", "max_model_len": 256}]}
+        url=f"{PLAIN_BASE}/v1/models", json={"data": [{"id": "minilm", "max_model_len": 256}]}
     )
-    httpx_mock.add_response(url=f"{CRED_BASE}/openapi.json", status_code=404, json={"detail": "Not Found"})
+    httpx_mock.add_response(url=f"{PLAIN_BASE}/openapi.json", status_code=404, json={"detail": "Not Found"})
     httpx_mock.add_response(status_code=404, json={"detail": "Not Found"}, is_reusable=True)
 
 

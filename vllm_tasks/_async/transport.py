@@ -68,9 +68,12 @@ class AsyncTransport(TransportBase):
             try:
                 response = await self.http.send(built)
             except httpx.TransportError as error:
-                raise connection_error(request.method, built.url, error) from headerless(error)
-            observation.response = response
-            return self._check(request, response)
+                failure, cause = connection_error(request.method, built.url, error), headerless(error)
+            else:
+                observation.response = response
+                return self._check(request, response)
+            # Raised after the except block: its __context__ would hold httpx's error, request and all.
+            raise failure from cause
 
     async def send_all(
         self, requests: Sequence[Request], concurrency: int, on_response: OnResponse | None = None
@@ -94,15 +97,17 @@ class AsyncTransport(TransportBase):
             try:
                 response = await self.http.send(built, stream=True)
             except httpx.TransportError as error:
-                raise connection_error(request.method, built.url, error) from headerless(error)
-            observation.response = response
-            if not 200 <= response.status_code < 300 or response.status_code == 204:
-                try:
-                    await response.aread()
-                finally:
-                    await response.aclose()
-                self._check(request, response)
-        return AsyncLineStream(response)
+                failure, cause = connection_error(request.method, built.url, error), headerless(error)
+            else:
+                observation.response = response
+                if not 200 <= response.status_code < 300 or response.status_code == 204:
+                    try:
+                        await response.aread()
+                    finally:
+                        await response.aclose()
+                    self._check(request, response)
+                return AsyncLineStream(response)
+            raise failure from cause  # after the except block: no __context__ (see _attempt)
 
     async def open_third_party(self, url: str, timeout: float) -> httpx.Response:
         """Start a GET of a user-given URL (an image or audio file) on another host; the caller reads
@@ -118,7 +123,8 @@ class AsyncTransport(TransportBase):
         try:
             return await self.http.send(request, auth=None, follow_redirects=False, stream=True)
         except httpx.TransportError as error:
-            raise connection_error("GET", url, error) from headerless(error)
+            failure, cause = connection_error("GET", url, error), headerless(error)
+        raise failure from cause  # after the except block: no __context__ (see _attempt)
 
     async def sleep(self, seconds: float) -> None:
         """Wait ``seconds`` (between polls)."""
@@ -139,9 +145,12 @@ class AsyncLineStream:
             async for line in self.response.aiter_lines():
                 yield line
         except httpx.TransportError as error:
-            raise stream_broke(self.response, error) from headerless(error)
+            failure, cause = stream_broke(self.response, error), headerless(error)
+        else:
+            return
         finally:
             await self.response.aclose()
+        raise failure from cause  # after the except block: no __context__ (see _attempt)
 
     async def close(self) -> None:
         """Release the connection (safe to call twice)."""

@@ -69,9 +69,12 @@ class SyncTransport(TransportBase):
             try:
                 response = self.http.send(built)
             except httpx.TransportError as error:
-                raise connection_error(request.method, built.url, error) from headerless(error)
-            observation.response = response
-            return self._check(request, response)
+                failure, cause = connection_error(request.method, built.url, error), headerless(error)
+            else:
+                observation.response = response
+                return self._check(request, response)
+            # Raised after the except block: its __context__ would hold httpx's error, request and all.
+            raise failure from cause
 
     def send_all(
         self, requests: Sequence[Request], concurrency: int, on_response: OnResponse | None = None
@@ -95,15 +98,17 @@ class SyncTransport(TransportBase):
             try:
                 response = self.http.send(built, stream=True)
             except httpx.TransportError as error:
-                raise connection_error(request.method, built.url, error) from headerless(error)
-            observation.response = response
-            if not 200 <= response.status_code < 300 or response.status_code == 204:
-                try:
-                    response.read()
-                finally:
-                    response.close()
-                self._check(request, response)
-        return LineStream(response)
+                failure, cause = connection_error(request.method, built.url, error), headerless(error)
+            else:
+                observation.response = response
+                if not 200 <= response.status_code < 300 or response.status_code == 204:
+                    try:
+                        response.read()
+                    finally:
+                        response.close()
+                    self._check(request, response)
+                return LineStream(response)
+            raise failure from cause  # after the except block: no __context__ (see _attempt)
 
     def open_third_party(self, url: str, timeout: float) -> httpx.Response:
         """Start a GET of a user-given URL (an image or audio file) on another host; the caller reads
@@ -119,7 +124,8 @@ class SyncTransport(TransportBase):
         try:
             return self.http.send(request, auth=None, follow_redirects=False, stream=True)
         except httpx.TransportError as error:
-            raise connection_error("GET", url, error) from headerless(error)
+            failure, cause = connection_error("GET", url, error), headerless(error)
+        raise failure from cause  # after the except block: no __context__ (see _attempt)
 
     def sleep(self, seconds: float) -> None:
         """Wait ``seconds`` (between polls)."""
@@ -140,9 +146,12 @@ class LineStream:
             for line in self.response.iter_lines():
                 yield line
         except httpx.TransportError as error:
-            raise stream_broke(self.response, error) from headerless(error)
+            failure, cause = stream_broke(self.response, error), headerless(error)
+        else:
+            return
         finally:
             self.response.close()
+        raise failure from cause  # after the except block: no __context__ (see _attempt)
 
     def close(self) -> None:
         """Release the connection (safe to call twice)."""

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from .. import defaults
 from ..audio import sniff_audio, wav_bytes
+from ..redaction import redact_url
 from ..views import Attachment, Shown, card, clip, count, esc, note, pre, seconds_text, table, timestamp
 
 ResponseFormat = Literal["json", "text", "verbose_json", "srt", "vtt"]
@@ -289,7 +290,8 @@ class AudioPlayer:
 
 def audio_player(audio: Any, max_bytes: int = defaults.VIEW_MAX_MEDIA_BYTES) -> AudioPlayer:
     """An :class:`AudioPlayer` for ``audio``: a path, bytes, ``(samples, sample_rate)`` or an http(s) URL
-    (left to the browser to fetch, by reference).
+    (left to the browser to fetch, by reference; any ``user:password@`` in it is removed, as the view
+    is saved with the notebook).
 
     Raises:
         ValueError: the audio is over ``max_bytes`` (it would be embedded in the notebook), a path is
@@ -297,7 +299,8 @@ def audio_player(audio: Any, max_bytes: int = defaults.VIEW_MAX_MEDIA_BYTES) -> 
         TypeError: for another kind of input (a file object: pass its bytes).
     """
     if isinstance(audio, str) and audio.strip().lower().startswith(("http://", "https://")):
-        return AudioPlayer(f'<audio controls preload="none" src="{esc(audio.strip())}"></audio>')
+        # Without user:password@: the view is saved into the .ipynb (and browsers refuse such a src).
+        return AudioPlayer(f'<audio controls preload="none" src="{esc(redact_url(audio.strip()))}"></audio>')
     if isinstance(audio, str | os.PathLike):
         path = Path(audio)
         if not path.is_file():
