@@ -310,6 +310,7 @@ async def _run(
                 pool=pool,
                 plan=plan,
                 progress=progress,
+                out=str(paths.out),
             )
             chunks_sent = (await engine.run()).chunks_sent
     finally:

@@ -25,6 +25,7 @@ from ..batching import plan_batches
 from ..errors import (
     APIStatusError,
     BadRequestError,
+    JobMismatch,
     RequestTooLargeError,
     RowFailed,
     UnprocessableEntityError,
@@ -34,7 +35,7 @@ from .inputs import Chunk, InputSpec, read_chunks
 from .outputs import Sink
 from .progress import JobProgress
 from .replicas import REPLICA_ERRORS, Replica, ReplicaPool
-from .state import Checkpoint
+from .state import PROBE_MIN_COSINE, PROBE_TEXT, Checkpoint, cosine
 
 logger = logging.getLogger("vllm_tasks.jobs")
 
@@ -77,6 +78,9 @@ class ChunkWork:
     vectors: npt.NDArray[np.float32]
     failed: npt.NDArray[np.bool_]
     errors: list[dict[str, Any]] = field(default_factory=list)
+    served_by: dict[int, tuple[Replica, list[range]]] = field(default_factory=dict)
+    """The replicas that embedded its rows (by ``id``) and which rows: each is checked before the chunk
+    is kept."""
 
 
 @dataclass
@@ -110,10 +114,12 @@ class Engine:
         pool: ReplicaPool,
         plan: Plan,
         progress: JobProgress,
+        out: str,
     ) -> None:
         self._spec, self._sink, self._checkpoint = spec, sink, checkpoint
         self._state_path, self._errors_path = work / "state.json", work / "errors.jsonl"
         self._pool, self._plan, self._progress = pool, plan, progress
+        self._out = out
         self.outcome = Outcome()
         capacity = len(pool.replicas) * pool.concurrency * plan.batch_size
         self._window = 2 + -(-capacity // checkpoint.chunk_rows)
@@ -123,6 +129,7 @@ class Engine:
 
         Raises:
             RowFailed: a refused row, with ``fail_fast``.
+            JobMismatch: a replica's model changed during the run (see :meth:`_check_models`).
             APIError: a fatal answer (401, 404, ...), or every replica down for ``give_up_after``.
             InvalidInputError: an unreadable input row.
             InsufficientDiskSpace: the disk filled up while writing.
@@ -171,7 +178,40 @@ class Engine:
             for batch in plan_batches(sizes, self._plan.batch_size, self._plan.max_batch_tokens):
                 # A task per batch once it has a slot: one waiter per chunk, not one per batch.
                 group.create_task(self._embed_rows(work, batch, await self._pool.acquire()))
+        await self._check_models(work)
         return work
+
+    async def _check_models(self, work: ChunkWork) -> None:
+        """Embed the probe text again on every replica that embedded rows of the chunk, after them: a
+        replica restarted on other weights under the same name and width (a rolling deploy) answers
+        another probe vector, and the chunk is not kept.
+
+        Raises:
+            JobMismatch: a replica's model changed since the job started; the chunk's rows are redone
+                when the job is run again (its checkpoint does not count them).
+        """
+        expected = self._checkpoint.fingerprint["model"]["probe"]
+        while work.served_by:
+            _, (replica, batches) = work.served_by.popitem()
+            try:
+                probe = await replica.client.embed(PROBE_TEXT, **self._plan.call)
+            except REPLICA_ERRORS as error:  # down since: its rows go to the others, checked in turn
+                self._pool.set_aside(replica, error)
+                replica.rows -= sum(len(rows) for rows in batches)  # not kept from it
+                async with asyncio.TaskGroup() as group:
+                    for rows in batches:
+                        group.create_task(self._embed_rows(work, rows))
+                continue
+            similarity = cosine(probe.vector.tolist(), expected)
+            if similarity < PROBE_MIN_COSINE:
+                first, last = work.chunk.start, work.chunk.start + len(work.chunk.texts) - 1
+                raise JobMismatch(
+                    self._out,
+                    [
+                        f"the model served by {replica.url} changed during the run (cosine {similarity:.3f} "
+                        f"with the job's probe vector): rows {first}..{last} were not kept"
+                    ],
+                )
 
     async def _embed_rows(self, work: ChunkWork, rows: range, replica: Replica | None = None) -> None:
         """Embed ``rows`` of a chunk on ``replica`` (else the next free one); split them on a refusal,
@@ -199,6 +239,7 @@ class Engine:
                 raise
             tokens = result.usage.prompt_tokens
             self._pool.release(replica, rows=len(texts), tokens=tokens, seconds=time.monotonic() - sent)
+            work.served_by.setdefault(id(replica), (replica, []))[1].append(rows)
             work.vectors[rows.start : rows.stop] = result.vectors
             self._progress.advance(len(texts), tokens)
             return
