@@ -22,7 +22,7 @@ import httpx
 
 from . import defaults
 from .errors import InvalidInputError
-from .redaction import redact_url
+from .redaction import redact_text, redact_url
 from .validation import header_values, int_at_least, is_number, timeout_value
 from .version import __version__
 
@@ -225,14 +225,18 @@ def _base_url(value: str | httpx.URL | None) -> str:
             "base_url", value, "must be a string", "Pass a URL such as 'http://localhost:8000'."
         )
     text = str(value).strip().rstrip("/")
-    parts = urlsplit(text)
+    fix = "Pass the server's root URL, e.g. 'http://localhost:8000'."
+    try:
+        parts = urlsplit(text)
+        _ = parts.port  # a port that is not a number in 0-65535 raises here
+        httpx.URL(text)
+    except (ValueError, httpx.InvalidURL) as error:  # httpx.InvalidURL is not a ValueError
+        problem = f"is not a valid URL ({redact_text(str(error))})"
+        raise InvalidInputError("base_url", redact_url(text), problem, fix) from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidInputError(
-            "base_url",
-            redact_url(text),
-            "is not an http(s) URL with a host",
-            "Pass the server's root URL, e.g. 'http://localhost:8000'.",
-        )
+        raise InvalidInputError("base_url", redact_url(text), "is not an http(s) URL with a host", fix)
+    if any(character.isspace() for character in parts.netloc):
+        raise InvalidInputError("base_url", redact_url(text), "has a space in its host", fix)
     # vLLM serves /score, /rerank, /health at the root: a URL copied from an OpenAI setup ends in /v1.
     if text.endswith("/v1"):
         text = text[: -len("/v1")]

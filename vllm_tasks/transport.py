@@ -19,7 +19,7 @@ from tenacity import RetryCallState
 
 from .calls import CLIENT_DEFAULT, TimeoutLike
 from .config import ClientSettings
-from .errors import APIConnectionError, APITimeoutError
+from .errors import APIConnectionError, APITimeoutError, UnexpectedResponse
 from .responses import check_status
 from .retries import Backoff, is_retryable
 from .server_errors import error_from_response
@@ -124,6 +124,16 @@ def connection_error(method: str, url: httpx.URL | str, error: httpx.TransportEr
     return kind(f"{method} {url} {_what_failed(error)}: {detail}", method=method, url=str(url))
 
 
+def undecodable(method: str, url: httpx.URL | str, error: httpx.DecodingError) -> UnexpectedResponse:
+    """The SDK's error for a body that does not decode as its ``Content-Encoding`` says (a broken gzip
+    from a proxy): not vLLM's answer, so not retried."""
+    return UnexpectedResponse(
+        f"{method} {url}: the answer's body does not decode as its Content-Encoding says: {error}",
+        method=method,
+        url=str(url),
+    )
+
+
 def stream_broke(response: httpx.Response, error: httpx.TransportError) -> APIConnectionError:
     """The SDK's error for a streamed body whose connection broke after its headers came."""
     detail = str(error) or type(error).__name__
@@ -155,7 +165,7 @@ def _what_failed(error: httpx.TransportError) -> str:
     return next((what for kind, what in phases if isinstance(error, kind)), "failed")
 
 
-def headerless(error: httpx.TransportError) -> httpx.TransportError:
+def headerless(error: httpx.RequestError) -> httpx.RequestError:
     """The same httpx error without its request: an exception chain must not carry the API key (a
     request's headers) to a log or a traceback.
 

@@ -109,21 +109,25 @@ def test_a_connection_errors_chain_holds_no_request_headers(
     assert str(exception) in str(info.value.__cause__)
 
 
-def transports() -> tuple[SyncTransport, AsyncTransport]:
+def read_streams(error: type[vt.APIError], match: str = "") -> None:
+    """Open and read a stream on both transports (key set): each raises ``error``, with a clean chain."""
     settings = vt.ClientSettings(PLAIN_BASE, api_key=SECRET, max_retries=0)
-    return SyncTransport(httpx.Client(), settings), AsyncTransport(httpx.AsyncClient(), settings)
+    sync = SyncTransport(httpx.Client(), settings)
+    asynchronous = AsyncTransport(httpx.AsyncClient(), settings)
+    request = Request("POST", "/v1/audio/transcriptions", json={})
+
+    async def read() -> list[str]:
+        return [line async for line in await asynchronous.open_stream(request)]
+
+    for run in (lambda: list(sync.open_stream(request)), lambda: asyncio.run(read())):
+        with pytest.raises(error, match=match) as info:
+            run()
+        assert_no_key_in_chain(info.value)
 
 
 def test_a_stream_that_cannot_start_holds_no_request_headers(httpx_mock: HTTPXMock) -> None:
     httpx_mock.add_exception(httpx.ConnectError("refused"), is_reusable=True)
-    sync, asynchronous = transports()
-    request = Request("POST", "/v1/audio/transcriptions", json={})
-    with pytest.raises(vt.APIConnectionError) as info:
-        sync.open_stream(request)
-    assert_no_key_in_chain(info.value)
-    with pytest.raises(vt.APIConnectionError) as info:
-        asyncio.run(asynchronous.open_stream(request))
-    assert_no_key_in_chain(info.value)
+    read_streams(vt.APIConnectionError, "could not connect")
 
 
 def test_a_stream_that_breaks_holds_no_request_headers(httpx_mock: HTTPXMock) -> None:
@@ -137,18 +141,7 @@ def test_a_stream_that_breaks_holds_no_request_headers(httpx_mock: HTTPXMock) ->
             raise httpx.ReadError("reset")
 
     httpx_mock.add_callback(lambda request: httpx.Response(200, stream=Broken()), is_reusable=True)
-    sync, asynchronous = transports()
-    request = Request("POST", "/v1/audio/transcriptions", json={})
-    with pytest.raises(vt.APIConnectionError, match="the stream broke") as info:
-        list(sync.open_stream(request))
-    assert_no_key_in_chain(info.value)
-
-    async def read() -> list[str]:
-        return [line async for line in await asynchronous.open_stream(request)]
-
-    with pytest.raises(vt.APIConnectionError, match="the stream broke") as info:
-        asyncio.run(read())
-    assert_no_key_in_chain(info.value)
+    read_streams(vt.APIConnectionError, "the stream broke")
 
 
 @pytest.mark.parametrize(
@@ -162,3 +155,36 @@ def test_a_stream_that_breaks_holds_no_request_headers(httpx_mock: HTTPXMock) ->
 def test_a_notebook_audio_player_keeps_no_url_credentials(url: str, src: str) -> None:
     html = audio_player(url)._repr_html_()
     assert f'src="{src}"' in html.replace("&amp;", "&") and "pw" not in html and "user" not in html
+
+
+# -- answers and URLs that httpx refuses: the SDK's typed errors, with no request in their chain ------------
+
+
+def test_a_body_that_does_not_decode_as_its_content_encoding_is_unexpected(
+    make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    """A broken ``Content-Encoding: gzip`` used to raise httpx.DecodingError, request and key included."""
+    httpx_mock.add_response(headers={"Content-Encoding": "gzip"}, content=b"not gzip", is_reusable=True)
+    client = make_client(PLAIN_BASE, api_key=SECRET, max_retries=0)
+    with pytest.raises(vt.UnexpectedResponse, match="does not decode as its Content-Encoding") as info:
+        client.server_info()
+    assert info.value.url is not None and info.value.url.startswith(PLAIN_BASE)
+    assert_no_key_in_chain(info.value)
+
+
+@pytest.mark.parametrize(
+    "url", ["http://[::1", "http://h:99999", "http://h:abc", "http://h h:8000", "http://\x00h"]
+)
+@pytest.mark.parametrize("client_class", [vt.Client, vt.AsyncClient])
+def test_an_invalid_url_is_refused_naming_base_url(url: str, client_class: type[Any]) -> None:
+    with pytest.raises(vt.InvalidInputError) as info:
+        client_class(url)
+    assert info.value.field == "base_url" and "e.g. 'http://localhost:8000'" in info.value.fix
+    with pytest.raises(vt.InvalidInputError, match="base_url") as info:
+        client_class(url.replace("http://", f"http://admin:{SECRET}@"))
+    assert SECRET not in str(info.value)
+
+
+def test_a_stream_that_does_not_decode_is_unexpected(httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(headers={"Content-Encoding": "gzip"}, content=b"not gzip", is_reusable=True)
+    read_streams(vt.UnexpectedResponse, "does not decode")

@@ -16,6 +16,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from .._backends import AsyncBackend
 from ..config import ClientSettings
+from ..errors import APIError
 from ..fetching import third_party_request
 from ..retries import Backoff
 from ..telemetry import UsageCounter
@@ -27,6 +28,7 @@ from ..transport import (
     headerless,
     log_retry,
     stream_broke,
+    undecodable,
 )
 
 
@@ -65,10 +67,13 @@ class AsyncTransport(TransportBase):
         self.backend.check_cancelled()
         with self._observe(request, next(attempts)) as observation:
             built = self._build(self.http, request, observation)
+            failure: APIError
             try:
                 response = await self.http.send(built)
             except httpx.TransportError as error:
                 failure, cause = connection_error(request.method, built.url, error), headerless(error)
+            except httpx.DecodingError as error:
+                failure, cause = undecodable(request.method, built.url, error), headerless(error)
             else:
                 observation.response = response
                 return self._check(request, response)
@@ -94,11 +99,9 @@ class AsyncTransport(TransportBase):
         """
         with self._observe(request, stream=True) as observation:
             built = self._build(self.http, request, observation)
+            failure: APIError
             try:
                 response = await self.http.send(built, stream=True)
-            except httpx.TransportError as error:
-                failure, cause = connection_error(request.method, built.url, error), headerless(error)
-            else:
                 observation.response = response
                 if not 200 <= response.status_code < 300 or response.status_code == 204:
                     try:
@@ -106,6 +109,11 @@ class AsyncTransport(TransportBase):
                     finally:
                         await response.aclose()
                     self._check(request, response)
+            except httpx.TransportError as error:
+                failure, cause = connection_error(request.method, built.url, error), headerless(error)
+            except httpx.DecodingError as error:
+                failure, cause = undecodable(request.method, built.url, error), headerless(error)
+            else:
                 return AsyncLineStream(response)
             raise failure from cause  # after the except block: no __context__ (see _attempt)
 
@@ -141,11 +149,15 @@ class AsyncLineStream:
         self.response = response
 
     async def __aiter__(self) -> AsyncIterator[str]:
+        failure: APIError
         try:
             async for line in self.response.aiter_lines():
                 yield line
         except httpx.TransportError as error:
             failure, cause = stream_broke(self.response, error), headerless(error)
+        except httpx.DecodingError as error:
+            request = self.response.request
+            failure, cause = undecodable(request.method, request.url, error), headerless(error)
         else:
             return
         finally:

@@ -17,6 +17,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt
 
 from .._backends import SyncBackend
 from ..config import ClientSettings
+from ..errors import APIError
 from ..fetching import third_party_request
 from ..retries import Backoff
 from ..telemetry import UsageCounter
@@ -28,6 +29,7 @@ from ..transport import (
     headerless,
     log_retry,
     stream_broke,
+    undecodable,
 )
 
 
@@ -66,10 +68,13 @@ class SyncTransport(TransportBase):
         self.backend.check_cancelled()
         with self._observe(request, next(attempts)) as observation:
             built = self._build(self.http, request, observation)
+            failure: APIError
             try:
                 response = self.http.send(built)
             except httpx.TransportError as error:
                 failure, cause = connection_error(request.method, built.url, error), headerless(error)
+            except httpx.DecodingError as error:
+                failure, cause = undecodable(request.method, built.url, error), headerless(error)
             else:
                 observation.response = response
                 return self._check(request, response)
@@ -95,11 +100,9 @@ class SyncTransport(TransportBase):
         """
         with self._observe(request, stream=True) as observation:
             built = self._build(self.http, request, observation)
+            failure: APIError
             try:
                 response = self.http.send(built, stream=True)
-            except httpx.TransportError as error:
-                failure, cause = connection_error(request.method, built.url, error), headerless(error)
-            else:
                 observation.response = response
                 if not 200 <= response.status_code < 300 or response.status_code == 204:
                     try:
@@ -107,6 +110,11 @@ class SyncTransport(TransportBase):
                     finally:
                         response.close()
                     self._check(request, response)
+            except httpx.TransportError as error:
+                failure, cause = connection_error(request.method, built.url, error), headerless(error)
+            except httpx.DecodingError as error:
+                failure, cause = undecodable(request.method, built.url, error), headerless(error)
+            else:
                 return LineStream(response)
             raise failure from cause  # after the except block: no __context__ (see _attempt)
 
@@ -142,11 +150,15 @@ class LineStream:
         self.response = response
 
     def __iter__(self) -> Iterator[str]:
+        failure: APIError
         try:
             for line in self.response.iter_lines():
                 yield line
         except httpx.TransportError as error:
             failure, cause = stream_broke(self.response, error), headerless(error)
+        except httpx.DecodingError as error:
+            request = self.response.request
+            failure, cause = undecodable(request.method, request.url, error), headerless(error)
         else:
             return
         finally:
