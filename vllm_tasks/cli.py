@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import cast
@@ -21,7 +22,14 @@ import numpy as np
 from . import defaults
 from ._sync.client import Client
 from .config import ClientSettings
-from .errors import APIConnectionError, APIError, InvalidInputError, JobError, UnsupportedByServer
+from .errors import (
+    APIConnectionError,
+    APIError,
+    InsufficientDiskSpace,
+    InvalidInputError,
+    JobError,
+    UnsupportedByServer,
+)
 from .jobs.inputs import text_lines
 from .types.audio import ResponseFormat, TranscriptionDelta
 from .types.server import ProbeReport, TaskStatus
@@ -30,6 +38,7 @@ EXIT_OK = 0
 EXIT_SERVER_ERROR = 1
 EXIT_UNREACHABLE = 2
 EXIT_JOB_REFUSED = 3
+EXIT_DISK_FULL = 4
 EXIT_USAGE = 64
 EXIT_INTERRUPTED = 130
 
@@ -579,7 +588,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with Client.from_settings(client_settings(args)) as client:
             return COMMANDS[args.command](args, client)
-    except JobError as error:  # before OSError: InsufficientDiskSpace is one too
+    except InsufficientDiskSpace as error:  # before JobError and OSError: it is both
+        print(f"vllm-tasks: {error}", file=sys.stderr)
+        return EXIT_DISK_FULL
+    except JobError as error:
         print(f"vllm-tasks: {error}", file=sys.stderr)
         return EXIT_JOB_REFUSED
     except InvalidInputError as error:
@@ -591,6 +603,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (APIError, UnsupportedByServer) as error:
         print(f"vllm-tasks: {error}", file=sys.stderr)
         return EXIT_SERVER_ERROR
+    except BrokenPipeError:  # `vllm-tasks embed ... | head -1`: the reader has what it wanted
+        _silence_stdout()
+        return EXIT_OK
     except OSError as error:  # an input or output file that cannot be read or written
         print(f"vllm-tasks: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -598,6 +613,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         again = "; run the same command again to resume" if args.command in JOB_COMMANDS else ""
         print(f"vllm-tasks: interrupted{again}", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit raises no second broken pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":

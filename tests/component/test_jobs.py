@@ -702,12 +702,12 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", str(mount)], check=True)
 
 
-def test_a_full_disk_is_exit_code_3_not_a_sigbus(
+def test_a_full_disk_is_exit_code_4_not_a_sigbus(
     fake_embed: FakeFixture, job_inputs: dict[str, Path], small_disk: Path
 ) -> None:
     out = small_disk / "corpus.npy"
     result = run_cli(job_command(job_inputs["text"], out, fake_embed.base_url))
-    assert result.returncode == cli.EXIT_JOB_REFUSED, result.stderr
+    assert result.returncode == cli.EXIT_DISK_FULL, result.stderr
     assert f"needs {ROWS * 384 * 4 + 128:,} bytes" in result.stderr and "Traceback" not in result.stderr
     assert not out.exists()
 
@@ -834,3 +834,43 @@ def test_a_model_swapped_during_the_run_stops_it_and_no_new_model_row_is_kept(
         report = vt.embed_file(c, source, out, chunk_rows=10, batch_size=5, concurrency=1)
     assert report.chunks_resumed + report.chunks_sent == 4
     np.testing.assert_allclose(np.load(out), expected(fake, lines), atol=1e-6)
+
+
+def test_a_disk_that_fills_up_mid_run_is_insufficient_disk_space_and_the_run_resumes(
+    tmp_path: Path, fake: FakeVLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text("".join(f"row {i}\n" for i in range(30)))
+    out = tmp_path / "out.npy"
+    real_write = outputs.NpySink.write
+    writes = 0
+
+    def full_after_one(sink: Any, chunk: Any, vectors: Any, failed: Any) -> None:
+        nonlocal writes
+        writes += 1
+        if writes > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write(sink, chunk, vectors, failed)
+
+    monkeypatch.setattr(outputs.NpySink, "write", full_after_one)
+    command = ["embed-file", str(source), "--out", str(out), "--url", fake.url, "--chunk-rows", "10"]
+    with client(fake) as c, pytest.raises(vt.jobs.InsufficientDiskSpace, match="the job resumes"):
+        vt.embed_file(c, source, out, chunk_rows=10, concurrency=1)
+    writes = 0
+    assert cli.main([*command]) == cli.EXIT_DISK_FULL  # was: 64, "bad usage"
+    monkeypatch.undo()
+    with client(fake) as c:
+        report = vt.embed_file(c, source, out, chunk_rows=10)
+    assert report.chunks_resumed >= 1
+    np.testing.assert_allclose(np.load(out), expected(fake, [f"row {i}" for i in range(30)]), atol=1e-6)
+
+
+def test_a_closed_stdout_ends_the_cli_quietly(fake: FakeVLLM, tmp_path: Path) -> None:
+    texts = tmp_path / "texts.txt"
+    texts.write_text("".join(f"text {i}\n" for i in range(3000)))  # ~300 KB of JSON: more than a pipe holds
+    command = [sys.executable, "-m", "vllm_tasks.cli", "embed", "--file", str(texts), "--url", fake.url]
+    with subprocess.Popen(command, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
+        assert child.stdout is not None and child.stderr is not None
+        child.stdout.close()  # `| head -0`: nobody reads
+        error = child.stderr.read().decode()
+    assert child.returncode == cli.EXIT_OK and error == ""  # was: "[Errno 32] Broken pipe", exit 64

@@ -10,6 +10,7 @@ the job with ``fail_fast``).
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import time
 from collections.abc import Mapping
@@ -25,6 +26,7 @@ from ..batching import plan_batches
 from ..errors import (
     APIStatusError,
     BadRequestError,
+    InsufficientDiskSpace,
     JobMismatch,
     RequestTooLargeError,
     RowFailed,
@@ -32,7 +34,7 @@ from ..errors import (
     is_option_error,
 )
 from .inputs import Chunk, InputSpec, read_chunks
-from .outputs import Sink
+from .outputs import Sink, free_bytes
 from .progress import JobProgress
 from .replicas import REPLICA_ERRORS, Replica, ReplicaPool
 from .state import PROBE_MIN_COSINE, PROBE_TEXT, Checkpoint, cosine
@@ -260,7 +262,20 @@ class Engine:
         self._progress.advance(1, 0)
 
     def _commit(self, work: ChunkWork) -> None:
-        """Write a finished chunk, make it durable, then record it (in that order)."""
+        """Write a finished chunk, make it durable, then record it (in that order).
+
+        Raises:
+            InsufficientDiskSpace: the disk filled up (the chunk is not recorded: redone on resume).
+        """
+        try:
+            self._write(work)
+        except OSError as error:
+            if error.errno not in (errno.ENOSPC, errno.EDQUOT) or isinstance(error, InsufficientDiskSpace):
+                raise
+            folder = self._state_path.parent
+            raise InsufficientDiskSpace(str(folder), work.vectors.nbytes, free_bytes(folder)) from error
+
+    def _write(self, work: ChunkWork) -> None:
         self._sink.write(work.chunk, work.vectors, work.failed)
         if work.errors:
             with self._errors_path.open("ab") as handle:
