@@ -874,3 +874,30 @@ def test_a_closed_stdout_ends_the_cli_quietly(fake: FakeVLLM, tmp_path: Path) ->
         child.stdout.close()  # `| head -0`: nobody reads
         error = child.stderr.read().decode()
     assert child.returncode == cli.EXIT_OK and error == ""  # was: "[Errno 32] Broken pipe", exit 64
+
+
+def test_a_second_run_of_the_same_job_is_refused_while_the_first_holds_it(
+    tmp_path: Path, fake: FakeVLLM
+) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text("a\nb\n")
+    out = tmp_path / "out.npy"
+    with client(fake) as c:
+        held = state.job_lock(tmp_path / "out.npy.lock", str(out))  # the first run, holding the output
+        refused = pytest.raises(
+            vt.jobs.JobError, match=rf"another run of this job is writing it \(pid {os.getpid()}"
+        )
+        with held, refused:
+            vt.embed_file(c, source, out, resume=False)  # was: it removed the first run's work folder
+        assert vt.embed_file(c, source, out).texts == 2
+    assert not (tmp_path / "out.npy.lock").exists()
+
+
+def test_kept_columns_that_would_collide_in_the_output_are_refused(tmp_path: Path, fake: FakeVLLM) -> None:
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist([{"id": 1, "text": "a", "embedding": "x"}]), source)
+    with client(fake) as c:
+        for kept in (["embedding"], ["id"]):
+            with pytest.raises(vt.InvalidInputError, match="second column") as caught:
+                vt.embed_file(c, source, tmp_path / "o.parquet", id_field="id", keep_columns=kept)
+            assert caught.value.field == "keep_columns"

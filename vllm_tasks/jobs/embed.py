@@ -31,7 +31,7 @@ from .inputs import InputSpec, file_digest, parquet_types, read_chunks, scan
 from .outputs import NpySink, ParquetSink, Sink
 from .progress import JobProgress
 from .replicas import Replica, ReplicaPool, Servers, make_replicas, run_in_own_loop
-from .state import PROBE_MIN_COSINE, PROBE_TEXT, Checkpoint, changes, cosine, write_json
+from .state import PROBE_MIN_COSINE, PROBE_TEXT, Checkpoint, changes, cosine, job_lock, write_json
 
 OutputFormat = Literal["npy", "parquet"]
 TooLong = Literal["report", "truncate"]
@@ -114,6 +114,7 @@ class _Paths:
     manifest: Path
     errors: Path
     ids: Path
+    lock: Path
 
     @classmethod
     def of(cls, out: Path) -> _Paths:
@@ -123,6 +124,7 @@ class _Paths:
             out.with_name(out.name + ".manifest.json"),
             out.with_name(out.name + ".errors.jsonl"),
             out.with_name(out.name + ".ids.jsonl"),
+            out.with_name(out.name + ".lock"),
         )
 
     def check_apart_from(self, source: Path) -> None:
@@ -235,6 +237,7 @@ async def aembed_file(
     paths = _Paths.of(Path(out))
     paths.check_apart_from(spec.path)
     chosen_output = _output_format(output_format, paths.out)
+    _check_output_columns(spec, chosen_output)
     plan = Plan(
         positive_int("batch_size", batch_size),
         positive_int("max_batch_tokens", max_batch_tokens),
@@ -258,25 +261,33 @@ async def aembed_file(
             "options": _fingerprinted(plan.call),
             "output": {"format": chosen_output},
         }
-        finished = _finished_job(paths, fingerprint, resume)
-        if finished is not None:
-            return finished
-        checkpoint = _checkpoint(
-            paths,
-            fingerprint=fingerprint,
-            rows=rows,
-            width=len(served["probe"]),
-            chunk_rows=chunk_rows,
-            resume=resume,
-        )
-        pool = ReplicaPool(replicas, concurrency, retry_replica_after, give_up_after)
-        done_rows = sum(min(checkpoint.chunk_rows, rows - i * checkpoint.chunk_rows) for i in checkpoint.done)
-        progress = JobProgress(
-            rows, done_rows, replicas, enabled=show_progress, interval=progress_interval, description="embed"
-        )
-        return await _run(
-            paths, spec, checkpoint, output=chosen_output, pool=pool, plan=plan, progress=progress
-        )
+        with job_lock(paths.lock, str(paths.out)):
+            finished = _finished_job(paths, fingerprint, resume)
+            if finished is not None:
+                return finished
+            checkpoint = _checkpoint(
+                paths,
+                fingerprint=fingerprint,
+                rows=rows,
+                width=len(served["probe"]),
+                chunk_rows=chunk_rows,
+                resume=resume,
+            )
+            pool = ReplicaPool(replicas, concurrency, retry_replica_after, give_up_after)
+            done_rows = sum(
+                min(checkpoint.chunk_rows, rows - i * checkpoint.chunk_rows) for i in checkpoint.done
+            )
+            progress = JobProgress(
+                rows,
+                done_rows,
+                replicas,
+                enabled=show_progress,
+                interval=progress_interval,
+                description="embed",
+            )
+            return await _run(
+                paths, spec, checkpoint, output=chosen_output, pool=pool, plan=plan, progress=progress
+            )
     finally:
         for own in made:
             await own.close()
@@ -344,6 +355,26 @@ Examples:
     >>> report.summary()
     'corpus.npy: 100000 x 384 float32 (localhost:8000 2,480 rows/s)'
 """
+
+
+def _check_output_columns(spec: InputSpec, output: OutputFormat) -> None:
+    """Refuse kept columns that would be two columns of a Parquet output (the id, ``embedding``).
+
+    Raises:
+        InvalidInputError: naming the column.
+    """
+    if output != "parquet":
+        return
+    seen = {spec.id_field or "row", "embedding"}
+    for name in spec.keep_columns:
+        if name in seen:
+            raise InvalidInputError(
+                "keep_columns",
+                name,
+                "would be a second column of that name in the output (its id, or its vectors in 'embedding')",
+                "Drop it from keep_columns, or rename the column in the input.",
+            )
+        seen.add(name)
 
 
 def _output_format(chosen: str | None, out: Path) -> OutputFormat:

@@ -9,13 +9,18 @@ resumes the same job.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ..errors import JobError
 
 PROBE_TEXT = "vllm-tasks probe: the quick brown fox jumps over the lazy dog."
 """Embedded on every server at the start of a job: same model, same vector."""
@@ -132,3 +137,39 @@ def write_json(path: Path, payload: Any) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)
+
+
+@contextlib.contextmanager
+def job_lock(path: Path, out: str) -> Iterator[None]:
+    """Hold ``path`` as the exclusive lock of the job writing ``out`` (an ``flock`` with this process's
+    pid in it) while the block runs; the file is removed when the block ends.
+
+    Raises:
+        JobError: another run of the job holds it (naming its pid): two runs would write the same
+            checkpoint, and one's ``resume=False`` would remove the other's work.
+    """
+    while True:
+        handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(handle, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(handle)
+            raise JobError(
+                f"{out}: another run of this job is writing it (pid {holder}, lock {path}). Wait for it to "
+                "end, or stop it first; then run again to resume."
+            ) from None
+        try:
+            same = os.fstat(handle).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(handle)  # its holder removed it as we opened it: lock the new one
+    os.ftruncate(handle, 0)
+    os.pwrite(handle, f"{os.getpid()}\n".encode(), 0)
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)  # before unlocking: a waiter then retries on a fresh file
+        os.close(handle)
