@@ -358,6 +358,24 @@ def test_an_output_edited_after_the_job_wrote_it_is_not_overwritten(
     assert (out / "sub" / "report.md").read_text() == "corrected by hand" and ocr_fake.received() == []
 
 
+def test_files_next_to_the_outputs_are_not_used_as_temporary_files(
+    scans: Path, tmp_path: Path, ocr_fake: FakeVLLM
+) -> None:
+    """Each output is written to a temporary file in the work folder, then renamed: a user's
+    ``page.md.tmp`` or ``manifest.json.tmp`` is not the job's temporary file."""
+    out = tmp_path / "md"
+    out.mkdir()
+    for name in ("page.md.tmp", "manifest.json.tmp", "pages.jsonl.tmp"):
+        (out / name).write_text("mine")
+    assert vt.ocr_dir(ocr_fake.url, scans, out).complete
+    assert all((out / name).read_text() == "mine" for name in ("page.md.tmp", "manifest.json.tmp"))
+    assert (out / "pages.jsonl.tmp").read_text() == "mine"
+    assert list((out / ".vllm-tasks" / "tmp").iterdir()) == []
+    fresh = tmp_path / "umask-default"
+    fresh.write_text("")
+    assert (out / "page.md").stat().st_mode & 0o777 == fresh.stat().st_mode & 0o777  # as any new file
+
+
 def test_outputs_of_a_format_left_out_for_a_run_stay_the_jobs_own(
     recordings: Path, tmp_path: Path, stt_fake: FakeVLLM
 ) -> None:

@@ -29,6 +29,7 @@ import os
 import shutil
 import threading
 import time
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -382,19 +383,29 @@ class OutputFolder:
         return self.write_chunks(name, [data])
 
     def write_chunks(self, name: str, chunks: Iterable[bytes]) -> Path:
-        """Write ``chunks`` (streamed) to ``name`` (relative) atomically, listed before the rename."""
+        """Write ``chunks`` (streamed) to ``name`` (relative) atomically, listed before the rename.
+
+        The temporary file is made in the work folder (``.vllm-tasks/tmp/``, a unique name), not next
+        to the output, where it could be a user's ``report.md.tmp``.
+        """
         path = self.root / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(path.name + ".tmp")
+        temporaries = self.root / WORK / "tmp"
+        temporaries.mkdir(parents=True, exist_ok=True)
+        temporary = temporaries / f"{uuid.uuid4().hex}.tmp"  # not mkstemp: its 0600 would be kept
         digest = hashlib.sha256()
-        with temporary.open("wb") as handle:
-            for chunk in chunks:
-                digest.update(chunk)
-                handle.write(chunk)
-            handle.flush()
-            os.fsync(handle.fileno())
-        self._record(name, digest.hexdigest())
-        os.replace(temporary, path)
+        try:
+            with temporary.open("xb") as handle:
+                for chunk in chunks:
+                    digest.update(chunk)
+                    handle.write(chunk)
+                handle.flush()
+                os.fsync(handle.fileno())
+            self._record(name, digest.hexdigest())
+            os.replace(temporary, path)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
         return path
 
 
