@@ -901,3 +901,27 @@ def test_kept_columns_that_would_collide_in_the_output_are_refused(tmp_path: Pat
             with pytest.raises(vt.InvalidInputError, match="second column") as caught:
                 vt.embed_file(c, source, tmp_path / "o.parquet", id_field="id", keep_columns=kept)
             assert caught.value.field == "keep_columns"
+
+
+def test_a_replica_down_at_the_start_or_answering_garbage_is_set_aside(
+    tmp_path: Path, fake: FakeVLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    lines = [f"row {i}" for i in range(60)]
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(lines) + "\n")
+    with fake_server() as garbage:
+        down = garbage.url
+    # was: the job refused to start with one replica down, and stopped at a proxy's HTML page
+    with caplog.at_level("WARNING", logger="vllm_tasks.jobs"):
+        report = vt.embed_file(
+            [fake.url, down], source, tmp_path / "a.npy", chunk_rows=20, batch_size=5, **FAST
+        )
+    assert "starting without it" in caplog.text and report.texts == 60
+    np.testing.assert_allclose(np.load(tmp_path / "a.npy"), expected(fake, lines), atol=1e-6)
+    with fake_server() as proxy:
+        proxy.fail(200, path=EMBED, after=3, times=None, body=b"<html>maintenance</html>")
+        servers = [fake.url, proxy.url]
+        report = vt.embed_file(servers, source, tmp_path / "b.npy", chunk_rows=20, batch_size=5, **FAST)
+    np.testing.assert_allclose(np.load(tmp_path / "b.npy"), expected(fake, lines), atol=1e-6)
+    failures = {r.url: r.failures for r in report.replicas}
+    assert failures[servers[1]] >= 1 and failures[servers[0]] == 0

@@ -30,7 +30,7 @@ from .engine import Engine, Plan, error_rows
 from .inputs import InputSpec, file_digest, parquet_types, read_chunks, scan
 from .outputs import NpySink, ParquetSink, Sink
 from .progress import JobProgress
-from .replicas import Replica, ReplicaPool, Servers, make_replicas, run_in_own_loop
+from .replicas import REPLICA_ERRORS, Replica, ReplicaPool, Servers, logger, make_replicas, run_in_own_loop
 from .state import PROBE_MIN_COSINE, PROBE_TEXT, Checkpoint, changes, cosine, job_lock, write_json
 
 OutputFormat = Literal["npy", "parquet"]
@@ -254,7 +254,7 @@ async def aembed_file(
         raise InvalidInputError("source", str(spec.path), "has no rows", "Pass a file with one text per row.")
     replicas, made = make_replicas(client)
     try:
-        served = await _served_model(replicas, plan)
+        served = await _served_model(replicas, plan, retry_replica_after)
         fingerprint = {
             "input": {"sha256": digest, "rows": rows, "format": spec.format, **_fields(spec)},
             "model": served,
@@ -417,12 +417,14 @@ def _fields(spec: InputSpec) -> dict[str, Any]:
     return {"text_field": spec.text_field, "id_field": spec.id_field, "keep_columns": list(spec.keep_columns)}
 
 
-async def _served_model(replicas: list[Replica], plan: Plan) -> dict[str, Any]:
-    """The model every replica serves (name, weights, width, probe vector); refuses a mix.
+async def _served_model(replicas: list[Replica], plan: Plan, retry_after: float) -> dict[str, Any]:
+    """The model every replica that answers serves (name, weights, width, probe vector); refuses a mix.
+    A replica that cannot be reached is set aside for ``retry_after`` seconds (a warning): the job starts
+    on the others.
 
     Raises:
         ReplicaMismatch: two replicas differ.
-        APIError: a replica cannot be reached or refuses the job's options.
+        APIError: no replica can be reached, or one refuses the job's options.
     """
 
     async def probe(replica: Replica) -> dict[str, Any]:
@@ -435,11 +437,22 @@ async def _served_model(replicas: list[Replica], plan: Plan) -> dict[str, Any]:
 
     answers = await asyncio.gather(*(probe(replica) for replica in replicas), return_exceptions=True)
     for answer in answers:
-        if isinstance(answer, BaseException):
+        if isinstance(answer, BaseException) and not isinstance(answer, REPLICA_ERRORS):
             raise answer
-    served = [answer for answer in answers if not isinstance(answer, BaseException)]
-    first = served[0]
-    for replica, other in zip(replicas[1:], served[1:], strict=True):
+    up = [
+        (replica, answer)
+        for replica, answer in zip(replicas, answers, strict=True)
+        if isinstance(answer, dict)
+    ]
+    if not up:
+        raise next(answer for answer in answers if isinstance(answer, BaseException))
+    for replica, answer in zip(replicas, answers, strict=True):
+        if isinstance(answer, BaseException):  # down now: it gets batches once back, each chunk checked
+            replica.failures, replica.strikes = 1, 1
+            replica.set_aside_until = time.monotonic() + retry_after
+            logger.warning("%s cannot be reached (%s): starting without it", replica.url, answer)
+    (first_replica, first), others = up[0], up[1:]
+    for replica, other in others:
         similarity = cosine(first["probe"], other["probe"])
         if (first["model"], first["root"]) != (
             other["model"],
@@ -449,7 +462,7 @@ async def _served_model(replicas: list[Replica], plan: Plan) -> dict[str, Any]:
                 f"{first['model']!r} ({first['root']}) vs {other['model']!r} ({other['root']}), "
                 f"cosine of their vectors for one text {similarity:.3f}"
             )
-            raise ReplicaMismatch((replicas[0].url, replica.url), detail)
+            raise ReplicaMismatch((first_replica.url, replica.url), detail)
     return first
 
 

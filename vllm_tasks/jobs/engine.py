@@ -28,8 +28,10 @@ from ..errors import (
     BadRequestError,
     InsufficientDiskSpace,
     JobMismatch,
+    NotFoundError,
     RequestTooLargeError,
     RowFailed,
+    UnexpectedResponse,
     UnprocessableEntityError,
     is_option_error,
 )
@@ -43,6 +45,10 @@ logger = logging.getLogger("vllm_tasks.jobs")
 
 ROW_ERRORS = (BadRequestError, UnprocessableEntityError, RequestTooLargeError)
 """Answers about the rows sent (an over-long text, a bad value): the batch is split to find them."""
+SERVER_ERRORS = (*REPLICA_ERRORS, UnexpectedResponse, NotFoundError)
+"""Failures of one server during a run: down, overloaded, or answering what vLLM does not (an HTML page
+from a proxy, an empty body, another width, a 404 while it redeploys): it is set aside and its batches go
+to the others (the job's start found the model served, so this is about that server)."""
 
 
 def estimated_tokens(text: str) -> int:
@@ -197,7 +203,7 @@ class Engine:
             _, (replica, batches) = work.served_by.popitem()
             try:
                 probe = await replica.client.embed(PROBE_TEXT, **self._plan.call)
-            except REPLICA_ERRORS as error:  # down since: its rows go to the others, checked in turn
+            except SERVER_ERRORS as error:  # down since: its rows go to the others, checked in turn
                 self._pool.set_aside(replica, error)
                 replica.rows -= sum(len(rows) for rows in batches)  # not kept from it
                 async with asyncio.TaskGroup() as group:
@@ -232,7 +238,7 @@ class Engine:
                     raise
                 await self._refused(work, rows, error)
                 return
-            except REPLICA_ERRORS as error:
+            except SERVER_ERRORS as error:
                 self._pool.set_aside(replica, error)
                 replica = None
                 continue
