@@ -51,7 +51,7 @@ from .errors import (
 )
 from .jobs import aembed_file, aocr_dir, atranscribe_dir, embed_file, ocr_dir, transcribe_dir
 from .ocr import OCRParams
-from .scoring import maxsim
+from .pooling import maxsim
 from .transcription import ChunkingOptions, TranscribeParams
 from .version import __version__
 

@@ -1,8 +1,9 @@
-"""Scoring, the pure parts: ``rerank``, ``score``, ``classify``, ``pool``, and the ``maxsim`` helper.
+"""Scoring, the pure parts: ``rerank`` (``/rerank``) and ``score`` (``/score``).
 
 Checking inputs, splitting token limits between server and client, building the batched requests,
 explaining length errors and merging the answers. The sending is ``vllm_tasks/_async/scoring.py`` (and its
-generated sync twin).
+generated sync twin); which kind of model scores is learned in :mod:`vllm_tasks.scorer_kind`; ``classify``,
+``pool`` and ``maxsim`` are in :mod:`vllm_tasks.pooling`, which shares this module's request helpers.
 
 Splitting and merging: a long document list is sent as several ``/rerank`` (or ``/score``) requests of at
 most ``batch_size`` documents and ``defaults.SCORE_MAX_REQUEST_BYTES`` of JSON, with bounded concurrency,
@@ -10,12 +11,6 @@ and the answers are merged into one global ranking. This is **exact** for every 
 cross-encoder scores each (query, document) pair on its own, a bi-encoder compares two independent
 embeddings, and a late-interaction model computes MaxSim per pair. (The listwise ``JinaForRanking`` model
 is the exception: it sees all documents of a request at once; use ``batch_size >= len(documents)``.)
-
-Scorer kind: the first call per model asks ``POST /pooling`` for a one-word input, alongside the real
-requests: a vector of length 1 means a one-label classifier (cross-encoder), a longer vector an embedding
-model (bi-encoder, cosine), a matrix a token-embedding model (late interaction, MaxSim). When ``/pooling``
-refuses, the routes listed by ``/openapi.json`` decide (``/classify`` -> cross-encoder, ``/v1/embeddings``
--> bi-encoder).
 """
 
 from __future__ import annotations
@@ -24,66 +19,41 @@ import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import httpx
 import numpy as np
-import numpy.typing as npt
 
-from . import defaults, gates, images
-from .batching import plan_batches
-from .calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
-from .decoding import float_rows
-from .errors import (
-    APIError,
-    BadRequestError,
-    ContextLengthExceeded,
-    InternalServerError,
-    InvalidInputError,
-    UnexpectedResponse,
-)
+from . import gates, images
+from .calls import CallOptions, resolve_model
+from .errors import BadRequestError, ContextLengthExceeded, InternalServerError, InvalidInputError
 from .responses import in_index_order, index_problem, json_object, malformed, text_or_none, usage_of
-from .server_state import Fact
-from .tasks import TaskName
 from .transport import Request
 from .types.common import Usage
-from .types.scoring import (
-    ClassificationResult,
-    PoolingResult,
-    RerankHit,
-    RerankResult,
-    ScoreResult,
-    ScorerKind,
-)
+from .types.scoring import RerankHit, RerankResult, ScoreResult, ScorerKind
 from .types.server import ServerInfo
-from .validation import int_at_least, token_ids
+from .validation import int_at_least
 
 Fallback = Literal["error", "client"]
+
 ScoreInput = str | dict[str, Any]
 """What the server accepts for one side of a pair: a string or ``{"content": [content parts]}``."""
+
 PairMode = Literal["1:1", "1:N", "N:N"]
 
 TOKEN_ID_JSON_BYTES = 8
 """JSON bytes one token id takes at most in a request body: up to 6 digits (vocabularies stay under a
 million ids), a comma and a space. Sizes token-id inputs against ``defaults.SCORE_MAX_REQUEST_BYTES``."""
-PoolPrompts = list[str] | list[list[int]]
-"""The checked inputs of ``classify``/``pool``: texts, or token-id lists (never mixed)."""
-
-POOLING_TASKS = ("embed", "classify", "token_embed", "token_classify", "embed&token_classify", "plugin")
-_SCORER_PROBE_INPUT = "a"
 
 LENGTH_HINT = (
     "Cut long documents with max_tokens_per_doc=N (vLLM >= 0.20.0; max_tokens_per_doc_fallback='client' "
     "on older servers), or let the server cut each prompt with truncate_prompt_tokens=-1."
 )
+
 QUERY_TOO_LONG_HINT = (
     "vLLM 0.32 answers this when the query alone does not fit the model's context while "
     "max_tokens_per_doc is set; cut the query with max_tokens_per_query=N."
 )
-
-SCORER_KIND: Fact[str, ScorerKind] = Fact("scorer kind", key="model")
-"""What the served model scores with (cross-encoder, bi-encoder, late interaction), probed once per
-model with ``/pooling`` (see :func:`scorer_probe_request`)."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -160,7 +130,8 @@ def to_score_input(item: Any, field: str, text_field: str = "text") -> ScoreInpu
     )
 
 
-def _is_token_id(value: object) -> bool:
+def is_token_id(value: object) -> bool:
+    """Whether ``value`` is an int that is not a bool (a token id, unchecked)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -176,8 +147,8 @@ def refuse_token_ids(value: Any, field: str) -> None:
     Examples:
         >>> refuse_token_ids("Paris", "documents[0]")
     """
-    if _is_token_id(value) or (
-        isinstance(value, list | tuple) and value and all(_is_token_id(item) for item in value)
+    if is_token_id(value) or (
+        isinstance(value, list | tuple) and value and all(is_token_id(item) for item in value)
     ):
         raise InvalidInputError(
             field,
@@ -214,7 +185,12 @@ def is_multimodal(value: ScoreInput) -> bool:
     return any(part.get("type") != "text" for part in value["content"])
 
 
-def _as_list(value: Any, field: str) -> list[Any]:
+def as_list(value: Any, field: str) -> list[Any]:
+    """``value`` as a list: one that is not a list (a string, a mapping, ``None``) is refused.
+
+    Raises:
+        InvalidInputError: naming ``field``, with how to wrap a single item.
+    """
     if isinstance(value, str | bytes | Mapping) or value is None:
         raise InvalidInputError(field, value, "must be a list", f"Wrap a single item: {field}=[item].")
     try:
@@ -262,7 +238,7 @@ def rerank_inputs(query: Any, documents: Iterable[Any], text_field: str) -> tupl
         >>> pairs.seconds
         ['Paris']
     """
-    docs = _as_list(documents, "documents")
+    docs = as_list(documents, "documents")
     if not docs:
         raise InvalidInputError("documents", docs, "is empty", "Pass at least one document.")
     query_input = to_score_input(query, "query", text_field)
@@ -283,8 +259,8 @@ def score_inputs(text_1: Any, text_2: Any, text_field: str) -> ScorePairs:
     """
     refuse_token_ids(text_1, "text_1")
     refuse_token_ids(text_2, "text_2")
-    side_1 = [text_1] if _is_single(text_1) else _as_list(text_1, "text_1")
-    side_2 = [text_2] if _is_single(text_2) else _as_list(text_2, "text_2")
+    side_1 = [text_1] if _is_single(text_1) else as_list(text_1, "text_1")
+    side_2 = [text_2] if _is_single(text_2) else as_list(text_2, "text_2")
     mode = pair_mode(len(side_1), len(side_2))
     inputs_1 = [to_score_input(v, f"text_1[{i}]", text_field) for i, v in enumerate(side_1)]
     inputs_2 = [to_score_input(v, f"text_2[{i}]", text_field) for i, v in enumerate(side_2)]
@@ -364,7 +340,7 @@ class ScoreParams:
 def _json_size(value: Any) -> int:
     if isinstance(value, str):
         return len(value.encode()) + 8
-    if isinstance(value, list) and value and _is_token_id(value[0]):  # checked token ids (pool_inputs)
+    if isinstance(value, list) and value and is_token_id(value[0]):  # checked token ids (pool_inputs)
         return TOKEN_ID_JSON_BYTES * len(value) + 8
     return len(json.dumps(value)) + 8
 
@@ -381,7 +357,11 @@ def json_sizes(values: Sequence[Any]) -> list[int]:
     return [_json_size(value) for value in values]
 
 
-def _body(common: Mapping[str, Any], extra_body: Mapping[str, Any] | None, **fields: Any) -> dict[str, Any]:
+def request_body(
+    common: Mapping[str, Any], extra_body: Mapping[str, Any] | None, **fields: Any
+) -> dict[str, Any]:
+    """A request's JSON body: ``common`` and ``fields`` without their ``None`` values, then ``extra_body``
+    merged over them."""
     body = {key: value for key, value in common.items() if value is not None}
     body.update({key: value for key, value in fields.items() if value is not None})
     if extra_body:
@@ -405,7 +385,7 @@ def max_model_len(info: ServerInfo, model: str | None) -> int | None:
     return card.max_model_len
 
 
-def _data(
+def answer_data(
     response: httpx.Response, payload: Mapping[str, Any], what: str, count: int
 ) -> list[dict[str, Any]]:
     """``payload["data"]`` in index order: a list of ``count`` objects indexed exactly ``0..count-1``.
@@ -434,119 +414,6 @@ def _number(response: httpx.Response, what: str, entry: Mapping[str, Any], key: 
     if number is None or not np.isfinite(number):
         raise malformed(response, what, f"{key}={str(value)[:50]} is not a finite number")
     return number
-
-
-def _rows(response: httpx.Response, what: str, rows: list[Any], dtype: npt.DTypeLike) -> npt.NDArray[Any]:
-    try:
-        return float_rows(rows, dtype)
-    except UnexpectedResponse as error:
-        raise malformed(response, what, error.message) from None
-
-
-# --------------------------------------------------------------------------------------------------
-# Scorer kind
-# --------------------------------------------------------------------------------------------------
-
-
-# Before this release /pooling without a `task` answers per token for every model (0.12-0.16: the
-# token_embed / token_classify output; 0.11: hidden states, whatever the task), so a per-token answer
-# does not mean late interaction. 0.19.1 is the first release verified answering with the active task
-# (0.17 and 0.18 were not run: they get the two-step probe, which is right either way).
-POOLING_ANSWERS_ACTIVE_TASK = "0.19.0"
-
-
-def scorer_probe_request(
-    model: str | None, timeout: TimeoutLike = CLIENT_DEFAULT, *, task: str | None = None
-) -> Request:
-    """The ``/pooling`` request whose answer tells the scorer kind (see :func:`scorer_from_probe`).
-
-    A one-word input; errors are returned, not raised (``raise_for_status=False``): a refusal only means
-    the routes decide.
-
-    Args:
-        model: the served model name (``None``: the server's only model).
-        timeout: the request's timeout.
-        task: a pooling task to ask for (the follow-up probe of old servers, :func:`scorer_from_embed_probe`);
-            ``None`` asks for the model's active task.
-
-    Examples:
-        >>> scorer_probe_request("minilm").json
-        {'input': 'a', 'model': 'minilm'}
-    """
-    body: dict[str, Any] = {"input": _SCORER_PROBE_INPUT}
-    if model:
-        body["model"] = model
-    if task:
-        body["task"] = task
-    return Request("POST", "/pooling", json=body, raise_for_status=False, timeout=timeout)
-
-
-def scorer_from_probe(response: httpx.Response | None, info: ServerInfo) -> ScorerKind | None:
-    """Which kind of model serves ``/score`` and ``/rerank``, from a ``/pooling`` answer and the routes.
-
-    Args:
-        response: the answer to :func:`scorer_probe_request` (``None`` if not asked).
-        info: the server's description (its version and its ``/openapi.json`` routes).
-
-    Returns:
-        ``CROSS_ENCODER`` for a one-element vector (or when ``/classify`` is served), ``BI_ENCODER`` for a
-        longer vector (or when ``/v1/embeddings`` is served), ``LATE_INTERACTION`` for a per-token matrix,
-        ``UNKNOWN`` otherwise. On a server older than 0.19, whose ``/pooling`` answers per token for every
-        model, a per-token matrix one wide is a cross-encoder's ``token_classify`` output, and a wider one
-        is ``None``: ask again with ``task="embed"`` and read it with :func:`scorer_from_embed_probe`.
-
-    Examples:
-        >>> scorer_from_probe(httpx.Response(200, json={"data": [{"data": [0.48]}]}), info)
-        <ScorerKind.CROSS_ENCODER: 'cross-encoder'>
-    """
-    data = _probe_data(response)
-    if data is not None:
-        if isinstance(data[0], list):
-            version = info.parsed_version
-            if not version.known or version.at_least(POOLING_ANSWERS_ACTIVE_TASK):
-                return ScorerKind.LATE_INTERACTION
-            return ScorerKind.CROSS_ENCODER if len(data[0]) == 1 else None
-        if len(data) == 1 or info.serves_route("/classify"):
-            return ScorerKind.CROSS_ENCODER
-        return ScorerKind.BI_ENCODER
-    if info.serves_route("/classify"):
-        return ScorerKind.CROSS_ENCODER
-    if info.serves_route("/v1/embeddings"):
-        return ScorerKind.BI_ENCODER
-    return ScorerKind.UNKNOWN
-
-
-def scorer_from_embed_probe(response: httpx.Response | None) -> ScorerKind:
-    """The scorer kind from an old server's answer to ``/pooling`` with ``task="embed"``.
-
-    Asked when :func:`scorer_from_probe` returned ``None`` (a server older than 0.19 answered per token).
-
-    Returns:
-        ``BI_ENCODER`` for one vector (the model embeds), ``LATE_INTERACTION`` for a refusal (it only has
-        per-token embeddings), ``UNKNOWN`` when the server answers per token again (vLLM 0.11 ignores
-        ``task``: its answers cannot tell).
-
-    Examples:
-        >>> scorer_from_embed_probe(httpx.Response(200, json={"data": [{"data": [0.1, 0.2]}]}))
-        <ScorerKind.BI_ENCODER: 'bi-encoder'>
-    """
-    data = _probe_data(response)
-    if data is not None:
-        return ScorerKind.UNKNOWN if isinstance(data[0], list) else ScorerKind.BI_ENCODER
-    if response is not None and response.status_code == 400:
-        return ScorerKind.LATE_INTERACTION
-    return ScorerKind.UNKNOWN
-
-
-def _probe_data(response: httpx.Response | None) -> list[Any] | None:
-    """The first item's ``data`` of a 200 ``/pooling`` answer, when it is a non-empty list."""
-    if response is None or response.status_code != 200:
-        return None
-    try:
-        data = response.json()["data"][0]["data"]
-    except (ValueError, KeyError, IndexError, TypeError):
-        return None
-    return data if isinstance(data, list) and data else None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -727,7 +594,7 @@ def plan_rerank_requests(setup: ScoringSetup, batches: Sequence[range], top_n: i
         Request(
             "POST",
             "/rerank",
-            json=_body(
+            json=request_body(
                 setup.fields,
                 call.extra_body,
                 query=setup.pairs.firsts[0],
@@ -770,7 +637,7 @@ def plan_score_requests(
     for batch in batches:
         first: Any = pairs.firsts[0] if pairs.mode != "N:N" else [pairs.firsts[i] for i in batch]
         second: Any = pairs.seconds[0] if pairs.mode == "1:1" else [pairs.seconds[i] for i in batch]
-        body = _body(setup.fields, call.extra_body, **{keys[0]: first, keys[1]: second})
+        body = request_body(setup.fields, call.extra_body, **{keys[0]: first, keys[1]: second})
         requests.append(
             Request(
                 "POST", "/score", json=body, headers=call.extra_headers, timeout=call.timeout, task="score"
@@ -969,7 +836,7 @@ def merge_scores(
     served_model = model
     for response, batch in zip(responses, batches, strict=True):
         payload = json_object(response, "/score", task="score")
-        entries = _data(response, payload, "/score", len(batch))
+        entries = answer_data(response, payload, "/score", len(batch))
         scores.extend(_number(response, "/score", entry, "score") for entry in entries)
         usage += usage_of(response, "/score", payload.get("usage"))
         served_model = served_model or text_or_none(payload.get("model"))
@@ -979,231 +846,3 @@ def merge_scores(
         scorer=scorer,
         usage=usage,
     )
-
-
-# --------------------------------------------------------------------------------------------------
-# classify and pool
-# --------------------------------------------------------------------------------------------------
-
-
-def pool_inputs(value: Any, field: str = "input") -> PoolPrompts:
-    """Check ``classify``/``pool`` input: texts or token ids, in the shapes vLLM's ``input`` takes.
-
-    A string, a list of strings, one tokenized prompt (a list of ints) or several (a list of lists of
-    ints); texts and token ids do not mix. vLLM reads ``input: list[int] | list[list[int]] | str |
-    list[str]`` on ``/classify`` and ``/pooling`` (``CompletionRequestMixin``, 0.32).
-
-    Raises:
-        InvalidInputError: an empty input, bytes, a mix, or a bad element, naming it (``input[2][0]``).
-
-    Examples:
-        >>> pool_inputs("hello")
-        ['hello']
-        >>> pool_inputs([101, 7592, 102])
-        [[101, 7592, 102]]
-    """
-    items = [value] if isinstance(value, str) else _as_list(value, field)
-    if not items:
-        raise InvalidInputError(field, items, "is empty", "Pass at least one text or token-id list.")
-    if _is_token_id(items[0]):
-        return [token_ids(field, items)]
-    if _is_id_list(items[0]):
-        return [token_ids(f"{field}[{i}]", _id_list(item, f"{field}[{i}]")) for i, item in enumerate(items)]
-    for index, text in enumerate(items):
-        if not isinstance(text, str):
-            raise InvalidInputError(
-                f"{field}[{index}]", _shown(text), "must be a string", "Texts and token ids do not mix."
-            )
-    return items
-
-
-def _is_id_list(value: Any) -> bool:
-    return isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray | memoryview)
-
-
-def _id_list(item: Any, field: str) -> Sequence[Any]:
-    if not _is_id_list(item):
-        raise InvalidInputError(
-            field,
-            _shown(item),
-            "must be a list of token ids, as the first one is",
-            "Texts and token ids do not mix.",
-        )
-    return cast(Sequence[Any], item)
-
-
-def _shown(value: Any) -> Any:
-    """What an error shows of a bad element: bytes as their type and length, else the type's name."""
-    if isinstance(value, bytes | bytearray | memoryview):
-        return f"{type(value).__name__} of length {len(value)} (decode text first)"
-    return type(value).__name__
-
-
-def check_pool_task(task: str | None) -> None:
-    """Check ``pool``'s ``task``: ``None`` or one of :data:`POOLING_TASKS`.
-
-    Raises:
-        InvalidInputError: another name; the removed ``score`` and ``encode`` tasks say what replaced them.
-
-    Examples:
-        >>> check_pool_task("token_embed")
-    """
-    if task is not None and task not in POOLING_TASKS:
-        fix = {
-            "score": "The `score` task was removed in vLLM 0.19; use 'classify'.",
-            "encode": "The `encode` task was removed; use 'token_embed' or 'token_classify'.",
-        }.get(task, "")
-        raise InvalidInputError("task", task, f"must be one of {', '.join(POOLING_TASKS)}", fix)
-
-
-def plan_pooling_requests(
-    path: str,
-    task: TaskName,
-    prompts: PoolPrompts,
-    fields: Mapping[str, Any],
-    call: CallOptions,
-    *,
-    batch_size: int,
-) -> tuple[list[Request], list[range]]:
-    """The batched ``/classify`` or ``/pooling`` requests of ``prompts`` and the batches they carry.
-
-    Batches hold at most ``batch_size`` prompts (texts or token-id lists, see :func:`pool_inputs`) and
-    ``defaults.SCORE_MAX_REQUEST_BYTES`` of JSON (a token id counted as :data:`TOKEN_ID_JSON_BYTES`);
-    ``fields`` (``None`` values left out) and ``call.extra_body`` go into every body.
-
-    Examples:
-        >>> requests, batches = plan_pooling_requests(
-        ...     "/classify", "classify", ["a", "b"], {}, CallOptions(), batch_size=1
-        ... )
-        >>> batches
-        [range(0, 1), range(1, 2)]
-    """
-    batches = plan_batches(json_sizes(prompts), batch_size, defaults.SCORE_MAX_REQUEST_BYTES)
-    requests = [
-        Request(
-            "POST",
-            path,
-            json=_body(fields, call.extra_body, input=[prompts[i] for i in batch]),
-            headers=call.extra_headers,
-            timeout=call.timeout,
-            task=task,
-        )
-        for batch in batches
-    ]
-    return requests, batches
-
-
-def _merge_entries(
-    responses: Sequence[httpx.Response], batches: Sequence[range], path: str, key: str
-) -> tuple[list[tuple[dict[str, Any], npt.NDArray[Any]]], Usage, str | None]:
-    """Each input's entry with its ``key`` array (checked numbers), in input order; usage; model."""
-    entries: list[tuple[dict[str, Any], npt.NDArray[Any]]] = []
-    usage = Usage()
-    model: str | None = None
-    task: TaskName = "classify" if path == "/classify" else "pooling"
-    for response, batch in zip(responses, batches, strict=True):
-        payload = json_object(response, path, task=task)
-        for entry in _data(response, payload, path, len(batch)):
-            value = entry.get(key)
-            if not isinstance(value, list) or not value:
-                raise malformed(response, path, f"{key}={str(value)[:50]!r} is not a non-empty list")
-            nested = isinstance(value[0], list)
-            array = _rows(response, path, value if nested else [value], np.float64)
-            entries.append((entry, array if nested else array[0]))
-        usage += usage_of(response, path, payload.get("usage"))
-        model = model or text_or_none(payload.get("model"))
-    return entries, usage, model
-
-
-def merge_classify(
-    responses: Sequence[httpx.Response], batches: Sequence[range], model: str | None
-) -> ClassificationResult:
-    """Merge ``/classify`` answers into labels and a ``[n, num_classes]`` probability matrix.
-
-    Args:
-        responses: one answer per batch.
-        batches: the input positions each request carried.
-        model: the model named in the requests (else the served one is reported).
-
-    Raises:
-        APIError: an answer without ``data``, or with a result count that does not match its batch.
-
-    Examples:
-        >>> merge_classify([response], [range(0, 2)], "m").probs.shape
-        (2, 2)
-    """
-    entries, usage, served = _merge_entries(responses, batches, "/classify", "probs")
-    widths = {array.shape for _, array in entries}
-    if len(widths) != 1 or len(next(iter(widths))) != 1:
-        raise APIError(f"/classify: the server returned probabilities of shapes {sorted(widths)[:5]}")
-    probs = np.stack([array for _, array in entries])
-    labels = [entry.get("label") for entry, _ in entries]
-    if not all(label is None or isinstance(label, str) for label in labels):
-        raise APIError(f"/classify: labels that are not strings: {labels[:5]}")
-    return ClassificationResult(
-        labels=labels,
-        probs=probs,
-        num_classes=probs.shape[1],
-        model=model or served or "",
-        usage=usage,
-    )
-
-
-def merge_pool(
-    responses: Sequence[httpx.Response], batches: Sequence[range], model: str | None
-) -> PoolingResult:
-    """Merge ``/pooling`` answers into one float32 array per input (a matrix on ``token_*`` tasks).
-
-    Raises:
-        APIError: an answer without ``data``, or with a result count that does not match its batch.
-
-    Examples:
-        >>> merge_pool([response], [range(0, 1)], "m").data[0].shape
-        (384,)
-    """
-    entries, usage, served = _merge_entries(responses, batches, "/pooling", "data")
-    data = [array.astype(np.float32) for _, array in entries]
-    widths = {(array.ndim, array.shape[-1]) for array in data}
-    if len(widths) > 1:  # every pooling task gives one width ([d], or [tokens, d]) for all inputs
-        shapes = [array.shape for array in data][:5]
-        raise APIError(f"/pooling: the server returned arrays of different shapes {shapes}")
-    return PoolingResult(data=data, model=model or served or "", usage=usage)
-
-
-# --------------------------------------------------------------------------------------------------
-# Late interaction
-# --------------------------------------------------------------------------------------------------
-
-
-def maxsim(query_vectors: npt.ArrayLike, doc_vectors: npt.ArrayLike) -> float:
-    """Late-interaction (ColBERT) score: for each query token, the best dot product with any document
-    token, summed over the query tokens -- what vLLM computes for ``token_embed`` models.
-
-    Args:
-        query_vectors: ``[n_query_tokens, d]`` (e.g. ``client.pool(query).data[0]``).
-        doc_vectors: ``[n_doc_tokens, d]``.
-
-    Returns:
-        The MaxSim score (unbounded; it grows with the query's length).
-
-    Raises:
-        InvalidInputError: for arrays that are not 2-D with the same width.
-
-    Examples:
-        >>> q = client.pool("what is vllm?").data[0]
-        >>> d = client.pool("vLLM is an inference engine").data[0]
-        >>> maxsim(q, d)
-        7.93...
-    """
-    query = np.asarray(query_vectors, dtype=np.float64)
-    doc = np.asarray(doc_vectors, dtype=np.float64)
-    for field, array in (("query_vectors", query), ("doc_vectors", doc)):
-        if array.ndim != 2 or array.shape[0] == 0:
-            raise InvalidInputError(
-                field, f"array of shape {array.shape}", "must be a non-empty [tokens, d] matrix", ""
-            )
-    if query.shape[1] != doc.shape[1]:
-        raise InvalidInputError(
-            "doc_vectors", f"width {doc.shape[1]}", f"must match the query's width {query.shape[1]}", ""
-        )
-    return float((query @ doc.T).max(axis=1).sum())

@@ -12,7 +12,7 @@ import pytest
 from pytest_httpx import HTTPXMock
 
 import vllm_tasks as vt
-from vllm_tasks import defaults, scoring
+from vllm_tasks import defaults, pooling, scorer_kind, scoring
 from vllm_tasks.calls import CallOptions
 from vllm_tasks.types.scoring import ScorerKind
 
@@ -198,7 +198,7 @@ def test_late_interaction_is_detected_from_a_token_matrix() -> None:
         base_url=BASE, version="0.32.0", models=(), routes=frozenset({"/v1/embeddings"})
     )
     matrix = httpx.Response(200, json={"data": [{"index": 0, "data": [[0.1, 0.2], [0.3, 0.4]]}]})
-    assert scoring.scorer_from_probe(matrix, info) is ScorerKind.LATE_INTERACTION
+    assert scorer_kind.scorer_from_probe(matrix, info) is ScorerKind.LATE_INTERACTION
 
 
 PER_TOKEN_384 = [[0.01] * 384] * 3  # /pooling's default answer for "a" (3 tokens) on vLLM 0.11-0.16
@@ -256,7 +256,7 @@ def test_scorer_falls_back_to_routes_when_pooling_refuses(
         base_url=BASE, version="0.32.0", models=(), routes=None if routes is None else frozenset(routes)
     )
     refused = httpx.Response(400, json={"error": {"message": "Unsupported task", "code": 400}})
-    assert scoring.scorer_from_probe(refused, info) is expected
+    assert scorer_kind.scorer_from_probe(refused, info) is expected
 
 
 def test_rerank_sends_gated_fields_on_a_new_server(make_client: Any, httpx_mock: HTTPXMock) -> None:
@@ -577,7 +577,7 @@ IDS = [101, 7592, 2088, 102]
     ],
 )
 def test_pool_inputs_accepts_token_ids(value: Any, expected: Any) -> None:
-    assert scoring.pool_inputs(value) == expected
+    assert pooling.pool_inputs(value) == expected
 
 
 def test_classify_token_id_lists(make_client: Any, httpx_mock: HTTPXMock) -> None:
@@ -620,7 +620,7 @@ def test_token_ids_are_batched_by_count_and_by_size(make_client: Any, httpx_mock
     sizes = scoring.json_sizes(large)
     assert sizes[0] <= defaults.SCORE_MAX_REQUEST_BYTES < sizes[0] + sizes[1]
     assert sizes[1] + sizes[2] <= defaults.SCORE_MAX_REQUEST_BYTES
-    _, batches = scoring.plan_pooling_requests(
+    _, batches = pooling.plan_pooling_requests(
         "/pooling", "pooling", large, {}, CallOptions(), batch_size=128
     )
     assert batches == [range(0, 1), range(1, 3)]

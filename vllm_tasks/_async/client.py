@@ -6,6 +6,7 @@ from .audio import AsyncAudioMethods
 from .base import AsyncClientBase
 from .embeddings import AsyncEmbeddingMethods
 from .ocr import AsyncOCRMethods
+from .pooling import AsyncPoolingMethods
 from .scoring import AsyncScoringMethods
 from .tokenizing import AsyncTokenizerMethods
 
@@ -13,6 +14,7 @@ from .tokenizing import AsyncTokenizerMethods
 class AsyncClient(
     AsyncEmbeddingMethods,
     AsyncScoringMethods,
+    AsyncPoolingMethods,
     AsyncOCRMethods,
     AsyncAudioMethods,
     AsyncTokenizerMethods,

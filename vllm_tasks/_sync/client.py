@@ -7,6 +7,7 @@ from .audio import AudioMethods
 from .base import ClientBase
 from .embeddings import EmbeddingMethods
 from .ocr import OCRMethods
+from .pooling import PoolingMethods
 from .scoring import ScoringMethods
 from .tokenizing import TokenizerMethods
 
@@ -14,6 +15,7 @@ from .tokenizing import TokenizerMethods
 class Client(
     EmbeddingMethods,
     ScoringMethods,
+    PoolingMethods,
     OCRMethods,
     AudioMethods,
     TokenizerMethods,

@@ -1,39 +1,38 @@
 # GENERATED from vllm_tasks/_async/scoring.py by scripts/unasync.py: do not edit.
-"""Scoring methods of the synchronous client: ``rerank``, ``score``, ``classify``, ``pool``,
-``scorer_kind``.
+"""Scoring methods of the synchronous client: ``rerank``, ``score``, ``scorer_kind``.
 
-The pure parts (input checks, planning, merging) are in ``vllm_tasks.scoring``;
+The pure parts (input checks, planning, merging) are in ``vllm_tasks.scoring``, the scorer-kind probe in
+``vllm_tasks.scorer_kind``; ``classify`` and ``pool`` are in ``_async/pooling.py``;
 ``vllm_tasks/_sync/scoring.py`` is generated from this file by ``scripts/unasync.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
-from .. import defaults, gates, scoring
+from .. import defaults, scoring
 from ..batching import plan_batches, smaller_batches
 from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike, resolve_model
 from ..errors import BadRequestError, ContextLengthExceeded, InternalServerError, RequestTooLargeError
 from ..offload import sync_offload
+from ..scorer_kind import SCORER_KIND, scorer_from_embed_probe, scorer_from_probe, scorer_probe_request
 from ..scoring import Fallback, ScoreInput, ScoringSetup
-from ..tasks import TaskName
 from ..transport import Request
-from ..types.scoring import ClassificationResult, PoolingResult, RerankResult, ScoreResult, ScorerKind
+from ..types.scoring import RerankResult, ScoreResult, ScorerKind
 from ..types.server import ServerInfo
 from ..validation import int_at_least
 from .base import ClientBase
 from .tokenizing import count_longest, truncate_texts
 
-T = TypeVar("T")
 Sent = tuple[list[httpx.Response], list[range], ScorerKind]
 """A scoring call's answers, the batches they answer, and the scorer kind."""
 
 
 class ScoringMethods(ClientBase):
-    """``rerank``, ``score``, ``classify``, ``pool``: ``/rerank``, ``/score``, ``/classify``, ``/pooling``."""
+    """``rerank``, ``score``: ``/rerank``, ``/score``; ``scorer_kind``: which kind of model scores."""
 
     def rerank(
         self,
@@ -207,128 +206,6 @@ class ScoringMethods(ClientBase):
         result = scoring.merge_scores(responses, batches, model=setup.model, scorer=scorer)
         return self._counted(result.keep_inputs(pairs.firsts, pairs.seconds, pairs.mode))
 
-    def classify(
-        self,
-        input: Any,
-        *,
-        use_activation: bool | None = None,
-        truncate_prompt_tokens: int | None = None,
-        batch_size: int = defaults.SCORE_BATCH_SIZE,
-        concurrency: int = defaults.CONCURRENCY,
-        show_progress: bool = False,
-        model: str | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-        timeout: TimeoutLike = CLIENT_DEFAULT,
-    ) -> ClassificationResult:
-        """Classify texts or token ids (``POST /classify``) with a sequence-classification model.
-
-        Args:
-            input: a string, a list of strings, one tokenized prompt (``list[int]``) or several
-                (``list[list[int]]``); token ids are sent as they are, without tokenizing.
-            use_activation: False returns raw logits instead of probabilities.
-            truncate_prompt_tokens: keep only N tokens of each input (-1: model maximum).
-            batch_size: inputs per request.
-            concurrency: requests in flight at once.
-            show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
-            model: the served model (default: the client's, else the server's first).
-            extra_body: extra JSON fields merged into every request.
-            extra_headers: extra headers for this call.
-            timeout: per-request timeout (default: the client's).
-
-        Returns:
-            ClassificationResult: ``.labels``, ``.probs`` (``ndarray[n, num_classes]``), ``.num_classes``.
-
-        Raises:
-            InvalidInputError: bad arguments (before any request).
-            EndpointNotServed: the model does not serve ``/classify``.
-            BadRequestError: token ids sent to an early ``/classify`` that read text only
-                (``input: list[str] | str`` before its completion-style request form).
-
-        Examples:
-            >>> (client.classify(["great!", "awful"])).labels
-            ['positive', 'negative']
-        """
-        call = CallOptions(model, extra_body, extra_headers, timeout)
-        batching = Batching(batch_size, concurrency, show_progress)
-        prompts = scoring.pool_inputs(input)
-        fields = {
-            "use_activation": use_activation,
-            "truncate_prompt_tokens": scoring.check_truncate_prompt_tokens(truncate_prompt_tokens),
-        }
-        return self._counted(
-            self._pool(
-                "/classify",
-                "classify",
-                prompts,
-                fields,
-                call=call,
-                batching=batching,
-                merge=scoring.merge_classify,
-            )
-        )
-
-    def pool(
-        self,
-        input: Any,
-        *,
-        task: str | None = None,
-        use_activation: bool | None = None,
-        truncate_prompt_tokens: int | None = None,
-        batch_size: int = defaults.SCORE_BATCH_SIZE,
-        concurrency: int = defaults.CONCURRENCY,
-        show_progress: bool = False,
-        model: str | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-        timeout: TimeoutLike = CLIENT_DEFAULT,
-    ) -> PoolingResult:
-        """Run the model's pooler (``POST /pooling``): vectors, class scores or per-token matrices.
-
-        On ``token_embed`` servers (ColBERT, BGE-M3 multi-vector) each input gives a ``[n_tokens, d]``
-        matrix; ``vllm_tasks.maxsim(query, doc)`` reproduces the server's late-interaction score.
-
-        Args:
-            input: a string, a list of strings, one tokenized prompt (``list[int]``) or several
-                (``list[list[int]]``).
-            task: the pooling task; must be the server's *active* one (``embed``, ``classify``,
-                ``token_embed``, ``token_classify``, ...); None uses it.
-            use_activation: False skips normalisation/activation.
-            truncate_prompt_tokens: keep only N tokens of each input (-1: model maximum).
-            batch_size: inputs per request.
-            concurrency: requests in flight at once.
-            show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
-            model: the served model (default: the client's, else the server's first).
-            extra_body: extra JSON fields merged into every request.
-            extra_headers: extra headers for this call.
-            timeout: per-request timeout (default: the client's).
-
-        Returns:
-            PoolingResult: ``.data``, one ``ndarray`` per input.
-
-        Raises:
-            InvalidInputError: bad arguments, or a removed task name (before any request).
-            BadRequestError: ``task`` is not the server's active pooling task.
-
-        Examples:
-            >>> (client.pool("hello world")).data[0].shape
-            (384,)
-        """
-        call = CallOptions(model, extra_body, extra_headers, timeout)
-        batching = Batching(batch_size, concurrency, show_progress)
-        prompts = scoring.pool_inputs(input)
-        scoring.check_pool_task(task)
-        fields = {
-            "task": task,
-            "use_activation": use_activation,
-            "truncate_prompt_tokens": scoring.check_truncate_prompt_tokens(truncate_prompt_tokens),
-        }
-        return self._counted(
-            self._pool(
-                "/pooling", "pooling", prompts, fields, call=call, batching=batching, merge=scoring.merge_pool
-            )
-        )
-
     def scorer_kind(self, *, model: str | None = None) -> ScorerKind:
         """Which kind of model serves ``/score`` and ``/rerank`` on this server (cached per model).
 
@@ -354,18 +231,18 @@ class ScoringMethods(ClientBase):
         batches.
         """
         key = name or ""
-        kind = self._server_state.get(scoring.SCORER_KIND, key)
+        kind = self._server_state.get(SCORER_KIND, key)
         if kind is None:
             with self._discovery_lock:
                 seen = self._server_state
-                kind = seen.get(scoring.SCORER_KIND, key)
+                kind = seen.get(SCORER_KIND, key)
                 if kind is None:
-                    response = self._transport.send(scoring.scorer_probe_request(name, timeout))
-                    kind = scoring.scorer_from_probe(response, info)
+                    response = self._transport.send(scorer_probe_request(name, timeout))
+                    kind = scorer_from_probe(response, info)
                     if kind is None:  # an old server answered per token: ask whether the model embeds
-                        request = scoring.scorer_probe_request(name, timeout, task="embed")
-                        kind = scoring.scorer_from_embed_probe(self._transport.send(request))
-                    self._learn(seen, scoring.SCORER_KIND, key, kind)
+                        request = scorer_probe_request(name, timeout, task="embed")
+                        kind = scorer_from_embed_probe(self._transport.send(request))
+                    self._learn(seen, SCORER_KIND, key, kind)
         return kind
 
     # ----------------------------------------------------------------------------------------------
@@ -377,7 +254,7 @@ class ScoringMethods(ClientBase):
     ) -> ScoringSetup:
         """Check the call against the server (token limits, gates) and cut texts client-side if asked."""
         info = self.server_info()
-        kinds = self._server_state.all_of(scoring.SCORER_KIND)
+        kinds = self._server_state.all_of(SCORER_KIND)
         setup = scoring.plan_scoring(info, pairs, params, call, client_model=self.model, scorer_kinds=kinds)
         if (setup.model or "") not in kinds:
             kind = self._scorer_kind_of(info, setup.model, call.timeout)
@@ -439,7 +316,7 @@ class ScoringMethods(ClientBase):
                 description=setup.pairs.fields[1],
             )
         except ContextLengthExceeded as error:
-            self._name_too_long(error, setup, self._server_state.get(scoring.SCORER_KIND, setup.model or ""))
+            self._name_too_long(error, setup, self._server_state.get(SCORER_KIND, setup.model or ""))
             raise
         except InternalServerError as error:
             scoring.explain_query_too_long(error)
@@ -461,33 +338,3 @@ class ScoringMethods(ClientBase):
     # ----------------------------------------------------------------------------------------------
     # classify and pool
     # ----------------------------------------------------------------------------------------------
-
-    def _pool(
-        self,
-        path: str,
-        task: TaskName,
-        prompts: scoring.PoolPrompts,
-        fields: Mapping[str, Any],
-        *,
-        call: CallOptions,
-        batching: Batching,
-        merge: Callable[[list[httpx.Response], list[range], str | None], T],
-    ) -> T:
-        """Send ``prompts`` to ``/classify`` or ``/pooling`` in batches and ``merge`` the answers."""
-        info = self.server_info()
-        if fields.get("use_activation") is not None:
-            gates.require(info, ["use_activation"])
-        name = resolve_model(info, call.model, self.model)
-        requests, batches = scoring.plan_pooling_requests(
-            path, task, prompts, {"model": name, **fields}, call, batch_size=batching.batch_size
-        )
-        responses = self._send_batches(
-            requests,
-            concurrency=batching.concurrency,
-            counts=[len(batch) for batch in batches],
-            show_progress=batching.show_progress,
-            description=path.strip("/"),
-        )
-        if sum(len(response.content) for response in responses) > defaults.OFFLOAD_DECODE_BYTES:
-            return sync_offload(merge, responses, batches, name)
-        return merge(responses, batches, name)

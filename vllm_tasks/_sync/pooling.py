@@ -1,0 +1,178 @@
+# GENERATED from vllm_tasks/_async/pooling.py by scripts/unasync.py: do not edit.
+"""``classify`` and ``pool`` of the synchronous client: ``/classify`` and ``/pooling``.
+
+The pure parts (input checks, planning, merging, ``maxsim``) are in ``vllm_tasks.pooling``;
+``vllm_tasks/_sync/pooling.py`` is generated from this file by ``scripts/unasync.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import httpx
+
+from .. import defaults, gates, pooling, scoring
+from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike, resolve_model
+from ..offload import sync_offload
+from ..tasks import TaskName
+from ..types.scoring import ClassificationResult, PoolingResult
+from .base import ClientBase
+
+T = TypeVar("T")
+
+
+class PoolingMethods(ClientBase):
+    """``classify``, ``pool``: ``/classify``, ``/pooling``."""
+
+    def classify(
+        self,
+        input: Any,
+        *,
+        use_activation: bool | None = None,
+        truncate_prompt_tokens: int | None = None,
+        batch_size: int = defaults.SCORE_BATCH_SIZE,
+        concurrency: int = defaults.CONCURRENCY,
+        show_progress: bool = False,
+        model: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        timeout: TimeoutLike = CLIENT_DEFAULT,
+    ) -> ClassificationResult:
+        """Classify texts or token ids (``POST /classify``) with a sequence-classification model.
+
+        Args:
+            input: a string, a list of strings, one tokenized prompt (``list[int]``) or several
+                (``list[list[int]]``); token ids are sent as they are, without tokenizing.
+            use_activation: False returns raw logits instead of probabilities.
+            truncate_prompt_tokens: keep only N tokens of each input (-1: model maximum).
+            batch_size: inputs per request.
+            concurrency: requests in flight at once.
+            show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
+            model: the served model (default: the client's, else the server's first).
+            extra_body: extra JSON fields merged into every request.
+            extra_headers: extra headers for this call.
+            timeout: per-request timeout (default: the client's).
+
+        Returns:
+            ClassificationResult: ``.labels``, ``.probs`` (``ndarray[n, num_classes]``), ``.num_classes``.
+
+        Raises:
+            InvalidInputError: bad arguments (before any request).
+            EndpointNotServed: the model does not serve ``/classify``.
+            BadRequestError: token ids sent to an early ``/classify`` that read text only
+                (``input: list[str] | str`` before its completion-style request form).
+
+        Examples:
+            >>> (client.classify(["great!", "awful"])).labels
+            ['positive', 'negative']
+        """
+        call = CallOptions(model, extra_body, extra_headers, timeout)
+        batching = Batching(batch_size, concurrency, show_progress)
+        prompts = pooling.pool_inputs(input)
+        fields = {
+            "use_activation": use_activation,
+            "truncate_prompt_tokens": scoring.check_truncate_prompt_tokens(truncate_prompt_tokens),
+        }
+        return self._counted(
+            self._pool(
+                "/classify",
+                "classify",
+                prompts,
+                fields,
+                call=call,
+                batching=batching,
+                merge=pooling.merge_classify,
+            )
+        )
+
+    def pool(
+        self,
+        input: Any,
+        *,
+        task: str | None = None,
+        use_activation: bool | None = None,
+        truncate_prompt_tokens: int | None = None,
+        batch_size: int = defaults.SCORE_BATCH_SIZE,
+        concurrency: int = defaults.CONCURRENCY,
+        show_progress: bool = False,
+        model: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        timeout: TimeoutLike = CLIENT_DEFAULT,
+    ) -> PoolingResult:
+        """Run the model's pooler (``POST /pooling``): vectors, class scores or per-token matrices.
+
+        On ``token_embed`` servers (ColBERT, BGE-M3 multi-vector) each input gives a ``[n_tokens, d]``
+        matrix; ``vllm_tasks.maxsim(query, doc)`` reproduces the server's late-interaction score.
+
+        Args:
+            input: a string, a list of strings, one tokenized prompt (``list[int]``) or several
+                (``list[list[int]]``).
+            task: the pooling task; must be the server's *active* one (``embed``, ``classify``,
+                ``token_embed``, ``token_classify``, ...); None uses it.
+            use_activation: False skips normalisation/activation.
+            truncate_prompt_tokens: keep only N tokens of each input (-1: model maximum).
+            batch_size: inputs per request.
+            concurrency: requests in flight at once.
+            show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
+            model: the served model (default: the client's, else the server's first).
+            extra_body: extra JSON fields merged into every request.
+            extra_headers: extra headers for this call.
+            timeout: per-request timeout (default: the client's).
+
+        Returns:
+            PoolingResult: ``.data``, one ``ndarray`` per input.
+
+        Raises:
+            InvalidInputError: bad arguments, or a removed task name (before any request).
+            BadRequestError: ``task`` is not the server's active pooling task.
+
+        Examples:
+            >>> (client.pool("hello world")).data[0].shape
+            (384,)
+        """
+        call = CallOptions(model, extra_body, extra_headers, timeout)
+        batching = Batching(batch_size, concurrency, show_progress)
+        prompts = pooling.pool_inputs(input)
+        pooling.check_pool_task(task)
+        fields = {
+            "task": task,
+            "use_activation": use_activation,
+            "truncate_prompt_tokens": scoring.check_truncate_prompt_tokens(truncate_prompt_tokens),
+        }
+        return self._counted(
+            self._pool(
+                "/pooling", "pooling", prompts, fields, call=call, batching=batching, merge=pooling.merge_pool
+            )
+        )
+
+    def _pool(
+        self,
+        path: str,
+        task: TaskName,
+        prompts: pooling.PoolPrompts,
+        fields: Mapping[str, Any],
+        *,
+        call: CallOptions,
+        batching: Batching,
+        merge: Callable[[list[httpx.Response], list[range], str | None], T],
+    ) -> T:
+        """Send ``prompts`` to ``/classify`` or ``/pooling`` in batches and ``merge`` the answers."""
+        info = self.server_info()
+        if fields.get("use_activation") is not None:
+            gates.require(info, ["use_activation"])
+        name = resolve_model(info, call.model, self.model)
+        requests, batches = pooling.plan_pooling_requests(
+            path, task, prompts, {"model": name, **fields}, call, batch_size=batching.batch_size
+        )
+        responses = self._send_batches(
+            requests,
+            concurrency=batching.concurrency,
+            counts=[len(batch) for batch in batches],
+            show_progress=batching.show_progress,
+            description=path.strip("/"),
+        )
+        if sum(len(response.content) for response in responses) > defaults.OFFLOAD_DECODE_BYTES:
+            return sync_offload(merge, responses, batches, name)
+        return merge(responses, batches, name)

@@ -1,0 +1,265 @@
+"""``classify`` (``/classify``) and ``pool`` (``/pooling``), the pure parts, and the ``maxsim`` helper.
+
+Checking inputs (texts or token ids, never mixed), the ``pool`` task, building the batched requests and
+merging the answers into one result in input order; ``maxsim`` computes a late-interaction score from two
+per-token matrices (``pool`` on a ``token_embed`` model), as vLLM does. The sending is
+``vllm_tasks/_async/pooling.py`` (and its generated sync twin).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+import httpx
+import numpy as np
+import numpy.typing as npt
+
+from . import defaults
+from .batching import plan_batches
+from .calls import CallOptions
+from .decoding import float_rows
+from .errors import APIError, InvalidInputError, UnexpectedResponse
+from .responses import json_object, malformed, text_or_none, usage_of
+from .scoring import answer_data, as_list, is_token_id, json_sizes, request_body
+from .tasks import TaskName
+from .transport import Request
+from .types.common import Usage
+from .types.scoring import ClassificationResult, PoolingResult
+from .validation import token_ids
+
+PoolPrompts = list[str] | list[list[int]]
+"""The checked inputs of ``classify``/``pool``: texts, or token-id lists (never mixed)."""
+
+POOLING_TASKS = ("embed", "classify", "token_embed", "token_classify", "embed&token_classify", "plugin")
+
+
+def pool_inputs(value: Any, field: str = "input") -> PoolPrompts:
+    """Check ``classify``/``pool`` input: texts or token ids, in the shapes vLLM's ``input`` takes.
+
+    A string, a list of strings, one tokenized prompt (a list of ints) or several (a list of lists of
+    ints); texts and token ids do not mix. vLLM reads ``input: list[int] | list[list[int]] | str |
+    list[str]`` on ``/classify`` and ``/pooling`` (``CompletionRequestMixin``, 0.32).
+
+    Raises:
+        InvalidInputError: an empty input, bytes, a mix, or a bad element, naming it (``input[2][0]``).
+
+    Examples:
+        >>> pool_inputs("hello")
+        ['hello']
+        >>> pool_inputs([101, 7592, 102])
+        [[101, 7592, 102]]
+    """
+    items = [value] if isinstance(value, str) else as_list(value, field)
+    if not items:
+        raise InvalidInputError(field, items, "is empty", "Pass at least one text or token-id list.")
+    if is_token_id(items[0]):
+        return [token_ids(field, items)]
+    if _is_id_list(items[0]):
+        return [token_ids(f"{field}[{i}]", _id_list(item, f"{field}[{i}]")) for i, item in enumerate(items)]
+    for index, text in enumerate(items):
+        if not isinstance(text, str):
+            raise InvalidInputError(
+                f"{field}[{index}]", _shown(text), "must be a string", "Texts and token ids do not mix."
+            )
+    return items
+
+
+def _is_id_list(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray | memoryview)
+
+
+def _id_list(item: Any, field: str) -> Sequence[Any]:
+    if not _is_id_list(item):
+        raise InvalidInputError(
+            field,
+            _shown(item),
+            "must be a list of token ids, as the first one is",
+            "Texts and token ids do not mix.",
+        )
+    return cast(Sequence[Any], item)
+
+
+def _shown(value: Any) -> Any:
+    """What an error shows of a bad element: bytes as their type and length, else the type's name."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return f"{type(value).__name__} of length {len(value)} (decode text first)"
+    return type(value).__name__
+
+
+def check_pool_task(task: str | None) -> None:
+    """Check ``pool``'s ``task``: ``None`` or one of :data:`POOLING_TASKS`.
+
+    Raises:
+        InvalidInputError: another name; the removed ``score`` and ``encode`` tasks say what replaced them.
+
+    Examples:
+        >>> check_pool_task("token_embed")
+    """
+    if task is not None and task not in POOLING_TASKS:
+        fix = {
+            "score": "The `score` task was removed in vLLM 0.19; use 'classify'.",
+            "encode": "The `encode` task was removed; use 'token_embed' or 'token_classify'.",
+        }.get(task, "")
+        raise InvalidInputError("task", task, f"must be one of {', '.join(POOLING_TASKS)}", fix)
+
+
+def plan_pooling_requests(
+    path: str,
+    task: TaskName,
+    prompts: PoolPrompts,
+    fields: Mapping[str, Any],
+    call: CallOptions,
+    *,
+    batch_size: int,
+) -> tuple[list[Request], list[range]]:
+    """The batched ``/classify`` or ``/pooling`` requests of ``prompts`` and the batches they carry.
+
+    Batches hold at most ``batch_size`` prompts (texts or token-id lists, see :func:`pool_inputs`) and
+    ``defaults.SCORE_MAX_REQUEST_BYTES`` of JSON (a token id counted as
+    :data:`~vllm_tasks.scoring.TOKEN_ID_JSON_BYTES`); ``fields`` (``None`` values left out) and
+    ``call.extra_body`` go into every body.
+
+    Examples:
+        >>> requests, batches = plan_pooling_requests(
+        ...     "/classify", "classify", ["a", "b"], {}, CallOptions(), batch_size=1
+        ... )
+        >>> batches
+        [range(0, 1), range(1, 2)]
+    """
+    batches = plan_batches(json_sizes(prompts), batch_size, defaults.SCORE_MAX_REQUEST_BYTES)
+    requests = [
+        Request(
+            "POST",
+            path,
+            json=request_body(fields, call.extra_body, input=[prompts[i] for i in batch]),
+            headers=call.extra_headers,
+            timeout=call.timeout,
+            task=task,
+        )
+        for batch in batches
+    ]
+    return requests, batches
+
+
+def _merge_entries(
+    responses: Sequence[httpx.Response], batches: Sequence[range], path: str, key: str
+) -> tuple[list[tuple[dict[str, Any], npt.NDArray[Any]]], Usage, str | None]:
+    """Each input's entry with its ``key`` array (checked numbers), in input order; usage; model."""
+    entries: list[tuple[dict[str, Any], npt.NDArray[Any]]] = []
+    usage = Usage()
+    model: str | None = None
+    task: TaskName = "classify" if path == "/classify" else "pooling"
+    for response, batch in zip(responses, batches, strict=True):
+        payload = json_object(response, path, task=task)
+        for entry in answer_data(response, payload, path, len(batch)):
+            value = entry.get(key)
+            if not isinstance(value, list) or not value:
+                raise malformed(response, path, f"{key}={str(value)[:50]!r} is not a non-empty list")
+            nested = isinstance(value[0], list)
+            array = _rows(response, path, value if nested else [value], np.float64)
+            entries.append((entry, array if nested else array[0]))
+        usage += usage_of(response, path, payload.get("usage"))
+        model = model or text_or_none(payload.get("model"))
+    return entries, usage, model
+
+
+def _rows(response: httpx.Response, what: str, rows: list[Any], dtype: npt.DTypeLike) -> npt.NDArray[Any]:
+    try:
+        return float_rows(rows, dtype)
+    except UnexpectedResponse as error:
+        raise malformed(response, what, error.message) from None
+
+
+def merge_classify(
+    responses: Sequence[httpx.Response], batches: Sequence[range], model: str | None
+) -> ClassificationResult:
+    """Merge ``/classify`` answers into labels and a ``[n, num_classes]`` probability matrix.
+
+    Args:
+        responses: one answer per batch.
+        batches: the input positions each request carried.
+        model: the model named in the requests (else the served one is reported).
+
+    Raises:
+        APIError: an answer without ``data``, or with a result count that does not match its batch.
+
+    Examples:
+        >>> merge_classify([response], [range(0, 2)], "m").probs.shape
+        (2, 2)
+    """
+    entries, usage, served = _merge_entries(responses, batches, "/classify", "probs")
+    widths = {array.shape for _, array in entries}
+    if len(widths) != 1 or len(next(iter(widths))) != 1:
+        raise APIError(f"/classify: the server returned probabilities of shapes {sorted(widths)[:5]}")
+    probs = np.stack([array for _, array in entries])
+    labels = [entry.get("label") for entry, _ in entries]
+    if not all(label is None or isinstance(label, str) for label in labels):
+        raise APIError(f"/classify: labels that are not strings: {labels[:5]}")
+    return ClassificationResult(
+        labels=labels,
+        probs=probs,
+        num_classes=probs.shape[1],
+        model=model or served or "",
+        usage=usage,
+    )
+
+
+def merge_pool(
+    responses: Sequence[httpx.Response], batches: Sequence[range], model: str | None
+) -> PoolingResult:
+    """Merge ``/pooling`` answers into one float32 array per input (a matrix on ``token_*`` tasks).
+
+    Raises:
+        APIError: an answer without ``data``, or with a result count that does not match its batch.
+
+    Examples:
+        >>> merge_pool([response], [range(0, 1)], "m").data[0].shape
+        (384,)
+    """
+    entries, usage, served = _merge_entries(responses, batches, "/pooling", "data")
+    data = [array.astype(np.float32) for _, array in entries]
+    widths = {(array.ndim, array.shape[-1]) for array in data}
+    if len(widths) > 1:  # every pooling task gives one width ([d], or [tokens, d]) for all inputs
+        shapes = [array.shape for array in data][:5]
+        raise APIError(f"/pooling: the server returned arrays of different shapes {shapes}")
+    return PoolingResult(data=data, model=model or served or "", usage=usage)
+
+
+# --------------------------------------------------------------------------------------------------
+# Late interaction
+# --------------------------------------------------------------------------------------------------
+
+
+def maxsim(query_vectors: npt.ArrayLike, doc_vectors: npt.ArrayLike) -> float:
+    """Late-interaction (ColBERT) score: for each query token, the best dot product with any document
+    token, summed over the query tokens -- what vLLM computes for ``token_embed`` models.
+
+    Args:
+        query_vectors: ``[n_query_tokens, d]`` (e.g. ``client.pool(query).data[0]``).
+        doc_vectors: ``[n_doc_tokens, d]``.
+
+    Returns:
+        The MaxSim score (unbounded; it grows with the query's length).
+
+    Raises:
+        InvalidInputError: for arrays that are not 2-D with the same width.
+
+    Examples:
+        >>> q = client.pool("what is vllm?").data[0]
+        >>> d = client.pool("vLLM is an inference engine").data[0]
+        >>> maxsim(q, d)
+        7.93...
+    """
+    query = np.asarray(query_vectors, dtype=np.float64)
+    doc = np.asarray(doc_vectors, dtype=np.float64)
+    for field, array in (("query_vectors", query), ("doc_vectors", doc)):
+        if array.ndim != 2 or array.shape[0] == 0:
+            raise InvalidInputError(
+                field, f"array of shape {array.shape}", "must be a non-empty [tokens, d] matrix", ""
+            )
+    if query.shape[1] != doc.shape[1]:
+        raise InvalidInputError(
+            "doc_vectors", f"width {doc.shape[1]}", f"must match the query's width {query.shape[1]}", ""
+        )
+    return float((query @ doc.T).max(axis=1).sum())
