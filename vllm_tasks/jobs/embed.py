@@ -244,11 +244,14 @@ async def aembed_file(
         _embed_call(params, too_long, CallOptions(model, extra_body, extra_headers, timeout)),
         bool(fail_fast),
     )
-    positive_int("concurrency", concurrency)
-    positive_int("chunk_rows", chunk_rows)
-    positive_number("progress_interval", progress_interval)
-    positive_number("retry_replica_after", retry_replica_after)
-    positive_number("give_up_after", give_up_after)
+    for name, count in (("concurrency", concurrency), ("chunk_rows", chunk_rows)):
+        positive_int(name, count)
+    for name, seconds in (
+        ("progress_interval", progress_interval),
+        ("retry_replica_after", retry_replica_after),
+        ("give_up_after", give_up_after),
+    ):
+        positive_number(name, seconds)
     rows, digest = await asyncio.to_thread(scan, spec)
     if rows == 0:
         raise InvalidInputError("source", str(spec.path), "has no rows", "Pass a file with one text per row.")
@@ -261,36 +264,55 @@ async def aembed_file(
             "options": _fingerprinted(plan.call),
             "output": {"format": chosen_output},
         }
-        with job_lock(paths.lock, str(paths.out)):
-            finished = _finished_job(paths, fingerprint, resume)
-            if finished is not None:
-                return finished
-            checkpoint = _checkpoint(
-                paths,
-                fingerprint=fingerprint,
-                rows=rows,
-                width=len(served["probe"]),
-                chunk_rows=chunk_rows,
-                resume=resume,
-            )
-            pool = ReplicaPool(replicas, concurrency, retry_replica_after, give_up_after)
-            done_rows = sum(
-                min(checkpoint.chunk_rows, rows - i * checkpoint.chunk_rows) for i in checkpoint.done
-            )
-            progress = JobProgress(
-                rows,
-                done_rows,
-                replicas,
-                enabled=show_progress,
-                interval=progress_interval,
-                description="embed",
-            )
-            return await _run(
-                paths, spec, checkpoint, output=chosen_output, pool=pool, plan=plan, progress=progress
-            )
+        pool = ReplicaPool(replicas, concurrency, retry_replica_after, give_up_after)
+        progress = (show_progress, progress_interval)
+        return await _locked_run(
+            paths,
+            spec,
+            fingerprint,
+            resume=resume,
+            chunk_rows=chunk_rows,
+            output=chosen_output,
+            plan=plan,
+            pool=pool,
+            progress=progress,
+        )
     finally:
         for own in made:
             await own.close()
+
+
+async def _locked_run(
+    paths: _Paths,
+    spec: InputSpec,
+    fingerprint: dict[str, Any],
+    *,
+    resume: bool,
+    chunk_rows: int,
+    output: OutputFormat,
+    plan: Plan,
+    pool: ReplicaPool,
+    progress: tuple[bool, float],
+) -> EmbedFileReport:
+    """Holding the job's lock: the finished report, or the checkpoint resumed (or started) and run."""
+    with job_lock(paths.lock, str(paths.out)):
+        finished = _finished_job(paths, fingerprint, resume)
+        if finished is not None:
+            return finished
+        rows = fingerprint["input"]["rows"]
+        checkpoint = _checkpoint(
+            paths,
+            fingerprint=fingerprint,
+            rows=rows,
+            width=len(fingerprint["model"]["probe"]),
+            chunk_rows=chunk_rows,
+            resume=resume,
+        )
+        shown, interval = progress
+        bar = JobProgress(
+            rows, checkpoint.done_rows(), pool.replicas, enabled=shown, interval=interval, description="embed"
+        )
+        return await _run(paths, spec, checkpoint, output=output, pool=pool, plan=plan, progress=bar)
 
 
 async def _run(

@@ -104,6 +104,10 @@ class Checkpoint:
         """Every finished chunk."""
         return frozenset(range(self.done_below)) | frozenset(self.done_above)
 
+    def done_rows(self) -> int:
+        """How many rows the finished chunks hold."""
+        return sum(min(self.chunk_rows, self.rows - index * self.chunk_rows) for index in self.done)
+
     def mark_done(self, index: int) -> None:
         """Record chunk ``index`` as finished."""
         above = set(self.done_above) | {index}
