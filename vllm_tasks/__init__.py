@@ -51,7 +51,8 @@ from .errors import (
 )
 from .jobs import aembed_file, aocr_dir, atranscribe_dir, embed_file, ocr_dir, transcribe_dir
 from .ocr import OCRParams
-from .pooling import maxsim
+from .pooling import ClassifyParams, PoolParams, maxsim
+from .scoring import RerankParams
 from .transcription import ChunkingOptions, TranscribeParams
 from .version import __version__
 
@@ -65,6 +66,7 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "ChunkingOptions",
+    "ClassifyParams",
     "Client",
     "ClientSettings",
     "ConflictError",
@@ -81,8 +83,10 @@ __all__ = [
     "NotFoundError",
     "OCRParams",
     "PermissionDeniedError",
+    "PoolParams",
     "RateLimitError",
     "RequestTooLargeError",
+    "RerankParams",
     "ServerNotReady",
     "ServiceUnavailableError",
     "StreamError",

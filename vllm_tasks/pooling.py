@@ -9,6 +9,7 @@ per-token matrices (``pool`` on a ``token_embed`` model), as vLLM does. The send
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import httpx
@@ -17,11 +18,11 @@ import numpy.typing as npt
 
 from . import defaults
 from .batching import plan_batches
-from .calls import CallOptions
+from .calls import CallOptions, TaskParams
 from .decoding import float_rows
 from .errors import APIError, InvalidInputError, UnexpectedResponse
 from .responses import json_object, malformed, text_or_none, usage_of
-from .scoring import answer_data, as_list, is_token_id, json_sizes, request_body
+from .scoring import answer_data, as_list, check_truncate_prompt_tokens, is_token_id, json_sizes, request_body
 from .tasks import TaskName
 from .transport import Request
 from .types.common import Usage
@@ -104,6 +105,59 @@ def check_pool_task(task: str | None) -> None:
         raise InvalidInputError("task", task, f"must be one of {', '.join(POOLING_TASKS)}", fix)
 
 
+@dataclass(frozen=True)
+class ClassifyParams(TaskParams):
+    """The options of ``classify`` (``/classify``), checked on construction; each field is its keyword
+    argument of the same name (see :meth:`~vllm_tasks.Client.classify`).
+
+    Raises:
+        InvalidInputError: ``truncate_prompt_tokens`` below -1, or ``use_activation`` not a bool.
+
+    Examples:
+        >>> params = vt.ClassifyParams(use_activation=False)
+        >>> client.classify(["great!"], **params.keywords()).probs  # raw logits
+    """
+
+    use_activation: bool | None = None
+    truncate_prompt_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        check_truncate_prompt_tokens(self.truncate_prompt_tokens)
+        if self.use_activation is not None and not isinstance(self.use_activation, bool):
+            raise InvalidInputError(
+                "use_activation", self.use_activation, "must be True, False or None", "Pass a bool."
+            )
+
+    def fields(self) -> dict[str, Any]:
+        """The request's JSON fields."""
+        return {"use_activation": self.use_activation, "truncate_prompt_tokens": self.truncate_prompt_tokens}
+
+
+@dataclass(frozen=True)
+class PoolParams(ClassifyParams):
+    """The options of ``pool`` (``/pooling``), checked on construction; each field is its keyword
+    argument of the same name (see :meth:`~vllm_tasks.Client.pool`).
+
+    Raises:
+        InvalidInputError: as :class:`ClassifyParams`, or a removed ``task`` name.
+
+    Examples:
+        >>> params = vt.PoolParams(task="token_embed")
+        >>> client.pool(["hello"], **params.keywords()).data[0].shape
+        (4, 128)
+    """
+
+    task: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_pool_task(self.task)
+
+    def fields(self) -> dict[str, Any]:
+        """The request's JSON fields."""
+        return {"task": self.task, **super().fields()}
+
+
 def plan_pooling_requests(
     path: str,
     task: TaskName,
@@ -183,10 +237,6 @@ def merge_classify(
 
     Raises:
         APIError: an answer without ``data``, or with a result count that does not match its batch.
-
-    Examples:
-        >>> merge_classify([response], [range(0, 2)], "m").probs.shape
-        (2, 2)
     """
     entries, usage, served = _merge_entries(responses, batches, "/classify", "probs")
     widths = {array.shape for _, array in entries}
@@ -212,10 +262,6 @@ def merge_pool(
 
     Raises:
         APIError: an answer without ``data``, or with a result count that does not match its batch.
-
-    Examples:
-        >>> merge_pool([response], [range(0, 1)], "m").data[0].shape
-        (384,)
     """
     entries, usage, served = _merge_entries(responses, batches, "/pooling", "data")
     data = [array.astype(np.float32) for _, array in entries]

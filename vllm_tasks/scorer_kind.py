@@ -71,10 +71,6 @@ def scorer_from_probe(response: httpx.Response | None, info: ServerInfo) -> Scor
         ``UNKNOWN`` otherwise. On a server older than 0.19, whose ``/pooling`` answers per token for every
         model, a per-token matrix one wide is a cross-encoder's ``token_classify`` output, and a wider one
         is ``None``: ask again with ``task="embed"`` and read it with :func:`scorer_from_embed_probe`.
-
-    Examples:
-        >>> scorer_from_probe(httpx.Response(200, json={"data": [{"data": [0.48]}]}), info)
-        <ScorerKind.CROSS_ENCODER: 'cross-encoder'>
     """
     data = _probe_data(response)
     if data is not None:

@@ -25,7 +25,7 @@ import httpx
 import numpy as np
 
 from . import gates, images
-from .calls import CallOptions, resolve_model
+from .calls import CallOptions, TaskParams, resolve_model
 from .errors import BadRequestError, ContextLengthExceeded, InternalServerError, InvalidInputError
 from .responses import in_index_order, index_problem, json_object, malformed, text_or_none, usage_of
 from .transport import Request
@@ -307,18 +307,24 @@ def check_truncate_prompt_tokens(value: int | None) -> int | None:
 
 
 @dataclass(frozen=True)
-class ScoreParams:
-    """The options ``rerank`` and ``score`` share (see ``Client.rerank``), checked on creation.
+class RerankParams(TaskParams):
+    """The options ``rerank`` and ``score`` share, checked on construction; each field is their keyword
+    argument of the same name (see :meth:`~vllm_tasks.Client.rerank`; ``top_n`` stays ``rerank``'s own).
+    The LangChain and LlamaIndex rerankers and Ray's ``Scorer`` take one as ``params=``.
 
     Raises:
         InvalidInputError: an empty ``text_field``, a bad fallback, a negative token limit, a
             ``truncate_prompt_tokens`` below -1, or an ``instruction`` that is not a string.
+
+    Examples:
+        >>> params = vt.RerankParams(max_tokens_per_doc=512, truncate_prompt_tokens=-1)
+        >>> client.rerank("capital of France?", documents, top_n=3, **params.keywords())
     """
 
     text_field: str = "text"
     max_tokens_per_doc: int | None = None
     max_tokens_per_query: int | None = None
-    fallback: Fallback = "error"
+    max_tokens_per_doc_fallback: Fallback = "error"
     instruction: str | None = None
     use_activation: bool | None = None
     truncate_prompt_tokens: int | None = None
@@ -326,9 +332,12 @@ class ScoreParams:
     def __post_init__(self) -> None:
         if not isinstance(self.text_field, str) or not self.text_field:
             raise InvalidInputError("text_field", self.text_field, "must be a non-empty string", "")
-        if self.fallback not in ("error", "client"):
+        if self.max_tokens_per_doc_fallback not in ("error", "client"):
             raise InvalidInputError(
-                "max_tokens_per_doc_fallback", self.fallback, "must be 'error' or 'client'", ""
+                "max_tokens_per_doc_fallback",
+                self.max_tokens_per_doc_fallback,
+                "must be 'error' or 'client'",
+                "",
             )
         int_at_least("max_tokens_per_doc", self.max_tokens_per_doc, 0, "Use 0 or None for no limit.")
         int_at_least("max_tokens_per_query", self.max_tokens_per_query, 0, "Use 0 or None for no limit.")
@@ -370,12 +379,7 @@ def request_body(
 
 
 def max_model_len(info: ServerInfo, model: str | None) -> int | None:
-    """The context length of ``model`` (a LoRA card: its base model's), when the server states it.
-
-    Examples:
-        >>> max_model_len(info, "minilm-rerank")
-        512
-    """
+    """The context length of ``model`` (a LoRA card: its base model's), when the server states it."""
     try:
         card = info.model_card(model)
     except KeyError:
@@ -431,17 +435,13 @@ def split_token_limits(
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Split the token limits into (sent to the server, applied by the client).
 
-    The values are checked by :class:`ScoreParams`; here they meet the server: each must be below the
+    The values are checked by :class:`RerankParams`; here they meet the server: each must be below the
     model's ``max_model_len``, and a server without the field (vLLM < 0.20.0) gets it applied client-side
     when ``fallback`` is ``"client"``.
 
     Raises:
         InvalidInputError: a limit not below the model's context length.
         UnsupportedByServer: the server lacks the field and ``fallback`` is ``"error"``.
-
-    Examples:
-        >>> split_token_limits(info_0_19, max_tokens_per_doc=64, max_tokens_per_query=None, fallback="client")
-        ({}, {'max_tokens_per_doc': 64})
     """
     server: dict[str, int] = {}
     client: dict[str, int] = {}
@@ -528,7 +528,7 @@ class ScoringSetup:
 def plan_scoring(
     info: ServerInfo,
     pairs: ScorePairs,
-    params: ScoreParams,
+    params: RerankParams,
     call: CallOptions,
     *,
     client_model: str | None,
@@ -547,19 +547,13 @@ def plan_scoring(
     Raises:
         InvalidInputError: a token limit not below the model's context length.
         UnsupportedByServer: a field (or multimodal input) the server's vLLM version lacks.
-
-    Examples:
-        >>> setup = plan_scoring(info, pairs, ScoreParams(), CallOptions(),
-        ...                      client_model=None, scorer_kinds={})
-        >>> setup.fields["model"]
-        'minilm-rerank'
     """
     name = resolve_model(info, call.model, client_model)
     server_limits, client_limits = split_token_limits(
         info,
         max_tokens_per_doc=params.max_tokens_per_doc,
         max_tokens_per_query=params.max_tokens_per_query,
-        fallback=params.fallback,
+        fallback=params.max_tokens_per_doc_fallback,
         model=name,
     )
     features = []
@@ -583,12 +577,7 @@ def plan_scoring(
 
 
 def plan_rerank_requests(setup: ScoringSetup, batches: Sequence[range], top_n: int | None) -> list[Request]:
-    """One ``/rerank`` request per batch of documents (``top_n`` only where it cuts the batch).
-
-    Examples:
-        >>> [len(r.json["documents"]) for r in plan_rerank_requests(setup, [range(0, 2), range(2, 3)], None)]
-        [2, 1]
-    """
+    """One ``/rerank`` request per batch of documents (``top_n`` only where it cuts the batch)."""
     call = setup.call
     return [
         Request(
@@ -610,12 +599,7 @@ def plan_rerank_requests(setup: ScoringSetup, batches: Sequence[range], top_n: i
 
 
 def score_keys(info: ServerInfo) -> tuple[str, str]:
-    """The ``/score`` field names this server reads: ``queries``/``documents`` from vLLM 0.16.0.
-
-    Examples:
-        >>> score_keys(info_0_15)
-        ('text_1', 'text_2')
-    """
+    """The ``/score`` field names this server reads: ``queries``/``documents`` from vLLM 0.16.0."""
     return (
         ("queries", "documents") if gates.supports(info, "score_queries_documents") else ("text_1", "text_2")
     )
@@ -627,10 +611,6 @@ def plan_score_requests(
     """One ``/score`` request per batch of pairs, the sides named ``keys`` (see :func:`score_keys`).
 
     A broadcast side is sent as a single value, a zipped side as the batch's slice.
-
-    Examples:
-        >>> plan_score_requests(setup, [range(0, 2)], ("queries", "documents"))[0].json["queries"]
-        'capital?'
     """
     pairs, call = setup.pairs, setup.call
     requests = []
@@ -651,10 +631,6 @@ def wants_text_1_text_2(error: BadRequestError, info: ServerInfo, keys: tuple[st
 
     A server that hides its version may predate that form (vLLM < 0.16): its validation error names the
     ``text_1``/``text_2`` fields it expected.
-
-    Examples:
-        >>> wants_text_1_text_2(error, info_hidden_version, ("queries", "documents"))
-        True
     """
     return (
         not isinstance(error, ContextLengthExceeded)
@@ -707,11 +683,6 @@ def name_too_long_pair(
     A document over ``limit`` on its own is the culprit for every scorer, then the query; for a
     cross-encoder (which reads query and document as one prompt) the first document whose pair is over
     it. The counts (index -> tokens) come from ``/tokenize`` for the longest texts of each side.
-
-    Examples:
-        >>> name_too_long_pair(error, pairs, {0: 12}, {0: 3, 1: 300}, limit=256, kind=None)
-        >>> error.input_index
-        1
     """
     found = _too_long(pairs, first_counts, second_counts, limit, kind) if limit is not None else None
     prefix = ""
@@ -725,13 +696,7 @@ def name_too_long_pair(
 
 
 def explain_query_too_long(error: InternalServerError) -> None:
-    """Add to vLLM 0.32's 500 for an over-long query with ``max_tokens_per_doc`` how to avoid it.
-
-    Examples:
-        >>> explain_query_too_long(error)
-        >>> "max_tokens_per_query=N" in error.message
-        True
-    """
+    """Add to vLLM 0.32's 500 for an over-long query with ``max_tokens_per_doc`` how to avoid it."""
     if "sequence to truncate too short" in error.message.lower():
         error.message = f"{error.message} {QUERY_TOO_LONG_HINT}"
         error.args = (error.message,)
@@ -769,11 +734,6 @@ def merge_rerank(
 
     Raises:
         APIError: for an answer without ``results``.
-
-    Examples:
-        >>> merge_rerank([first, second], [range(0, 2), range(2, 3)], docs, top_n=2, model="m",
-        ...              scorer=ScorerKind.CROSS_ENCODER).indices
-        [2, 0]
     """
     scored: list[tuple[float, int]] = []
     usage = Usage()
@@ -826,10 +786,6 @@ def merge_scores(
 
     Raises:
         APIError: an answer without ``data``, or with a score count that does not match its batch.
-
-    Examples:
-        >>> merge_scores([response], [range(0, 2)], model="m", scorer=ScorerKind.CROSS_ENCODER).scores
-        array([0.86, 0.01])
     """
     scores: list[float] = []
     usage = Usage()

@@ -31,7 +31,7 @@ class Fact(Generic[Key, Value]):
         key: what the fact is looked up by (e.g. ``"(model, dimensions)"``).
 
     Examples:
-        >>> from vllm_tasks.scoring import SCORER_KIND
+        >>> from vllm_tasks.scorer_kind import SCORER_KIND
         >>> from vllm_tasks.types.scoring import ScorerKind
         >>> ServerState().learned(SCORER_KIND, "bge", ScorerKind.CROSS_ENCODER).get(SCORER_KIND, "bge")
         <ScorerKind.CROSS_ENCODER: 'cross-encoder'>

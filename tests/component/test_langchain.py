@@ -347,6 +347,22 @@ def test_reranker_top_n_none_keeps_every_document_and_async_agrees(server: FakeV
     assert asyncio.run(reranker.acompress_documents([], QUERY)) == []
 
 
+def test_reranker_params_reach_the_server_and_a_misspelt_one_fails_at_construction(server: FakeVLLM) -> None:
+    params = vt.RerankParams(truncate_prompt_tokens=-1, use_activation=True)
+    reranker = VLLMReranker(base_url=server.url, top_n=2, params=params, extra_body={"priority": 0})
+    reranker.compress_documents(documents(), QUERY)
+    sent = server.received("/rerank")[-1].json
+    assert (sent["truncate_prompt_tokens"], sent["use_activation"], sent["priority"], sent["top_n"]) == (
+        -1,
+        True,
+        0,
+        2,
+    )
+    with pytest.raises(ValueError, match="are not fields of RerankParams"):
+        VLLMReranker(base_url=server.url, params={"max_token_per_doc": 8})
+    assert len(server.received("/rerank")) == 1
+
+
 def test_reranker_typed_errors_pass_through(server: FakeVLLM) -> None:
     server.fail(429, path="/rerank", times=None)
     with pytest.raises(vt.RateLimitError):

@@ -326,12 +326,14 @@ def test_scores_are_zipped_pairs_and_refused_pairs_go_to_the_error_column(rerank
 def test_scorer_options_reach_the_server(reranker: FakeVLLM) -> None:
     scorer = Scorer(
         settings=vt.ClientSettings(reranker.url),
-        truncate_prompt_tokens=-1,
-        score_options={"extra_body": {"priority": 1}},
+        params=vt.RerankParams(truncate_prompt_tokens=-1),
+        extra_body={"priority": 1},
     )
     scorer({"query": np.array(["q"]), "document": np.array(["d"])})
     sent = reranker.received("/score")[-1].json
     assert sent["truncate_prompt_tokens"] == -1 and sent["priority"] == 1
+    with pytest.raises(vt.InvalidInputError, match=r"params=\['top_k'\]: are not fields of RerankParams"):
+        Scorer(settings=vt.ClientSettings(reranker.url), params={"top_k": 1})
 
 
 # --------------------------------------------------------------------------------------------------

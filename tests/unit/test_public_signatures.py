@@ -19,6 +19,9 @@ NOT_TASKS = {"wait_until_ready", "with_options", "from_settings"}
 FAMILIES: dict[type, dict[str, set[str]]] = {
     vt.EmbedParams: {"embed": set()},
     vt.EmbedV2Params: {"embed_v2": set()},
+    vt.RerankParams: {"rerank": set(), "score": set()},
+    vt.ClassifyParams: {"classify": set()},
+    vt.PoolParams: {"pool": set()},
     vt.OCRParams: {"ocr": set(), "ocr_pdf": set()},
     vt.TranscribeParams: {
         "transcribe": set(),

@@ -100,11 +100,11 @@ class AsyncScoringMethods(AsyncClientBase):
         """
         call = CallOptions(model, extra_body, extra_headers, timeout)
         batching = Batching(batch_size, concurrency, show_progress)
-        params = scoring.ScoreParams(
+        params = scoring.RerankParams(
             text_field=text_field,
             max_tokens_per_doc=max_tokens_per_doc,
             max_tokens_per_query=max_tokens_per_query,
-            fallback=max_tokens_per_doc_fallback,
+            max_tokens_per_doc_fallback=max_tokens_per_doc_fallback,
             instruction=instruction,
             use_activation=use_activation,
             truncate_prompt_tokens=truncate_prompt_tokens,
@@ -178,11 +178,11 @@ class AsyncScoringMethods(AsyncClientBase):
         """
         call = CallOptions(model, extra_body, extra_headers, timeout)
         batching = Batching(batch_size, concurrency, show_progress)
-        params = scoring.ScoreParams(
+        params = scoring.RerankParams(
             text_field=text_field,
             max_tokens_per_doc=max_tokens_per_doc,
             max_tokens_per_query=max_tokens_per_query,
-            fallback=max_tokens_per_doc_fallback,
+            max_tokens_per_doc_fallback=max_tokens_per_doc_fallback,
             instruction=instruction,
             use_activation=use_activation,
             truncate_prompt_tokens=truncate_prompt_tokens,
@@ -249,7 +249,7 @@ class AsyncScoringMethods(AsyncClientBase):
     # ----------------------------------------------------------------------------------------------
 
     async def _prepare_scoring(
-        self, pairs: scoring.ScorePairs, params: scoring.ScoreParams, call: CallOptions, batching: Batching
+        self, pairs: scoring.ScorePairs, params: scoring.RerankParams, call: CallOptions, batching: Batching
     ) -> ScoringSetup:
         """Check the call against the server (token limits, gates) and cut texts client-side if asked."""
         info = await self.server_info()

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from .. import defaults, gates, pooling, scoring
+from .. import defaults, gates, pooling
 from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike, resolve_model
 from ..offload import sync_offload
 from ..tasks import TaskName
@@ -69,17 +69,16 @@ class PoolingMethods(ClientBase):
         """
         call = CallOptions(model, extra_body, extra_headers, timeout)
         batching = Batching(batch_size, concurrency, show_progress)
+        params = pooling.ClassifyParams(
+            use_activation=use_activation, truncate_prompt_tokens=truncate_prompt_tokens
+        )
         prompts = pooling.pool_inputs(input)
-        fields = {
-            "use_activation": use_activation,
-            "truncate_prompt_tokens": scoring.check_truncate_prompt_tokens(truncate_prompt_tokens),
-        }
         return self._counted(
             self._pool(
                 "/classify",
                 "classify",
                 prompts,
-                fields,
+                params.fields(),
                 call=call,
                 batching=batching,
                 merge=pooling.merge_classify,
@@ -134,16 +133,19 @@ class PoolingMethods(ClientBase):
         """
         call = CallOptions(model, extra_body, extra_headers, timeout)
         batching = Batching(batch_size, concurrency, show_progress)
+        params = pooling.PoolParams(
+            task=task, use_activation=use_activation, truncate_prompt_tokens=truncate_prompt_tokens
+        )
         prompts = pooling.pool_inputs(input)
-        pooling.check_pool_task(task)
-        fields = {
-            "task": task,
-            "use_activation": use_activation,
-            "truncate_prompt_tokens": scoring.check_truncate_prompt_tokens(truncate_prompt_tokens),
-        }
         return self._counted(
             self._pool(
-                "/pooling", "pooling", prompts, fields, call=call, batching=batching, merge=pooling.merge_pool
+                "/pooling",
+                "pooling",
+                prompts,
+                params.fields(),
+                call=call,
+                batching=batching,
+                merge=pooling.merge_pool,
             )
         )
 

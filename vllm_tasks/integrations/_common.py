@@ -40,6 +40,7 @@ from ..calls import TaskParams, plain
 from ..config import ClientSettings, FetchLimits
 from ..embeddings import EmbedParams
 from ..errors import InvalidInputError
+from ..scoring import RerankParams
 from ..threaded import ThreadedClient
 from ..types.audio import Transcription
 from ..types.ocr import OCRBlock, OCRDocument, OCRResult
@@ -332,6 +333,9 @@ def _dump_params(params: TaskParams) -> dict[str, Any]:
 # ``model_dump``) checked by ``TaskParams.of`` (a misspelt field is an error, not ignored); dumped as a dict.
 _PARAMS_DUMP = PlainSerializer(_dump_params)
 _OBJECT_SCHEMA = WithJsonSchema({"type": "object"})
+RerankParamsField: TypeAlias = Annotated[
+    RerankParams, PlainValidator(RerankParams.of), _PARAMS_DUMP, _OBJECT_SCHEMA
+]
 EmbedParamsField: TypeAlias = Annotated[
     EmbedParams, PlainValidator(EmbedParams.of), _PARAMS_DUMP, _OBJECT_SCHEMA
 ]
@@ -374,15 +378,21 @@ class RerankOptions(ConnectionFields):
     """The rerank settings every reranking adapter has, on top of the connection (each framework's
     adapter sets its own ``top_n`` default).
 
+    Args:
+        params: the options of every ``rerank`` call (``RerankParams(max_tokens_per_doc=512,
+            truncate_prompt_tokens=-1)``, or a dict of its fields), checked at construction.
+        top_n: how many documents come back (``None``: all).
+        batch_size: pairs per request; concurrency: requests in flight.
+        extra_body: extra JSON fields for every request.
+
     Raises:
-        InvalidInputError: ``batch_size``, ``concurrency`` or ``top_n`` out of range, at construction.
+        InvalidInputError: bad ``params``, ``batch_size``, ``concurrency`` or ``top_n``, at construction.
     """
 
+    params: RerankParamsField = RerankParams()
     top_n: int | None = None
     batch_size: int = defaults.SCORE_BATCH_SIZE
     concurrency: int = defaults.CONCURRENCY
-    max_tokens_per_doc: int | None = None
-    truncate_prompt_tokens: int | None = None
     extra_body: dict[str, Any] | None = None
 
     def __init__(self, **data: Any) -> None:
@@ -393,11 +403,10 @@ class RerankOptions(ConnectionFields):
     def _options(self) -> dict[str, Any]:
         """The keyword arguments of ``Client.rerank`` these settings stand for."""
         return {
+            **self.params.keywords(),
             "top_n": self.top_n,
             "batch_size": self.batch_size,
             "concurrency": self.concurrency,
-            "max_tokens_per_doc": self.max_tokens_per_doc,
-            "truncate_prompt_tokens": self.truncate_prompt_tokens,
             "extra_body": self.extra_body,
         }
 

@@ -153,8 +153,10 @@ class VLLMReranker(RerankOptions, BaseDocumentCompressor):
         top_n: documents to keep (default 3; ``None`` keeps all, reordered).
         batch_size: documents per request (default 128).
         concurrency: requests in flight (default 4).
-        max_tokens_per_doc: cut each document to N tokens server-side (vLLM >= 0.20.0).
-        truncate_prompt_tokens: ``-1`` cuts over-long pairs to the model's maximum.
+        params: the rerank options (``vllm_tasks.RerankParams(max_tokens_per_doc=512,
+            truncate_prompt_tokens=-1)`` or a dict of its fields): ``max_tokens_per_doc`` cuts each document
+            to N tokens server-side (vLLM >= 0.20.0), ``truncate_prompt_tokens=-1`` cuts over-long pairs to
+            the model's maximum, ...
         extra_body: extra JSON fields for every request.
 
     Examples:

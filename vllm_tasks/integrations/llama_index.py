@@ -167,8 +167,10 @@ class VLLMRerank(RerankOptions, BaseNodePostprocessor):
         keep_retrieval_score: copy each node's previous score to ``metadata["retrieval_score"]``.
         batch_size: documents per request.
         concurrency: requests in flight.
-        max_tokens_per_doc: cut each document to N tokens server-side (vLLM >= 0.20.0).
-        truncate_prompt_tokens: ``-1`` cuts over-long pairs to the model's maximum.
+        params: the rerank options (``vllm_tasks.RerankParams(max_tokens_per_doc=512,
+            truncate_prompt_tokens=-1)`` or a dict of its fields): ``max_tokens_per_doc`` cuts each document
+            to N tokens server-side (vLLM >= 0.20.0), ``truncate_prompt_tokens=-1`` cuts over-long pairs to
+            the model's maximum, ...
         extra_body: extra JSON fields for every request.
 
     Examples:

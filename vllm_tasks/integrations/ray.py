@@ -40,7 +40,6 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import sys
 import weakref
@@ -64,6 +63,7 @@ from ..errors import (
     is_option_error,
 )
 from ..ocr import OCRParams
+from ..scoring import RerankParams
 from ..transcription import TranscribeParams, segment_keywords
 from ..types.ocr import OCRDocument, OCRResult
 from ..validation import positive_int
@@ -246,42 +246,6 @@ def _check_names(**names: str | None) -> None:
                 field, name, f"is also {seen[name]}", "Give each input and output column its own name."
             )
         seen[name] = field
-
-
-def _call_options(
-    method: Callable[..., Any], options: Mapping[str, Any] | None, field: str, own: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The keyword arguments for ``method``: ``options`` (checked against its signature) and ``own``, the
-    ones the class sets from its own arguments (which ``options`` may not set again).
-
-    Raises:
-        InvalidInputError: a name ``method`` does not take, or one of ``own``'s (naming the argument to use).
-    """
-    given = dict(options or {})
-    twice = sorted(set(given) & set(own))
-    if twice:
-        raise InvalidInputError(
-            field,
-            twice,
-            "are arguments of the class itself",
-            f"Pass {', '.join(twice)} directly, not in {field}.",
-        )
-    allowed = set(inspect.signature(method).parameters) - _RESERVED - set(own)
-    unknown = sorted(set(given) - allowed)
-    if unknown:
-        raise InvalidInputError(
-            field,
-            unknown,
-            f"are not keyword arguments of Client.{method.__name__} that can be set here",
-            f"Use some of: {', '.join(sorted(allowed))}.",
-        )
-    return {**given, **own}
-
-
-#: Arguments the classes set from their own settings or columns.
-_RESERVED = frozenset(
-    {"self", "input", "messages", "text_1", "text_2", "audio", "image", "pdf", "show_progress", "model"}
-)
 
 
 @dataclasses.dataclass(kw_only=True, eq=False)
@@ -524,10 +488,10 @@ class Scorer(_BatchCallable):
         query_column: the column of queries.
         document_column: the column of documents, paired row by row with the queries.
         output_column: the column the scores go to.
-        truncate_prompt_tokens: ``-1`` cuts over-long pairs to the model's maximum.
+        params: the scoring options (``vllm_tasks.RerankParams(truncate_prompt_tokens=-1,
+            instruction=...)``, or a dict of its fields), checked at construction.
         batch_size: pairs per request; concurrency: requests in flight per actor.
-        score_options: other keyword arguments of ``Client.score`` (``max_tokens_per_doc``,
-            ``instruction``, ``use_activation``, ``extra_body``, ...).
+        extra_body: extra JSON fields for every request.
         on_error: as for :class:`Embedder` (a failing row's score is NaN).
         error_column: as for :class:`Embedder`.
 
@@ -547,10 +511,10 @@ class Scorer(_BatchCallable):
     query_column: str = "query"
     document_column: str = "document"
     output_column: str = "score"
-    truncate_prompt_tokens: int | None = None
+    params: RerankParams | Mapping[str, Any] | None = None
     batch_size: int = defaults.SCORE_BATCH_SIZE
     concurrency: int = defaults.CONCURRENCY
-    score_options: Mapping[str, Any] | None = None
+    extra_body: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         _check_names(
@@ -559,12 +523,12 @@ class Scorer(_BatchCallable):
             output_column=self.output_column,
             error_column=self.error_column,
         )
-        own = {
-            "truncate_prompt_tokens": self.truncate_prompt_tokens,
+        self.options = {
+            **RerankParams.of(self.params).keywords(),
             "batch_size": positive_int("batch_size", self.batch_size),
             "concurrency": positive_int("concurrency", self.concurrency),
+            "extra_body": CallOptions(extra_body=self.extra_body).extra_body,
         }
-        self.options = _call_options(Client.score, self.score_options, "score_options", own)
         super().__post_init__()
 
     def _scores(self, queries: list[str], documents: list[str]) -> npt.NDArray[np.float64]:
