@@ -7,6 +7,7 @@ import io
 import logging
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,15 @@ def test_a_connection_error_is_a_failed_request(make_client: Any, records: pytes
     client = make_client("http://127.0.0.1:9")  # nothing listens on the discard port
     with pytest.raises(vt.APIConnectionError):
         client.embed("hello", model="m")
+    # The sync client's discovery requests run in worker threads: the first failure ends the call, and
+    # the others (not cancellable) finish a moment later, each counted and logged when it does.
+    deadline, seen = time.monotonic() + 5, (-1, -1)
+    while time.monotonic() < deadline:
+        now = (len(request_records(records)), client.usage.requests)
+        if now == seen and now[0] == now[1]:
+            break
+        seen = now
+        time.sleep(0.1)
     fields = request_records(records)
     assert fields and all(f["status"] is None and f["error"] == "APIConnectionError" for f in fields)
     assert client.usage.failed_requests == client.usage.requests == len(fields)
