@@ -131,17 +131,12 @@ class _Paths:
         """Refuse an output that would overwrite the input, or that exists and is not a regular file.
 
         Raises:
-            InvalidInputError: naming ``out`` (or the job file) and the fix.
+            InvalidInputError: naming ``out`` and the fix.
         """
-        for name, path in (
-            ("out", self.out),
-            ("out", self.manifest),
-            ("out", self.errors),
-            ("out", self.ids),
-        ):
+        for path in (self.out, self.manifest, self.errors, self.ids):
             if path.exists() and source.exists() and os.path.samefile(path, source):
                 raise InvalidInputError(
-                    name, str(self.out), f"would overwrite the input {source}", "Write the output elsewhere."
+                    "out", str(self.out), f"would overwrite the input {source}", "Write the output elsewhere."
                 )
         if self.out.exists() and not self.out.is_file():
             raise InvalidInputError(
