@@ -8,7 +8,7 @@ turns that into a ``SyncBackend`` in the generated ``_sync/`` twins. Both offer 
 Cancellation differs by nature. An asyncio task is cancelled where it awaits. A thread cannot be stopped:
 work a ``SyncBackend`` gives up on (the rest of a failed group, a download past its deadline) runs on in a
 daemon thread whose ``cancelled()`` is then true, so that it starts nothing new, and its ``sleep`` ends at
-once; the caller does not wait for it.
+once; the caller does not wait for it, but the client's ``close()`` does, briefly (``settle``).
 """
 
 from __future__ import annotations
@@ -42,8 +42,15 @@ _cancel_event: contextvars.ContextVar[threading.Event | None] = contextvars.Cont
 )
 
 
+SETTLE_SECONDS = 1.0
+"""How long a client's ``close()`` waits for work it gave up on to end before it closes the pool."""
+
+
 class AsyncBackend:
     """asyncio: tasks for concurrency, ``asyncio.timeout`` for deadlines, the loop's resolver."""
+
+    async def settle(self, seconds: float) -> None:
+        """Nothing to wait for: a task given up on was cancelled, and awaited, before its group returned."""
 
     async def sleep(self, seconds: float) -> None:
         """Wait ``seconds`` (a retry's backoff, a poll's interval)."""
@@ -119,6 +126,32 @@ class AsyncBackend:
 class SyncBackend:
     """Threads: daemon worker threads for concurrency and deadlines, ``socket.getaddrinfo``."""
 
+    def __init__(self) -> None:
+        self._threads: list[threading.Thread] = []
+        self._threads_lock = threading.Lock()
+
+    def settle(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for this backend's worker threads to end (those a failed group or a
+        passed deadline left running among them).
+
+        The client's ``close()`` calls it before closing the connection pool: a request such a thread
+        was starting could otherwise open its connection after the pool closed, and leave that socket
+        open (CI, stop 28: a failing ``/v1/models`` ended discovery while ``/openapi.json`` was in flight).
+        A thread still running after ``seconds`` is left; closing the pool ends its request.
+        """
+        deadline = time.monotonic() + seconds
+        with self._threads_lock:
+            threads, self._threads = self._threads, []
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _start(self, target: Callable[[], None], name: str) -> None:
+        thread = _start_thread(target, name)
+        with self._threads_lock:
+            self._threads = [running for running in self._threads if running.is_alive()]
+            self._threads.append(thread)
+
     def sleep(self, seconds: float) -> None:
         """Wait ``seconds`` (a retry's backoff, a poll's interval); ends at once when the work running in
         this thread is given up on."""
@@ -180,7 +213,7 @@ class SyncBackend:
         collected: list[T | None] = [None] * count
         try:
             for _ in range(min(concurrency, count)):
-                _start_thread(worker, "vllm-tasks-send")
+                self._start(worker, "vllm-tasks-send")
             for _ in range(count):
                 index, result, error = answers.get()
                 if error is not None:
@@ -212,7 +245,7 @@ class SyncBackend:
                 outcome.put((None, error))
 
         try:
-            _start_thread(run, "vllm-tasks-deadline")
+            self._start(run, "vllm-tasks-deadline")
             result, error = outcome.get(timeout=seconds)
         except queue.Empty:
             raise DeadlinePassed from None
@@ -232,8 +265,10 @@ class SyncBackend:
         return list(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
 
 
-def _start_thread(target: Callable[[], None], name: str) -> None:
-    """A daemon thread running ``target`` in a copy of this thread's context (OpenTelemetry's current
-    span among it, so that its requests join the caller's trace)."""
+def _start_thread(target: Callable[[], None], name: str) -> threading.Thread:
+    """A started daemon thread running ``target`` in a copy of this thread's context (OpenTelemetry's
+    current span among it, so that its requests join the caller's trace)."""
     context = contextvars.copy_context()
-    threading.Thread(target=context.run, args=(target,), name=name, daemon=True).start()
+    thread = threading.Thread(target=context.run, args=(target,), name=name, daemon=True)
+    thread.start()
+    return thread

@@ -14,6 +14,7 @@ from typing import Any, Self, TypeVar
 import httpx
 
 from .. import defaults
+from .._backends import SETTLE_SECONDS
 from ..config import ClientSettings, FetchLimits, TimeoutArg
 from ..discovery import NGRAM_PROCESSOR
 from ..errors import InvalidInputError
@@ -215,7 +216,12 @@ class AsyncClientBase:
         await self.close()
 
     async def close(self) -> None:
-        """Close the HTTP connection pool, unless it was passed in as ``http_client``."""
+        """Close the HTTP connection pool, unless it was passed in as ``http_client``.
+
+        Requests a failed call left running (the sync client's worker threads cannot be stopped) get up
+        to a second to end first, so that none opens a connection the closed pool would never close.
+        """
+        await self._transport.backend.settle(SETTLE_SECONDS)
         if self._owns_http:
             await self._http.aclose()
 
