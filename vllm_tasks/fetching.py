@@ -16,20 +16,27 @@ from .errors import InputFetchError
 from .version import __version__
 
 
-def third_party_request(url: str, timeout: float) -> httpx.Request:
+def third_party_request(url: str, timeout: float, address: str | None = None) -> httpx.Request:
     """A GET of ``url`` built without the client: none of its headers, cookies or auth go to a
     third-party host. ``timeout`` bounds each phase (connect, each read).
+
+    ``address``: an IP address of the host, already checked (``FetchLimits.refuse_private``): the request
+    goes to it, not to whatever a second lookup of the name would answer (DNS rebinding), with the URL's
+    ``Host`` header; over https the server's certificate is still checked against the host's name (httpcore
+    sends it as the TLS server name, ``sni_hostname``, which ``ssl`` verifies the certificate against).
 
     Raises:
         InputFetchError: ``url`` is not a valid URL.
     """
     try:
-        return httpx.Request(
-            "GET",
-            url,
-            headers={"User-Agent": f"vllm-tasks/{__version__}"},
-            extensions={"timeout": httpx.Timeout(timeout).as_dict()},
-        )
+        target = httpx.URL(url)
+        headers = {"User-Agent": f"vllm-tasks/{__version__}"}
+        extensions: dict[str, Any] = {"timeout": httpx.Timeout(timeout).as_dict()}
+        if address is not None:
+            headers["Host"] = target.netloc.decode("ascii")  # host[:port], as httpx sends it
+            extensions["sni_hostname"] = target.raw_host.decode("ascii")
+            target = target.copy_with(host=address)
+        return httpx.Request("GET", target, headers=headers, extensions=extensions)
     except httpx.InvalidURL as error:
         raise InputFetchError("url", url, f"not a valid URL ({error})") from None
 
@@ -71,6 +78,22 @@ class CappedBody:
         )
 
 
+REOPENS = 8
+"""How many times a GET to a checked address over https is sent, each on a pooled connection checked for
+another host name (``checked_for_another_name``), before it is refused."""
+
+
+def checked_for_another_name(response: httpx.Response) -> bool:
+    """Whether a GET sent to a checked address (``third_party_request``'s ``address``) over https came on a
+    pooled connection whose certificate was checked for another host name at that address: the pool keys
+    connections by address, not by name, so that name's certificate was never checked.
+    """
+    name = response.request.extensions.get("sni_hostname")
+    stream = response.extensions.get("network_stream")
+    tls = stream.get_extra_info("ssl_object") if name is not None and stream is not None else None
+    return tls is not None and tls.server_hostname != name
+
+
 def host_and_port(url: str, target: str) -> tuple[str, int]:
     """The host and port ``target`` (``url`` or a hop it redirected to) connects to."""
     try:
@@ -82,8 +105,15 @@ def host_and_port(url: str, target: str) -> tuple[str, int]:
     return parsed.host, parsed.port or (443 if parsed.scheme == "https" else 80)
 
 
-def refuse_private(url: str, host: str, infos: Sequence[tuple[Any, ...]]) -> None:
-    """Refuse a host that resolves to any non-public address (FetchLimits.refuse_private)."""
+def public_addresses(url: str, host: str, infos: Sequence[tuple[Any, ...]]) -> list[str]:
+    """The addresses ``host`` resolved to (``infos``, from ``getaddrinfo``), in the resolver's order, to
+    connect to; a host with any non-public address is refused (``FetchLimits.refuse_private``).
+
+    Raises:
+        InputFetchError: an address is private, loopback, link-local or otherwise not public, or there
+            is none.
+    """
+    addresses: dict[str, None] = {}
     for info in infos:
         address = ipaddress.ip_address(str(info[4][0]).split("%")[0])
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
@@ -95,6 +125,10 @@ def refuse_private(url: str, host: str, infos: Sequence[tuple[Any, ...]]) -> Non
                 f"the host {host} resolves to {address}, a private, loopback or otherwise non-public "
                 "address, refused by FetchLimits(refuse_private=True)",
             )
+        addresses[str(address)] = None
+    if not addresses:
+        raise InputFetchError("url", url, f"the host {host} resolves to no address")
+    return list(addresses)
 
 
 def unresolvable(url: str, host: str, error: OSError) -> InputFetchError:
@@ -102,14 +136,18 @@ def unresolvable(url: str, host: str, error: OSError) -> InputFetchError:
     return InputFetchError("url", url, f"the host {host} cannot be resolved ({error})")
 
 
-def next_hop(url: str, response: httpx.Response, hops: int, limit: int) -> str:
-    """The target of a redirect, checked (http(s) only, at most ``limit`` of them)."""
+def next_hop(url: str, target: str, response: httpx.Response, hops: int, limit: int) -> str:
+    """The target of ``target``'s redirect, checked (http(s) only, at most ``limit`` of them).
+
+    A relative ``Location`` is joined to ``target`` (the URL asked for, with its host name), not to the
+    response's URL (the address connected to, with ``refuse_private``).
+    """
     if hops >= limit:
         raise InputFetchError("url", url, f"more than {limit} redirects")
-    target = response.url.join(response.headers["location"])
-    if target.scheme not in ("http", "https"):
-        raise InputFetchError("url", url, f"redirected to a {target.scheme}: URL, not http(s)")
-    return str(target)
+    location = httpx.URL(target).join(response.headers["location"])
+    if location.scheme not in ("http", "https"):
+        raise InputFetchError("url", url, f"redirected to a {location.scheme}: URL, not http(s)")
+    return str(location)
 
 
 def past_deadline(url: str, seconds: float) -> InputFetchError:

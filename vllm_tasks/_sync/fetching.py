@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from typing import cast
 
 import httpx
@@ -19,11 +19,13 @@ from .._backends import DeadlinePassed
 from ..calls import TimeoutLike
 from ..errors import APIConnectionError, FetchKind, InputFetchError
 from ..fetching import (
+    REOPENS,
     CappedBody,
+    checked_for_another_name,
     host_and_port,
     next_hop,
     past_deadline,
-    refuse_private,
+    public_addresses,
     undecodable,
     unresolvable,
 )
@@ -93,29 +95,40 @@ def _follow_redirects(transport: SyncTransport, url: str, timeout: float, deadli
     limits = transport.settings.fetch_limits
     target = url
     for hops in range(limits.max_redirects + 1):
-        if limits.refuse_private:
-            host, port = host_and_port(url, target)
-            try:
-                infos = transport.backend.resolve(host, port)
-            except OSError as error:
-                raise unresolvable(url, host, error) from None
-            refuse_private(url, host, infos)
-        response = _get_once(transport, url, target, timeout, deadline)
+        addresses = _checked_addresses(transport, url, target) if limits.refuse_private else [None]
+        response = _get_once(transport, url, target, addresses, timeout=timeout, deadline=deadline)
         if not response.has_redirect_location:
             return response
-        target = next_hop(url, response, hops, limits.max_redirects)
+        target = next_hop(url, target, response, hops, limits.max_redirects)
     raise AssertionError("unreachable")  # pragma: no cover (next_hop raises past the limit)
 
 
+def _checked_addresses(transport: SyncTransport, url: str, target: str) -> list[str]:
+    """The addresses of ``target``'s host, looked up once and each checked (``FetchLimits.refuse_private``):
+    the GET connects to one of them, never to what a second lookup would answer (DNS rebinding)."""
+    host, port = host_and_port(url, target)
+    try:
+        infos = transport.backend.resolve(host, port)
+    except OSError as error:
+        raise unresolvable(url, host, error) from None
+    return public_addresses(url, host, infos)
+
+
 def _get_once(
-    transport: SyncTransport, url: str, target: str, timeout: float, deadline: float
+    transport: SyncTransport,
+    url: str,
+    target: str,
+    addresses: Sequence[str | None],
+    *,
+    timeout: float,
+    deadline: float,
 ) -> httpx.Response:
     """One GET, streamed: a redirect is returned unread; any other body is read within the limits."""
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise past_deadline(url, transport.settings.fetch_limits.deadline)
     # Each read waits at most the time left: work given up on at the deadline ends soon after it.
-    response = transport.open_third_party(target, min(timeout, remaining))
+    response = _open(transport, target, addresses, min(timeout, remaining))
     try:
         if response.has_redirect_location:
             return response
@@ -132,3 +145,34 @@ def _get_once(
         raise undecodable(url, error) from None
     finally:
         response.close()
+
+
+def _open(
+    transport: SyncTransport, target: str, addresses: Sequence[str | None], timeout: float
+) -> httpx.Response:
+    """Start the GET on the first of ``addresses`` that takes the connection, as a client resolving the
+    name itself would (an IPv6 address first that does not route, say). ``None``: httpx looks the host up.
+    """
+    for address in addresses[:-1]:
+        try:
+            return _open_checked(transport, target, address, timeout)
+        except APIConnectionError as failure:
+            if not isinstance(failure.__cause__, httpx.ConnectError | httpx.ConnectTimeout):
+                raise
+    return _open_checked(transport, target, addresses[-1], timeout)
+
+
+def _open_checked(
+    transport: SyncTransport, target: str, address: str | None, timeout: float
+) -> httpx.Response:
+    """Start the GET on a connection whose certificate was checked for ``target``'s host: one the pool
+    kept for another name at the same address is dropped (closed unread, httpcore closes it) and the GET
+    sent again, on another connection."""
+    for _ in range(REOPENS):
+        response = transport.open_third_party(target, timeout, address)
+        if not checked_for_another_name(response):
+            return response
+        response.close()
+    raise InputFetchError(
+        "url", target, f"no connection to {address} checked for its host name in {REOPENS} tries"
+    )

@@ -118,17 +118,19 @@ class SyncTransport(TransportBase):
                 return LineStream(response)
             raise failure from cause  # after the except block: no __context__ (see _attempt)
 
-    def open_third_party(self, url: str, timeout: float) -> httpx.Response:
+    def open_third_party(self, url: str, timeout: float, address: str | None = None) -> httpx.Response:
         """Start a GET of a user-given URL (an image or audio file) on another host; the caller reads
         and closes the streamed response (``_async/fetching.py`` does, within ``FetchLimits``).
 
         None of the client's headers, API key, auth or cookies are sent, no redirect is followed, and no
-        retry is made; it is not counted in ``usage`` (it is not a request to the vLLM server).
+        retry is made; it is not counted in ``usage`` (it is not a request to the vLLM server). ``address``:
+        connect to this (checked) IP address of the host rather than look the name up again (see
+        :func:`~vllm_tasks.fetching.third_party_request`).
 
         Raises:
             APIConnectionError: the host cannot be reached.
         """
-        request = third_party_request(url, timeout)
+        request = third_party_request(url, timeout, address)
         try:
             return self.http.send(request, auth=None, follow_redirects=False, stream=True)
         except httpx.TransportError as error:
