@@ -17,11 +17,21 @@ summary files): one that exists and is not, byte for byte, a file the job wrote 
 an output edited by hand, a folder) is refused with :class:`InvalidInputError` before any request; so is
 an input whose output would be one of the job's own files (``manifest.wav`` -> ``manifest.json``), and an
 ``out`` that is the input folder or not a folder.
+
+One run per output folder at a time: a run holds ``OUT/.vllm-tasks/lock`` (see :func:`job_lock`) from
+before it reads the folder to its end; a second one is refused with :class:`JobError` naming the first
+one's pid, before it changes anything. A file the job cannot take fails alone, listed in ``errors.jsonl``
+like a refused page, before any request for it: a path that is not UTF-8 (the job's JSON files cannot
+name it), an output name longer than the file system allows (``NAME_MAX`` bytes), an output that would
+be the folder of another file's outputs, a file that cannot be read (at the start, or deleted or made
+unreadable during the run).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -34,7 +44,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import orjson
@@ -50,7 +60,7 @@ from .embed import ReplicaReport
 from .engine import ROW_ERRORS, first_error
 from .progress import JobProgress
 from .replicas import JobClient, Replica, ReplicaPool, Servers, make_replicas
-from .state import changes, write_json
+from .state import changes, job_lock, write_json
 
 logger = logging.getLogger("vllm_tasks.jobs")
 
@@ -58,6 +68,9 @@ WORK = ".vllm-tasks"
 """The work folder inside the output folder: the job's state and its units' records."""
 WRITTEN = "written.jsonl"
 """In the work folder: every file the job wrote under the output folder, with its bytes' SHA-256."""
+LOCK = "lock"
+"""In the work folder: the lock of the run writing the output folder (no output is ever in there: hidden
+folders are not read)."""
 JOB_FILES = ("manifest.json", "errors.jsonl")
 """The files every folder job writes at the top of the output folder (a job may add its own)."""
 UNIT_ERRORS = (*ROW_ERRORS, InvalidInputError)
@@ -93,7 +106,10 @@ class FolderJobReport:
         units: units in the job.
         units_sent: units processed by this run.
         units_resumed: units found done by earlier runs.
-        failed: ``(file, page, message)`` of each unit that failed in this run (tried again next run).
+        failed: ``(file, page, message)`` of each unit that failed in this run (tried again next run);
+            ``page`` is ``None`` for a whole file (one that does not open, cannot be read, or whose name
+            the job cannot write: see the module doc). A file name that is not UTF-8 is as
+            ``os.fsdecode`` gives it (``errors.jsonl`` writes its bytes as ``\\xNN``).
         errors_file: ``OUT/errors.jsonl`` listing them, or ``None`` when there are none.
         manifest: ``OUT/manifest.json``.
         seconds: this run's wall time.
@@ -233,8 +249,9 @@ def check_folders(source: Path, out: Path) -> None:
         )
 
 
-def find_documents(source: Path, out: Path, suffixes: frozenset[str]) -> list[Document]:
-    """Every file under ``source`` (recursive, sorted) with one of ``suffixes``, hashed; ``out`` skipped.
+def find_inputs(source: Path, out: Path, suffixes: frozenset[str]) -> list[Path]:
+    """Every file under ``source`` (recursive, sorted) with one of ``suffixes``; ``out`` and hidden
+    folders skipped.
 
     Raises:
         InvalidInputError: ``source`` is not a folder, holds no such file, or two files would write the
@@ -269,7 +286,148 @@ def find_documents(source: Path, out: Path, suffixes: frozenset[str]) -> list[Do
                 "Rename one of them, or put it in another folder.",
             )
         stems[stem] = path
-    return [Document(path, path.relative_to(source).as_posix(), _sha256(path)) for path in paths]
+    return paths
+
+
+def take_documents(
+    job: FolderJob, source: Path, paths: Sequence[Path], name_max: int
+) -> tuple[list[Document], dict[str, InvalidInputError]]:
+    """Each file as a :class:`Document`, hashed, and the error of each one the job cannot take (see
+    :func:`unnameable`, :func:`unreadable`) by relative path: that one's ``sha256`` is empty, and it is
+    recorded as failed while the others are done.
+    """
+    documents = [Document(path, path.relative_to(source).as_posix(), "") for path in paths]
+    folders: dict[str, str] = {}
+    for document in documents:
+        for name in job.outputs(document):
+            for parent in PurePosixPath(name).parents:
+                folders.setdefault(parent.as_posix(), document.relative)
+    found: list[Document] = []
+    refused: dict[str, InvalidInputError] = {}
+    for document in documents:
+        error = unnameable(job, document, folders, name_max)
+        if error is None:
+            try:
+                found.append(dataclasses.replace(document, sha256=_sha256(document.path)))
+                continue
+            except OSError as problem:
+                error = unreadable(document, problem)
+        refused[document.relative] = error
+        found.append(document)
+    return found, refused
+
+
+def unnameable(
+    job: FolderJob, document: Document, folders: dict[str, str], name_max: int
+) -> InvalidInputError | None:
+    """Why the job cannot name ``document``'s outputs, else ``None``: its path is not UTF-8 (the job's
+    JSON files could not hold it), an output's name is over ``name_max`` bytes (the file system's
+    limit), or an output would be a folder of another file's outputs (``folders``: each folder, with
+    the first file whose outputs are in it).
+    """
+    try:
+        document.relative.encode()
+    except UnicodeEncodeError:
+        return InvalidInputError(
+            "source",
+            os.fsencode(document.relative),
+            "has a name that is not valid UTF-8 (the job's outputs and JSON files could not name it)",
+            "Rename it (or its folder) to a UTF-8 name, e.g. with convmv -f latin1 -t utf8, and run again.",
+        )
+    for name in job.outputs(document):
+        size = len(PurePosixPath(name).name.encode())
+        if size > name_max:
+            allowed = len(document.path.name.encode()) - (size - name_max)
+            return InvalidInputError(
+                "source",
+                document.relative,
+                f"its {PurePosixPath(name).suffix} output's name would be {size} bytes long, over the "
+                f"{name_max} a file name may have on the output's file system",
+                f"Rename it to a shorter name (at most {allowed} bytes)"
+                + (", or leave out that output format." if len(job.output_suffixes) > 1 else "."),
+            )
+        if name in folders:
+            return InvalidInputError(
+                "source",
+                document.relative,
+                f"would write {name}, the folder of {folders[name]}'s outputs",
+                "Rename one of them, or move it into another folder.",
+            )
+    return None
+
+
+def unreadable(document: Document, error: OSError) -> InvalidInputError:
+    """The failure of a file that cannot be read (unreadable from the start; deleted, moved or made
+    unreadable during the run).
+
+    Raises:
+        OSError: ``error`` itself when it is not about the file (a full disk, too many open files).
+    """
+    if error.filename != os.fspath(document.path):
+        raise error
+    return InvalidInputError(
+        "source",
+        document.relative,
+        f"cannot be read ({error.strerror or error})",
+        "Put it back or make it readable, and run again (the rest of the job is kept); or take it out of "
+        "the folder.",
+    )
+
+
+def units_of(job: FolderJob, document: Document) -> list[Unit]:
+    """``job.units(document)``, a file that cannot be read raised as :func:`unreadable`'s error.
+
+    Raises:
+        InvalidInputError: the file cannot be read or decoded.
+    """
+    try:
+        return job.units(document)
+    except OSError as error:
+        raise unreadable(document, error) from error
+
+
+def shown(text: str) -> str:
+    """``text`` as valid UTF-8, for a JSON file or a log: the bytes of a name that is not UTF-8 (the
+    surrogates of ``os.fsdecode``) as ``\\xNN``.
+
+    Examples:
+        >>> shown(os.fsdecode(b"caf\\xe9/scan.png"))
+        'caf\\\\xe9/scan.png'
+    """
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate os.fsdecode does not make (from a server's JSON)
+        return text.encode("utf-8", "backslashreplace").decode()
+
+
+def name_max(folder: Path) -> int:
+    """The longest file name (in bytes) ``folder``'s file system takes; 255 when it does not say."""
+    with contextlib.suppress(OSError, ValueError):
+        limit = os.pathconf(folder, "PC_NAME_MAX")
+        if limit > 0:
+            return limit
+    return 255
+
+
+@contextlib.contextmanager
+def locked(out: Path) -> Iterator[None]:
+    """Hold the output folder's lock, ``OUT/.vllm-tasks/lock`` (:func:`job_lock`), while the block runs;
+    the folders made for it are removed again if nothing else was put in them (a refused run leaves no
+    trace).
+
+    Raises:
+        JobError: another run holds it (naming its pid).
+    """
+    work = out / WORK
+    made = [folder for folder in (work, *work.parents) if not folder.exists()]
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        with job_lock(work / LOCK, str(out)):
+            yield
+    finally:
+        for folder in made:
+            with contextlib.suppress(OSError):  # not empty: the run wrote there
+                folder.rmdir()
 
 
 def _sha256(path: Path) -> str:
@@ -454,6 +612,7 @@ async def run_folder_job(
     Raises:
         InvalidInputError: no such folder, no matching file, two files with the same outputs, a
             ``concurrency`` or a number of seconds that is not positive.
+        JobError: another run is writing ``out`` (naming its pid).
         JobMismatch: an earlier run in ``out`` served another model or had other options.
         ReplicaMismatch: the servers serve different models.
         APIError: a fatal answer (401, 404, ...), or every server down for ``give_up_after`` seconds.
@@ -468,33 +627,48 @@ async def run_folder_job(
         positive_number(name, value)
     folder, target = Path(source), Path(out)
     await asyncio.to_thread(check_folders, folder, target)
-    documents = await asyncio.to_thread(find_documents, folder, target, job.suffixes)
-    check_job_files(job, documents)
-    written = OutputFolder(target)
-    work = target / WORK
-    names = [*job.own_files, *(name for document in documents for name in job.outputs(document))]
+    with locked(target):
+        documents, refused, written = await asyncio.to_thread(_prepare, job, folder, target)
+        replicas, made = make_replicas(servers)
+        try:
+            served = await _served_model(replicas, job.kind)
+            fingerprint = {"model": served, "options": job.fingerprint}
+            _check_state(target / WORK, target, fingerprint, resume)
+            pool = ReplicaPool(replicas, concurrency, retry_replica_after, give_up_after)
+            return await _FolderRun(
+                job, out=written, documents=documents, refused=refused, pool=pool, fingerprint=fingerprint
+            ).run(show_progress=show_progress, progress_interval=progress_interval, started=started)
+        finally:
+            for own in made:
+                await own.close()
+
+
+def _prepare(
+    job: FolderJob, source: Path, out: Path
+) -> tuple[list[Document], dict[str, InvalidInputError], OutputFolder]:
+    """Holding the lock: the documents (and the error of each one the job cannot take), checked
+    against the job's own files and against what ``out`` holds.
+
+    Raises:
+        InvalidInputError: see :func:`find_inputs`, :func:`check_job_files`, :meth:`OutputFolder.check`.
+    """
+    paths = find_inputs(source, out, job.suffixes)
+    documents, refused = take_documents(job, source, paths, name_max(out))
+    taken = [document for document in documents if document.relative not in refused]
+    check_job_files(job, taken)
+    written = OutputFolder(out)
+    names = [*job.own_files, *(name for document in taken for name in job.outputs(document))]
     legacy = [
         *job.own_files,
         *(
             name
-            for document in documents
-            if (work / "records" / document.relative).is_dir()
+            for document in taken
+            if (out / WORK / "records" / document.relative).is_dir()
             for name in job.outputs(document)
         ),
     ]
-    await asyncio.to_thread(written.check, names, legacy)
-    replicas, made = make_replicas(servers)
-    try:
-        served = await _served_model(replicas, job.kind)
-        fingerprint = {"model": served, "options": job.fingerprint}
-        _check_state(work, target, fingerprint, resume)
-        pool = ReplicaPool(replicas, concurrency, retry_replica_after, give_up_after)
-        return await _FolderRun(
-            job, out=written, documents=documents, pool=pool, work=work, fingerprint=fingerprint
-        ).run(show_progress=show_progress, progress_interval=progress_interval, started=started)
-    finally:
-        for own in made:
-            await own.close()
+    written.check(names, legacy)
+    return documents, refused, written
 
 
 async def _served_model(replicas: list[Replica], kind: str) -> dict[str, Any]:
@@ -534,8 +708,8 @@ def _check_state(work: Path, out: Path, fingerprint: dict[str, Any], resume: boo
             raise JobMismatch(str(out), differences)
         return
     work.mkdir(parents=True, exist_ok=True)
-    for entry in work.iterdir():  # all but the list of the files written (they are still there)
-        if entry.name != WRITTEN:
+    for entry in work.iterdir():  # all but the list of the files written (they are still there), the lock
+        if entry.name not in (WRITTEN, LOCK):
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)
             else:
@@ -552,13 +726,13 @@ class _FolderRun:
         *,
         out: OutputFolder,
         documents: list[Document],
+        refused: dict[str, InvalidInputError],
         pool: ReplicaPool,
-        work: Path,
         fingerprint: dict[str, Any],
     ) -> None:
-        self._job, self._out, self._documents, self._pool = job, out, documents, pool
-        self._work, self._fingerprint = work, fingerprint
-        self._records = _Records(work)
+        self._job, self._out, self._documents, self._refused = job, out, documents, refused
+        self._pool, self._fingerprint = pool, fingerprint
+        self._records = _Records(out.root / WORK)
         self._units: dict[str, list[Unit]] = {}
         self._left: dict[str, int] = {}
         self._failed: list[tuple[str, int | None, str]] = []
@@ -568,10 +742,14 @@ class _FolderRun:
     async def run(self, *, show_progress: bool, progress_interval: float, started: float) -> FolderJobReport:
         todo: list[tuple[Document, Unit]] = []
         for document in self._documents:
-            try:
-                units = await asyncio.to_thread(self._job.units, document)
-            except InvalidInputError as error:
-                self._fail(document, None, error)
+            refusal = self._refused.get(document.relative)
+            if refusal is None:
+                try:
+                    units = await asyncio.to_thread(units_of, self._job, document)
+                except InvalidInputError as error:
+                    refusal = error
+            if refusal is not None:
+                self._fail(document, None, refusal)
                 continue
             self._units[document.relative] = units
             left = [unit for unit in units if self._records.load(document, unit) is None]
@@ -611,8 +789,11 @@ class _FolderRun:
     async def _unit(self, document: Document, unit: Unit, progress: JobProgress) -> None:
         job = self._job
 
-        def call(client: JobClient) -> Awaitable[dict[str, Any]]:
-            return job.process(client, document, unit)
+        async def call(client: JobClient) -> dict[str, Any]:
+            try:
+                return await job.process(client, document, unit)
+            except OSError as error:  # the file deleted, moved or made unreadable since it was found
+                raise unreadable(document, error) from error
 
         try:
             record = await self._pool.send(call)
@@ -629,8 +810,8 @@ class _FolderRun:
 
     def _fail(self, document: Document, unit: Unit, error: Exception) -> None:
         message = error.message if isinstance(error, APIStatusError) else str(error)
-        where = document.relative if unit is None else f"{document.relative} page {unit}"
-        logger.warning("%s failed: %s", where, message)
+        where = shown(document.relative) + ("" if unit is None else f" page {unit}")
+        logger.warning("%s failed: %s", where, shown(message))
         self._failed.append((document.relative, unit, message))
 
     def _loaded(self, document: Document) -> list[dict[str, Any]] | None:
@@ -652,7 +833,10 @@ class _FolderRun:
         errors = self._out.root / "errors.jsonl"
         failed = sorted(self._failed, key=lambda item: (item[0], item[1] or 0))
         if failed:
-            lines = [orjson.dumps({"document": d, "page": p, "error": m}) + b"\n" for d, p, m in failed]
+            lines = [
+                orjson.dumps({"document": shown(d), "page": p, "error": shown(m)}) + b"\n"
+                for d, p, m in failed
+            ]
             self._out.write("errors.jsonl", b"".join(lines))
         else:  # checked at the start: absent, or the job's own
             errors.unlink(missing_ok=True)

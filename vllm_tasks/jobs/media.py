@@ -173,7 +173,9 @@ async def aocr_dir(
     pixel boxes, ``image_size``, ``truncated``, ``finish_reason``, ``model``, ``usage``), ``errors.jsonl``
     (``document``, ``page``, ``error``: pages that failed in this run) and ``manifest.json``. Every page
     is saved as it finishes: a run after ``kill -9`` or Ctrl-C redoes no finished page; failed pages are
-    tried again. Async-first: ``ocr_dir`` (same arguments) runs this in its own event loop.
+    tried again. A document the job cannot take (its name not UTF-8, its output's name too long for the
+    file system, unreadable, deleted during the run) fails alone, listed in ``errors.jsonl``. One run
+    per ``out`` at a time. Async-first: ``ocr_dir`` (same arguments) runs this in its own event loop.
 
     Args:
         client: the server(s): a ``Client``/``AsyncClient``, a root URL, or a list of them (pages go to
@@ -200,6 +202,7 @@ async def aocr_dir(
         InvalidInputError: not a folder, no document in it, two documents with the same output name
             (``a.pdf`` and ``a.png``), an ``out`` that is ``source`` or not a folder, a file in ``out``
             where the job would write that it did not write (checked before any request), a bad option.
+        JobError: another run is writing ``out`` (naming its pid).
         JobMismatch: the earlier run in ``out`` served another model or had other OCR options.
         ReplicaMismatch: the servers serve different models.
         APIError: a fatal answer (401, 404, ...), or every server down for ``give_up_after`` seconds.
@@ -248,7 +251,10 @@ async def atranscribe_dir(
     ``error``: files that failed in this run) and ``manifest.json``. Each file is saved as it finishes
     (long files are split client-side as :meth:`AsyncClient.transcribe` does): a run after ``kill -9``
     or Ctrl-C redoes no finished file; failed ones are tried again; formats added later are rendered
-    from the saved results without a request. Async-first: ``transcribe_dir`` runs this in its own loop.
+    from the saved results without a request. A recording the job cannot take (its name not UTF-8, an
+    output's name too long for the file system, unreadable, deleted during the run) fails alone, listed
+    in ``errors.jsonl``. One run per ``out`` at a time. Async-first: ``transcribe_dir`` runs this in its
+    own loop.
 
     Args:
         client: the server(s): a ``Client``/``AsyncClient``, a root URL, or a list of them.
@@ -274,6 +280,7 @@ async def atranscribe_dir(
             whose output would be a job file (``manifest.wav`` -> ``manifest.json``), an ``out`` that is
             ``source`` or not a folder, a file in ``out`` where the job would write that it did not
             write (checked before any request), an unknown format, a bad option.
+        JobError: another run is writing ``out`` (naming its pid).
         JobMismatch: the earlier run in ``out`` served another model or had other options.
         ReplicaMismatch: the servers serve different models.
         APIError: a fatal answer (401, 404, ...), or every server down for ``give_up_after`` seconds.
