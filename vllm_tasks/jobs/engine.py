@@ -22,9 +22,11 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from .. import defaults
 from ..batching import plan_batches
 from ..errors import (
     APIStatusError,
+    APITimeoutError,
     BadRequestError,
     InsufficientDiskSpace,
     JobMismatch,
@@ -35,10 +37,11 @@ from ..errors import (
     UnprocessableEntityError,
     is_option_error,
 )
+from ..types.embeddings import EmbeddingResult
 from .inputs import Chunk, InputSpec, read_chunks
 from .outputs import Sink, free_bytes
 from .progress import JobProgress
-from .replicas import REPLICA_ERRORS, Replica, ReplicaPool
+from .replicas import REPLICA_ERRORS, JobClient, Replica, ReplicaPool
 from .state import PROBE_MIN_COSINE, PROBE_TEXT, Checkpoint, cosine
 
 logger = logging.getLogger("vllm_tasks.jobs")
@@ -49,6 +52,12 @@ SERVER_ERRORS = (*REPLICA_ERRORS, UnexpectedResponse, NotFoundError)
 """Failures of one server during a run: down, overloaded, or answering what vLLM does not (an HTML page
 from a proxy, an empty body, another width, a 404 while it redeploys): it is set aside and its batches go
 to the others (the job's start found the model served, so this is about that server)."""
+
+
+ONE_REQUEST_TOKENS = defaults.EMBED_MAX_BATCH_CHARS // 3
+"""The most estimated tokens per batch whatever ``max_batch_tokens`` says: a batch under it has fewer than
+``EMBED_MAX_BATCH_CHARS`` characters (each text's estimate is over a third of its length), so the public
+``embed`` sends it as the one request it is instead of planning it again."""
 
 
 def estimated_tokens(text: str) -> int:
@@ -182,8 +191,9 @@ class Engine:
             np.zeros(count, np.bool_),
         )
         sizes = [estimated_tokens(text) for text in chunk.texts]
+        budget = min(self._plan.max_batch_tokens, ONE_REQUEST_TOKENS)
         async with asyncio.TaskGroup() as group:
-            for batch in plan_batches(sizes, self._plan.batch_size, self._plan.max_batch_tokens):
+            for batch in plan_batches(sizes, self._plan.batch_size, budget):
                 # A task per batch once it has a slot: one waiter per chunk, not one per batch.
                 group.create_task(self._embed_rows(work, batch, await self._pool.acquire()))
         await self._check_models(work)
@@ -202,9 +212,9 @@ class Engine:
         while work.served_by:
             _, (replica, batches) = work.served_by.popitem()
             try:
-                probe = await replica.client.embed(PROBE_TEXT, **self._plan.call)
+                probe = await self._probe(replica)
             except SERVER_ERRORS as error:  # down since: its rows go to the others, checked in turn
-                self._pool.set_aside(replica, error)
+                self._pool.set_aside(replica, error, held=False)
                 replica.rows -= sum(len(rows) for rows in batches)  # not kept from it
                 async with asyncio.TaskGroup() as group:
                     for rows in batches:
@@ -221,36 +231,49 @@ class Engine:
                     ],
                 )
 
-    async def _embed_rows(self, work: ChunkWork, rows: range, replica: Replica | None = None) -> None:
-        """Embed ``rows`` of a chunk on ``replica`` (else the next free one); split them on a refusal,
-        move them to another replica on a failure."""
-        texts = work.chunk.texts[rows.start : rows.stop]
-        while True:
-            replica = replica or await self._pool.acquire()
-            sent = time.monotonic()
-            try:
-                result = await replica.client.embed(
-                    texts, batch_size=len(texts), concurrency=1, **self._plan.call
-                )
-            except ROW_ERRORS as error:
-                self._pool.release(replica, seconds=time.monotonic() - sent)
-                if is_option_error(error):  # about the job's options, not its rows: fatal
-                    raise
-                await self._refused(work, rows, error)
-                return
-            except SERVER_ERRORS as error:
-                self._pool.set_aside(replica, error)
-                replica = None
-                continue
-            except BaseException:
-                self._pool.cancelled(replica)
+    async def _probe(self, replica: Replica) -> EmbeddingResult:
+        """The probe text's vector from ``replica``, within :meth:`ReplicaPool.hedge_after` seconds (a
+        replica that stopped answering holds no chunk back).
+
+        Raises:
+            APITimeoutError: no answer in that time.
+        """
+        limit = self._pool.hedge_after()
+        try:
+            async with asyncio.timeout(limit) as scope:
+                return await replica.client.embed(PROBE_TEXT, **self._plan.call)
+        except TimeoutError:
+            if not scope.expired():
                 raise
-            tokens = result.usage.prompt_tokens
-            self._pool.release(replica, rows=len(texts), tokens=tokens, seconds=time.monotonic() - sent)
-            work.served_by.setdefault(id(replica), (replica, []))[1].append(rows)
-            work.vectors[rows.start : rows.stop] = result.vectors
-            self._progress.advance(len(texts), tokens)
+            raise APITimeoutError(f"no answer to the model check in {limit:.1f} s") from None
+
+    async def _embed_rows(self, work: ChunkWork, rows: range, replica: Replica | None = None) -> None:
+        """Embed ``rows`` of a chunk in one request on ``replica`` (else the next free one), hedged
+        (:meth:`ReplicaPool.race`); split them on a refusal."""
+        texts = work.chunk.texts[rows.start : rows.stop]
+
+        async def call(client: JobClient) -> EmbeddingResult:
+            # One request: the batch fits the public embed's own plan (see ONE_REQUEST_TOKENS).
+            return await client.embed(texts, batch_size=len(texts), concurrency=1, **self._plan.call)
+
+        first = replica or await self._pool.acquire()
+        replica, seconds, answer = await self._pool.race(call, first, SERVER_ERRORS)
+        try:
+            result = answer.result()
+        except ROW_ERRORS as error:
+            self._pool.release(replica, seconds=seconds)
+            if is_option_error(error):  # about the job's options, not its rows: fatal
+                raise
+            await self._refused(work, rows, error)
             return
+        except BaseException:
+            self._pool.cancelled(replica)
+            raise
+        tokens = result.usage.prompt_tokens
+        self._pool.release(replica, rows=len(texts), tokens=tokens, seconds=seconds)
+        work.served_by.setdefault(id(replica), (replica, []))[1].append(rows)
+        work.vectors[rows.start : rows.stop] = result.vectors
+        self._progress.advance(len(texts), tokens)
 
     async def _refused(self, work: ChunkWork, rows: range, error: APIStatusError) -> None:
         if len(rows) > 1:

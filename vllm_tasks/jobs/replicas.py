@@ -1,10 +1,18 @@
-"""Several servers behind one job: least-in-flight dispatch, failing replicas set aside and retried.
+"""Several servers behind one job: least-in-flight dispatch, failing replicas set aside and retried,
+stuck requests hedged.
 
 Each batch goes to the available replica with the fewest requests in flight (at most ``concurrency``
 each). A replica whose request fails after the client's own retries (connection errors, timeouts, 5xx)
 is set aside for ``retry_after`` seconds, doubling with each failure in a row, and its batch goes to
 another. When every replica is set aside and none has answered for ``give_up_after`` seconds, the job
 stops with the last error (its checkpoint is kept).
+
+A request still unanswered after :meth:`ReplicaPool.hedge_after` seconds (:data:`HEDGE_FACTOR` times the
+median of the job's recent answered requests, at least :data:`HEDGE_FLOOR`) is sent again to another
+replica with a free slot (:meth:`ReplicaPool.race`): the first answer wins and the other request is
+cancelled; a replica overtaken that way is set aside like a failing one. A request unanswered after
+:meth:`ReplicaPool.deadline` seconds is cancelled and its replica set aside even when no other replica
+could take a copy.
 """
 
 from __future__ import annotations
@@ -14,14 +22,22 @@ import concurrent.futures
 import contextlib
 import functools
 import logging
+import statistics
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 from .._async.client import AsyncClient
 from .._sync.client import Client
-from ..errors import APIConnectionError, InternalServerError, InvalidInputError, RateLimitError
+from ..errors import (
+    APIConnectionError,
+    APITimeoutError,
+    InternalServerError,
+    InvalidInputError,
+    RateLimitError,
+)
 from ..threaded import ThreadedClient
 
 logger = logging.getLogger("vllm_tasks.jobs")
@@ -29,6 +45,20 @@ logger = logging.getLogger("vllm_tasks.jobs")
 REPLICA_ERRORS = (APIConnectionError, InternalServerError, RateLimitError)
 """Failures of a server, not of the rows sent to it: the batch goes to another replica."""
 MAX_SET_ASIDE = 300.0
+HEDGE_FLOOR = 5.0
+"""Seconds a request waits for its answer, at least, before a copy of it goes to another replica."""
+HEDGE_FACTOR = 4.0
+"""... or this many times the median time of the job's recent answered requests, when that is longer."""
+DEADLINE_FLOOR = 60.0
+"""Seconds, at least, after which an unanswered request is cancelled and its replica set aside."""
+DEADLINE_FACTOR = 20.0
+"""... or this many times the median time of the job's recent answered requests, when that is longer."""
+LATENCY_SAMPLES = 64
+"""Answered requests whose times make the median (the latest)."""
+MIN_LATENCY_SAMPLES = 3
+"""Answered requests needed before any request is hedged or cut off (until then: the client's timeout)."""
+RECHECK = 1.0
+"""Seconds between looks at a request in flight, for a free replica to hedge to or a new median."""
 P = ParamSpec("P")
 T = TypeVar("T")
 Servers = AsyncClient | Client | str | Sequence[AsyncClient | Client | str]
@@ -85,6 +115,7 @@ class ReplicaPool:
         self._changed = asyncio.Event()  # set when a slot is given back (one event loop: no lock)
         self._last_answer = time.monotonic()
         self._last_error: BaseException | None = None
+        self._latencies: deque[float] = deque(maxlen=LATENCY_SAMPLES)
 
     async def acquire(self) -> Replica:
         """Wait for a slot on the available replica with the fewest requests in flight.
@@ -94,15 +125,12 @@ class ReplicaPool:
                 ``give_up_after`` seconds without an answer.
         """
         while True:
-            now = time.monotonic()
-            up = [replica for replica in self.replicas if replica.set_aside_until <= now]
-            ready = [replica for replica in up if replica.in_flight < self.concurrency]
-            if ready:
-                chosen = min(ready, key=lambda replica: replica.in_flight)
-                chosen.in_flight += 1
+            chosen = self.try_acquire()
+            if chosen is not None:
                 return chosen
+            now = time.monotonic()
             wait: float | None = None
-            if not up:
+            if all(replica.set_aside_until > now for replica in self.replicas):
                 if self._last_error is not None and now - self._last_answer >= self._give_up_after:
                     raise self._last_error
                 wake = min(replica.set_aside_until for replica in self.replicas)
@@ -112,6 +140,23 @@ class ReplicaPool:
                 async with asyncio.timeout(wait):
                     await self._changed.wait()
 
+    def try_acquire(self, avoid: Replica | None = None) -> Replica | None:
+        """A slot on the available replica (other than ``avoid``) with the fewest requests in flight, or
+        ``None`` when none has one free now."""
+        now = time.monotonic()
+        ready = [
+            replica
+            for replica in self.replicas
+            if replica is not avoid
+            and replica.set_aside_until <= now
+            and replica.in_flight < self.concurrency
+        ]
+        if not ready:
+            return None
+        chosen = min(ready, key=lambda replica: replica.in_flight)
+        chosen.in_flight += 1
+        return chosen
+
     def release(self, replica: Replica, *, rows: int = 0, tokens: int = 0, seconds: float = 0.0) -> None:
         """Give back a slot after an answer (an error answer about the rows counts as one)."""
         replica.in_flight -= 1
@@ -120,12 +165,15 @@ class ReplicaPool:
         replica.tokens += tokens
         replica.batches += 1 if rows else 0
         replica.busy += seconds
+        if rows:
+            self._latencies.append(seconds)
         self._last_answer = time.monotonic()
         self._changed.set()
 
-    def set_aside(self, replica: Replica, error: BaseException) -> None:
-        """Give back a slot after a server failure: the replica gets no batch for a while."""
-        replica.in_flight -= 1
+    def set_aside(self, replica: Replica, error: BaseException, *, held: bool = True) -> None:
+        """Give back a slot after a server failure (``held=False``: the failed request had none, such as
+        the model check): the replica gets no batch for a while."""
+        replica.in_flight -= 1 if held else 0
         replica.failures += 1
         replica.strikes += 1
         pause = min(self._retry_after * 2 ** (replica.strikes - 1), MAX_SET_ASIDE)
@@ -135,9 +183,27 @@ class ReplicaPool:
         self._changed.set()
 
     def cancelled(self, replica: Replica) -> None:
-        """Give back a slot whose request was cancelled (Ctrl-C, or another batch's fatal error)."""
+        """Give back a slot whose request was cancelled (Ctrl-C, another batch's fatal error, a copy sent
+        elsewhere answered first)."""
         replica.in_flight -= 1
         self._changed.set()
+
+    def hedge_after(self) -> float | None:
+        """Seconds after which a request without an answer is sent to another replica too
+        (:data:`HEDGE_FACTOR` times the median of recent answered requests, at least
+        :data:`HEDGE_FLOOR`); ``None`` until :data:`MIN_LATENCY_SAMPLES` requests were answered."""
+        return self._over_median(HEDGE_FLOOR, HEDGE_FACTOR)
+
+    def deadline(self) -> float | None:
+        """Seconds after which a request without an answer is cancelled and its replica set aside
+        (:data:`DEADLINE_FACTOR` times the median, at least :data:`DEADLINE_FLOOR`); ``None`` until
+        :data:`MIN_LATENCY_SAMPLES` requests were answered."""
+        return self._over_median(DEADLINE_FLOOR, DEADLINE_FACTOR)
+
+    def _over_median(self, floor: float, factor: float) -> float | None:
+        if len(self._latencies) < MIN_LATENCY_SAMPLES:
+            return None
+        return max(floor, factor * statistics.median(self._latencies))
 
     async def send(self, call: Callable[[JobClient], Awaitable[T]], *, rows: int = 1) -> T:
         """Run ``call`` on the next free replica; on a server failure set that one aside and run it on
@@ -165,6 +231,113 @@ class ReplicaPool:
                 raise
             self.release(replica, rows=rows, seconds=time.monotonic() - sent)
             return result
+
+    async def race(
+        self,
+        call: Callable[[JobClient], Coroutine[Any, Any, T]],
+        first: Replica,
+        failures: tuple[type[BaseException], ...],
+    ) -> tuple[Replica, float, asyncio.Task[T]]:
+        """Run ``call`` on ``first`` (its slot already taken), hedged (see the module doc), to an answer.
+
+        An error of ``failures`` sets its replica aside; when no request is left in flight, ``call`` goes
+        to the next free replica. Anything else (a result, or an error about what was sent) is the answer:
+        the requests still in flight are cancelled, and a replica whose request was sent before the
+        answering one is set aside (it was overtaken).
+
+        Returns:
+            The replica that answered (its slot still taken: the caller gives it back), the seconds its
+            request took, and its finished task (``.result()`` returns or raises the answer).
+
+        Raises:
+            APIError: the last server failure, once every replica is down (see :meth:`acquire`).
+        """
+        attempts: dict[asyncio.Task[T], tuple[Replica, float]] = {}
+
+        def start(replica: Replica) -> None:
+            attempts[asyncio.create_task(call(replica.client))] = (replica, time.monotonic())
+
+        start(first)
+        try:
+            while True:
+                done, _ = await asyncio.wait(
+                    attempts, timeout=self._next_look(attempts), return_when=asyncio.FIRST_COMPLETED
+                )
+                for task in sorted(done, key=lambda task: attempts[task][1]):  # the earliest sent first
+                    replica, sent = attempts.pop(task)
+                    error = task.exception()
+                    if isinstance(error, failures):
+                        self.set_aside(replica, error)
+                        continue
+                    await self._drop(attempts, replica, sent)
+                    return replica, time.monotonic() - sent, task
+                await self._cut_off(attempts)
+                if not attempts:
+                    start(await self.acquire())
+                elif len(attempts) == 1:
+                    other = self._hedge_to(*next(iter(attempts.values())))
+                    if other is not None:
+                        start(other)
+        finally:
+            await self._drop(attempts)  # cancelled from outside (Ctrl-C, another batch's fatal error)
+
+    def _next_look(self, attempts: dict[asyncio.Task[T], tuple[Replica, float]]) -> float:
+        """Seconds until a request in flight is due to be hedged or cut off (at most :data:`RECHECK`)."""
+        now = time.monotonic()
+        hedge, deadline = self.hedge_after(), self.deadline()
+        looks = [RECHECK] + [sent + deadline - now for _, sent in attempts.values() if deadline is not None]
+        if hedge is not None and len(attempts) == 1:
+            ((_, sent),) = attempts.values()
+            if sent + hedge > now:  # once due, looked at every RECHECK for a free replica
+                looks.append(sent + hedge - now)
+        return max(0.0, min(looks))
+
+    def _hedge_to(self, replica: Replica, sent: float) -> Replica | None:
+        """A slot on another replica for a copy of the request sent to ``replica`` at ``sent``, once it
+        is due (:meth:`hedge_after`) and one is free."""
+        hedge, waited = self.hedge_after(), time.monotonic() - sent
+        other = self.try_acquire(avoid=replica) if hedge is not None and waited >= hedge else None
+        if other is not None:
+            logger.info(
+                "%s: no answer in %.1f s; the same request goes to %s too", replica.url, waited, other.url
+            )
+        return other
+
+    async def _cut_off(self, attempts: dict[asyncio.Task[T], tuple[Replica, float]]) -> None:
+        """Cancel the requests in flight past :meth:`deadline` and set their replicas aside."""
+        deadline, now = self.deadline(), time.monotonic()
+        late = [
+            task
+            for task, (_, sent) in attempts.items()
+            if deadline is not None and now - sent >= deadline and not task.done()
+        ]
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+        for task in late:
+            replica, sent = attempts.pop(task)
+            self.set_aside(replica, APITimeoutError(f"no answer in {now - sent:.1f} s (the job's deadline)"))
+
+    async def _drop(
+        self,
+        attempts: dict[asyncio.Task[T], tuple[Replica, float]],
+        winner: Replica | None = None,
+        answered_sent: float = 0.0,
+    ) -> None:
+        """Cancel the requests still in flight and give back their slots; a replica whose request was
+        sent before ``winner``'s, which answered, is set aside (overtaken)."""
+        now = time.monotonic()
+        overtaken = {task for task, (_, sent) in attempts.items() if sent < answered_sent and not task.done()}
+        for task in attempts:
+            task.cancel()
+        await asyncio.gather(*attempts, return_exceptions=True)
+        for task, (replica, sent) in attempts.items():
+            if winner is not None and task in overtaken:
+                detail = f"no answer in {now - sent:.1f} s; {winner.url} answered the same request first"
+                self.set_aside(replica, APITimeoutError(detail))
+            else:
+                self.cancelled(replica)
+        attempts.clear()
 
 
 def make_replicas(servers: Servers) -> tuple[list[Replica], list[AsyncClient]]:
