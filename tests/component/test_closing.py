@@ -20,6 +20,7 @@ class SlowDocsServer:
     def __init__(self, delay: float) -> None:
         self.delay = delay
         self.answered: list[str] = []
+        self.released = threading.Event()
         owner = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -27,7 +28,7 @@ class SlowDocsServer:
                 if self.path == "/v1/models":
                     self._answer(401, {"error": {"message": "bad key", "type": "Unauthorized", "code": 401}})
                     return
-                time.sleep(owner.delay)
+                owner.released.wait(owner.delay)
                 self._answer(200, {"version": "0.20.0"} if self.path == "/version" else {"paths": {}})
                 owner.answered.append(self.path)
 
@@ -48,6 +49,7 @@ class SlowDocsServer:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def stop(self) -> None:
+        self.released.set()  # a request still waiting is answered: no client thread outlives the test
         self.httpd.shutdown()
         self.httpd.server_close()
 
