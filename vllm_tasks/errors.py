@@ -84,6 +84,19 @@ StatusErrorKind = Literal[
 - ``"model_not_found"`` (404): the ``model`` named in the request is not served.
 """
 
+ErrorScope = Literal["row", "options", "replica", "job"]
+"""What an error is about, for code that goes on past some errors (the batch jobs, Ray's error column).
+Each class states its own (``error.scope``); a 400 about the options narrows it by its ``kind``:
+
+- ``"row"``: the rows sent (a text over the context, a file that does not decode): those rows are
+  isolated and recorded, the others go on.
+- ``"options"``: the call's options (a ``dimensions`` or ``input_type`` the model refuses, a feature the
+  server lacks): every row would fail the same; stop.
+- ``"replica"``: the server (down, overloaded, timed out, answering what vLLM does not): another server
+  may take the same request.
+- ``"job"``: the job itself (the credentials, a checkpoint of another job, the disk): stop.
+"""
+
 UnexpectedKind = Literal["response", "decode", "dimensions_not_applied"]
 """What an :class:`UnexpectedResponse` is about:
 
@@ -97,10 +110,14 @@ UnexpectedKind = Literal["response", "decode", "dimensions_not_applied"]
 class VLLMTasksError(Exception):
     """Base class of every exception raised by vllm_tasks.
 
-    Credentials in URLs (``http://user:KEY@host``) are removed from the message. Every subclass pickles
+    ``scope`` (:data:`ErrorScope`) says what the error is about: ``"row"``, ``"options"``, ``"replica"``
+    or ``"job"`` (each class states its own). Credentials in URLs (``http://user:KEY@host``) are removed
+    from the message. Every subclass pickles
     (for ``multiprocessing``, ``concurrent.futures.ProcessPoolExecutor``, Ray, Spark): a round trip keeps
     the type, the message and every attribute (a value that cannot be pickled comes back as its repr).
     """
+
+    scope: ErrorScope = "job"
 
     def __init__(self, *args: object) -> None:
         super().__init__(*(redact_text(arg) if isinstance(arg, str) else arg for arg in args))
@@ -131,6 +148,8 @@ class InvalidInputError(VLLMTasksError, ValueError):
         >>> str(error), error.kind
         ('batch_size=0: must be >= 1. Pass 1 or more.', 'argument')
     """
+
+    scope: ErrorScope = "row"
 
     kind: InputErrorKind = "argument"
     size: tuple[int, int] | None = None
@@ -229,6 +248,8 @@ class UnsupportedByServer(VLLMTasksError):
         server_flag: the server flag that enables it, when one is needed.
     """
 
+    scope: ErrorScope = "options"
+
     def __init__(
         self,
         feature: str,
@@ -261,6 +282,8 @@ class ServerNotReady(VLLMTasksError):
     Attributes:
         last_cause: the last thing seen (an exception or a status description).
     """
+
+    scope: ErrorScope = "replica"
 
     def __init__(self, message: str, last_cause: str | None) -> None:
         self.last_cause = redact_text(last_cause) if last_cause else last_cause
@@ -315,6 +338,8 @@ class RowFailed(JobError):
         message: the server's message.
     """
 
+    scope: ErrorScope = "row"
+
     def __init__(self, row: int, row_id: object, message: str) -> None:
         self.row = row
         self.row_id = row_id
@@ -357,6 +382,8 @@ class APIError(VLLMTasksError):
 class APIConnectionError(APIError):
     """The server could not be reached (refused, reset, DNS, TLS)."""
 
+    scope: ErrorScope = "replica"
+
 
 class APITimeoutError(APIConnectionError):
     """The request timed out."""
@@ -364,6 +391,8 @@ class APITimeoutError(APIConnectionError):
 
 class StreamError(APIError):
     """The server reported an error inside an event stream that had already started with 200."""
+
+    scope: ErrorScope = "row"
 
     def __init__(self, message: str, *, body: object = None, code: int | None = None) -> None:
         self.body = body
@@ -385,6 +414,8 @@ class UnexpectedResponse(APIError):
         status_code: the HTTP status, when known.
         content_type: the response's ``Content-Type`` (``""`` when absent).
     """
+
+    scope: ErrorScope = "replica"
 
     def __init__(
         self,
@@ -435,6 +466,8 @@ class APIStatusError(APIError):
         self.status_code = status_code
         if kind is not None:
             self.kind = kind
+        if kind in OPTION_ERROR_KINDS:  # a 400 about the options: any row would be refused the same
+            self.scope = "options"
         self.param = param
         self.request_id = request_id
         self.body = body
@@ -455,6 +488,8 @@ class BadRequestError(APIStatusError):
     server's ``VLLM_MAX_AUDIO_CLIP_FILESIZE_MB``), ``"context_length_exceeded"`` (a
     :class:`ContextLengthExceeded`).
     """
+
+    scope: ErrorScope = "row"
 
 
 class ContextLengthExceeded(BadRequestError):
@@ -483,6 +518,8 @@ class PermissionDeniedError(APIStatusError):
 class NotFoundError(APIStatusError):
     """404; ``kind == "model_not_found"`` when the ``model`` named in the request is not served."""
 
+    scope: ErrorScope = "replica"
+
 
 class EndpointNotServed(APIStatusError):
     """The server's model does not serve this task.
@@ -506,17 +543,25 @@ class ConflictError(APIStatusError):
 class RequestTooLargeError(APIStatusError):
     """413."""
 
+    scope: ErrorScope = "row"
+
 
 class UnprocessableEntityError(APIStatusError):
     """422 (e.g. a remote media URL the server could not fetch)."""
+
+    scope: ErrorScope = "row"
 
 
 class RateLimitError(APIStatusError):
     """429."""
 
+    scope: ErrorScope = "replica"
+
 
 class InternalServerError(APIStatusError):
     """500 and other 5xx."""
+
+    scope: ErrorScope = "replica"
 
 
 class ServiceUnavailableError(InternalServerError):
@@ -533,16 +578,19 @@ OPTION_ERROR_KINDS: frozenset[StatusErrorKind] = frozenset(
 """The ``kind`` of a 400 about a call's options (every row would be refused the same), not its rows."""
 
 
-def is_option_error(error: BaseException) -> bool:
-    """Whether ``error`` refuses the call's options (``dimensions``, ``input_type``) rather than its rows.
+def is_about(error: BaseException, scope: ErrorScope) -> bool:
+    """Whether ``error`` is one of the SDK's errors about ``scope`` (:data:`ErrorScope`); another
+    exception (a bug, ``KeyboardInterrupt``) is about nothing the caller can go on past.
 
     Examples:
-        >>> is_option_error(BadRequestError("no", status_code=400, kind="matryoshka_not_supported"))
+        >>> is_about(ContextLengthExceeded("too long", status_code=400), "row")
         True
-        >>> is_option_error(BadRequestError("too long", status_code=400))
+        >>> is_about(BadRequestError("no", status_code=400, kind="matryoshka_not_supported"), "row")
         False
+        >>> is_about(APITimeoutError("no answer"), "replica"), is_about(ValueError("bug"), "row")
+        (True, False)
     """
-    return isinstance(error, BadRequestError) and error.kind in OPTION_ERROR_KINDS
+    return isinstance(error, VLLMTasksError) and error.scope == scope
 
 
 def _restore_error(cls: type[BaseException], args: tuple[object, ...]) -> BaseException:

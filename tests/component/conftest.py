@@ -12,6 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from vllm_tasks.testing import OCR_TASKS, SPEECH_TASKS, FakeVLLM
+
 from ..fakes import FAKE_SETTINGS, FakeFixture, fake_like
 from ..unit.conftest import BASE, make_client, no_sleep
 
@@ -29,3 +31,17 @@ def _fake_fixture(name: str) -> object:
 
 for _name in FAKE_SETTINGS:
     globals()["fake_" + _name.replace("-", "_")] = _fake_fixture(_name)
+
+
+@pytest.fixture
+def ocr_fake() -> Iterator[FakeVLLM]:
+    """A fresh OCR FakeVLLM per test (the folder jobs count its requests)."""
+    with FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS) as server:
+        yield server
+
+
+@pytest.fixture
+def stt_fake() -> Iterator[FakeVLLM]:
+    """A fresh speech-to-text FakeVLLM per test."""
+    with FakeVLLM(model="whisper", tasks=SPEECH_TASKS) as server:
+        yield server

@@ -20,7 +20,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,7 +27,7 @@ import pytest
 import vllm_tasks as vt
 from vllm_tasks import cli
 from vllm_tasks.jobs import folders
-from vllm_tasks.testing import OCR_TASKS, SPEECH_TASKS, FakeVLLM, ReceivedRequest
+from vllm_tasks.testing import OCR_TASKS, FakeVLLM, ReceivedRequest
 from vllm_tasks.testing.content import DEFAULT_OCR_OUTPUT
 
 from ..clients import cli_env
@@ -38,18 +37,6 @@ PAGE, REPORT = DATA / "examples/data/page.png", DATA / "examples/data/report.pdf
 FOX = DATA / "tests/data/audio/fox.wav"
 CHAT, AUDIO = "/v1/chat/completions", "/v1/audio/transcriptions"
 pytestmark = pytest.mark.filterwarnings("ignore::vllm_tasks.ocr.OCRTruncatedWarning")  # the fake's long page
-
-
-@pytest.fixture
-def ocr_fake() -> Iterator[FakeVLLM]:
-    with FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS) as server:
-        yield server
-
-
-@pytest.fixture
-def stt_fake() -> Iterator[FakeVLLM]:
-    with FakeVLLM(model="whisper", tasks=SPEECH_TASKS) as server:
-        yield server
 
 
 def images(folder: Path, *names: str) -> Path:

@@ -24,7 +24,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,7 +31,7 @@ from PIL import Image, ImageDraw
 
 import vllm_tasks as vt
 from vllm_tasks import cli
-from vllm_tasks.testing import OCR_TASKS, SPEECH_TASKS, FakeVLLM, ReceivedRequest, grounding_output
+from vllm_tasks.testing import OCR_TASKS, FakeVLLM, ReceivedRequest, grounding_output
 
 from ..clients import Ticker, cli_env, kill_at_random_progress, start_cli_for_ctrl_c
 from ..fakes import fake_like
@@ -76,18 +75,6 @@ def recordings(tmp_path: Path) -> Path:
     shutil.copy(FOX, folder / "fox.wav")
     shutil.copy(NUMBERS, folder / "day2" / "numbers.wav")
     return folder
-
-
-@pytest.fixture
-def ocr_fake() -> Iterator[FakeVLLM]:
-    with FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS) as server:
-        yield server
-
-
-@pytest.fixture
-def stt_fake() -> Iterator[FakeVLLM]:
-    with FakeVLLM(model="whisper", tasks=SPEECH_TASKS) as server:
-        yield server
 
 
 def outputs(folder: Path) -> dict[str, bytes]:
@@ -442,6 +429,31 @@ def test_pages_go_to_every_server_and_a_failing_one_is_set_aside(scans: Path, tm
     assert by_url[bad_url].failures >= 1 and by_url[bad_url].rows + by_url[good_url].rows == 9
     manifest = json.loads(report.manifest.read_text())
     assert {s["url"] for s in manifest["servers"]} == set(urls)
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        {"status": 200, "body": b"<html>maintenance</html>"},  # a proxy's page: UnexpectedResponse
+        {"status": 404, "message": "The model `deepseek-ocr` does not exist."},  # redeploying
+    ],
+    ids=["html", "404"],
+)
+def test_a_server_answering_what_vllm_does_not_is_set_aside(
+    scans: Path, tmp_path: Path, fault: dict[str, object]
+) -> None:
+    # was: the first such answer stopped the whole job (only a 5xx or a connection error set a server
+    # aside); the scope of each error class now decides it, as for embed_file
+    with (
+        FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS, latency=0.02) as good,
+        FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS, latency=0.02) as bad,
+    ):
+        bad.fail(path=CHAT, after=2, times=None, **fault)  # type: ignore[arg-type]
+        report = vt.ocr_dir([good.url, bad.url], scans, tmp_path / "md", concurrency=2, **FAST)
+        urls = (good.url, bad.url)
+    by_url = {r.url: r for r in report.replicas}
+    assert report.complete and report.units_sent == 4
+    assert by_url[urls[1]].failures >= 1
 
 
 def test_servers_of_different_models_are_refused(scans: Path, tmp_path: Path, ocr_fake: FakeVLLM) -> None:

@@ -925,3 +925,18 @@ def test_a_replica_down_at_the_start_or_answering_garbage_is_set_aside(
     np.testing.assert_allclose(np.load(tmp_path / "b.npy"), expected(fake, lines), atol=1e-6)
     failures = {r.url: r.failures for r in report.replicas}
     assert failures[servers[1]] >= 1 and failures[servers[0]] == 0
+
+
+def test_a_replica_answering_a_proxys_page_from_the_start_is_set_aside(
+    tmp_path: Path, fake: FakeVLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    # was: UnexpectedResponse from the start's model check stopped the job (only a connection error,
+    # a 5xx or a 429 counted as a server's failure there); its scope, "replica", now decides
+    lines = [f"row {i}" for i in range(30)]
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(lines) + "\n")
+    with fake_server() as proxy, caplog.at_level("WARNING", logger="vllm_tasks.jobs"):
+        proxy.fail(200, path=EMBED, times=None, body=b"<html>maintenance</html>")
+        report = vt.embed_file([fake.url, proxy.url], source, tmp_path / "a.npy", batch_size=5, **FAST)
+    assert "starting without it" in caplog.text and report.texts == 30
+    np.testing.assert_allclose(np.load(tmp_path / "a.npy"), expected(fake, lines), atol=1e-6)

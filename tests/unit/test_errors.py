@@ -333,3 +333,50 @@ def test_api_key_never_appears_in_errors_reprs_logs_or_chains(
         repr(vars(info.value)),
     ):
         assert secret not in text
+
+
+def _error_classes() -> dict[str, type[vt.VLLMTasksError]]:
+    found: dict[str, type[vt.VLLMTasksError]] = {}
+    todo: list[type[vt.VLLMTasksError]] = [vt.VLLMTasksError]
+    while todo:
+        cls = todo.pop()
+        found[cls.__name__] = cls
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+def test_every_error_class_has_the_scope_the_reference_table_gives_it() -> None:
+    # The jobs, the folder jobs and Ray's error column act on error.scope alone; the table in
+    # docs/reference/errors.md is what users read: the two must say the same for every class.
+    from pathlib import Path
+
+    classes = _error_classes()
+    text = (Path(__file__).parents[2] / "docs/reference/errors.md").read_text()
+    named: dict[str, str] = {}
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.split("|")[1:-1]]
+        if len(cells) == 3 and cells[0] in ('`"row"`', '`"options"`', '`"replica"`', '`"job"`'):
+            scope = cells[0].strip('`"')
+            for name in cells[1].split("`")[1::2]:
+                if name in classes and scope != "job":
+                    named[name] = scope
+    assert {"InvalidInputError", "UnsupportedByServer", "APIConnectionError"} <= named.keys()
+    for name, cls in classes.items():
+        assert cls.scope == named.get(name, "job"), name
+
+
+@pytest.mark.parametrize(
+    ("kind", "scope"),
+    [("matryoshka_not_supported", "options"), ("input_type_not_supported", "options"), (None, "row")],
+)
+def test_a_400_about_the_options_is_about_the_options(kind: Any, scope: str) -> None:
+    error = vt.BadRequestError("refused", status_code=400, kind=kind)
+    assert error.scope == scope
+    assert vt.errors.is_about(error, scope)  # type: ignore[arg-type]
+    assert vt.errors.is_about(pickle_round_trip(error), scope)  # type: ignore[arg-type]
+
+
+def pickle_round_trip(error: BaseException) -> BaseException:
+    import pickle
+
+    return pickle.loads(pickle.dumps(error))  # type: ignore[no-any-return]

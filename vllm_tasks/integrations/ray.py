@@ -55,13 +55,7 @@ from .._sync.client import Client
 from ..calls import CallOptions
 from ..config import ClientSettings
 from ..embeddings import EmbedParams
-from ..errors import (
-    BadRequestError,
-    InvalidInputError,
-    RequestTooLargeError,
-    UnprocessableEntityError,
-    is_option_error,
-)
+from ..errors import InvalidInputError, is_about
 from ..ocr import OCRParams
 from ..scoring import RerankParams
 from ..transcription import TranscribeParams, segment_keywords
@@ -78,14 +72,6 @@ __all__ = ["OCR", "Embedder", "Scorer", "Transcriber"]
 
 OnError = Literal["raise", "column"]
 Output = TypeVar("Output")
-
-#: Errors that belong to the rows sent (a too-long text, an undecodable file, a refused value): with
-#: ``on_error="column"`` they are written per row. A setting the model refuses for every row is not one.
-_ROW_ERRORS = (InvalidInputError, BadRequestError, UnprocessableEntityError, RequestTooLargeError)
-
-
-def _is_row_error(error: BaseException) -> bool:
-    return isinstance(error, _ROW_ERRORS) and not is_option_error(error)
 
 
 def _describe(error: BaseException) -> str:
@@ -125,7 +111,7 @@ def isolate_failures(
     try:
         return [(rows, run(rows))]
     except Exception as error:
-        if not _is_row_error(error):
+        if not is_about(error, "row"):
             raise
         if len(rows) == 1:
             errors[rows[0]] = _describe(error)
@@ -349,7 +335,7 @@ class _BatchCallable:
             try:
                 return send(cells[row])
             except Exception as error:
-                if self.on_error == "raise" or not _is_row_error(error):
+                if self.on_error == "raise" or not is_about(error, "row"):
                     raise
                 errors[row] = _describe(error)
                 return None

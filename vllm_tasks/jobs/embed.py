@@ -24,13 +24,13 @@ import orjson
 from .. import defaults
 from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, plain
 from ..embeddings import EmbedParams
-from ..errors import InvalidInputError, JobError, JobMismatch, ReplicaMismatch
+from ..errors import InvalidInputError, JobError, JobMismatch, ReplicaMismatch, is_about
 from ..validation import positive_int, positive_number
 from .engine import Engine, Plan, error_rows
 from .inputs import InputSpec, file_digest, parquet_types, read_chunks, scan
 from .outputs import NpySink, ParquetSink, Sink
 from .progress import JobProgress
-from .replicas import REPLICA_ERRORS, Replica, ReplicaPool, Servers, logger, make_replicas, run_in_own_loop
+from .replicas import Replica, ReplicaPool, Servers, logger, make_replicas, run_in_own_loop
 from .state import PROBE_MIN_COSINE, PROBE_TEXT, Checkpoint, changes, cosine, job_lock, write_json
 
 OutputFormat = Literal["npy", "parquet"]
@@ -454,7 +454,7 @@ async def _served_model(replicas: list[Replica], plan: Plan, retry_after: float)
 
     answers = await asyncio.gather(*(probe(replica) for replica in replicas), return_exceptions=True)
     for answer in answers:
-        if isinstance(answer, BaseException) and not isinstance(answer, REPLICA_ERRORS):
+        if isinstance(answer, BaseException) and not is_about(answer, "replica"):
             raise answer
     up = [
         (replica, answer)

@@ -25,33 +25,22 @@ import orjson
 from .. import defaults
 from ..batching import plan_batches
 from ..errors import (
-    APIStatusError,
+    APIError,
     APITimeoutError,
-    BadRequestError,
     InsufficientDiskSpace,
     JobMismatch,
-    NotFoundError,
-    RequestTooLargeError,
     RowFailed,
-    UnexpectedResponse,
-    UnprocessableEntityError,
-    is_option_error,
+    VLLMTasksError,
+    is_about,
 )
 from ..types.embeddings import EmbeddingResult
 from .inputs import Chunk, InputSpec, read_chunks
 from .outputs import Sink, free_bytes
 from .progress import JobProgress
-from .replicas import REPLICA_ERRORS, JobClient, Replica, ReplicaPool
+from .replicas import JobClient, Replica, ReplicaPool
 from .state import PROBE_MIN_COSINE, PROBE_TEXT, Checkpoint, cosine
 
 logger = logging.getLogger("vllm_tasks.jobs")
-
-ROW_ERRORS = (BadRequestError, UnprocessableEntityError, RequestTooLargeError)
-"""Answers about the rows sent (an over-long text, a bad value): the batch is split to find them."""
-SERVER_ERRORS = (*REPLICA_ERRORS, UnexpectedResponse, NotFoundError)
-"""Failures of one server during a run: down, overloaded, or answering what vLLM does not (an HTML page
-from a proxy, an empty body, another width, a 404 while it redeploys): it is set aside and its batches go
-to the others (the job's start found the model served, so this is about that server)."""
 
 
 ONE_REQUEST_TOKENS = defaults.EMBED_MAX_BATCH_CHARS // 3
@@ -213,7 +202,10 @@ class Engine:
             _, (replica, batches) = work.served_by.popitem()
             try:
                 probe = await self._probe(replica)
-            except SERVER_ERRORS as error:  # down since: its rows go to the others, checked in turn
+            except VLLMTasksError as error:
+                if not is_about(error, "replica"):
+                    raise
+                # down since: its rows go to the others, checked in turn
                 self._pool.set_aside(replica, error, held=False)
                 replica.rows -= sum(len(rows) for rows in batches)  # not kept from it
                 async with asyncio.TaskGroup() as group:
@@ -257,25 +249,28 @@ class Engine:
             return await client.embed(texts, batch_size=len(texts), concurrency=1, **self._plan.call)
 
         first = replica or await self._pool.acquire()
-        replica, seconds, answer = await self._pool.race(call, first, SERVER_ERRORS)
+        replica, seconds, answer = await self._pool.race(call, first)
         try:
             result = answer.result()
-        except ROW_ERRORS as error:
-            self._pool.release(replica, seconds=seconds)
-            if is_option_error(error):  # about the job's options, not its rows: fatal
+        except BaseException as error:
+            # An answer about the rows or the options was an answer: the replica is fine
+            if is_about(error, "row") or is_about(error, "options"):
+                self._pool.release(replica, seconds=seconds)
+            else:
+                self._pool.cancelled(replica)
+            if not is_about(error, "row"):
                 raise
             await self._refused(work, rows, error)
             return
-        except BaseException:
-            self._pool.cancelled(replica)
-            raise
         tokens = result.usage.prompt_tokens
         self._pool.release(replica, rows=len(texts), tokens=tokens, seconds=seconds)
         work.served_by.setdefault(id(replica), (replica, []))[1].append(rows)
         work.vectors[rows.start : rows.stop] = result.vectors
         self._progress.advance(len(texts), tokens)
 
-    async def _refused(self, work: ChunkWork, rows: range, error: APIStatusError) -> None:
+    async def _refused(self, work: ChunkWork, rows: range, error: BaseException) -> None:
+        """Split refused ``rows`` in halves and send each again, down to single rows: those are recorded
+        in the errors file (or stop the job with ``fail_fast``)."""
         if len(rows) > 1:
             middle = rows.start + len(rows) // 2
             async with asyncio.TaskGroup() as group:
@@ -283,11 +278,13 @@ class Engine:
                 group.create_task(self._embed_rows(work, range(middle, rows.stop)))
             return
         row, row_id = work.chunk.start + rows.start, work.chunk.ids[rows.start]
+        message = error.message if isinstance(error, APIError) else str(error)
         if self._plan.fail_fast:
-            raise RowFailed(row, row_id, error.message) from error
-        logger.warning("row %d (id %r) refused: %s", row, row_id, error.message)
+            raise RowFailed(row, row_id, message) from error
+        logger.warning("row %d (id %r) refused: %s", row, row_id, message)
         work.failed[rows.start] = True
-        work.errors.append({"row": row, "id": row_id, "status": error.status_code, "error": error.message})
+        status = getattr(error, "status_code", None)
+        work.errors.append({"row": row, "id": row_id, "status": status, "error": message})
         self._progress.advance(1, 0)
 
     def _commit(self, work: ChunkWork) -> None:

@@ -54,10 +54,12 @@ from ..errors import (
     InvalidInputError,
     JobMismatch,
     ReplicaMismatch,
+    VLLMTasksError,
+    is_about,
 )
 from ..validation import positive_int, positive_number
 from .embed import ReplicaReport
-from .engine import ROW_ERRORS, first_error
+from .engine import first_error
 from .progress import JobProgress
 from .replicas import JobClient, Replica, ReplicaPool, Servers, make_replicas
 from .state import changes, job_lock, write_json
@@ -73,8 +75,6 @@ LOCK = "lock"
 folders are not read)."""
 JOB_FILES = ("manifest.json", "errors.jsonl")
 """The files every folder job writes at the top of the output folder (a job may add its own)."""
-UNIT_ERRORS = (*ROW_ERRORS, InvalidInputError)
-"""Failures of one unit (a refused request, a file that does not decode): recorded, retried next run."""
 Unit = int | None
 """A page number (1-based), or ``None`` for a whole file."""
 
@@ -797,7 +797,9 @@ class _FolderRun:
 
         try:
             record = await self._pool.send(call)
-        except UNIT_ERRORS as error:
+        except VLLMTasksError as error:
+            if not is_about(error, "row"):  # a refused page, a file that does not decode: retried next run
+                raise
             self._fail(document, unit, error)
             progress.advance(0, 0)
             return

@@ -32,18 +32,15 @@ from typing import Any, ParamSpec, TypeVar
 from .._async.client import AsyncClient
 from .._sync.client import Client
 from ..errors import (
-    APIConnectionError,
     APITimeoutError,
-    InternalServerError,
     InvalidInputError,
-    RateLimitError,
+    VLLMTasksError,
+    is_about,
 )
 from ..threaded import ThreadedClient
 
 logger = logging.getLogger("vllm_tasks.jobs")
 
-REPLICA_ERRORS = (APIConnectionError, InternalServerError, RateLimitError)
-"""Failures of a server, not of the rows sent to it: the batch goes to another replica."""
 MAX_SET_ASIDE = 300.0
 HEDGE_FLOOR = 5.0
 """Seconds a request waits for its answer, at least, before a copy of it goes to another replica."""
@@ -220,7 +217,10 @@ class ReplicaPool:
             sent = time.monotonic()
             try:
                 result = await call(replica.client)
-            except REPLICA_ERRORS as error:
+            except VLLMTasksError as error:
+                if not is_about(error, "replica"):
+                    self.release(replica, seconds=time.monotonic() - sent)
+                    raise
                 self.set_aside(replica, error)
                 continue
             except asyncio.CancelledError:
@@ -236,12 +236,12 @@ class ReplicaPool:
         self,
         call: Callable[[JobClient], Coroutine[Any, Any, T]],
         first: Replica,
-        failures: tuple[type[BaseException], ...],
     ) -> tuple[Replica, float, asyncio.Task[T]]:
         """Run ``call`` on ``first`` (its slot already taken), hedged (see the module doc), to an answer.
 
-        An error of ``failures`` sets its replica aside; when no request is left in flight, ``call`` goes
-        to the next free replica. Anything else (a result, or an error about what was sent) is the answer:
+        An error about the replica (``error.scope == "replica"``) sets it aside; when no request is left
+        in flight, ``call`` goes to the next free replica. Anything else (a result, or an error about what
+        was sent) is the answer:
         the requests still in flight are cancelled, and a replica whose request was sent before the
         answering one is set aside (it was overtaken).
 
@@ -266,7 +266,7 @@ class ReplicaPool:
                 for task in sorted(done, key=lambda task: attempts[task][1]):  # the earliest sent first
                     replica, sent = attempts.pop(task)
                     error = task.exception()
-                    if isinstance(error, failures):
+                    if error is not None and is_about(error, "replica"):
                         self.set_aside(replica, error)
                         continue
                     await self._drop(attempts, replica, sent)
