@@ -147,7 +147,7 @@ class SyncBackend:
                 thread.join(max(0.0, deadline - time.monotonic()))
 
     def _start(self, target: Callable[[], None], name: str) -> None:
-        thread = _start_thread(target, name)
+        thread = start_daemon_thread(target, name)
         with self._threads_lock:
             self._threads = [running for running in self._threads if running.is_alive()]
             self._threads.append(thread)
@@ -265,7 +265,7 @@ class SyncBackend:
         return list(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
 
 
-def _start_thread(target: Callable[[], None], name: str) -> threading.Thread:
+def start_daemon_thread(target: Callable[[], None], name: str) -> threading.Thread:
     """A started daemon thread running ``target`` in a copy of this thread's context (OpenTelemetry's
     current span among it, so that its requests join the caller's trace)."""
     context = contextvars.copy_context()

@@ -3,15 +3,22 @@
 Async code (a job's event loop, an adapter's async methods) given a ``Client`` that has its own
 ``http_client`` (a proxy, mTLS, auth hooks) cannot build an ``AsyncClient`` over it (an ``httpx.Client``
 does not run on an event loop) and must not drop it: it awaits that very client's methods, each run in a
-worker thread (``asyncio.to_thread``), so every request goes through the injected ``http_client``.
+worker thread, so every request goes through the injected ``http_client``.
+
+Each call has a daemon thread of its own, not the loop's default executor (``asyncio.to_thread``): a call
+given up on (a hedged request that lost, a request past the job's deadline, Ctrl-C) cannot be stopped in
+its thread, and ``asyncio.run`` waits for the default executor's threads before it returns, so a job
+that had cut off a hung server still waited for that server's timeout (600 s) to return.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Coroutine
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
+from ._backends import start_daemon_thread
 from ._sync.client import Client
 
 P = ParamSpec("P")
@@ -24,11 +31,40 @@ def _in_thread(
     """``method`` of the wrapped ``Client``, awaited: the call runs in a worker thread."""
 
     async def call(self: ThreadedClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return await asyncio.to_thread(method, self.client, *args, **kwargs)
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[T] = loop.create_future()
+
+        def run() -> None:
+            try:
+                outcome: tuple[T | None, BaseException | None] = (method(self.client, *args, **kwargs), None)
+            except BaseException as error:  # handed to the awaiting task
+                outcome = (None, error)
+            _hand_over(loop, answer, *outcome)
+
+        start_daemon_thread(run, f"vllm-tasks-{method.__name__}")
+        return await answer
 
     call.__name__ = call.__qualname__ = method.__name__
     call.__doc__ = f"``Client.{method.__name__}`` of the wrapped client, run in a worker thread."
     return call
+
+
+def _hand_over(
+    loop: asyncio.AbstractEventLoop, answer: asyncio.Future[T], result: T | None, error: BaseException | None
+) -> None:
+    """Settle ``answer`` on its loop with ``result`` or ``error``, unless it was given up on (cancelled,
+    or its loop has closed)."""
+
+    def settle() -> None:
+        if answer.done():
+            return
+        if error is not None:
+            answer.set_exception(error)
+        else:
+            answer.set_result(cast(T, result))
+
+    with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits for this answer
+        loop.call_soon_threadsafe(settle)
 
 
 class ThreadedClient:

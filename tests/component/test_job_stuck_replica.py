@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import vllm_tasks as vt
@@ -146,3 +147,20 @@ def test_each_planned_batch_goes_out_as_one_request(tmp_path: Path) -> None:
     assert report.replicas[0].batches == len(sent)
     assert [text for batch in sent for text in batch] == source.read_text().splitlines()
     assert sum(len(text) for text in max(sent, key=len)) <= 200_000
+
+
+def test_a_sync_client_with_its_own_http_client_returns_once_its_hung_request_is_cut_off(
+    corpus: Path, tmp_path: Path, clean: bytes
+) -> None:
+    # Its calls run in worker threads (ThreadedClient); a request given up on runs on in its thread. Was:
+    # those were the event loop's executor threads, which asyncio.run waits for: the job had written its
+    # output in about 5 s but embed_file returned only at the client's timeout (here 40 s; 600 s by default).
+    out = tmp_path / "out.npy"
+    with fake_server() as good, fake_server() as stuck:
+        stuck.slow(HUNG, path=EMBED, after=3, times=None)
+        with httpx.Client(timeout=40) as http, vt.Client(stuck.url, http_client=http) as stuck_client:
+            started = time.monotonic()
+            vt.embed_file([good.url, stuck_client], corpus, out, **JOB)
+            seconds = time.monotonic() - started
+    assert seconds < 30
+    assert out.read_bytes() == clean

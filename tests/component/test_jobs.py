@@ -525,6 +525,14 @@ SLOW = 0.2  # seconds per embeddings answer: a chunk (4 batches, 4 at once) take
 # 0-0.5 s a kill waits past its target is at most 2 chunks (the seeds below aim at chunks 2, 3 and 11 of 15)
 
 
+def numbered_rows(folder: Path, count: int) -> tuple[list[str], Path]:
+    """``row 0`` … ``row {count - 1}``, and ``in.txt`` in ``folder`` holding them one per line."""
+    lines = [f"row {i}" for i in range(count)]
+    source = folder / "in.txt"
+    source.write_text("\n".join(lines) + "\n")
+    return lines, source
+
+
 def job_command(source: Path, out: Path, *urls: str, extra: tuple[str, ...] = ()) -> list[str]:
     command = [
         sys.executable,
@@ -594,6 +602,19 @@ def reference(
     return out
 
 
+def resume_to_the_reference(command: list[str], out: Path, reference: Path, kind: str) -> None:
+    """Run the job's command to the end; its output must equal the uninterrupted run's, byte for byte."""
+    result = run_cli(command)
+    assert result.returncode == 0, result.stderr
+    if kind == "parquet":
+        table = pq.read_table(out)
+        assert table.column("id").to_pylist() == [f"doc-{i}" for i in range(ROWS)]
+        vectors = np.stack(table.column("embedding").to_numpy(zero_copy_only=False))
+        assert vectors.tobytes() == np.load(reference).tobytes()
+    else:
+        assert out.read_bytes() == reference.read_bytes()
+
+
 @pytest.mark.parametrize("kind", ["text", "jsonl", "parquet"])
 def test_kill_9_at_random_points_then_resume_is_byte_identical(
     slow_embed: FakeFixture, job_inputs: dict[str, Path], reference: Path, tmp_path: Path, kind: str
@@ -606,18 +627,124 @@ def test_kill_9_at_random_points_then_resume_is_byte_identical(
     for _ in kill_at_random_progress(command, lambda: finished_chunks(out, chunks), chunks, rng, kills=4):
         seen.append(finished_chunks(out, chunks))
     assert any(0 < done < chunks for done in seen), seen  # at least one kill mid-job
-    result = run_cli(command)
-    assert result.returncode == 0, result.stderr
+    resume_to_the_reference(command, out, reference, kind)
     if kind == "parquet":
-        table = pq.read_table(out)
-        assert table.column("id").to_pylist() == [f"doc-{i}" for i in range(ROWS)]
-        vectors = np.stack(table.column("embedding").to_numpy(zero_copy_only=False))
-        assert vectors.tobytes() == np.load(reference).tobytes()
         assert pq.ParquetFile(out).metadata.num_row_groups == ROWS // 100
-    else:
-        assert out.read_bytes() == reference.read_bytes()
     manifest = json.loads(out.with_name(out.name + ".manifest.json").read_text())
     assert manifest["timings"]["runs"] >= 2 and manifest["rows"] == ROWS
+
+
+# The CLI's finish step, killed at each of its points: the child process patches the step it is told to
+# die in (these patches exist only in that child) and SIGKILLs itself there.
+DIE_IN_FINISH = """
+import os, shutil, signal, sys
+from pathlib import Path
+
+from vllm_tasks import cli
+from vllm_tasks.jobs import embed, outputs
+
+point = sys.argv.pop(1)
+
+
+def die(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def sink_finish(original):
+    def finish(self, final, rows):
+        if point == "move":  # the complete result written, not yet renamed into place
+            replace = os.replace
+            os.replace = lambda src, dst: die() if Path(dst) == final else replace(src, dst)
+        original(self, final, rows)
+
+    return finish
+
+
+outputs.NpySink.finish = sink_finish(outputs.NpySink.finish)
+outputs.ParquetSink.finish = sink_finish(outputs.ParquetSink.finish)
+if point == "manifest":  # the result in place, the manifest not written
+    write_json = embed.write_json
+    manifest = lambda path: path.name.endswith(".manifest.json")
+    embed.write_json = lambda path, payload: die() if manifest(path) else write_json(path, payload)
+if point == "cleanup":  # the manifest written, the work folder half removed
+    real_rmtree = shutil.rmtree
+
+    def rmtree(path, *args, **kwargs):
+        items = sorted(Path(path).rglob("*"), reverse=True)
+        if not (Path(path).name.endswith(".partial") and items):
+            return real_rmtree(path, *args, **kwargs)
+        items[0].unlink() if items[0].is_file() else items[0].rmdir()  # one file gone, then killed
+        die()
+
+    embed.shutil.rmtree = rmtree
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("point", ["move", "manifest", "cleanup"])
+@pytest.mark.parametrize("kind", ["text", "parquet"])
+def test_kill_9_inside_the_finish_step_then_resume_is_byte_identical(
+    fake_embed: FakeFixture,
+    job_inputs: dict[str, Path],
+    reference: Path,
+    tmp_path: Path,
+    kind: str,
+    point: str,
+) -> None:
+    out = tmp_path / ("corpus.parquet" if kind == "parquet" else "corpus.npy")
+    extra = ("--id-field", "id") if kind == "parquet" else ()
+    command = job_command(job_inputs[kind], out, fake_embed.base_url, extra=extra)
+    killed = subprocess.run(
+        [sys.executable, "-c", DIE_IN_FINISH, point, *command[3:]],
+        env=cli_env(),
+        capture_output=True,
+        check=False,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert out.with_name(out.name + ".partial").exists()  # killed before the work folder was gone
+    resume_to_the_reference(command, out, reference, kind)
+    manifest = json.loads(out.with_name(out.name + ".manifest.json").read_text())
+    assert manifest["rows"] == ROWS and manifest["complete"]
+    assert not out.with_name(out.name + ".partial").exists()
+
+
+def test_kill_9_during_a_model_swap_keeps_no_row_of_the_new_model(
+    slow_embed: FakeFixture,
+    job_inputs: dict[str, Path],
+    reference: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A rolling deploy under a running job, which is killed (kill -9) while the new weights answer: the
+    # resumed run is refused (the served model is not the job's), and the chunks the checkpoint kept hold
+    # the old model's vectors only, byte for byte.
+    out = tmp_path / "corpus.npy"
+    command = job_command(job_inputs["text"], out, slow_embed.base_url)
+    old_model, answered, swap_after = fake_content.text_vector, 0, 500  # vectors: the probe and 499 rows
+
+    def rolling_deploy(text: str, width: int, **kw: Any) -> Any:
+        nonlocal answered
+        answered += 1
+        return old_model(text if answered <= swap_after else text[::-1], width, **kw)
+
+    monkeypatch.setattr(fake_content, "text_vector", rolling_deploy)
+    child = subprocess.Popen(command, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while answered <= swap_after:  # the new weights answer (a batch of the chunk then in flight)
+        assert time.monotonic() < deadline and child.poll() is None
+        time.sleep(0.01)
+    assert child.poll() is None  # killed while the swap is under way, before any check saw it
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    kept = done_chunks(out)
+    assert 0 < kept < ROWS // 100
+    result = run_cli(command)
+    assert result.returncode == cli.EXIT_JOB_REFUSED and "model" in result.stderr, result.stderr
+    state = json.loads(out.with_name(out.name + ".partial").joinpath("state.json").read_text())
+    partial = np.load(out.with_name(out.name + ".partial") / "data.npy", mmap_mode="r")
+    done = list(range(state["done_below"])) + list(state["done_above"])
+    rows = [row for chunk in done for row in range(chunk * 100, chunk * 100 + 100)]
+    assert partial[rows].tobytes() == np.load(reference)[rows].tobytes()  # the old model's rows only
 
 
 def test_a_replica_stopped_mid_job_loses_nothing(
@@ -814,9 +941,7 @@ def test_a_model_swapped_during_the_run_stops_it_and_no_new_model_row_is_kept(
 ) -> None:
     # A rolling deploy: the same name and width, other weights, after 16 vectors (the job's probe and 15
     # rows). Was: the job finished with most rows from the new model and one model in the manifest.
-    lines = [f"row {i}" for i in range(40)]
-    source = tmp_path / "in.txt"
-    source.write_text("\n".join(lines) + "\n")
+    lines, source = numbered_rows(tmp_path, 40)
     out = tmp_path / "out.npy"
     old_model = fake_content.text_vector
     answered = 0
@@ -906,9 +1031,7 @@ def test_kept_columns_that_would_collide_in_the_output_are_refused(tmp_path: Pat
 def test_a_replica_down_at_the_start_or_answering_garbage_is_set_aside(
     tmp_path: Path, fake: FakeVLLM, caplog: pytest.LogCaptureFixture
 ) -> None:
-    lines = [f"row {i}" for i in range(60)]
-    source = tmp_path / "in.txt"
-    source.write_text("\n".join(lines) + "\n")
+    lines, source = numbered_rows(tmp_path, 60)
     with fake_server() as garbage:
         down = garbage.url
     # was: the job refused to start with one replica down, and stopped at a proxy's HTML page
@@ -932,9 +1055,7 @@ def test_a_replica_answering_a_proxys_page_from_the_start_is_set_aside(
 ) -> None:
     # was: UnexpectedResponse from the start's model check stopped the job (only a connection error,
     # a 5xx or a 429 counted as a server's failure there); its scope, "replica", now decides
-    lines = [f"row {i}" for i in range(30)]
-    source = tmp_path / "in.txt"
-    source.write_text("\n".join(lines) + "\n")
+    lines, source = numbered_rows(tmp_path, 30)
     with fake_server() as proxy, caplog.at_level("WARNING", logger="vllm_tasks.jobs"):
         proxy.fail(200, path=EMBED, times=None, body=b"<html>maintenance</html>")
         report = vt.embed_file([fake.url, proxy.url], source, tmp_path / "a.npy", batch_size=5, **FAST)
