@@ -7,6 +7,7 @@ import json
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -333,6 +334,18 @@ def _blocking_transport(server: _BlockingServer) -> Any:
     return SyncTransport(httpx.Client(transport=httpx.MockTransport(server)), config)
 
 
+@pytest.fixture
+def sigint_raises() -> Iterator[None]:
+    """SIGINT raises ``KeyboardInterrupt`` in this process, as at a terminal: a pytest started in the
+    background of a script (scripts/test.sh runs two tiers side by side) inherits SIGINT ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("sigint_raises")
 def test_ctrl_c_stops_send_all_at_once_and_nothing_is_sent_after_it() -> None:
     """A real SIGINT to the main thread while 4 requests are in flight: control returns at once, no
     queued request starts and the in-flight ones are not retried (they would be: 503, max_retries=3)."""
