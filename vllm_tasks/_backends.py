@@ -215,7 +215,7 @@ class SyncBackend:
             for _ in range(min(concurrency, count)):
                 self._start(worker, "vllm-tasks-send")
             for _ in range(count):
-                index, result, error = answers.get()
+                index, result, error = _next_answer(answers)
                 if error is not None:
                     raise error
                 collected[index] = result
@@ -263,6 +263,18 @@ class SyncBackend:
             OSError: the name does not resolve.
         """
         return list(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+
+
+def _next_answer(answers: queue.SimpleQueue[T]) -> T:
+    """The next item of ``answers``, waited for in short steps: between them Python runs its signal
+    handlers, so that Ctrl-C (``KeyboardInterrupt``) ends the wait within a step. A wait without a
+    timeout is not interrupted on Windows, nor, under load, reliably elsewhere (CI: a SIGINT was handled
+    only 30 s later, when the next answer arrived)."""
+    while True:
+        try:
+            return answers.get(timeout=0.1)
+        except queue.Empty:
+            continue
 
 
 def start_daemon_thread(target: Callable[[], None], name: str) -> threading.Thread:
