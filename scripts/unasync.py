@@ -45,6 +45,7 @@ REPLACEMENTS: list[tuple[str, str]] = [
     (r"\bcontextlib\.aclosing\b", "contextlib.closing"),
     (r"\basynchronous\b", "synchronous"),
     (r"\bAsynchronous\b", "Synchronous"),
+    (r"\bAwaitable\[(\w+)\]", r"\1"),
 ]
 
 
@@ -76,10 +77,10 @@ def _ruff(args: list[str], text: str, name: str) -> str:
 
 
 def _format(text: str, name: str) -> str:
-    # Renames (AsyncTransport -> SyncTransport) can unsort an import line: sort, then format.
-    return _ruff(
-        ["format"], _ruff(["check", "--select", "I", "--fix", "--exit-zero", "--quiet"], text, name), name
-    )
+    # Renames (AsyncTransport -> SyncTransport) can unsort an import line, and Awaitable[T] -> T leave an
+    # import unused: sort and drop those, then format.
+    fixed = _ruff(["check", "--select", "I,F401", "--fix", "--exit-zero", "--quiet"], text, name)
+    return _ruff(["format"], fixed, name)
 
 
 def generate() -> dict[str, str]:

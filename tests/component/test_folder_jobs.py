@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -454,6 +455,56 @@ def test_a_server_answering_what_vllm_does_not_is_set_aside(
     by_url = {r.url: r for r in report.replicas}
     assert report.complete and report.units_sent == 4
     assert by_url[urls[1]].failures >= 1
+
+
+def test_a_server_down_at_the_start_is_left_out_with_a_warning(
+    scans: Path, tmp_path: Path, ocr_fake: FakeVLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    # was: one server that could not be reached refused the whole job (APIConnectionError); the job
+    # scaffold starts folder jobs, like embed_file, on the servers that answer
+    with FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS) as down:
+        down_url = down.url
+    caplog.set_level("WARNING", logger="vllm_tasks.jobs")
+    with vt.Client(down_url, max_retries=0) as unreachable:
+        report = vt.ocr_dir([ocr_fake.url, unreachable], scans, tmp_path / "md", **FAST)
+    assert report.complete and report.units_sent == 4
+    assert f"{down_url} cannot be reached" in caplog.text
+    assert {r.url: r.rows for r in report.replicas} == {ocr_fake.url: 4, down_url: 0}
+
+
+def test_a_server_back_on_other_weights_gets_no_page(scans: Path, tmp_path: Path) -> None:
+    # A server set aside is checked again before its next page (JobServers.admit): one restarted on other
+    # weights under the same name stops the job (was: it went on answering pages with the new model).
+    for index in range(6):
+        shutil.copy(PAGE, scans / f"extra{index}.png")
+    with (
+        FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS, latency=0.3) as good,
+        FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS) as restarted,
+    ):
+        restarted.fail(503, path=CHAT, times=1)  # its first page: down for a moment...
+
+        def swap_weights() -> None:
+            while not restarted.received(CHAT):
+                time.sleep(0.005)
+            restarted.settings.root = "another/checkpoint"  # ...and back on other weights
+
+        swapper = threading.Thread(target=swap_weights, daemon=True)
+        swapper.start()
+        with (
+            vt.Client(restarted.url, max_retries=0) as flaky,
+            pytest.raises(vt.jobs.JobMismatch, match="another/checkpoint") as refused,
+        ):
+            vt.ocr_dir(
+                [good.url, flaky],
+                scans,
+                tmp_path / "md",
+                concurrency=1,
+                retry_replica_after=0.3,
+                give_up_after=5,
+            )
+        swapper.join(5)
+        assert page_requests(restarted) == page_requests(restarted)[:1]  # only the page that failed
+        assert f"the model served by {restarted.url} changed during the run" in str(refused.value)
 
 
 def test_servers_of_different_models_are_refused(scans: Path, tmp_path: Path, ocr_fake: FakeVLLM) -> None:

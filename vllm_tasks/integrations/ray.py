@@ -52,6 +52,7 @@ import numpy.typing as npt
 
 from .. import defaults
 from .._sync.client import Client
+from .._sync.isolation import isolate_rows
 from ..calls import CallOptions
 from ..config import ClientSettings
 from ..embeddings import EmbedParams
@@ -83,8 +84,8 @@ def isolate_failures(
     run: Callable[[list[int]], Output], rows: list[int], errors: list[str | None]
 ) -> list[tuple[list[int], Output]]:
     """Run ``run`` on ``rows``; when it fails for a row's sake, split the rows in halves and run each,
-    down to single rows, whose errors go to ``errors[row]``. A batch with one bad row costs about
-    ``2 * log2(len(rows))`` extra requests; the other rows all get results.
+    down to single rows, whose errors go to ``errors[row]`` (the loop ``embed_file`` uses too). A batch
+    with one bad row costs about ``2 * log2(len(rows))`` extra requests; the other rows all get results.
 
     Args:
         run: sends the rows (their indices) and returns their results, in order.
@@ -106,18 +107,12 @@ def isolate_failures(
         >>> errors[2]
         'ContextLengthExceeded: 400 ...'
     """
-    if not rows:
-        return []
-    try:
-        return [(rows, run(rows))]
-    except Exception as error:
-        if not is_about(error, "row"):
-            raise
-        if len(rows) == 1:
-            errors[rows[0]] = _describe(error)
-            return []
-    middle = len(rows) // 2
-    return isolate_failures(run, rows[:middle], errors) + isolate_failures(run, rows[middle:], errors)
+
+    def refused(row: int, error: Exception) -> None:
+        errors[row] = _describe(error)
+
+    done = isolate_rows(lambda part: run(list(part)), rows, refused)
+    return [(list(part), output) for part, output in done]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -11,10 +11,11 @@ its report (:class:`EmbedFileReport`, :class:`FolderJobReport`).
 from __future__ import annotations
 
 from ..errors import InsufficientDiskSpace, JobError, JobMismatch, ReplicaMismatch, RowFailed
-from .embed import EmbedFileReport, ReplicaReport, aembed_file, embed_file
+from .embed import EmbedFileReport, aembed_file, embed_file
 from .folders import FolderJobReport
 from .inputs import text_lines
 from .media import aocr_dir, atranscribe_dir, ocr_dir, transcribe_dir
+from .scaffold import ReplicaReport
 
 __all__ = [
     "EmbedFileReport",

@@ -14,7 +14,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -24,14 +24,24 @@ import orjson
 from .. import defaults
 from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, plain
 from ..embeddings import EmbedParams
-from ..errors import InvalidInputError, JobError, JobMismatch, ReplicaMismatch, is_about
-from ..validation import positive_int, positive_number
+from ..errors import InvalidInputError, JobError, JobMismatch
+from ..types.server import ServerInfo
+from ..validation import positive_int
 from .engine import Engine, Plan, error_rows
 from .inputs import InputSpec, file_digest, parquet_types, read_chunks, scan
 from .outputs import NpySink, ParquetSink, Sink
 from .progress import JobProgress
-from .replicas import Replica, ReplicaPool, Servers, logger, make_replicas, run_in_own_loop
-from .state import PROBE_MIN_COSINE, PROBE_TEXT, Checkpoint, changes, cosine, job_lock, write_json
+from .replicas import Replica, ReplicaPool, Servers, run_in_own_loop
+from .scaffold import (
+    Describe,
+    JobSettings,
+    ReplicaReport,
+    check_same_job,
+    job_servers,
+    replica_reports,
+    served_section,
+)
+from .state import PROBE_TEXT, Checkpoint, job_lock, write_json
 
 OutputFormat = Literal["npy", "parquet"]
 TooLong = Literal["report", "truncate"]
@@ -39,29 +49,6 @@ TooLong = Literal["report", "truncate"]
 TRANSPORT_FIELDS = frozenset({"encoding_format"})
 """``EmbedParams`` fields that do not change the vectors: not in the fingerprint."""
 EMBED_FIELDS = tuple(field.name for field in dataclasses.fields(EmbedParams))
-
-
-@dataclass(frozen=True)
-class ReplicaReport:
-    """What one server did in this run.
-
-    Attributes:
-        url: the server (without credentials).
-        version: its vLLM version.
-        rows: rows it embedded.
-        batches: requests it answered.
-        failures: times it failed and was set aside.
-        busy_seconds: time its answered requests took, summed over the requests in flight.
-        rows_per_second: its throughput over the run's wall time.
-    """
-
-    url: str
-    version: str | None
-    rows: int
-    batches: int
-    failures: int
-    busy_seconds: float
-    rows_per_second: float
 
 
 @dataclass(frozen=True)
@@ -239,28 +226,18 @@ async def aembed_file(
         _embed_call(params, too_long, CallOptions(model, extra_body, extra_headers, timeout)),
         bool(fail_fast),
     )
-    for name, count in (("concurrency", concurrency), ("chunk_rows", chunk_rows)):
-        positive_int(name, count)
-    for name, seconds in (
-        ("progress_interval", progress_interval),
-        ("retry_replica_after", retry_replica_after),
-        ("give_up_after", give_up_after),
-    ):
-        positive_number(name, seconds)
+    positive_int("chunk_rows", chunk_rows)
+    settings = JobSettings(concurrency, show_progress, progress_interval, retry_replica_after, give_up_after)
     rows, digest = await asyncio.to_thread(scan, spec)
     if rows == 0:
         raise InvalidInputError("source", str(spec.path), "has no rows", "Pass a file with one text per row.")
-    replicas, made = make_replicas(client)
-    try:
-        served = await _served_model(replicas, plan, retry_replica_after)
+    async with job_servers(client, settings, _describe(plan), out=str(paths.out)) as servers:
         fingerprint = {
             "input": {"sha256": digest, "rows": rows, "format": spec.format, **_fields(spec)},
-            "model": served,
+            "model": servers.served,
             "options": _fingerprinted(plan.call),
             "output": {"format": chosen_output},
         }
-        pool = ReplicaPool(replicas, concurrency, retry_replica_after, give_up_after)
-        progress = (show_progress, progress_interval)
         return await _locked_run(
             paths,
             spec,
@@ -269,12 +246,9 @@ async def aembed_file(
             chunk_rows=chunk_rows,
             output=chosen_output,
             plan=plan,
-            pool=pool,
-            progress=progress,
+            pool=servers.pool,
+            settings=settings,
         )
-    finally:
-        for own in made:
-            await own.close()
 
 
 async def _locked_run(
@@ -287,7 +261,7 @@ async def _locked_run(
     output: OutputFormat,
     plan: Plan,
     pool: ReplicaPool,
-    progress: tuple[bool, float],
+    settings: JobSettings,
 ) -> EmbedFileReport:
     """Holding the job's lock: the finished report, or the checkpoint resumed (or started) and run."""
     with job_lock(paths.lock, str(paths.out)):
@@ -303,9 +277,13 @@ async def _locked_run(
             chunk_rows=chunk_rows,
             resume=resume,
         )
-        shown, interval = progress
         bar = JobProgress(
-            rows, checkpoint.done_rows(), pool.replicas, enabled=shown, interval=interval, description="embed"
+            rows,
+            checkpoint.done_rows(),
+            pool.replicas,
+            enabled=settings.show_progress,
+            interval=settings.progress_interval,
+            description="embed",
         )
         return await _run(paths, spec, checkpoint, output=output, pool=pool, plan=plan, progress=bar)
 
@@ -434,53 +412,16 @@ def _fields(spec: InputSpec) -> dict[str, Any]:
     return {"text_field": spec.text_field, "id_field": spec.id_field, "keep_columns": list(spec.keep_columns)}
 
 
-async def _served_model(replicas: list[Replica], plan: Plan, retry_after: float) -> dict[str, Any]:
-    """The model every replica that answers serves (name, weights, width, probe vector); refuses a mix.
-    A replica that cannot be reached is set aside for ``retry_after`` seconds (a warning): the job starts
-    on the others.
+def _describe(plan: Plan) -> Describe:
+    """What ``embed_file`` records of a server's model: name, weights, width and its probe vector."""
 
-    Raises:
-        ReplicaMismatch: two replicas differ.
-        APIError: no replica can be reached, or one refuses the job's options.
-    """
-
-    async def probe(replica: Replica) -> dict[str, Any]:
-        info = await replica.client.server_info()
-        replica.version = info.version
+    async def describe(replica: Replica, info: ServerInfo) -> dict[str, Any]:
         name = plan.call.get("model") or replica.client.model or info.default_model
         root = next((card.root for card in info.models if card.id == name), None)
         vector = (await replica.client.embed(PROBE_TEXT, **plan.call)).vector
         return {"model": name, "root": root, "width": int(vector.shape[0]), "probe": vector.tolist()}
 
-    answers = await asyncio.gather(*(probe(replica) for replica in replicas), return_exceptions=True)
-    for answer in answers:
-        if isinstance(answer, BaseException) and not is_about(answer, "replica"):
-            raise answer
-    up = [
-        (replica, answer)
-        for replica, answer in zip(replicas, answers, strict=True)
-        if isinstance(answer, dict)
-    ]
-    if not up:
-        raise next(answer for answer in answers if isinstance(answer, BaseException))
-    for replica, answer in zip(replicas, answers, strict=True):
-        if isinstance(answer, BaseException):  # down now: it gets batches once back, each chunk checked
-            replica.failures, replica.strikes = 1, 1
-            replica.set_aside_until = time.monotonic() + retry_after
-            logger.warning("%s cannot be reached (%s): starting without it", replica.url, answer)
-    (first_replica, first), others = up[0], up[1:]
-    for replica, other in others:
-        similarity = cosine(first["probe"], other["probe"])
-        if (first["model"], first["root"]) != (
-            other["model"],
-            other["root"],
-        ) or similarity < PROBE_MIN_COSINE:
-            detail = (
-                f"{first['model']!r} ({first['root']}) vs {other['model']!r} ({other['root']}), "
-                f"cosine of their vectors for one text {similarity:.3f}"
-            )
-            raise ReplicaMismatch((first_replica.url, replica.url), detail)
-    return first
+    return describe
 
 
 def _finished_job(paths: _Paths, fingerprint: dict[str, Any], resume: bool) -> EmbedFileReport | None:
@@ -492,9 +433,7 @@ def _finished_job(paths: _Paths, fingerprint: dict[str, Any], resume: bool) -> E
     if not (resume and paths.out.exists() and paths.manifest.exists()):
         return None
     manifest = orjson.loads(paths.manifest.read_bytes())
-    differences = changes(manifest.get("fingerprint", {}), fingerprint)
-    if differences:
-        raise JobMismatch(str(paths.out), differences)
+    check_same_job(str(paths.out), manifest.get("fingerprint", {}), fingerprint)
     shutil.rmtree(paths.work, ignore_errors=True)  # left by a run stopped after writing the manifest
     return EmbedFileReport(
         out=paths.out,
@@ -521,9 +460,7 @@ def _checkpoint(
     """
     saved = Checkpoint.load(paths.work / "state.json") if resume else None
     if saved is not None:
-        differences = changes(saved.fingerprint, fingerprint)
-        if differences:
-            raise JobMismatch(str(paths.out), differences)
+        check_same_job(str(paths.out), saved.fingerprint, fingerprint)
         return saved
     shutil.rmtree(paths.work, ignore_errors=True)
     paths.manifest.unlink(missing_ok=True)  # an older finished output is no longer this job's
@@ -580,11 +517,7 @@ def _finish(
             for chunk in read_chunks(spec, checkpoint.chunk_rows):
                 handle.write(b"".join(orjson.dumps(row_id) + b"\n" for row_id in chunk.ids))
         os.replace(temporary, paths.ids)
-    reports = tuple(
-        ReplicaReport(r.url, r.version, r.rows, r.batches, r.failures, r.busy, r.rows / max(seconds, 1e-9))
-        for r in replicas
-    )
-    served = checkpoint.fingerprint["model"]
+    reports = replica_reports(replicas, seconds)
     write_json(
         paths.manifest,
         {
@@ -598,16 +531,12 @@ def _finish(
             "width": checkpoint.width,
             "dtype": "float32",
             "failed_rows": len(refused),
-            "model": served["model"],
-            "model_root": served["root"],
-            "servers": [{"url": r.url, "version": r.version} for r in replicas],
-            "fingerprint": checkpoint.fingerprint,
+            **served_section(checkpoint.fingerprint, replicas, reports),
             "timings": {
                 "seconds": round(checkpoint.seconds, 3),
                 "runs": checkpoint.runs,
                 "finished": datetime.now(UTC).isoformat(timespec="seconds"),
             },
-            "replicas": [asdict(report) for report in reports],
         },
     )
     shutil.rmtree(paths.work, ignore_errors=True)

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import numpy.typing as npt
 import orjson
 
 from .. import defaults
+from .._async.isolation import isolate_rows
 from ..batching import plan_batches
 from ..errors import (
     APIError,
@@ -240,9 +242,23 @@ class Engine:
             raise APITimeoutError(f"no answer to the model check in {limit:.1f} s") from None
 
     async def _embed_rows(self, work: ChunkWork, rows: range, replica: Replica | None = None) -> None:
-        """Embed ``rows`` of a chunk in one request on ``replica`` (else the next free one), hedged
-        (:meth:`ReplicaPool.race`); split them on a refusal."""
-        texts = work.chunk.texts[rows.start : rows.stop]
+        """Embed ``rows`` of a chunk, the first request on ``replica`` (else the next free one); a batch
+        refused for a row's sake is split until the row is alone (:func:`isolate_rows`)."""
+
+        async def send(part: Sequence[int]) -> None:
+            await self._send_rows(work, part, replica if part is rows else None)  # split halves: any
+
+        await isolate_rows(send, rows, functools.partial(self._refused, work))
+
+    async def _send_rows(self, work: ChunkWork, rows: Sequence[int], replica: Replica | None) -> None:
+        """Embed ``rows`` (consecutive) of a chunk in one request on ``replica`` (else the next free
+        one), hedged (:meth:`ReplicaPool.race`).
+
+        Raises:
+            VLLMTasksError: the answer's error (a row's, the options', the job's).
+        """
+        start, stop = rows[0], rows[-1] + 1
+        texts = work.chunk.texts[start:stop]
 
         async def call(client: JobClient) -> EmbeddingResult:
             # One request: the batch fits the public embed's own plan (see ONE_REQUEST_TOKENS).
@@ -258,31 +274,25 @@ class Engine:
                 self._pool.release(replica, seconds=seconds)
             else:
                 self._pool.cancelled(replica)
-            if not is_about(error, "row"):
-                raise
-            await self._refused(work, rows, error)
-            return
+            raise
         tokens = result.usage.prompt_tokens
         self._pool.release(replica, rows=len(texts), tokens=tokens, seconds=seconds)
-        work.served_by.setdefault(id(replica), (replica, []))[1].append(rows)
-        work.vectors[rows.start : rows.stop] = result.vectors
+        work.served_by.setdefault(id(replica), (replica, []))[1].append(range(start, stop))
+        work.vectors[start:stop] = result.vectors
         self._progress.advance(len(texts), tokens)
 
-    async def _refused(self, work: ChunkWork, rows: range, error: BaseException) -> None:
-        """Split refused ``rows`` in halves and send each again, down to single rows: those are recorded
-        in the errors file (or stop the job with ``fail_fast``)."""
-        if len(rows) > 1:
-            middle = rows.start + len(rows) // 2
-            async with asyncio.TaskGroup() as group:
-                group.create_task(self._embed_rows(work, range(rows.start, middle)))
-                group.create_task(self._embed_rows(work, range(middle, rows.stop)))
-            return
-        row, row_id = work.chunk.start + rows.start, work.chunk.ids[rows.start]
+    def _refused(self, work: ChunkWork, index: int, error: Exception) -> None:
+        """Record a refused row of a chunk in the errors file (or stop the job with ``fail_fast``).
+
+        Raises:
+            RowFailed: with ``fail_fast``.
+        """
+        row, row_id = work.chunk.start + index, work.chunk.ids[index]
         message = error.message if isinstance(error, APIError) else str(error)
         if self._plan.fail_fast:
             raise RowFailed(row, row_id, message) from error
         logger.warning("row %d (id %r) refused: %s", row, row_id, message)
-        work.failed[rows.start] = True
+        work.failed[index] = True
         status = getattr(error, "status_code", None)
         work.errors.append({"row": row, "id": row_id, "status": status, "error": message})
         self._progress.advance(1, 0)

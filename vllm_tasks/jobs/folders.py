@@ -42,7 +42,7 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -52,17 +52,15 @@ import orjson
 from ..errors import (
     APIStatusError,
     InvalidInputError,
-    JobMismatch,
-    ReplicaMismatch,
     VLLMTasksError,
     is_about,
 )
-from ..validation import positive_int, positive_number
-from .embed import ReplicaReport
+from ..types.server import ServerInfo
 from .engine import first_error
 from .progress import JobProgress
-from .replicas import JobClient, Replica, ReplicaPool, Servers, make_replicas
-from .state import changes, job_lock, write_json
+from .replicas import JobClient, Replica, ReplicaPool, Servers
+from .scaffold import JobSettings, ReplicaReport, check_same_job, job_servers, replica_reports, served_section
+from .state import job_lock, write_json
 
 logger = logging.getLogger("vllm_tasks.jobs")
 
@@ -600,47 +598,38 @@ async def run_folder_job(
     source: str | os.PathLike[str],
     out: str | os.PathLike[str],
     *,
-    concurrency: int,
     resume: bool,
-    show_progress: bool,
-    progress_interval: float,
-    retry_replica_after: float,
-    give_up_after: float,
+    settings: JobSettings,
 ) -> FolderJobReport:
     """Run a folder job to the end (see the module doc).
 
     Raises:
-        InvalidInputError: no such folder, no matching file, two files with the same outputs, a
-            ``concurrency`` or a number of seconds that is not positive.
+        InvalidInputError: no such folder, no matching file, two files with the same outputs.
         JobError: another run is writing ``out`` (naming its pid).
         JobMismatch: an earlier run in ``out`` served another model or had other options.
         ReplicaMismatch: the servers serve different models.
         APIError: a fatal answer (401, 404, ...), or every server down for ``give_up_after`` seconds.
     """
     started = time.monotonic()
-    positive_int("concurrency", concurrency)
-    for name, value in [
-        ("progress_interval", progress_interval),
-        ("retry_replica_after", retry_replica_after),
-        ("give_up_after", give_up_after),
-    ]:
-        positive_number(name, value)
     folder, target = Path(source), Path(out)
     await asyncio.to_thread(check_folders, folder, target)
     with locked(target):
         documents, refused, written = await asyncio.to_thread(_prepare, job, folder, target)
-        replicas, made = make_replicas(servers)
-        try:
-            served = await _served_model(replicas, job.kind)
-            fingerprint = {"model": served, "options": job.fingerprint}
+        async with job_servers(servers, settings, _describe, out=str(target)) as running:
+            fingerprint = {"model": running.served, "options": job.fingerprint}
             _check_state(target / WORK, target, fingerprint, resume)
-            pool = ReplicaPool(replicas, concurrency, retry_replica_after, give_up_after)
             return await _FolderRun(
-                job, out=written, documents=documents, refused=refused, pool=pool, fingerprint=fingerprint
-            ).run(show_progress=show_progress, progress_interval=progress_interval, started=started)
-        finally:
-            for own in made:
-                await own.close()
+                job,
+                out=written,
+                documents=documents,
+                refused=refused,
+                pool=running.pool,
+                fingerprint=fingerprint,
+            ).run(
+                show_progress=settings.show_progress,
+                progress_interval=settings.progress_interval,
+                started=started,
+            )
 
 
 def _prepare(
@@ -671,28 +660,10 @@ def _prepare(
     return documents, refused, written
 
 
-async def _served_model(replicas: list[Replica], kind: str) -> dict[str, Any]:
-    """The model every replica serves (name and weights path); refuses a mix.
-
-    Raises:
-        ReplicaMismatch: two replicas serve different models.
-    """
-
-    async def served(replica: Replica) -> dict[str, Any]:
-        info = await replica.client.server_info()
-        replica.version = info.version
-        name = replica.client.model or info.default_model
-        root = next((card.root for card in info.models if card.id == name), None)
-        return {"model": name, "root": root}
-
-    answers = await asyncio.gather(*(served(replica) for replica in replicas))
-    for replica, answer in zip(replicas[1:], answers[1:], strict=True):
-        if answer != answers[0]:
-            detail = (
-                f"{answers[0]['model']!r} ({answers[0]['root']}) vs {answer['model']!r} ({answer['root']})"
-            )
-            raise ReplicaMismatch((replicas[0].url, replica.url), f"{kind}: {detail}")
-    return answers[0]
+async def _describe(replica: Replica, info: ServerInfo) -> dict[str, Any]:
+    """What a folder job records of a server's model: its name and weights."""
+    name = replica.client.model or info.default_model
+    return {"model": name, "root": next((card.root for card in info.models if card.id == name), None)}
 
 
 def _check_state(work: Path, out: Path, fingerprint: dict[str, Any], resume: bool) -> None:
@@ -703,9 +674,7 @@ def _check_state(work: Path, out: Path, fingerprint: dict[str, Any], resume: boo
     """
     state = work / "state.json"
     if resume and state.exists():
-        differences = changes(orjson.loads(state.read_bytes()).get("fingerprint", {}), fingerprint)
-        if differences:
-            raise JobMismatch(str(out), differences)
+        check_same_job(str(out), orjson.loads(state.read_bytes()).get("fingerprint", {}), fingerprint)
         return
     work.mkdir(parents=True, exist_ok=True)
     for entry in work.iterdir():  # all but the list of the files written (they are still there), the lock
@@ -842,12 +811,7 @@ class _FolderRun:
             self._out.write("errors.jsonl", b"".join(lines))
         else:  # checked at the start: absent, or the job's own
             errors.unlink(missing_ok=True)
-        reports = tuple(
-            ReplicaReport(
-                r.url, r.version, r.rows, r.batches, r.failures, r.busy, r.rows / max(seconds, 1e-9)
-            )
-            for r in self._pool.replicas
-        )
+        reports = replica_reports(self._pool.replicas, seconds)
         manifest = self._out.write(
             "manifest.json",
             json.dumps(
@@ -858,13 +822,9 @@ class _FolderRun:
                     "documents_done": len(finished),
                     self._job.unit + "s": total,
                     "failed": len(failed),
-                    "model": self._fingerprint["model"]["model"],
-                    "model_root": self._fingerprint["model"]["root"],
-                    "servers": [{"url": r.url, "version": r.version} for r in self._pool.replicas],
-                    "fingerprint": self._fingerprint,
+                    **served_section(self._fingerprint, self._pool.replicas, reports),
                     "finished": datetime.now(UTC).isoformat(timespec="seconds"),
                     "seconds": round(seconds, 3),
-                    "replicas": [asdict(report) for report in reports],
                 },
                 indent=1,
             ).encode(),

@@ -28,6 +28,7 @@ from .folders import (
     validate_formats,
 )
 from .replicas import JobClient, Servers, run_in_own_loop
+from .scaffold import JobSettings
 
 PDF_SUFFIXES = frozenset({".pdf"})
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp", ".gif"})
@@ -218,12 +219,10 @@ async def aocr_dir(
         client,
         source,
         out,
-        concurrency=concurrency,
         resume=resume,
-        show_progress=show_progress,
-        progress_interval=progress_interval,
-        retry_replica_after=retry_replica_after,
-        give_up_after=give_up_after,
+        settings=JobSettings(
+            concurrency, show_progress, progress_interval, retry_replica_after, give_up_after
+        ),
     )
 
 
@@ -298,12 +297,10 @@ async def atranscribe_dir(
         client,
         source,
         out,
-        concurrency=concurrency,
         resume=resume,
-        show_progress=show_progress,
-        progress_interval=progress_interval,
-        retry_replica_after=retry_replica_after,
-        give_up_after=give_up_after,
+        settings=JobSettings(
+            concurrency, show_progress, progress_interval, retry_replica_after, give_up_after
+        ),
     )
 
 

@@ -77,6 +77,7 @@ class Replica:
         strikes: failures in a row.
         rows, tokens, batches, failures: totals of this run.
         busy: seconds of its answered requests, summed.
+        checked: its model was checked since it was last set aside (see :attr:`ReplicaPool.admit`).
     """
 
     client: JobClient
@@ -90,6 +91,7 @@ class Replica:
     batches: int = 0
     failures: int = 0
     busy: float = 0.0
+    checked: bool = True
 
 
 class ReplicaPool:
@@ -100,7 +102,13 @@ class ReplicaPool:
         concurrency: requests in flight per replica.
         retry_after: seconds a failing replica is first set aside.
         give_up_after: seconds without any answer, every replica set aside, before the job stops.
+
+    Attributes:
+        admit: awaited before a replica that was set aside gets its next request (it checks the
+            model the replica serves); ``None``: no check.
     """
+
+    admit: Callable[[Replica], Awaitable[None]] | None = None
 
     def __init__(
         self, replicas: list[Replica], concurrency: int, retry_after: float, give_up_after: float
@@ -173,6 +181,7 @@ class ReplicaPool:
         replica.in_flight -= 1 if held else 0
         replica.failures += 1
         replica.strikes += 1
+        replica.checked = False
         pause = min(self._retry_after * 2 ** (replica.strikes - 1), MAX_SET_ASIDE)
         replica.set_aside_until = time.monotonic() + pause
         self._last_error = error
@@ -216,7 +225,7 @@ class ReplicaPool:
             replica = await self.acquire()
             sent = time.monotonic()
             try:
-                result = await call(replica.client)
+                result = await self._checked(replica, call)
             except VLLMTasksError as error:
                 if not is_about(error, "replica"):
                     self.release(replica, seconds=time.monotonic() - sent)
@@ -255,7 +264,7 @@ class ReplicaPool:
         attempts: dict[asyncio.Task[T], tuple[Replica, float]] = {}
 
         def start(replica: Replica) -> None:
-            attempts[asyncio.create_task(call(replica.client))] = (replica, time.monotonic())
+            attempts[asyncio.create_task(self._checked(replica, call))] = (replica, time.monotonic())
 
         start(first)
         try:
@@ -280,6 +289,13 @@ class ReplicaPool:
                         start(other)
         finally:
             await self._drop(attempts)  # cancelled from outside (Ctrl-C, another batch's fatal error)
+
+    async def _checked(self, replica: Replica, call: Callable[[JobClient], Awaitable[T]]) -> T:
+        """``call`` on ``replica``, after :attr:`admit` when it was set aside since its last check."""
+        if not replica.checked and self.admit is not None:
+            await self.admit(replica)
+            replica.checked = True
+        return await call(replica.client)
 
     def _next_look(self, attempts: dict[asyncio.Task[T], tuple[Replica, float]]) -> float:
         """Seconds until a request in flight is due to be hedged or cut off (at most :data:`RECHECK`)."""
