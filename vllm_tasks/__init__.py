@@ -114,7 +114,11 @@ _JOBS = (
 _OCR = "locate OCRTruncatedWarning NGramProcessorMissingWarning"
 
 _MOVED: dict[str, tuple[str, str, str]] = {
-    **{name: ("vllm_tasks.types", name, "") for name in _types.__all__ if name != "TranscriptionWord"},
+    **{
+        name: ("vllm_tasks.types", name, "")
+        for name in _types.__all__
+        if name not in ("TranscriptionWord", "SpeakerSegment")  # never top-level names
+    },
     **{name: ("vllm_tasks.jobs", name, "") for name in _JOBS.split()},
     **{name: ("vllm_tasks.ocr", name, "") for name in _OCR.split()},
     "ImageError": ("vllm_tasks", "InvalidInputError", "image_decode"),

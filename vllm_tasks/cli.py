@@ -374,8 +374,9 @@ def add_transcribe_parser(commands: argparse._SubParsersAction[argparse.Argument
     stt.add_argument(
         "--format",
         default="text",
-        choices=["text", "srt", "vtt", "json", "verbose_json"],
-        help="output format (default text); srt/vtt are rendered from the server's segments",
+        choices=["text", "srt", "vtt", "json", "verbose_json", "diarized_json"],
+        help="output format (default text); srt/vtt are rendered from the server's segments; "
+        "diarized_json needs a diarization model",
     )
     stt.add_argument("--language", default=None, help="spoken language, ISO-639-1 (default: detected)")
     stt.add_argument("--prompt", default=None, help="text to condition the model on")

@@ -45,6 +45,12 @@ FEATURES: dict[str, Feature] = {
         Feature("truncation_side", "0.18.0", "added with /v2/embed in 0.18.0"),
         Feature("v2_embed_priority", "0.18.0", "`priority` on /v2/embed arrived with the route"),
         Feature("transcription_beam_search", "0.18.0", "absent in 0.17.0; PR #36160"),
+        Feature(
+            "diarized_json",
+            "0.27.0",
+            "response_format=diarized_json on /v1/audio/transcriptions: PR #48543 (closes issue #48443), "
+            "merged 2026-07-14; first release 0.27.0 per vllm-project/recipes PR #780 (not diffed sdists)",
+        ),
         Feature("encoding_format_base64", "0.5.1", "PR #5935 (June 2024); present in every sdist >= 0.6.4"),
         Feature("embed_dtype", "0.11.1", "absent in 0.11.0; PR #27066"),
         Feature("endianness", "0.11.1", "absent in 0.11.0; PR #27066"),

@@ -35,6 +35,7 @@ REFERENCE_ROWS = {
     "score_instruction": "0.20.0",
     "batched_chat_embeddings": "0.25.0",
     "truncation_side": "0.18.0",
+    "diarized_json": "0.27.0",  # not in §10: vLLM PR #48543, first released in 0.27.0 (gates.FEATURES)
 }
 
 

@@ -142,12 +142,18 @@ class AudioMethods(ClientBase):
         segment times offset to the whole file. ``srt``/``vtt`` (which vLLM refuses) are rendered from
         segments: ``result.to_srt()``, ``result.to_vtt()``, or ``result.formatted()``.
 
+        ``response_format="diarized_json"`` (a diarization model such as MOSS-Transcribe-Diarize, vLLM
+        >= 0.27.0) returns who spoke when in ``result.speaker_segments``; ``to_srt()``/``to_vtt()`` then
+        label each cue with its speaker. Speaker labels hold within one request only, so such audio is
+        always sent whole (``chunking="auto"`` acts as ``"server"``; ``"client"`` is refused).
+
         Args:
             audio: a path, bytes, a binary file object, ``(numpy array, sample_rate)`` or an http(s) URL
                 (downloaded by the client, without the API key).
             language: ISO-639-1 code; ``None`` lets Whisper detect it (one extra engine step).
             prompt: text to condition on (can cut the output short on small models).
-            response_format: ``json`` (text), ``text``, ``verbose_json`` (segments), ``srt``, ``vtt``.
+            response_format: ``json`` (text), ``text``, ``verbose_json`` (segments), ``srt``, ``vtt``,
+                ``diarized_json`` (speaker segments: ``result.speaker_segments``).
             temperature: sampling temperature (vLLM's default is 0).
             timestamp_granularities: ``["segment"]`` / ``["word"]``, sent as ``timestamp_granularities[]``
                 (vLLM 0.32 accepts it but never returns words).
@@ -161,7 +167,8 @@ class AudioMethods(ClientBase):
             repetition_penalty: penalty on repeated tokens.
             max_completion_tokens: cap on generated tokens (per piece when chunked).
             vllm_xargs: extra sampling arguments for custom logits processors (sent as JSON).
-            chunking: ``"auto"``, ``"client"``, ``"server"`` or a ``ChunkingOptions``.
+            chunking: ``"auto"``, ``"client"``, ``"server"`` or a ``ChunkingOptions`` (``diarized_json``:
+                always sent whole).
             prepare: ``"auto"`` decodes locally (soundfile/PyAV) to catch unreadable files and sends
                 mono 16 kHz FLAC when the input is anything else; ``"never"`` sends the bytes as given.
             model: served model name (default: the client's, else the server's first).
@@ -170,12 +177,15 @@ class AudioMethods(ClientBase):
             timeout: seconds per request (default: the client's).
 
         Returns:
-            Transcription: ``text``, ``language``, ``duration``, ``segments``, ``usage``.
+            Transcription: ``text``, ``language``, ``duration``, ``segments``, ``usage``
+            (``speaker_segments`` for ``diarized_json``).
 
         Raises:
             InvalidInputError: (``kind="audio_decode"``) the input cannot be read or decoded (before any
-                upload); (``kind="audio_fetch"``, an ``InputFetchError``) an audio URL cannot be fetched.
-            UnsupportedByServer: beam search on vLLM < 0.18.0.
+                upload); (``kind="audio_fetch"``, an ``InputFetchError``) an audio URL cannot be fetched;
+                ``chunking="client"`` with ``diarized_json``.
+            UnsupportedByServer: beam search on vLLM < 0.18.0; ``diarized_json`` on vLLM < 0.27.0
+                (checked before sending).
             NotFoundError: (``kind="model_not_found"``) ``model`` is not served.
             EndpointNotServed: the server's model does not transcribe.
             BadRequestError: the server refused a field (e.g. an unknown ``language``).
@@ -233,12 +243,14 @@ class AudioMethods(ClientBase):
     ) -> Transcription:
         """Translate speech to English text with ``POST /v1/audio/translations``.
 
-        Same inputs, chunking and formats as :meth:`transcribe`; ``language`` names the spoken
-        language (``None``: detected). vLLM's translation responses carry no usage.
+        Same inputs, chunking and formats as :meth:`transcribe`, but for ``diarized_json`` (vLLM
+        diarizes transcriptions only); ``language`` names the spoken language (``None``: detected).
+        vLLM's translation responses carry no usage.
 
         Raises:
             InvalidInputError: (``kind="audio_decode"``) the input cannot be read or decoded (before any
-                upload); (``kind="audio_fetch"``, an ``InputFetchError``) an audio URL cannot be fetched.
+                upload); (``kind="audio_fetch"``, an ``InputFetchError``) an audio URL cannot be fetched;
+                ``response_format="diarized_json"`` (before any request).
             UnsupportedByServer: beam search on vLLM < 0.18.0.
             NotFoundError: (``kind="model_not_found"``) ``model`` is not served.
 
@@ -308,7 +320,8 @@ class AudioMethods(ClientBase):
                 ``"client"`` always splits, ``"server"`` never does.
             use_beam_search: refused (vLLM cannot stream beam search); raises before sending.
 
-        The other arguments are as for :meth:`transcribe`; ``response_format`` must be json or text.
+        The other arguments are as for :meth:`transcribe`; ``response_format`` must be json or text
+        (``verbose_json``, ``srt``, ``vtt`` and ``diarized_json`` are refused before sending).
 
         Returns:
             TranscriptionStream: iterate it for the events; also a context manager.
@@ -439,7 +452,7 @@ class AudioMethods(ClientBase):
         upload (``None`` when it is split client-side) and the model to name.
         """
         transcription.validate(params, task=task, stream=stream)
-        options = transcription.chunking_options(chunking)
+        options = transcription.diarized_chunking(params, transcription.chunking_options(chunking))
         source = self._audio_source(audio, call)
         # A stream is split client-side only past vLLM's decode limit: the server splits it at 30 s.
         limit = defaults.AUDIO_STREAM_LIMIT_SECONDS if stream else transcription.SERVER_CHUNK_SECONDS

@@ -1,5 +1,6 @@
 """The fake server's speech-to-text routes: ``/v1/audio/transcriptions`` and ``/v1/audio/translations``
-(multipart uploads; ``json``, ``text``, ``verbose_json`` and server-sent-event streams)."""
+(multipart uploads; ``json``, ``text``, ``verbose_json``, ``diarized_json`` and server-sent-event
+streams)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ WHISPER_LANGUAGES = (
 """The languages whisper accepts (vLLM 0.32's list); others get 400 ``Unsupported language``."""
 
 SERVER_FORMATS = ("json", "text", "verbose_json", "diarized_json")
+TRANSLATION_FORMATS = ("json", "text", "srt", "verbose_json", "vtt")
+"""The formats vLLM's translation request model allows (no ``diarized_json``)."""
+SPEAKERS = ("S01", "S02")
+"""The fake's diarization: sentences alternate between these labels (MOSS-Transcribe-Diarize's style)."""
 WINDOW_SECONDS = 30
 """The longest audio Whisper reads at once: vLLM cuts longer files into windows of at most this."""
 MAX_AUDIO_SECONDS = 600
@@ -48,7 +53,7 @@ def speech(call: Call, task: str) -> Reply:
         raise validation_error("file", kind, "Field required" if kind == "missing" else "Expected UploadFile")
     fmt = form_text(call.body.get("response_format")) or "json"
     stream = call.flag("stream")
-    _check_options(call, fmt, stream)
+    _check_options(call, fmt, stream, task)
     duration = content.audio_seconds(upload.content)
     if duration is None:
         raise bad_request(
@@ -71,14 +76,33 @@ def speech(call: Call, task: str) -> Reply:
         language = form_text(call.body.get("language")) or call.settings.language
         return json_reply({"duration": duration, "language": language, "text": text,
                            "segments": content.segments(text, duration), "words": None})  # fmt: skip
+    if fmt == "diarized_json":
+        return json_reply(diarized(text, duration))
     if task == "translate":
         return json_reply({"text": text})
     return json_reply({"text": text, "usage": {"type": "duration", "seconds": math.ceil(duration)}})
 
 
-def _check_options(call: Call, fmt: str, stream: bool) -> None:
-    """vLLM's refusals: srt/vtt, beam search with streaming, stream options without ``stream``, an
-    unknown language."""
+def diarized(text: str, duration: float) -> dict[str, Any]:
+    """A ``diarized_json`` answer: one segment per sentence (timed as ``verbose_json``'s), the speakers
+    alternating ``S01``, ``S02``; ids ``seg_<i>``; usage in seconds as for ``json``."""
+    segments = [
+        {"type": "transcript.text.segment", "id": f"seg_{index}", "start": part["start"],
+         "end": part["end"], "text": part["text"], "speaker": SPEAKERS[index % len(SPEAKERS)]}
+        for index, part in enumerate(content.segments(text, duration))
+    ]  # fmt: skip
+    return {"task": "transcribe", "duration": duration, "text": text, "segments": segments,
+            "usage": {"type": "duration", "seconds": math.ceil(duration)}}  # fmt: skip
+
+
+def _check_options(call: Call, fmt: str, stream: bool, task: str) -> None:
+    """vLLM's refusals: srt/vtt, diarized_json on translations or in a stream, beam search with
+    streaming, stream options without ``stream``, an unknown language."""
+    if task == "translate" and fmt not in TRANSLATION_FORMATS:
+        expected = ", ".join(f"'{f}'" for f in TRANSLATION_FORMATS[:-1]) + f" or '{TRANSLATION_FORMATS[-1]}'"
+        raise validation_error("response_format", "literal_error", f"Input should be {expected}", fmt)
+    if stream and fmt == "diarized_json":
+        raise bad_request("diarized_json does not support streaming")  # the fake's wording
     if fmt not in SERVER_FORMATS:
         raise bad_request(
             "Currently only support response_format: `text`, `json`, `verbose_json` or `diarized_json`"

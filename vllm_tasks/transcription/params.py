@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from .. import audio as audio_io
@@ -22,12 +22,12 @@ from ..validation import positive_int
 Task = Literal["transcribe", "translate"]
 PATHS: dict[Task, str] = {"transcribe": "/v1/audio/transcriptions", "translate": "/v1/audio/translations"}
 TASK_NAMES: dict[Task, TaskName] = {"transcribe": "transcription", "translate": "translation"}
-RESPONSE_FORMATS = ("json", "text", "verbose_json", "srt", "vtt")
+RESPONSE_FORMATS = ("json", "text", "verbose_json", "srt", "vtt", "diarized_json")
 SERVER_CHUNK_SECONDS = 30.0
 """Whisper's window: vLLM splits anything longer server-side."""
 
 ChunkingMode = Literal["auto", "server", "client"]
-ServerFormat = Literal["json", "verbose_json"]
+ServerFormat = Literal["json", "verbose_json", "diarized_json"]
 
 
 @dataclass(frozen=True)
@@ -161,7 +161,8 @@ def validate(params: TranscribeParams, *, task: Task, stream: bool) -> None:
 
     Raises:
         InvalidInputError: unknown ``response_format``, beam search with streaming, ``n`` without beam
-            search, a format a stream cannot produce, bad ``timestamp_granularities``.
+            search, a format a stream cannot produce, ``diarized_json`` for a translation, bad
+            ``timestamp_granularities``.
 
     Examples:
         >>> validate(TranscribeParams(response_format="srt"), task="transcribe", stream=False)
@@ -169,6 +170,13 @@ def validate(params: TranscribeParams, *, task: Task, stream: bool) -> None:
     if params.response_format not in RESPONSE_FORMATS:
         raise InvalidInputError(
             "response_format", params.response_format, "unknown format", f"Use one of {RESPONSE_FORMATS}."
+        )
+    if params.response_format == "diarized_json" and task == "translate":
+        raise InvalidInputError(
+            "response_format",
+            "diarized_json",
+            "translations have no speaker segments (vLLM allows diarized_json on transcriptions only)",
+            "Use transcribe(..., response_format='diarized_json'), or another format for translate().",
         )
     if stream and params.use_beam_search:
         raise InvalidInputError(
@@ -182,7 +190,7 @@ def validate(params: TranscribeParams, *, task: Task, stream: bool) -> None:
             "response_format",
             params.response_format,
             "a stream only carries text",
-            "Stream with 'json'/'text', or use transcribe() for segments, SRT and VTT.",
+            "Stream with 'json'/'text', or use transcribe() for segments, speakers, SRT and VTT.",
         )
     if params.n is not None and params.n != 1 and not params.use_beam_search:
         raise InvalidInputError("n", params.n, "is the beam width; vLLM ignores it without beam search", "")
@@ -200,15 +208,45 @@ def _validate_granularities(granularities: Sequence[str], task: Task) -> None:
             raise InvalidInputError("timestamp_granularities", item, "unknown", "Use 'word' or 'segment'.")
 
 
+def diarized_chunking(params: TranscribeParams, options: ChunkingOptions) -> ChunkingOptions:
+    """The chunking of a call: ``diarized_json`` audio is always sent whole.
+
+    Speaker labels hold within one request only (``S01`` of one piece need not be ``S01`` of the
+    next), so pieces transcribed apart cannot be merged into one set of speakers: ``auto`` becomes
+    ``server`` for ``diarized_json`` (the server's own limits apply: 25 MiB, 600 s of audio by default)
+    and an explicit ``client`` is refused. Other formats keep ``options``.
+
+    Raises:
+        InvalidInputError: ``chunking="client"`` with ``response_format="diarized_json"``.
+
+    Examples:
+        >>> diarized_chunking(TranscribeParams(response_format="diarized_json"), ChunkingOptions()).mode
+        'server'
+    """
+    if params.response_format != "diarized_json":
+        return options
+    if options.mode == "client":
+        raise InvalidInputError(
+            "chunking",
+            "client",
+            "cannot be combined with diarized_json: speaker labels hold within one request only, so "
+            "pieces transcribed apart cannot be merged into one set of speakers",
+            "Use chunking='server' (or 'auto', which sends diarized_json audio whole).",
+        )
+    return replace(options, mode="server")
+
+
 def check_server(params: TranscribeParams, info: ServerInfo) -> None:
     """Version gates for the request's features.
 
     Raises:
-        UnsupportedByServer: beam search on vLLM < 0.18.0.
+        UnsupportedByServer: beam search on vLLM < 0.18.0; ``diarized_json`` on vLLM < 0.27.0.
     """
     features = []
     if params.use_beam_search:
         features.append("transcription_beam_search")
+    if params.response_format == "diarized_json":
+        features.append("diarized_json")
     gates.require(info, features)
 
 
@@ -223,12 +261,15 @@ def _form_value(value: Any) -> str | list[str]:
 
 
 def server_format(response_format: ResponseFormat) -> ServerFormat:
-    """What to ask vLLM for: segments for verbose_json/srt/vtt, else json (``text`` also answers JSON).
+    """What to ask vLLM for: segments for verbose_json/srt/vtt, speaker segments for diarized_json,
+    else json (``text`` also answers JSON).
 
     Examples:
         >>> server_format("srt")
         'verbose_json'
     """
+    if response_format == "diarized_json":
+        return "diarized_json"
     return "verbose_json" if response_format in ("verbose_json", "srt", "vtt") else "json"
 
 

@@ -1,5 +1,6 @@
-"""Reading speech-to-text answers: a ``json`` / ``verbose_json`` body as a ``Transcription`` (text
-cleaned of vLLM's double spaces), and the result's reference to its audio for the notebook player."""
+"""Reading speech-to-text answers: a ``json`` / ``verbose_json`` / ``diarized_json`` body as a
+``Transcription`` (text cleaned of vLLM's double spaces), and the result's reference to its audio for
+the notebook player."""
 
 from __future__ import annotations
 
@@ -13,7 +14,13 @@ from .. import audio as audio_io
 from .. import defaults
 from ..errors import UnexpectedResponse
 from ..responses import json_object, malformed, server_error
-from ..types.audio import ResponseFormat, Transcription, TranscriptionSegment, TranscriptionUsage
+from ..types.audio import (
+    ResponseFormat,
+    SpeakerSegment,
+    Transcription,
+    TranscriptionSegment,
+    TranscriptionUsage,
+)
 from ..views import Attachment
 from .params import PATHS, TASK_NAMES, Task
 
@@ -34,12 +41,21 @@ def parse_body(
     language: str | None = None,
     duration: float | None = None,
 ) -> Transcription:
-    """A ``json`` / ``verbose_json`` response body as a :class:`Transcription` (text cleaned).
+    """A ``json`` / ``verbose_json`` / ``diarized_json`` response body as a :class:`Transcription`
+    (text cleaned). With ``response_format="diarized_json"`` the segments are
+    :class:`~vllm_tasks.types.SpeakerSegment` objects, in ``speaker_segments``.
 
     Raises:
         APIStatusError: the body is vLLM's error object (the server's error, with its message).
         UnexpectedResponse: the body is not an object with a ``text`` string, or a field has the wrong
-            type (``segments``, ``usage``, ``language``, ``duration``, ...).
+            type (``segments``, ``usage``, ``language``, ``duration``, a segment without ``speaker``, ...).
+
+    Examples:
+        >>> body = {"text": "Hi. Hello.", "segments": [{"id": "seg_0", "start": 0.0, "end": 0.8,
+        ...         "text": " Hi.", "speaker": "S01"}]}
+        >>> result = parse_body(body, task="transcribe", model=None, response_format="diarized_json")
+        >>> result.speaker_segments[0].speaker
+        'S01'
     """
     error = server_error(httpx.Response(200, json=body), body, task=TASK_NAMES[task]) if body else None
     if error is not None:
@@ -53,9 +69,13 @@ def parse_body(
     try:
         if not isinstance(raw_segments, list):
             raise UnexpectedResponse(f"`segments` is not a list: {str(raw_segments)[:100]}")
-        segments = [TranscriptionSegment.model_validate(s) for s in raw_segments]
+        diarized = response_format == "diarized_json"
+        segments = [] if diarized else [TranscriptionSegment.model_validate(s) for s in raw_segments]
+        speakers = [SpeakerSegment.model_validate(s) for s in raw_segments] if diarized else []
         for segment in segments:
             segment.text = segment.text.strip()
+        for speaker in speakers:
+            speaker.text = speaker.text.strip()
         usage = TranscriptionUsage.model_validate(usage_body) if usage_body is not None else None
         return Transcription.model_validate(
             {
@@ -64,6 +84,7 @@ def parse_body(
                 "language": data.pop("language", None) or language,
                 "duration": data.pop("duration", None) or duration,
                 "segments": segments,
+                "speaker_segments": speakers,
                 "usage": usage,
                 "model": model,
                 "task": task,

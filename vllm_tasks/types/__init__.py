@@ -6,6 +6,7 @@ Examples:
 
 from ..versions import ServerVersion
 from .audio import (
+    SpeakerSegment,
     Transcription,
     TranscriptionDelta,
     TranscriptionSegment,
@@ -38,6 +39,7 @@ __all__ = [
     "ScorerKind",
     "ServerInfo",
     "ServerVersion",
+    "SpeakerSegment",
     "TaskProbe",
     "TaskStatus",
     "TokenizeResult",

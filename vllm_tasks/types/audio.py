@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,8 +17,9 @@ from ..audio import sniff_audio, wav_bytes
 from ..redaction import redact_url
 from ..views import Attachment, Shown, card, clip, count, esc, note, pre, seconds_text, table, timestamp
 
-ResponseFormat = Literal["json", "text", "verbose_json", "srt", "vtt"]
-"""What the caller asks for; ``srt``/``vtt``/``text`` are rendered client-side (vLLM refuses srt/vtt)."""
+ResponseFormat = Literal["json", "text", "verbose_json", "srt", "vtt", "diarized_json"]
+"""What the caller asks for; ``srt``/``vtt``/``text`` are rendered client-side (vLLM refuses srt/vtt);
+``diarized_json`` (speaker segments) needs a diarization model and vLLM >= 0.27.0."""
 
 
 class TranscriptionSegment(BaseModel):
@@ -39,6 +40,36 @@ class TranscriptionSegment(BaseModel):
     avg_logprob: float | None = None
     compression_ratio: float | None = None
     no_speech_prob: float | None = None
+
+
+class SpeakerSegment(BaseModel):
+    """A stretch of speech attributed to one speaker (``response_format="diarized_json"``).
+
+    vLLM answers ``{"type": "transcript.text.segment", "id": "seg_0", "start", "end", "text",
+    "speaker"}`` per segment, OpenAI's diarized shape; fields it may add later are kept.
+
+    Attributes:
+        id: the server's id, ``seg_<i>``.
+        speaker: the model's label (MOSS-Transcribe-Diarize says ``S01``, ``S02``, ...). Labels are
+            anonymous and hold within one request only.
+        start: seconds from the start of the file.
+        end: seconds from the start of the file.
+        text: what was said (stripped).
+        type: always ``transcript.text.segment``.
+
+    Examples:
+        >>> for seg in client.transcribe("meeting.wav", response_format="diarized_json").speaker_segments:
+        ...     print(f"{seg.start:6.1f} {seg.speaker}: {seg.text}")
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = ""
+    speaker: str
+    start: float
+    end: float
+    text: str
+    type: str = "transcript.text.segment"
 
 
 class TranscriptionWord(BaseModel):
@@ -71,7 +102,9 @@ class Transcription(BaseModel):
         language: the language the server reported (``verbose_json``) or the one asked for.
         duration: seconds of audio, when known.
         segments: timed stretches of text. With client-side chunking they cover the whole file;
-            with ``response_format="json"`` each chunk is one segment.
+            with ``response_format="json"`` each chunk is one segment. Empty for ``diarized_json``.
+        speaker_segments: ``diarized_json`` only: the stretches of text with their speaker label
+            (:class:`SpeakerSegment`); ``to_srt()``/``to_vtt()`` then label each cue.
         usage: what the server reported (summed over chunks).
         requests: how many HTTP requests produced this result (1 unless chunked client-side).
 
@@ -87,6 +120,7 @@ class Transcription(BaseModel):
     duration: float | None = None
     segments: list[TranscriptionSegment] = Field(default_factory=list)
     words: list[TranscriptionWord] | None = None
+    speaker_segments: list[SpeakerSegment] = Field(default_factory=list)
     usage: TranscriptionUsage | None = None
     model: str | None = None
     task: Literal["transcribe", "translate"] = "transcribe"
@@ -103,11 +137,13 @@ class Transcription(BaseModel):
         return self.text.strip()
 
     def to_srt(self) -> str:
-        """The segments as SubRip subtitles (``HH:MM:SS,mmm``); one cue for the text if no segments."""
+        """The segments as SubRip subtitles (``HH:MM:SS,mmm``); one cue for the text if no segments.
+        Speaker segments (``diarized_json``) start each cue with the label: ``[S01] Hello.``."""
         return render_srt(self._cues())
 
     def to_vtt(self) -> str:
-        """The segments as WebVTT (``WEBVTT`` header, ``HH:MM:SS.mmm``)."""
+        """The segments as WebVTT (``WEBVTT`` header, ``HH:MM:SS.mmm``). Speaker segments
+        (``diarized_json``) carry WebVTT's voice span: ``<v S01>Hello.``."""
         return render_vtt(self._cues())
 
     def to_json(self) -> str:
@@ -187,12 +223,16 @@ class Transcription(BaseModel):
         yield "language", self.language
         yield "duration", self.duration
         yield "segments", Shown(f"<{count(len(self.segments), 'segment')}>")
+        if self.speaker_segments:
+            yield "speaker_segments", Shown(f"<{count(len(self.speaker_segments), 'segment')}>")
         yield "model", self.model
         yield "task", self.task
         if self.requests != 1:
             yield "requests", self.requests
 
-    def _cues(self) -> list[tuple[float, float, str]]:
+    def _cues(self) -> list[Cue]:
+        if self.speaker_segments:
+            return [(s.start, s.end, s.text, s.speaker) for s in self.speaker_segments]
         if self.segments:
             return [(s.start, s.end, s.text) for s in self.segments]
         if self.text.strip():
@@ -221,6 +261,10 @@ TranscriptionStreamEvent = TranscriptionDelta | Transcription
 """What a transcription stream yields: deltas, then one final :class:`Transcription`."""
 
 
+Cue = tuple[float, float, str] | tuple[float, float, str, str | None]
+"""A subtitle cue: ``(start, end, text)``, or with a speaker label as its fourth item."""
+
+
 def format_timestamp(seconds: float, *, separator: str = ",") -> str:
     """``HH:MM:SS,mmm`` (SRT; ``separator="."`` gives WebVTT's ``HH:MM:SS.mmm``)."""
     millis = max(0, round(seconds * 1000))
@@ -236,25 +280,61 @@ def _cue_text(text: str) -> str:
     return "\n".join(lines).replace("-->", "->")
 
 
-def render_srt(cues: list[tuple[float, float, str]]) -> str:
-    """SubRip text for ``(start, end, text)`` cues; empty cues are skipped, numbering is 1-based."""
+def _speaker(cue: Cue) -> str:
+    """The cue's speaker label on one line, without the characters that end a label ('', if none)."""
+    label = cue[3] if len(cue) == 4 else None
+    return " ".join(str(label or "").replace("[", "(").replace("]", ")").replace(">", ")").split())
+
+
+def render_srt(cues: Sequence[Cue]) -> str:
+    """SubRip text for ``(start, end, text)`` cues; empty cues are skipped, numbering is 1-based.
+
+    Args:
+        cues: ``(start, end, text)``, or ``(start, end, text, speaker)``: a speaker label starts the
+            cue's text in brackets (SubRip has no speaker markup): ``[S01] Hello.``.
+
+    Returns:
+        str: the SubRip document.
+
+    Examples:
+        >>> render_srt([(0.0, 1.5, "Hello.", "S01")])
+        '1\\n00:00:00,000 --> 00:00:01,500\\n[S01] Hello.\\n'
+    """
     blocks: list[str] = []
-    for start, end, text in cues:
+    for cue in cues:
+        start, end, text = cue[0], cue[1], cue[2]
         body = _cue_text(text)
         if not body:
             continue
+        if speaker := _speaker(cue):
+            body = f"[{speaker}] {body}"
         stamp = f"{format_timestamp(start)} --> {format_timestamp(max(end, start))}"
         blocks.append(f"{len(blocks) + 1}\n{stamp}\n{body}\n")
     return "\n".join(blocks)
 
 
-def render_vtt(cues: list[tuple[float, float, str]]) -> str:
-    """WebVTT text for ``(start, end, text)`` cues; empty cues are skipped."""
+def render_vtt(cues: Sequence[Cue]) -> str:
+    """WebVTT text for ``(start, end, text)`` cues; empty cues are skipped.
+
+    Args:
+        cues: ``(start, end, text)``, or ``(start, end, text, speaker)``: a speaker label opens
+            WebVTT's voice span, ``<v S01>Hello.``, which players show as the speaker's name.
+
+    Returns:
+        str: the WebVTT document (``WEBVTT`` header first).
+
+    Examples:
+        >>> render_vtt([(0.0, 1.5, "Hello.", "S01")])
+        'WEBVTT\\n\\n00:00:00.000 --> 00:00:01.500\\n<v S01>Hello.\\n'
+    """
     blocks = ["WEBVTT\n"]
-    for start, end, text in cues:
+    for cue in cues:
+        start, end, text = cue[0], cue[1], cue[2]
         body = _cue_text(text)
         if not body:
             continue
+        if speaker := _speaker(cue):
+            body = f"<v {speaker.replace('&', '&amp;').replace('<', '&lt;')}>{body}"
         last = max(end, start)
         stamp = f"{format_timestamp(start, separator='.')} --> {format_timestamp(last, separator='.')}"
         blocks.append(f"{stamp}\n{body}\n")
@@ -359,8 +439,15 @@ def transcription_html(
         ("requests", result.requests if result.requests != 1 else None),
     ]
     body = [_player_or_note(audio, max_media_bytes)]
-    if result.segments:
-        cell_limit = max(defaults.VIEW_MAX_CELL_CHARS, 1000)
+    cell_limit = max(defaults.VIEW_MAX_CELL_CHARS, 1000)
+    if result.speaker_segments:
+        rows = [
+            [timestamp(s.start), timestamp(s.end), esc(s.speaker), esc(clip(s.text.strip(), cell_limit))]
+            for s in result.speaker_segments[: max(0, max_rows)]
+        ]
+        columns = [("start", True), ("end", True), ("speaker", False), ("text", False)]
+        body.append(table(columns, rows, total=len(result.speaker_segments), noun="segment"))
+    elif result.segments:
         rows = [
             [timestamp(s.start), timestamp(s.end), esc(clip(s.text.strip(), cell_limit))]
             for s in result.segments[: max(0, max_rows)]
@@ -369,9 +456,8 @@ def transcription_html(
         body.append(table(columns, rows, total=len(result.segments), noun="segment"))
     else:
         body.append(pre(result.text.strip(), max_chars))
+    shown = len(result.speaker_segments or result.segments)
     title = ("Translation" if result.task == "translate" else "Transcription") + (
-        f" — {count(len(result.segments), 'segment')}"
-        if result.segments
-        else f" — {len(result.text):,} chars"
+        f" — {count(shown, 'segment')}" if shown else f" — {len(result.text):,} chars"
     )
     return card(title, facts, *body)
