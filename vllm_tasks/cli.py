@@ -15,7 +15,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import cast
+from typing import Literal, cast
 
 import numpy as np
 
@@ -136,10 +136,30 @@ def add_embed_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
         )
         sub_parser.add_argument(
             "--concurrency",
-            type=int,
+            type=job_concurrency if sub_parser is embed_file else int,
             default=defaults.CONCURRENCY,
-            help="requests in flight, per server (default %(default)s)",
+            help="requests in flight, per server"
+            + (", or auto: tuned per server from its latencies" if sub_parser is embed_file else "")
+            + " (default %(default)s)",
         )
+
+
+def job_concurrency(text: str) -> int | Literal["auto"]:
+    """A job's ``--concurrency``: a whole number, or ``auto``.
+
+    Raises:
+        argparse.ArgumentTypeError: anything else (argparse prints it as a usage error).
+
+    Examples:
+        >>> job_concurrency("auto"), job_concurrency("8")
+        ('auto', 8)
+    """
+    if text == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a whole number nor auto") from None
 
 
 def _read_text_lines(path: str) -> list[str]:
@@ -468,9 +488,10 @@ def add_folder_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPar
         )
         sub_parser.add_argument(
             "--concurrency",
-            type=int,
+            type=job_concurrency,
             default=defaults.OCR_PDF_CONCURRENCY,
-            help="requests in flight, per server (default %(default)s)",
+            help="requests in flight, per server, or auto: tuned per server from its latencies "
+            "(default %(default)s)",
         )
         add_job_options(sub_parser)
 

@@ -31,7 +31,7 @@ from .engine import Engine, Plan, error_rows
 from .inputs import InputSpec, file_digest, parquet_types, read_chunks, scan
 from .outputs import NpySink, ParquetSink, Sink
 from .progress import JobProgress
-from .replicas import Replica, ReplicaPool, Servers, run_in_own_loop
+from .replicas import Concurrency, Replica, ReplicaPool, Servers, run_in_own_loop
 from .scaffold import (
     Describe,
     JobSettings,
@@ -144,7 +144,7 @@ async def aembed_file(
     params: EmbedParams | None = None,
     batch_size: int = defaults.EMBED_BATCH_SIZE,
     max_batch_tokens: int = defaults.JOB_MAX_BATCH_TOKENS,
-    concurrency: int = defaults.CONCURRENCY,
+    concurrency: Concurrency = defaults.CONCURRENCY,
     chunk_rows: int = defaults.EMBED_FILE_CHUNK_ROWS,
     too_long: TooLong = "report",
     fail_fast: bool = False,
@@ -177,7 +177,8 @@ async def aembed_file(
             normalize=True)``, checked before anything is read or sent); default: the server's.
         batch_size: the most rows per request.
         max_batch_tokens: the most estimated tokens (about 3 characters each) per request.
-        concurrency: requests in flight per server.
+        concurrency: requests in flight per server, or ``"auto"``: each server's own limit, tuned from
+            its answers' latencies (reported in ``report.replicas``; see docs/jobs.md).
         chunk_rows: rows per checkpoint (fixed for a job: a resumed job keeps its first value).
         too_long: over-long rows: ``report`` (the server refuses them; they go to the errors file) or
             ``truncate`` (cut to the model's context: ``truncate_prompt_tokens=-1``).
@@ -330,7 +331,7 @@ async def _run(
         spec=spec,
         sink=sink,
         checkpoint=checkpoint,
-        replicas=pool.replicas,
+        pool=pool,
         seconds=time.monotonic() - started,
         chunks_sent=chunks_sent,
         resumed=resumed,
@@ -484,7 +485,7 @@ def _finish(
     spec: InputSpec,
     sink: Sink | None,
     checkpoint: Checkpoint,
-    replicas: list[Replica],
+    pool: ReplicaPool,
     seconds: float,
     chunks_sent: int,
     resumed: int,
@@ -517,7 +518,7 @@ def _finish(
             for chunk in read_chunks(spec, checkpoint.chunk_rows):
                 handle.write(b"".join(orjson.dumps(row_id) + b"\n" for row_id in chunk.ids))
         os.replace(temporary, paths.ids)
-    reports = replica_reports(replicas, seconds)
+    reports = replica_reports(pool, seconds)
     write_json(
         paths.manifest,
         {
@@ -531,7 +532,7 @@ def _finish(
             "width": checkpoint.width,
             "dtype": "float32",
             "failed_rows": len(refused),
-            **served_section(checkpoint.fingerprint, replicas, reports),
+            **served_section(checkpoint.fingerprint, pool.replicas, reports),
             "timings": {
                 "seconds": round(checkpoint.seconds, 3),
                 "runs": checkpoint.runs,

@@ -129,7 +129,7 @@ class Engine:
         self._pool, self._plan, self._progress = pool, plan, progress
         self._out = out
         self.outcome = Outcome()
-        capacity = len(pool.replicas) * pool.concurrency * plan.batch_size
+        capacity = len(pool.replicas) * pool.most_in_flight * plan.batch_size
         self._window = 2 + -(-capacity // checkpoint.chunk_rows)
 
     async def run(self) -> Outcome:

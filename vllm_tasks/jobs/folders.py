@@ -745,7 +745,7 @@ class _FolderRun:
     async def _send(self, todo: list[tuple[Document, Unit]], progress: JobProgress) -> None:
         """Every unit left, at most ``concurrency`` per replica in flight (a task per unit only once it
         may start: a million pages are not a million waiting tasks)."""
-        slots = asyncio.Semaphore(len(self._pool.replicas) * self._pool.concurrency)
+        slots = asyncio.Semaphore(len(self._pool.replicas) * self._pool.most_in_flight)
         try:
             async with asyncio.TaskGroup() as group:
                 for document, unit in todo:
@@ -811,7 +811,7 @@ class _FolderRun:
             self._out.write("errors.jsonl", b"".join(lines))
         else:  # checked at the start: absent, or the job's own
             errors.unlink(missing_ok=True)
-        reports = replica_reports(self._pool.replicas, seconds)
+        reports = replica_reports(self._pool, seconds)
         manifest = self._out.write(
             "manifest.json",
             json.dumps(

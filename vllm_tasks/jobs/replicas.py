@@ -27,10 +27,11 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from .._async.client import AsyncClient
 from .._sync.client import Client
+from ..adaptive import CEILING, AdaptiveLimit
 from ..errors import (
     APITimeoutError,
     InvalidInputError,
@@ -60,6 +61,10 @@ P = ParamSpec("P")
 T = TypeVar("T")
 Servers = AsyncClient | Client | str | Sequence[AsyncClient | Client | str]
 """One server or several: clients (their settings are reused) or root URLs."""
+OVERLOAD_STATUSES = frozenset({429, 503})
+"""Answers that make an ``auto`` limit back off (the server says it is overloaded)."""
+Concurrency = int | Literal["auto"]
+"""Requests in flight per server: a number, or ``"auto"`` (tuned from the answers' latencies)."""
 JobClient = AsyncClient | ThreadedClient
 """What a job calls: an ``AsyncClient``, or a ``Client`` with its own ``http_client`` in worker threads."""
 
@@ -78,6 +83,7 @@ class Replica:
         rows, tokens, batches, failures: totals of this run.
         busy: seconds of its answered requests, summed.
         checked: its model was checked since it was last set aside (see :attr:`ReplicaPool.admit`).
+        limit: with ``concurrency="auto"``, its requests-in-flight limit (tuned from its answers).
     """
 
     client: JobClient
@@ -92,6 +98,7 @@ class Replica:
     failures: int = 0
     busy: float = 0.0
     checked: bool = True
+    limit: AdaptiveLimit | None = None
 
 
 class ReplicaPool:
@@ -99,7 +106,8 @@ class ReplicaPool:
 
     Args:
         replicas: the job's servers.
-        concurrency: requests in flight per replica.
+        concurrency: requests in flight per replica, or ``"auto"``: each replica's own limit, tuned from
+            its answers' latencies (:class:`~vllm_tasks.adaptive.AdaptiveLimit`).
         retry_after: seconds a failing replica is first set aside.
         give_up_after: seconds without any answer, every replica set aside, before the job stops.
 
@@ -111,10 +119,14 @@ class ReplicaPool:
     admit: Callable[[Replica], Awaitable[None]] | None = None
 
     def __init__(
-        self, replicas: list[Replica], concurrency: int, retry_after: float, give_up_after: float
+        self, replicas: list[Replica], concurrency: Concurrency, retry_after: float, give_up_after: float
     ) -> None:
         self.replicas = replicas
         self.concurrency = concurrency
+        self.most_in_flight = CEILING if concurrency == "auto" else concurrency
+        """The most requests in flight per replica (``auto``: the ceiling of its limit)."""
+        for replica in replicas:
+            replica.limit = AdaptiveLimit() if concurrency == "auto" else None
         self._retry_after = retry_after
         self._give_up_after = give_up_after
         self._changed = asyncio.Event()  # set when a slot is given back (one event loop: no lock)
@@ -154,13 +166,17 @@ class ReplicaPool:
             for replica in self.replicas
             if replica is not avoid
             and replica.set_aside_until <= now
-            and replica.in_flight < self.concurrency
+            and replica.in_flight < self.allowed(replica)
         ]
         if not ready:
             return None
         chosen = min(ready, key=lambda replica: replica.in_flight)
         chosen.in_flight += 1
         return chosen
+
+    def allowed(self, replica: Replica) -> int:
+        """The requests ``replica`` may have in flight now."""
+        return self.most_in_flight if replica.limit is None else replica.limit.allowed
 
     def release(self, replica: Replica, *, rows: int = 0, tokens: int = 0, seconds: float = 0.0) -> None:
         """Give back a slot after an answer (an error answer about the rows counts as one)."""
@@ -172,6 +188,8 @@ class ReplicaPool:
         replica.busy += seconds
         if rows:
             self._latencies.append(seconds)
+            if replica.limit is not None:
+                replica.limit.answered(seconds)
         self._last_answer = time.monotonic()
         self._changed.set()
 
@@ -182,6 +200,8 @@ class ReplicaPool:
         replica.failures += 1
         replica.strikes += 1
         replica.checked = False
+        if replica.limit is not None and getattr(error, "status_code", None) in OVERLOAD_STATUSES:
+            replica.limit.overloaded()
         pause = min(self._retry_after * 2 ** (replica.strikes - 1), MAX_SET_ASIDE)
         replica.set_aside_until = time.monotonic() + pause
         self._last_error = error

@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import JobMismatch, ReplicaMismatch, is_about
 from ..types.server import ServerInfo
 from ..validation import positive_int, positive_number
-from .replicas import Replica, ReplicaPool, Servers, logger, make_replicas
+from .replicas import Concurrency, Replica, ReplicaPool, Servers, logger, make_replicas
 from .state import PROBE_MIN_COSINE, changes, cosine
 
 Describe = Callable[[Replica, ServerInfo], Awaitable[dict[str, Any]]]
@@ -34,17 +34,19 @@ class JobSettings:
     """The options every job takes that do not change its output, checked when made.
 
     Raises:
-        InvalidInputError: a ``concurrency`` or a number of seconds that is not positive.
+        InvalidInputError: a ``concurrency`` that is not positive (or ``"auto"``), a number of seconds
+            that is not positive.
     """
 
-    concurrency: int
+    concurrency: Concurrency
     show_progress: bool
     progress_interval: float
     retry_replica_after: float
     give_up_after: float
 
     def __post_init__(self) -> None:
-        positive_int("concurrency", self.concurrency)
+        if self.concurrency != "auto":
+            positive_int("concurrency", self.concurrency)
         for name in ("progress_interval", "retry_replica_after", "give_up_after"):
             positive_number(name, getattr(self, name))
 
@@ -61,6 +63,8 @@ class ReplicaReport:
         failures: times it failed and was set aside.
         busy_seconds: time its answered requests took, summed over the requests in flight.
         rows_per_second: its throughput over the run's wall time.
+        concurrency: requests in flight it was allowed at the end (with ``concurrency="auto"``: the
+            limit it settled on).
     """
 
     url: str
@@ -70,13 +74,23 @@ class ReplicaReport:
     failures: int
     busy_seconds: float
     rows_per_second: float
+    concurrency: int
 
 
-def replica_reports(replicas: list[Replica], seconds: float) -> tuple[ReplicaReport, ...]:
+def replica_reports(pool: ReplicaPool, seconds: float) -> tuple[ReplicaReport, ...]:
     """What each server did in a run of ``seconds``."""
     return tuple(
-        ReplicaReport(r.url, r.version, r.rows, r.batches, r.failures, r.busy, r.rows / max(seconds, 1e-9))
-        for r in replicas
+        ReplicaReport(
+            r.url,
+            r.version,
+            r.rows,
+            r.batches,
+            r.failures,
+            r.busy,
+            r.rows / max(seconds, 1e-9),
+            pool.allowed(r),
+        )
+        for r in pool.replicas
     )
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import InvalidInputError
+from ..validation import positive_int
 from . import content, routes
 from .content import Vocabulary
 from .settings import ALL_TASKS, FakeSettings, Scorer, TextSource
@@ -103,6 +104,41 @@ def _phrase(status: int) -> str:
         return f"HTTP {status}"
 
 
+class _Capacity:
+    """``slots`` requests served at once, each for the latency; the rest wait (up to ``queue_limit``)."""
+
+    def __init__(self, slots: int, queue_limit: int | None) -> None:
+        self._slots = threading.Semaphore(slots)
+        self._queue_limit = queue_limit
+        self._lock = threading.Lock()
+        self.waiting = self.rejected = 0
+
+    def serve(self, seconds: float, stopping: threading.Event) -> bool:
+        """Wait for a slot and hold it ``seconds``; False (no wait) when the queue is full."""
+        with self._lock:
+            if not self._slots.acquire(blocking=False):
+                if self._queue_limit is not None and self.waiting >= self._queue_limit:
+                    self.rejected += 1
+                    return False
+                self.waiting += 1
+                queued = True
+            else:
+                queued = False
+        if queued:
+            while not self._slots.acquire(timeout=0.05):
+                if stopping.is_set():  # stop() wakes every delayed answer
+                    with self._lock:
+                        self.waiting -= 1
+                    return True
+            with self._lock:
+                self.waiting -= 1
+        try:
+            stopping.wait(seconds)
+        finally:
+            self._slots.release()
+        return True
+
+
 @dataclass(frozen=True)
 class _Outcome:
     reply: Reply | None
@@ -135,6 +171,10 @@ class FakeVLLM:
         api_key: require ``Authorization: Bearer <key>`` on ``/v1`` and ``/v2`` routes.
         openapi: serve ``/openapi.json`` (False: 404, as with ``--disable-fastapi-docs``).
         latency: seconds added to every answer.
+        slots: serve at most this many requests at once, each for ``latency`` seconds (a server at its
+            capacity: the others wait in a queue, their latency grows with the load); ``None``: no limit.
+        queue_limit: with ``slots``, a request arriving when this many already wait is answered 503 at once
+            (vLLM's queue full); ``None``: the queue has no limit.
         host: the address to bind (default ``127.0.0.1``).
         port: the port (default 0: a free one, see :attr:`url`).
 
@@ -167,6 +207,8 @@ class FakeVLLM:
         api_key: str | None = None,
         openapi: bool = True,
         latency: float = 0.0,
+        slots: int | None = None,
+        queue_limit: int | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -177,6 +219,7 @@ class FakeVLLM:
             api_key=api_key, openapi=openapi, latency=latency,
         )  # fmt: skip
         self.vocabulary = Vocabulary()
+        self._capacity = None if slots is None else _Capacity(positive_int("slots", slots), queue_limit)
         self._address = (host, port)
         self._lock = threading.Lock()
         self._requests: list[ReceivedRequest] = []
@@ -464,11 +507,20 @@ class FakeVLLM:
         latency = self.settings.latency
         if fault is not None and (fault.reset or fault.status is not None):
             return _Outcome(fault.reply(), latency + fault.delay, fault.reset)
+        if self._capacity is not None and request.method == "POST":
+            if not self._capacity.serve(latency, self._stopping):
+                return _Outcome(error_reply(503, "The server's request queue is full (injected by FakeVLLM)"))
+            latency = 0.0  # spent in a slot
         try:
             reply = routes.answer(request, self.settings, self.vocabulary)
         except Exception as error:  # a bug here or in a user's callable: say so instead of hanging up
             reply = error_reply(500, f"FakeVLLM failed to answer {request.path}: {error!r}")
         return _Outcome(reply, latency + (fault.delay if fault else 0.0))
+
+    @property
+    def rejected(self) -> int:
+        """Requests answered 503 because the queue was full (``slots`` with ``queue_limit``)."""
+        return 0 if self._capacity is None else self._capacity.rejected
 
     def __repr__(self) -> str:
         where = self.url if self.running else "stopped"

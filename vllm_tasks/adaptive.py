@@ -1,0 +1,144 @@
+"""``concurrency="auto"``: a limit on requests in flight that tunes itself from the answers' latencies.
+
+The right number of requests in flight depends on the server (model size, GPU, ``--max-num-seqs``, other
+tenants): too few leaves the GPU idle, too many only fills vLLM's queue and raises latency. The limit
+reads the queue from latencies, as TCP Vegas does: ``smoothed`` is the answers' latency smoothed over the
+last few, ``baseline`` its lowest value (no queueing; smoothed too, so that one lucky answer is none);
+``limit * (1 - baseline / smoothed)`` estimates the requests waiting in the server's queue rather than
+being served.
+
+Known limit (measured, docs/jobs.md): latencies that are bimodal for reasons other than a queue (a
+loopback server answering in about 40 or 70 ms for a 20 ms job) read as a queue, and the limit stays
+lower than the best fixed one.
+
+- **Start**: from :data:`START`, one more per answer while no queue shows (doubling per round trip).
+- **Steady**: one more per ``limit`` answers (a round trip) while the queue estimate is under
+  :data:`QUEUE_LOW`; one less per round trip while it is over :data:`QUEUE_HIGH_SHARE` of the limit (at
+  least one request); the first time that happens, the estimated queue is taken off at once (the start's
+  doubling overshoots by up to a round trip).
+- **Overload** (429, 503, ``Retry-After``): the limit times :data:`OVERLOAD_FACTOR`, and no more start-up
+  growth.
+
+Every :data:`PROBE_ROUNDS` round trips the limit is halved for one round trip (after the requests already
+in flight drained) and the baseline is measured again from those answers, as BBR probes for its round-trip
+time: a server that got slower for good (another tenant, a longer input mix) is learned again rather than
+read as a queue forever, and a queue that never drains cannot pass for the baseline. No clock is read
+here: the caller gives each answer's seconds, so the behaviour is the same in a test as on a GPU.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+START = 4
+"""The limit before any answer (the fixed default's value)."""
+CEILING = 64
+"""The most requests in flight ``auto`` ever allows per server."""
+QUEUE_LOW = 0.5
+"""Grow while fewer requests than this are estimated to wait in the server's queue."""
+QUEUE_HIGH_SHARE = 0.25
+"""Shrink while more than this share of the limit (at least one request) waits in the queue."""
+OVERLOAD_FACTOR = 0.7
+"""The limit is multiplied by this on a 429 or 503 answer."""
+SMOOTHING = 0.3
+"""The weight of the newest answer in the smoothed latency."""
+PROBE_ROUNDS = 30
+"""Round trips (of ``limit`` answers each) between two measurements of the baseline at half the limit."""
+
+
+@dataclass
+class AdaptiveLimit:
+    """How many requests may be in flight to one server now (see the module doc).
+
+    Attributes:
+        value: the limit now (fractional: it grows by fractions of a request).
+        floor, ceiling: its bounds.
+        starting: still in the start phase (growing by one per answer).
+        answers, overloads: answers and overload answers seen.
+
+    Examples:
+        >>> limit = AdaptiveLimit()
+        >>> for _ in range(3):
+        ...     limit.answered(0.1)
+        >>> limit.allowed
+        7
+        >>> limit.overloaded()
+        >>> limit.allowed
+        4
+    """
+
+    value: float = START
+    floor: int = 1
+    ceiling: int = CEILING
+    starting: bool = True
+    answers: int = 0
+    overloads: int = 0
+    _baseline: float | None = None
+    _smoothed: float | None = None
+    _since_probe: int = 0
+    _probe: list[float] | None = None
+    _probe_drain: int = 0
+
+    @property
+    def allowed(self) -> int:
+        """The whole number of requests that may be in flight now (half the limit while probing)."""
+        limit = max(self.floor, min(self.ceiling, int(self.value)))
+        return max(self.floor, limit // 2) if self._probe is not None else limit
+
+    def queue(self) -> float:
+        """The requests estimated to wait in the server's queue (0 before two answers).
+
+        Examples:
+            >>> limit = AdaptiveLimit(value=8.0)
+            >>> for seconds in [0.1] * 6 + [0.2] * 2:
+            ...     limit.answered(seconds)
+            >>> round(limit.queue(), 2)
+            3.13
+        """
+        if self._baseline is None or self._smoothed is None or self._smoothed <= 0:
+            return 0.0
+        return max(0.0, self.value * (1.0 - self._baseline / self._smoothed))
+
+    def answered(self, seconds: float) -> None:
+        """Learn from one answer that took ``seconds`` (from sending to the last byte)."""
+        self.answers += 1
+        seconds = max(seconds, 1e-6)
+        if self._probe is not None:
+            self._probing(seconds)
+            return
+        previous = self._smoothed
+        self._smoothed = seconds if previous is None else previous + SMOOTHING * (seconds - previous)
+        # the lowest smoothed latency, not the lowest answer: one lucky answer is no baseline; and not
+        # before START answers (the first ones, on fresh connections, are not what the server does)
+        if self.answers > START:
+            self._baseline = self._smoothed if self._baseline is None else min(self._baseline, self._smoothed)
+        waiting = self.queue()
+        if waiting < QUEUE_LOW:
+            self.value += 1.0 if self.starting else 1.0 / self.value
+        elif waiting > max(1.0, QUEUE_HIGH_SHARE * self.value):
+            # the start's doubling overshoots by up to a round trip: take the estimated queue off at once
+            self.value -= waiting if self.starting else 1.0 / self.value
+            self.starting = False
+        self.value = float(max(self.floor, min(self.ceiling, self.value)))
+        self._since_probe += 1
+        if not self.starting and self._since_probe >= PROBE_ROUNDS * self.value:
+            self._probe, self._probe_drain = [], int(self.value)  # the requests in flight answer first
+
+    def _probing(self, seconds: float) -> None:
+        """One answer while the limit is halved: the first ``limit`` ones were sent before (queued with
+        the rest); the next half-limit ones measure the baseline."""
+        assert self._probe is not None
+        if self._probe_drain > 0:
+            self._probe_drain -= 1
+            return
+        self._probe.append(seconds)
+        if len(self._probe) >= self.allowed:
+            self._baseline = self._smoothed = statistics.median(self._probe)
+            self._probe, self._since_probe = None, 0
+
+    def overloaded(self) -> None:
+        """Back off after an answer saying the server is overloaded (429, 503, ``Retry-After``)."""
+        self.overloads += 1
+        self.starting = False
+        self.value = float(max(self.floor, self.value * OVERLOAD_FACTOR))
