@@ -7,9 +7,10 @@ last few, ``baseline`` its lowest value (no queueing; smoothed too, so that one 
 ``limit * (1 - baseline / smoothed)`` estimates the requests waiting in the server's queue rather than
 being served.
 
-Known limit (measured, docs/jobs.md): latencies that are bimodal for reasons other than a queue (a
-loopback server answering in about 40 or 70 ms for a 20 ms job) read as a queue, and the limit stays
-lower than the best fixed one.
+The baseline comes from the start (the lowest smoothed latency after the first :data:`START` answers)
+until the first probe, then from the probes alone (their median): between two probes a lucky streak of
+fast answers cannot lower it, so latencies that are bimodal for reasons other than a queue (a loopback
+server answering in about 40 or 70 ms for 20 ms of work) are not read as one.
 
 - **Start**: from :data:`START`, one more per answer while no queue shows (doubling per round trip).
 - **Steady**: one more per ``limit`` answers (a round trip) while the queue estimate is under
@@ -20,10 +21,11 @@ lower than the best fixed one.
   growth.
 
 Every :data:`PROBE_ROUNDS` round trips the limit is halved for one round trip (after the requests already
-in flight drained) and the baseline is measured again from those answers, as BBR probes for its round-trip
-time: a server that got slower for good (another tenant, a longer input mix) is learned again rather than
-read as a queue forever, and a queue that never drains cannot pass for the baseline. No clock is read
-here: the caller gives each answer's seconds, so the behaviour is the same in a test as on a GPU.
+in flight drained) and the baseline is measured again from those answers (their median), as BBR probes
+for its round-trip time: a server that got slower for good (another tenant, a longer input mix) is
+learned again rather than read as a queue forever, and a queue that never drains cannot pass for the
+baseline. No clock is read here: the caller gives each answer's seconds, so the behaviour is the same
+in a test as on a GPU.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ class AdaptiveLimit:
     _since_probe: int = 0
     _probe: list[float] | None = None
     _probe_drain: int = 0
+    _probed: bool = False
 
     @property
     def allowed(self) -> int:
@@ -111,7 +114,7 @@ class AdaptiveLimit:
         self._smoothed = seconds if previous is None else previous + SMOOTHING * (seconds - previous)
         # the lowest smoothed latency, not the lowest answer: one lucky answer is no baseline; and not
         # before START answers (the first ones, on fresh connections, are not what the server does)
-        if self.answers > START:
+        if self.answers > START and not self._probed:
             self._baseline = self._smoothed if self._baseline is None else min(self._baseline, self._smoothed)
         waiting = self.queue()
         if waiting < QUEUE_LOW:
@@ -135,7 +138,7 @@ class AdaptiveLimit:
         self._probe.append(seconds)
         if len(self._probe) >= self.allowed:
             self._baseline = self._smoothed = statistics.median(self._probe)
-            self._probe, self._since_probe = None, 0
+            self._probe, self._since_probe, self._probed = None, 0, True
 
     def overloaded(self) -> None:
         """Back off after an answer saying the server is overloaded (429, 503, ``Retry-After``)."""
