@@ -473,7 +473,7 @@ def test_a_server_down_at_the_start_is_left_out_with_a_warning(
 
 
 def test_a_server_back_on_other_weights_gets_no_page(scans: Path, tmp_path: Path) -> None:
-    # A server set aside is checked again before its next page (JobServers.admit): one restarted on other
+    # A server set aside is checked again before its next page (recheck_model): one restarted on other
     # weights under the same name stops the job (was: it went on answering pages with the new model).
     for index in range(6):
         shutil.copy(PAGE, scans / f"extra{index}.png")

@@ -82,7 +82,7 @@ class Replica:
         strikes: failures in a row.
         rows, tokens, batches, failures: totals of this run.
         busy: seconds of its answered requests, summed.
-        checked: its model was checked since it was last set aside (see :attr:`ReplicaPool.admit`).
+        checked: its model was checked since it was last set aside (see ``ReplicaPool``'s ``admit``).
         limit: with ``concurrency="auto"``, its requests-in-flight limit (tuned from its answers).
     """
 
@@ -110,19 +110,21 @@ class ReplicaPool:
             its answers' latencies (:class:`~vllm_tasks.adaptive.AdaptiveLimit`).
         retry_after: seconds a failing replica is first set aside.
         give_up_after: seconds without any answer, every replica set aside, before the job stops.
-
-    Attributes:
-        admit: awaited before a replica that was set aside gets its next request (it checks the
-            model the replica serves); ``None``: no check.
+        admit: awaited before a replica that was set aside gets its next request (it checks the model
+            the replica serves); ``None``: no check.
     """
 
-    admit: Callable[[Replica], Awaitable[None]] | None = None
-
     def __init__(
-        self, replicas: list[Replica], concurrency: Concurrency, retry_after: float, give_up_after: float
+        self,
+        replicas: list[Replica],
+        concurrency: Concurrency,
+        retry_after: float,
+        give_up_after: float,
+        *,
+        admit: Callable[[Replica], Awaitable[None]] | None = None,
     ) -> None:
         self.replicas = replicas
-        self.concurrency = concurrency
+        self._admit = admit
         self.most_in_flight = CEILING if concurrency == "auto" else concurrency
         """The most requests in flight per replica (``auto``: the ceiling of its limit)."""
         for replica in replicas:
@@ -311,9 +313,9 @@ class ReplicaPool:
             await self._drop(attempts)  # cancelled from outside (Ctrl-C, another batch's fatal error)
 
     async def _checked(self, replica: Replica, call: Callable[[JobClient], Awaitable[T]]) -> T:
-        """``call`` on ``replica``, after :attr:`admit` when it was set aside since its last check."""
-        if not replica.checked and self.admit is not None:
-            await self.admit(replica)
+        """``call`` on ``replica``, after ``admit`` when it was set aside since its last check."""
+        if not replica.checked and self._admit is not None:
+            await self._admit(replica)
             replica.checked = True
         return await call(replica.client)
 

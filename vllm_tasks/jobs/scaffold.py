@@ -4,16 +4,15 @@ report of each server in the manifest.
 
 A job starts on the servers that answer: one that cannot be reached is set aside with a warning and gets
 work once it is back (:class:`~vllm_tasks.jobs.replicas.ReplicaPool`). A server that was set aside is
-checked again before its next unit (``ocr_dir``, ``transcribe_dir``: :meth:`JobServers.admit`);
-``embed_file`` checks the model of every server that embedded a chunk, with the probe text, before the
-chunk is kept.
+checked again before its next request (:func:`recheck_model`); ``embed_file`` also checks the model of
+every server that embedded a chunk, with the probe text, before the chunk is kept.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -135,42 +134,48 @@ def model_difference(first: dict[str, Any], other: dict[str, Any]) -> str | None
     return None if same else detail
 
 
+@dataclass(frozen=True)
 class JobServers:
     """The servers of one job run: their pool and the model they serve (see :func:`job_servers`)."""
 
-    def __init__(self, pool: ReplicaPool, served: dict[str, Any], describe: Describe, out: str) -> None:
-        self.pool, self.served, self._describe, self._out = pool, served, describe, out
-
-    async def admit(self, replica: Replica) -> None:
-        """Check that a server back from being set aside still serves the job's model.
-
-        Raises:
-            JobMismatch: it serves another one now (it was given no work since it was set aside).
-            APIError: it cannot be reached (an error about the replica: it is set aside again).
-        """
-        info = await replica.client.server_info(refresh=True)  # it may have restarted on other weights
-        replica.version = info.version
-        difference = model_difference(self.served, await self._describe(replica, info))
-        if difference is not None:
-            change = f"the model served by {replica.url} changed during the run ({difference})"
-            raise JobMismatch(self._out, [f"{change}: it was given no work since it was set aside"])
+    pool: ReplicaPool
+    served: dict[str, Any]
 
 
-async def served_model(replicas: list[Replica], retry_after: float, describe: Describe) -> dict[str, Any]:
-    """The model every replica that answers serves; refuses a mix. A replica that cannot be reached is
-    set aside for ``retry_after`` seconds (a warning): the job starts on the others.
+async def _served_by(replica: Replica, describe: Describe, *, refresh: bool = False) -> dict[str, Any]:
+    """What ``replica`` serves (``describe``'s record), its version noted; ``refresh`` reads the server's
+    description again (it may have restarted on other weights)."""
+    info = await replica.client.server_info(refresh=refresh)
+    replica.version = info.version
+    return await describe(replica, info)
+
+
+async def recheck_model(replica: Replica, *, served: dict[str, Any], describe: Describe, out: str) -> None:
+    """Check that a server back from being set aside still serves the job's model (the pool's ``admit``).
+
+    Raises:
+        JobMismatch: it serves another one now (it was given no work since it was set aside).
+        APIError: it cannot be reached (an error about the replica: it is set aside again).
+    """
+    difference = model_difference(served, await _served_by(replica, describe, refresh=True))
+    if difference is not None:
+        change = f"the model served by {replica.url} changed during the run ({difference})"
+        raise JobMismatch(out, [f"{change}: it was given no work since it was set aside"])
+
+
+async def served_model(
+    replicas: list[Replica], describe: Describe
+) -> tuple[dict[str, Any], list[tuple[Replica, BaseException]]]:
+    """The model every replica that answers serves, and the replicas that cannot be reached (with their
+    errors: the job starts without them); refuses a mix.
 
     Raises:
         ReplicaMismatch: two replicas differ.
         APIError: no replica can be reached, or one refuses the job's options.
     """
-
-    async def ask(replica: Replica) -> dict[str, Any]:
-        info = await replica.client.server_info()
-        replica.version = info.version
-        return await describe(replica, info)
-
-    answers = await asyncio.gather(*(ask(replica) for replica in replicas), return_exceptions=True)
+    answers = await asyncio.gather(
+        *(_served_by(replica, describe) for replica in replicas), return_exceptions=True
+    )
     for answer in answers:
         if isinstance(answer, BaseException) and not is_about(answer, "replica"):
             raise answer
@@ -181,17 +186,17 @@ async def served_model(replicas: list[Replica], retry_after: float, describe: De
     ]
     if not up:
         raise next(answer for answer in answers if isinstance(answer, BaseException))
-    for replica, answer in zip(replicas, answers, strict=True):
-        if isinstance(answer, BaseException):  # down now: checked again before it gets work
-            replica.failures, replica.strikes, replica.checked = 1, 1, False
-            replica.set_aside_until = time.monotonic() + retry_after
-            logger.warning("%s cannot be reached (%s): starting without it", replica.url, answer)
     (first_replica, first), others = up[0], up[1:]
     for replica, other in others:
         difference = model_difference(first, other)
         if difference is not None:
             raise ReplicaMismatch((first_replica.url, replica.url), difference)
-    return first
+    down = [
+        (replica, answer)
+        for replica, answer in zip(replicas, answers, strict=True)
+        if isinstance(answer, BaseException)
+    ]
+    return first, down
 
 
 @contextlib.asynccontextmanager
@@ -199,7 +204,8 @@ async def job_servers(
     servers: Servers, settings: JobSettings, describe: Describe, *, out: str
 ) -> AsyncIterator[JobServers]:
     """The job's servers for the block: clients made for URLs (closed after it), the model they serve
-    (:func:`served_model`), and the pool that hands them out; ``out`` names the job in its errors.
+    (:func:`served_model`), and the pool that hands them out, which checks a server back from being set
+    aside before its next request (:func:`recheck_model`); ``out`` names the job in its errors.
 
     Raises:
         InvalidInputError: see :func:`~vllm_tasks.jobs.replicas.make_replicas`.
@@ -207,13 +213,15 @@ async def job_servers(
     """
     replicas, made = make_replicas(servers)
     try:
-        served = await served_model(replicas, settings.retry_replica_after, describe)
+        served, down = await served_model(replicas, describe)
+        admit = functools.partial(recheck_model, served=served, describe=describe, out=out)
         pool = ReplicaPool(
-            replicas, settings.concurrency, settings.retry_replica_after, settings.give_up_after
+            replicas, settings.concurrency, settings.retry_replica_after, settings.give_up_after, admit=admit
         )
-        running = JobServers(pool, served, describe, out)
-        pool.admit = running.admit
-        yield running
+        for replica, error in down:  # checked again before it gets work
+            pool.set_aside(replica, error, held=False)
+            logger.warning("%s cannot be reached (%s): starting without it", replica.url, error)
+        yield JobServers(pool, served)
     finally:
         for own in made:
             await own.close()
