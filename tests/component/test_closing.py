@@ -29,8 +29,9 @@ class SlowDocsServer:
                     self._answer(401, {"error": {"message": "bad key", "type": "Unauthorized", "code": 401}})
                     return
                 owner.released.wait(owner.delay)
-                self._answer(200, {"version": "0.20.0"} if self.path == "/version" else {"paths": {}})
+                # Recorded before the answer is written: once the client has read it, the test may look.
                 owner.answered.append(self.path)
+                self._answer(200, {"version": "0.20.0"} if self.path == "/version" else {"paths": {}})
 
             def _answer(self, status: int, body: Any) -> None:
                 data = json.dumps(body).encode()
