@@ -73,6 +73,14 @@ def build_whisper_base(out: Path) -> None:
     build(out)
 
 
+def build_jina_reranker_tiny(out: Path) -> None:
+    """jina-reranker-v3's architecture (JinaForRanking, listwise), tiny and seeded; see build_zoo.py."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_zoo import build_jina_reranker_tiny as build
+
+    build(out)
+
+
 def main(argv: list[str]) -> int:
     out_dir = Path(argv[1])
     out_dir.mkdir(parents=True, exist_ok=True)

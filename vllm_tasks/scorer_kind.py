@@ -4,7 +4,9 @@ No vLLM response names it. The first scoring call per model asks ``POST /pooling
 on its own: a vector of length 1 means a one-label classifier (cross-encoder), a longer vector an embedding
 model (bi-encoder, cosine), a matrix a token-embedding model (late interaction, MaxSim). When ``/pooling``
 refuses, the routes listed by ``/openapi.json`` decide (``/classify`` -> cross-encoder, ``/v1/embeddings``
--> bi-encoder). Servers older than 0.19 answer per token for every model and get a second probe.
+-> bi-encoder). Servers older than 0.19 answer per token for every model and get a second probe; so does a
+model that refuses one input and serves neither route: a listwise reranker (``JinaForRanking``) needs two,
+and answers them with one matrix (it read them as one list).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ SCORER_KIND: Fact[str, ScorerKind] = Fact("scorer kind", key="model")
 model with ``/pooling`` (see :func:`scorer_probe_request`)."""
 
 _SCORER_PROBE_INPUT = "a"
+_LIST_PROBE_INPUT = ["a", "b"]
 
 # Before this release /pooling without a `task` answers per token for every model (0.12-0.16: the
 # token_embed / token_classify output; 0.11: hidden states, whatever the task), so a per-token answer
@@ -33,7 +36,11 @@ POOLING_ANSWERS_ACTIVE_TASK = "0.19.0"
 
 
 def scorer_probe_request(
-    model: str | None, timeout: TimeoutLike = CLIENT_DEFAULT, *, task: str | None = None
+    model: str | None,
+    timeout: TimeoutLike = CLIENT_DEFAULT,
+    *,
+    task: str | None = None,
+    listwise: bool = False,
 ) -> Request:
     """The ``/pooling`` request whose answer tells the scorer kind (see :func:`scorer_from_probe`).
 
@@ -45,12 +52,14 @@ def scorer_probe_request(
         timeout: the request's timeout.
         task: a pooling task to ask for (the follow-up probe of old servers, :func:`scorer_from_embed_probe`);
             ``None`` asks for the model's active task.
+        listwise: send two inputs instead of one (the follow-up probe for a listwise reranker,
+            :func:`scorer_from_list_probe`).
 
     Examples:
         >>> scorer_probe_request("minilm").json
         {'input': 'a', 'model': 'minilm'}
     """
-    body: dict[str, Any] = {"input": _SCORER_PROBE_INPUT}
+    body: dict[str, Any] = {"input": _LIST_PROBE_INPUT if listwise else _SCORER_PROBE_INPUT}
     if model:
         body["model"] = model
     if task:
@@ -109,6 +118,32 @@ def scorer_from_embed_probe(response: httpx.Response | None) -> ScorerKind:
     if response is not None and response.status_code == 400:
         return ScorerKind.LATE_INTERACTION
     return ScorerKind.UNKNOWN
+
+
+def needs_list_probe(kind: ScorerKind | None, response: httpx.Response | None) -> bool:
+    """Whether to ask :func:`scorer_probe_request` with ``listwise=True``: the single input was refused (400)
+    and the routes did not tell the kind (a listwise reranker serves only ``/score``, ``/rerank`` and
+    ``/pooling``, and needs at least two inputs)."""
+    return kind is ScorerKind.UNKNOWN and response is not None and response.status_code == 400
+
+
+def scorer_from_list_probe(response: httpx.Response | None) -> ScorerKind:
+    """``LISTWISE`` when two inputs came back as one per-token matrix (the model read them as one list),
+    else ``UNKNOWN``.
+
+    Examples:
+        >>> scorer_from_list_probe(httpx.Response(200, json={"data": [{"data": [[0.1], [0.2]]}]}))
+        <ScorerKind.LISTWISE: 'listwise'>
+    """
+    if response is None or response.status_code != 200:
+        return ScorerKind.UNKNOWN
+    try:
+        items = response.json()["data"]
+    except (ValueError, KeyError, TypeError):
+        return ScorerKind.UNKNOWN
+    data = _probe_data(response)
+    listwise = isinstance(items, list) and len(items) == 1 and data is not None and isinstance(data[0], list)
+    return ScorerKind.LISTWISE if listwise else ScorerKind.UNKNOWN
 
 
 def _probe_data(response: httpx.Response | None) -> list[Any] | None:

@@ -24,9 +24,16 @@ from typing import Any, Literal
 import httpx
 import numpy as np
 
-from . import gates, images
+from . import gates, images, listwise
 from .calls import CallOptions, TaskParams, resolve_model
-from .errors import BadRequestError, ContextLengthExceeded, InternalServerError, InvalidInputError
+from .errors import (
+    APIStatusError,
+    BadRequestError,
+    ContextLengthExceeded,
+    InternalServerError,
+    InvalidInputError,
+    RequestTooLargeError,
+)
 from .responses import in_index_order, index_problem, json_object, malformed, text_or_none, usage_of
 from .transport import Request
 from .types.common import Usage
@@ -692,6 +699,27 @@ def name_too_long_pair(
         if field in ("documents", "text_2"):
             error.input_index = index
     error.message = f"{prefix}{error.message} {LENGTH_HINT}"
+    error.args = (error.message,)
+
+
+def is_one_list(kind: ScorerKind, pairs: ScorePairs) -> bool:
+    """Whether a call's pairs are one listwise list: a listwise reranker's query with its documents (vLLM
+    renders zipped N:N pairs as separate prompts, which may be split)."""
+    return kind is ScorerKind.LISTWISE and pairs.mode != "N:N"
+
+
+def explain_list_too_long(error: APIStatusError, count: int, fitting: int | None, limit: int | None) -> None:
+    """Put in front of a listwise list's context-length error how many documents fit and what to do."""
+    error.message = f"{listwise.too_long_message(count, fitting, limit)} ({error.message})"
+    error.args = (error.message,)
+
+
+def explain_list_not_split(error: RequestTooLargeError) -> None:
+    """Add to a 413 for a listwise list that the SDK does not split it (the scores would change)."""
+    error.message = (
+        f"{error.message} A listwise reranker's list is sent in one request and not split (each score "
+        "depends on the whole list): send fewer or shorter documents, or raise the proxy's body limit."
+    )
     error.args = (error.message,)
 
 

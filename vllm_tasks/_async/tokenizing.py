@@ -5,7 +5,7 @@ where the server cannot.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -42,9 +42,7 @@ async def count_longest(
         Request(
             "POST",
             "/tokenize",
-            json={
-                key: value for key, value in (("model", model), ("prompt", values[i])) if value is not None
-            },
+            json=_tokenize_body(model, values[i]),
             raise_for_status=False,
             retry=False,
         )
@@ -58,6 +56,42 @@ async def count_longest(
     for index, response in zip(longest, responses, strict=True):
         counts[index] = _count(response)
     return counts
+
+
+async def longest_fitting_prefix(
+    transport: AsyncTransport, prompt_of: Callable[[int], str], count: int, limit: int, model: str | None
+) -> int | None:
+    """The most leading items, of ``count``, whose prompt is at most ``limit`` tokens (``/tokenize``).
+
+    A binary search: ``prompt_of(k)`` is the prompt holding the first ``k`` items, and its token count
+    grows with ``k``; ``count`` items are known not to fit. About log2(count) requests, one at a time.
+
+    Returns:
+        The number of items that fit (0 if none does), or ``None`` when ``/tokenize`` fails (it only
+        explains another error, so it is not retried).
+    """
+    fits, over = 0, count
+    while over - fits > 1:
+        middle = (fits + over) // 2
+        request = Request(
+            "POST",
+            "/tokenize",
+            json=_tokenize_body(model, prompt_of(middle)),
+            raise_for_status=False,
+            retry=False,
+        )
+        try:
+            tokens = _count(await transport.send(request))
+        except APIError:
+            return None
+        if not tokens:
+            return None
+        fits, over = (middle, over) if tokens <= limit else (fits, middle)
+    return fits
+
+
+def _tokenize_body(model: str | None, prompt: object) -> dict[str, Any]:
+    return {key: value for key, value in (("model", model), ("prompt", prompt)) if value is not None}
 
 
 def _count(response: httpx.Response) -> int:

@@ -17,15 +17,23 @@ from .. import defaults, scoring
 from ..batching import plan_batches, smaller_batches
 from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike, resolve_model
 from ..errors import BadRequestError, ContextLengthExceeded, InternalServerError, RequestTooLargeError
+from ..listwise import listwise_prompt
 from ..offload import sync_offload
-from ..scorer_kind import SCORER_KIND, scorer_from_embed_probe, scorer_from_probe, scorer_probe_request
+from ..scorer_kind import (
+    SCORER_KIND,
+    needs_list_probe,
+    scorer_from_embed_probe,
+    scorer_from_list_probe,
+    scorer_from_probe,
+    scorer_probe_request,
+)
 from ..scoring import Fallback, ScoreInput, ScoringSetup
 from ..transport import Request
 from ..types.scoring import RerankResult, ScoreResult, ScorerKind
 from ..types.server import ServerInfo
 from ..validation import int_at_least
 from .base import ClientBase
-from .tokenizing import count_longest, truncate_texts
+from .tokenizing import count_longest, longest_fitting_prefix, truncate_texts
 
 Sent = tuple[list[httpx.Response], list[range], ScorerKind]
 """A scoring call's answers, the batches they answer, and the scorer kind."""
@@ -242,6 +250,9 @@ class ScoringMethods(ClientBase):
                     if kind is None:  # an old server answered per token: ask whether the model embeds
                         request = scorer_probe_request(name, timeout, task="embed")
                         kind = scorer_from_embed_probe(self._transport.send(request))
+                    elif needs_list_probe(kind, response):  # a listwise reranker needs two inputs
+                        request = scorer_probe_request(name, timeout, listwise=True)
+                        kind = scorer_from_list_probe(self._transport.send(request))
                     self._learn(seen, SCORER_KIND, key, kind)
         return kind
 
@@ -288,23 +299,41 @@ class ScoringMethods(ClientBase):
     def _send_scoring(
         self, setup: ScoringSetup, batching: Batching, build: Callable[[list[range]], list[Request]]
     ) -> Sent:
-        """Send the call's requests in batches; after a 413, split the batches in half and send again."""
+        """Send the call's requests in batches; after a 413, split the batches in half and send again.
+
+        A listwise reranker's list (one query, its documents) goes in one request whatever the batch size or
+        its bytes: each of its scores depends on the whole list.
+        """
+        kind = self._scorer_kind_of(setup.info, setup.model, setup.call.timeout)
         sizes = scoring.json_sizes(setup.pairs.seconds)
+        if scoring.is_one_list(kind, setup.pairs):
+            batches = [range(len(sizes))]
+            try:
+                responses = self._send_explained(setup, build(batches), batches, batching, kind)
+            except RequestTooLargeError as error:
+                scoring.explain_list_not_split(error)
+                raise
+            return responses, batches, kind
         batch_size, max_bytes = batching.batch_size, defaults.SCORE_MAX_REQUEST_BYTES
         while True:
             batches = plan_batches(sizes, batch_size, max_bytes)
             try:
-                responses = self._send_explained(setup, build(batches), batches, batching)
+                responses = self._send_explained(setup, build(batches), batches, batching, kind)
             except RequestTooLargeError:
                 smaller = smaller_batches(batches, sizes)
                 if smaller is None:
                     raise
                 batch_size, max_bytes = smaller
                 continue
-            return responses, batches, self._scorer_kind_of(setup.info, setup.model, setup.call.timeout)
+            return responses, batches, kind
 
     def _send_explained(
-        self, setup: ScoringSetup, requests: list[Request], batches: Sequence[range], batching: Batching
+        self,
+        setup: ScoringSetup,
+        requests: list[Request],
+        batches: Sequence[range],
+        batching: Batching,
+        kind: ScorerKind,
     ) -> list[httpx.Response]:
         """Send ``requests`` in bounded concurrency; explain length errors."""
         try:
@@ -316,12 +345,32 @@ class ScoringMethods(ClientBase):
                 description=setup.pairs.fields[1],
             )
         except ContextLengthExceeded as error:
-            self._name_too_long(error, setup, self._server_state.get(SCORER_KIND, setup.model or ""))
+            if scoring.is_one_list(kind, setup.pairs):
+                self._explain_list_too_long(error, setup)
+            else:
+                self._name_too_long(error, setup, kind)
             raise
         except InternalServerError as error:
             scoring.explain_query_too_long(error)
             raise
         return responses
+
+    def _explain_list_too_long(self, error: ContextLengthExceeded, setup: ScoringSetup) -> None:
+        """Say on ``error`` how many of a listwise list's first documents fit the context (``/tokenize``)."""
+        limit = error.max_model_len or scoring.max_model_len(setup.info, setup.model)
+        query, documents = setup.pairs.firsts[0], setup.pairs.seconds
+        fitting = None
+        if limit is not None and isinstance(query, str) and all(isinstance(doc, str) for doc in documents):
+            instruction = setup.fields.get("instruction")
+            texts = [str(doc) for doc in documents]
+            fitting = longest_fitting_prefix(
+                self._transport,
+                lambda count: listwise_prompt(query, texts[:count], instruction),
+                len(texts),
+                limit,
+                setup.model,
+            )
+        scoring.explain_list_too_long(error, len(documents), fitting, limit)
 
     def _name_too_long(
         self, error: ContextLengthExceeded, setup: ScoringSetup, kind: ScorerKind | None

@@ -24,6 +24,7 @@ from .server import FakeVLLM, Fault
 from .settings import (
     ALL_TASKS,
     EMBEDDING_TASKS,
+    LISTWISE_TASKS,
     OCR_TASKS,
     RERANKER_TASKS,
     SPEECH_TASKS,
@@ -36,6 +37,7 @@ __all__ = [
     "DEFAULT_OCR_OUTPUT",
     "DEFAULT_TRANSCRIPT",
     "EMBEDDING_TASKS",
+    "LISTWISE_TASKS",
     "OCR_TASKS",
     "RERANKER_TASKS",
     "SPEECH_TASKS",

@@ -212,7 +212,7 @@ def maxsim(query: str, document: str, width: int) -> float:
 
 def relevance(query: str, document: str, width: int, *, scorer: str, activation: bool = True) -> float:
     """The score of one (query, document) pair for a ``"bi-encoder"``, a ``"cross-encoder"`` or a
-    ``"late-interaction"`` model.
+    ``"late-interaction"`` model (a ``"listwise"`` one: the document alone in its list).
 
     Examples:
         >>> relevance("capital of France", "Paris is the capital of France.", 64, scorer="bi-encoder") > 0.5
@@ -221,10 +221,32 @@ def relevance(query: str, document: str, width: int, *, scorer: str, activation:
     if scorer == "late-interaction":
         return maxsim(query, document, width)
     similarity = cosine(query, document, width)
+    if scorer == "listwise":
+        return 0.9 * similarity
     if scorer == "bi-encoder":
         return similarity
     logit = 8.0 * similarity - 2.0
     return 1.0 / (1.0 + math.exp(-logit)) if activation else logit
+
+
+def list_relevance(
+    query: str, documents: Sequence[str], width: int, *, scorer: str, activation: bool = True
+) -> list[float]:
+    """The scores of a query's documents scored in one request: per pair (:func:`relevance`), except for a
+    ``"listwise"`` model, whose score is each document's cosine less a tenth of the list's mean cosine, so
+    that it depends on the whole list (as jina-reranker-v3's does).
+
+    Examples:
+        >>> one = list_relevance("cats", ["a cat"], 64, scorer="listwise")
+        >>> two = list_relevance("cats", ["a cat", "cats and dogs"], 64, scorer="listwise")
+        >>> one[0] != two[0]
+        True
+    """
+    if scorer != "listwise":
+        return [relevance(query, doc, width, scorer=scorer, activation=activation) for doc in documents]
+    cosines = [cosine(query, doc, width) for doc in documents]
+    shift = 0.1 * sum(cosines) / len(cosines) if cosines else 0.0
+    return [value - shift for value in cosines]
 
 
 def class_probabilities(text: str, labels: Sequence[str], *, activation: bool = True) -> list[float]:

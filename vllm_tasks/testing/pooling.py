@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..decoding import EMBED_DTYPES, ENDIANNESS, FP8_E4M3_TO_FLOAT16
+from ..listwise import listwise_prompt
 from . import content
 from .inputs import Call, check_context, content_text, fit_context, input_texts, usage
 from .settings import Scorer
@@ -23,6 +24,7 @@ ACTIVE_TASKS: dict[Scorer, str] = {
     "bi-encoder": "embed",
     "cross-encoder": "classify",
     "late-interaction": "token_embed",
+    "listwise": "token_embed",
 }
 """The pooling task a model of each scorer kind runs (what ``/pooling`` answers)."""
 
@@ -101,7 +103,7 @@ def check_embed_task(call: Call) -> None:
     Raises:
         Refusal: 501 ``The model does not support Embeddings API``.
     """
-    if call.settings.scorer_kind == "late-interaction":
+    if call.settings.scorer_kind in ("late-interaction", "listwise"):
         raise Refusal(error_reply(501, "The model does not support Embeddings API"))
 
 
@@ -249,12 +251,26 @@ def _truncated(call: Call, texts: list[str], field: str) -> list[str]:
     return [content.truncate_tokens(text, limit) for text in texts]
 
 
-def _relevance(call: Call, query: str, document: str) -> float:
+def _scores(call: Call, queries: list[str], documents: list[str]) -> list[float]:
+    """The scores of one query's documents (``queries`` of one) or of zipped pairs, each prompt checked
+    against the context as vLLM renders it: a listwise model reads one query's whole list as one prompt."""
     settings = call.settings
+    if len(queries) == 1 and settings.scorer_kind == "listwise":
+        check_context(listwise_prompt(queries[0], documents), settings.max_model_len)
+        return content.list_relevance(queries[0], documents, settings.width, scorer="listwise")
     activation = call.body.get("use_activation") is not False
-    return content.relevance(
-        query, document, settings.width, scorer=settings.scorer_kind, activation=activation
-    )
+    pairs = list(zip(queries * len(documents) if len(queries) == 1 else queries, documents, strict=True))
+    for query, document in pairs:
+        prompt = (
+            listwise_prompt(query, [document])
+            if settings.scorer_kind == "listwise"
+            else query + " " + document
+        )
+        check_context(prompt, settings.max_model_len)
+    return [
+        content.relevance(query, document, settings.width, scorer=settings.scorer_kind, activation=activation)
+        for query, document in pairs
+    ]
 
 
 def score(call: Call) -> Reply:
@@ -267,17 +283,12 @@ def score(call: Call) -> Reply:
     right = _truncated(call, _side(call.body[keys[1]]), "max_tokens_per_doc")
     if not left or not right:
         raise bad_request("At least one text element must be given")
-    if len(left) == 1:
-        left = left * len(right)
-    if len(left) != len(right):
+    if len(left) not in (1, len(right)):
         raise bad_request("Input lengths must be either 1:1, 1:N or N:N")
-    for query, document in zip(left, right, strict=True):
-        check_context(query + " " + document, call.settings.max_model_len)
-    data = [
-        {"index": i, "object": "score", "score": _relevance(call, q, d)}
-        for i, (q, d) in enumerate(zip(left, right, strict=True))
-    ]
-    tokens = sum(content.count_tokens(q) + content.count_tokens(d) for q, d in zip(left, right, strict=True))
+    scores = _scores(call, left, right)
+    data = [{"index": i, "object": "score", "score": value} for i, value in enumerate(scores)]
+    zipped = zip(left * len(right) if len(left) == 1 else left, right, strict=True)
+    tokens = sum(content.count_tokens(q) + content.count_tokens(d) for q, d in zipped)
     return json_reply({"id": call.response_id("score"), "object": "list", "created": call.created(),
                        "model": call.settings.model, "data": data, "usage": usage(tokens)})  # fmt: skip
 
@@ -293,13 +304,10 @@ def rerank(call: Call) -> Reply:
     query = _truncated(call, _side(call.body["query"]), "max_tokens_per_query")[0]
     documents = _truncated(call, _side(raw), "max_tokens_per_doc")
     results: list[dict[str, Any]] = []
-    for index, (original, text) in enumerate(zip(raw, documents, strict=True)):
-        check_context(query + " " + text, call.settings.max_model_len)
+    for index, (original, score) in enumerate(zip(raw, _scores(call, [query], documents), strict=True)):
         multi = original.get("content") if isinstance(original, dict) else None
         document = {"text": original if isinstance(original, str) else None, "multi_modal": multi}
-        results.append(
-            {"index": index, "document": document, "relevance_score": _relevance(call, query, text)}
-        )
+        results.append({"index": index, "document": document, "relevance_score": score})
     results.sort(key=lambda hit: -hit["relevance_score"])
     tokens = sum(content.count_tokens(query) + content.count_tokens(text) for text in documents)
     return json_reply({"id": call.response_id("score"), "model": call.settings.model,
@@ -337,6 +345,8 @@ def pooling(call: Call) -> Reply:
         )
     if call.body.get("dimensions") is not None:
         raise bad_request("dimensions is currently not supported", "dimensions")
+    if call.settings.scorer_kind == "listwise":
+        return _listwise_pooling(call)
     texts = fit_context(call, input_texts(call))
     if active == "embed":
         rows: list[Any] = list(vectors(call, texts, None))
@@ -348,3 +358,18 @@ def pooling(call: Call) -> Reply:
     tokens = sum(content.count_tokens(text) for text in texts)
     return json_reply({"id": call.response_id("pooling"), "object": "list", "created": call.created(),
                        "model": call.settings.model, "data": data, "usage": usage(tokens)})  # fmt: skip
+
+
+def _listwise_pooling(call: Call) -> Reply:
+    """A listwise model's ``/pooling``: the inputs are documents then the query, read as one list; one item
+    with a row per input (vLLM 0.32 refuses fewer than two inputs)."""
+    texts = input_texts(call)
+    if len(texts) < 2:
+        raise bad_request("The JinaForRanking model requires at least 2 inputs.")
+    prompt = listwise_prompt(texts[-1], texts[:-1])
+    check_context(prompt, call.settings.max_model_len)
+    matrix = np.stack([content.text_vector(text, call.settings.width) for text in texts])
+    data = [{"index": 0, "object": "pooling", "data": matrix.tolist()}]
+    return json_reply({"id": call.response_id("pooling"), "object": "list", "created": call.created(),
+                       "model": call.settings.model, "data": data,
+                       "usage": usage(content.count_tokens(prompt))})  # fmt: skip

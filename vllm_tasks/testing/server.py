@@ -160,8 +160,8 @@ class FakeVLLM:
         width: the embedding width.
         max_model_len: the context length.
         matryoshka: which ``dimensions`` are accepted (True: any, a list: those, False: none).
-        scorer: ``"bi-encoder"``, ``"cross-encoder"`` or ``"late-interaction"`` (default: cross-encoder if
-            ``classify`` is served).
+        scorer: ``"bi-encoder"``, ``"cross-encoder"``, ``"late-interaction"`` or ``"listwise"`` (default:
+            cross-encoder if ``classify`` is served).
         labels: the classifier's labels.
         input_types: accepted ``/v2/embed`` ``input_type`` values.
         transcript: the text of every transcription (or a function of the :class:`ReceivedRequest`).
@@ -490,7 +490,8 @@ class FakeVLLM:
         Returns:
             The cosine of the two texts' vectors (bi-encoder), ``sigmoid(8 * cosine - 2)``
             (cross-encoder), or MaxSim over their per-token vectors (late-interaction), as
-            ``settings.scorer_kind`` says.
+            ``settings.scorer_kind`` says; for a listwise model, the document's score alone in its list
+            (see :meth:`rank`).
 
         Examples:
             >>> fake.score("capital of France", "Paris is the capital of France.") > 0.5
@@ -498,6 +499,20 @@ class FakeVLLM:
         """
         settings = self.settings
         return content.relevance(query, document, settings.width, scorer=settings.scorer_kind)
+
+    def rank(self, query: str, documents: Sequence[str]) -> list[float]:
+        """The scores this server answers for ``documents`` sent with ``query`` in one request.
+
+        The same as :meth:`score` per document, except for a listwise model (``scorer="listwise"``), whose
+        scores depend on the whole list.
+
+        Examples:
+            >>> scores = fake.rank("capital of France", ["Paris is the capital.", "Bananas."])
+            >>> scores[0] > scores[1]
+            True
+        """
+        settings = self.settings
+        return content.list_relevance(query, documents, settings.width, scorer=settings.scorer_kind)
 
     def _answer(self, request: ReceivedRequest) -> _Outcome:
         """Record ``request`` and decide its answer (called by the HTTP handler's thread)."""

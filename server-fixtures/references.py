@@ -1,0 +1,87 @@
+"""Reference answers for the model-family zoo, computed from the same weights without vLLM.
+
+Run with the fixture venv's python (transformers, torch): the contract tests send the SDK's call through a
+real vLLM server and compare its answer with what this script computes from the model directory.
+
+    <cache>/venv/bin/python server-fixtures/references.py FAMILY MODEL_DIR < request.json > answer.json
+
+FAMILY is a function below (``jina-listwise`` -> ``jina_listwise``); the request and answer are JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+#: jina-reranker-v3's prompt (its modeling.py ``format_docs_prompts_func``): the documents, each followed by
+#: the document embedding token, then the query followed by the query embedding token, in one chat turn.
+JINA_SYSTEM = (
+    "You are a search relevance expert who can determine a ranking of the passages based on how relevant "
+    "they are to the query. If the query is a question, how relevant a passage is depends on how well it "
+    "answers the question. If not, try to analyze the intent of the query and assess how well each passage "
+    "satisfies the intent. If an instruction is provided, you should follow the instruction when determining "
+    "the ranking."
+)
+JINA_DOC_TOKEN = "<|embed_token|>"
+JINA_QUERY_TOKEN = "<|rerank_token|>"
+
+
+def jina_prompt(query: str, docs: list[str], instruction: str | None = None) -> str:
+    """The one prompt jina-reranker-v3 reads for a query and its whole list of documents."""
+    clean = [d.replace(JINA_DOC_TOKEN, "").replace(JINA_QUERY_TOKEN, "") for d in docs]
+    query = query.replace(JINA_DOC_TOKEN, "").replace(JINA_QUERY_TOKEN, "")
+    body = (
+        f"I will provide you with {len(clean)} passages, each indicated by a numerical identifier. "
+        f"Rank the passages based on their relevance to query: {query}\n"
+    )
+    if instruction:
+        body += f"<instruct>\n{instruction}\n</instruct>\n"
+    body += "\n".join(f'<passage id="{i}">\n{d}{JINA_DOC_TOKEN}\n</passage>' for i, d in enumerate(clean))
+    body += f"\n<query>\n{query}{JINA_QUERY_TOKEN}\n</query>"
+    return (
+        f"<|im_start|>system\n{JINA_SYSTEM}<|im_end|>\n<|im_start|>user\n{body}<|im_end|>\n"
+        "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    )
+
+
+def jina_listwise(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"query", "documents", "instruction"?}`` -> ``{"scores": [...], "prompt_tokens": n}``: the cosine
+    of each document's projected embedding with the query's, all read in one forward pass."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoTokenizer, Qwen3Model
+
+    config = AutoConfig.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    weights = {k: v.float() for k, v in load_file(str(model_dir / "model.safetensors")).items()}
+    model = Qwen3Model(config).eval()
+    model.load_state_dict({k.removeprefix("model."): v for k, v in weights.items() if k.startswith("model.")})
+    projector = torch.nn.Sequential(
+        torch.nn.Linear(config.hidden_size, config.hidden_size // 2, bias=False),
+        torch.nn.ReLU(),
+        torch.nn.Linear(config.hidden_size // 2, weights["projector.2.weight"].shape[0], bias=False),
+    )
+    projector[0].weight.data = weights["projector.0.weight"]
+    projector[2].weight.data = weights["projector.2.weight"]
+    prompt = jina_prompt(request["query"], request["documents"], request.get("instruction"))
+    ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        hidden = model(input_ids=ids).last_hidden_state[0]
+        tokens = ids[0]
+        doc_rows = projector(hidden[tokens == tokenizer.convert_tokens_to_ids(JINA_DOC_TOKEN)])
+        query_row = projector(hidden[tokens == tokenizer.convert_tokens_to_ids(JINA_QUERY_TOKEN)])[-1]
+        scores = torch.nn.functional.cosine_similarity(query_row[None, :], doc_rows)
+    return {"scores": scores.tolist(), "prompt_tokens": int(ids.shape[1])}
+
+
+def main(argv: list[str]) -> int:
+    family, model_dir = argv[1], Path(argv[2])
+    answer = globals()[family.replace("-", "_")](model_dir, json.load(sys.stdin))
+    json.dump(answer, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
