@@ -66,8 +66,9 @@ class ScoringMethods(ClientBase):
         """Rank documents by relevance to a query (``POST /rerank``), highest score first.
 
         Long lists are split into requests of at most ``batch_size`` documents, sent ``concurrency`` at a
-        time, and merged into one global ranking. The merge is exact: every scorer vLLM serves
-        (cross-encoder, bi-encoder, late interaction) scores each (query, document) pair independently.
+        time, and merged into one global ranking. The merge is exact: a cross-encoder, a bi-encoder and a
+        late-interaction model score each (query, document) pair independently. A listwise reranker
+        (jina-reranker-v3) reads the whole list at once: its list is sent in one request, never split.
 
         Args:
             query: a string, or a multimodal input (see ``documents``).
@@ -84,7 +85,7 @@ class ScoringMethods(ClientBase):
             instruction: for instruction-following rerankers (vLLM >= 0.20.0).
             use_activation: cross-encoders only: False returns raw logits instead of sigmoid scores.
             truncate_prompt_tokens: keep only the last N tokens of each pair's prompt (-1: model maximum).
-            batch_size: documents per request.
+            batch_size: documents per request (not for a listwise model: its list goes whole).
             concurrency: requests in flight at once.
             show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
             model: the served model (default: the client's, else the server's first).
@@ -94,13 +95,15 @@ class ScoringMethods(ClientBase):
 
         Returns:
             RerankResult: ``.results`` (``index`` in your list, ``score``, your ``document``), sorted;
-            ``.scorer`` says whether the scores are cross-encoder probabilities, bi-encoder cosines or
-            unbounded late-interaction MaxSim sums.
+            ``.scorer`` says whether the scores are cross-encoder probabilities, bi-encoder cosines,
+            unbounded late-interaction MaxSim sums or listwise cosines.
 
         Raises:
             InvalidInputError: bad arguments (before any request).
             UnsupportedByServer: a field the server's vLLM version lacks.
             EndpointNotServed: the model does not serve ``/rerank``.
+            ContextLengthExceeded: a document (a listwise model: the whole list) over the model's context;
+                the message names it (a listwise list: how many of the first documents fit).
 
         Examples:
             >>> result = client.rerank("capital of France?", ["Paris is...", "Bananas..."], top_n=1)
@@ -221,7 +224,7 @@ class ScoringMethods(ClientBase):
             model: the served model (default: the client's, else the server's first).
 
         Returns:
-            ScorerKind: cross-encoder, bi-encoder, late-interaction or unknown.
+            ScorerKind: cross-encoder, bi-encoder, late-interaction, listwise or unknown.
 
         Examples:
             >>> client.scorer_kind()
