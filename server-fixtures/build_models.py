@@ -81,6 +81,14 @@ def build_jina_reranker_tiny(out: Path) -> None:
     build(out)
 
 
+def build_qwen3_embedding_tiny(out: Path) -> None:
+    """Qwen3-Embedding's layout (last-token pooling, query/document prompts), tiny, seeded; see build_zoo."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_zoo import build_qwen3_embedding_tiny as build
+
+    build(out)
+
+
 def main(argv: list[str]) -> int:
     out_dir = Path(argv[1])
     out_dir.mkdir(parents=True, exist_ok=True)

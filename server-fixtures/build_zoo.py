@@ -36,9 +36,11 @@ def _minilm_vocab() -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
 
 
-def write_qwen3_tokenizer(out: Path) -> None:
-    """A WordPiece tokenizer with Qwen3's vocabulary size and special-token ids, saved as a fast tokenizer."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
+def write_qwen3_tokenizer(out: Path, *, append_eos: bool = False) -> None:
+    """A WordPiece tokenizer with Qwen3's vocabulary size and special-token ids, saved as a fast tokenizer;
+    ``append_eos`` ends every encoding with ``<|endoftext|>``, as Qwen3-Embedding's tokenizer does (its
+    last-token pooling reads that token)."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
     words = _minilm_vocab()
@@ -51,6 +53,11 @@ def write_qwen3_tokenizer(out: Path) -> None:
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in QWEN3_SPECIAL_IDS])
+    if append_eos:
+        eos = ("<|endoftext|>", QWEN3_SPECIAL_IDS["<|endoftext|>"])
+        tok.post_processor = processors.TemplateProcessing(
+            single="$A <|endoftext|>", pair="$A $B <|endoftext|>", special_tokens=[eos]
+        )
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         unk_token="[UNK]",
@@ -111,3 +118,44 @@ def build_jina_reranker_tiny(out: Path) -> None:
     (out / "FIXTURE.json").write_text(
         json.dumps({"note": "test fixture: JinaForRanking, random weights (seed 23); scores are meaningless"})
     )
+
+
+#: Qwen3-Embedding's sentence-transformers prompts (its config_sentence_transformers.json).
+QWEN3_EMBEDDING_PROMPTS = {
+    "query": "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:",
+    "document": "",
+}
+
+
+def build_qwen3_embedding_tiny(out: Path) -> None:
+    """Qwen3-Embedding's layout: a ``Qwen3ForCausalLM`` checkpoint (2 layers of width 32, seed 31) with the
+    sentence-transformers files that make it an embedder: last-token pooling, L2 normalisation, and the
+    ``query``/``document`` prompts; the tokenizer appends ``<|endoftext|>``."""
+    import torch
+    from transformers import Qwen3ForCausalLM
+
+    torch.manual_seed(31)
+    model = Qwen3ForCausalLM(_qwen3_config("Qwen3ForCausalLM")).eval()
+    model.to(torch.float16).save_pretrained(str(out), safe_serialization=True)  # served as float32
+    write_qwen3_tokenizer(out, append_eos=True)
+    width = model.config.hidden_size
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+    ]
+    pooling = {"word_embedding_dimension": width, "pooling_mode_lasttoken": True, "include_prompt": True}
+    for name in ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens", "weightedmean_tokens"):
+        pooling[f"pooling_mode_{name}"] = False
+    sentence_transformers = {"prompts": QWEN3_EMBEDDING_PROMPTS, "similarity_fn_name": "cosine"}
+    files = {
+        "modules.json": modules,
+        "1_Pooling/config.json": pooling,
+        "config_sentence_transformers.json": sentence_transformers,
+        "sentence_bert_config.json": {"max_seq_length": 8192, "do_lower_case": False},
+        "FIXTURE.json": {"note": "test fixture: Qwen3-Embedding layout, random weights (seed 31)"},
+    }
+    (out / "1_Pooling").mkdir()
+    (out / "2_Normalize").mkdir()
+    for name, content in files.items():
+        (out / name).write_text(json.dumps(content, indent=1))

@@ -254,6 +254,21 @@ FIXTURES: dict[str, Fixture] = {
             "and /score (one prompt per list), /pooling per-token rows for a whole list",
         ),
         Fixture(
+            name="qwen3-embedding",
+            model_dir="qwen3-embedding-tiny",
+            served_model_name="qwen3-embedding-tiny",
+            args=(
+                *ZOO_ARGS,
+                "--max-model-len",
+                "2048",
+                "--hf-overrides",
+                json.dumps({"is_matryoshka": True}),
+            ),
+            description="Qwen3-Embedding's layout (Qwen3ForCausalLM, last-token pooling from its "
+            "sentence-transformers files, query/document prompts, Matryoshka), tiny, seeded: "
+            "/v1/embeddings, /v2/embed input_type",
+        ),
+        Fixture(
             name="ocr",
             model_dir="deepseek-ocr-tiny",
             served_model_name="deepseek-ocr-tiny",

@@ -362,6 +362,20 @@ def _listwise_exchanges(model: str) -> list[dict]:
     ]
 
 
+def _qwen3_embedding_exchanges(model: str) -> list[dict]:
+    """Qwen3-Embedding's layout: its sentence-transformers prompts serve /v2/embed's input_type."""
+    v2 = {"model": model, "texts": TEXTS, "embedding_types": ["base64"]}
+    return [
+        _ex("version", "GET", "/version"),
+        _ex("models", "GET", "/v1/models"),
+        _ex("openapi", "GET", "/openapi.json"),
+        _ex("embeddings_float", "POST", "/v1/embeddings", {"model": model, "input": TEXTS}),
+        _ex("v2_embed_query", "POST", "/v2/embed", {**v2, "input_type": "query"}),
+        _ex("v2_embed_query_16", "POST", "/v2/embed", {**v2, "input_type": "query", "output_dimension": 16}),
+        _ex("error_v2_embed_unknown_input_type", "POST", "/v2/embed", {**v2, "input_type": "passage"}),
+    ]
+
+
 def _api_key_exchanges(model: str) -> list[dict]:
     good = {"Authorization": f"Bearer {TEST_API_KEY}"}
     bad = {"Authorization": "Bearer wrong-key"}
@@ -488,6 +502,7 @@ EXCHANGES = {
     "api-key": _api_key_exchanges,
     "late-interaction": _late_interaction_exchanges,
     "listwise": _listwise_exchanges,
+    "qwen3-embedding": _qwen3_embedding_exchanges,
 }
 
 

@@ -5,7 +5,8 @@ real vLLM server and compare its answer with what this script computes from the 
 
     <cache>/venv/bin/python server-fixtures/references.py FAMILY MODEL_DIR < request.json > answer.json
 
-FAMILY is a function below (``jina-listwise`` -> ``jina_listwise``); the request and answer are JSON.
+FAMILY is a function below (``jina-listwise`` -> ``jina_listwise``); the request and answer are JSON (a list
+of requests gets the list of their answers: one process, the model loaded once per request).
 """
 
 from __future__ import annotations
@@ -76,9 +77,38 @@ def jina_listwise(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     return {"scores": scores.tolist(), "prompt_tokens": int(ids.shape[1])}
 
 
+def qwen3_embedding(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"texts", "prompt_name"?, "prompt"?, "dimensions"?}`` -> ``{"vectors": [[...], ...]}``: what
+    sentence-transformers encodes from the same directory (its last-token pooling, normalisation and
+    prompts), in float32."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(
+        str(model_dir),
+        device="cpu",
+        model_kwargs={"dtype": torch.float32},
+        truncate_dim=request.get("dimensions"),
+    )
+    vectors = model.encode(
+        request["texts"],
+        prompt_name=request.get("prompt_name"),
+        prompt=request.get("prompt"),
+        normalize_embeddings=True,
+        batch_size=1,  # one text per forward pass: no padding in the last-token pooling
+    )
+    return {"vectors": vectors.tolist()}
+
+
 def main(argv: list[str]) -> int:
     family, model_dir = argv[1], Path(argv[2])
-    answer = globals()[family.replace("-", "_")](model_dir, json.load(sys.stdin))
+    compute = globals()[family.replace("-", "_")]
+    request = json.load(sys.stdin)
+    answer = (
+        [compute(model_dir, one) for one in request]
+        if isinstance(request, list)
+        else compute(model_dir, request)
+    )
     json.dump(answer, sys.stdout)
     return 0
 

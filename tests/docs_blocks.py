@@ -57,6 +57,7 @@ SERVER_GROUPS: tuple[tuple[str, ...], ...] = (
     ("ocr",),
     ("rerank",),
     ("late-interaction",),
+    ("qwen3-embedding",),
     ("stt",),
 )
 #: Seconds one block (with its chain) may run; the OCR fixture's pages take the longest.

@@ -54,6 +54,14 @@ FAKE_SETTINGS: dict[str, dict[str, Any]] = {
         "max_model_len": 8192,
         "version": VLLM_VERSION,
     },
+    "qwen3-embedding": {
+        "tasks": EMBEDDING_TASKS,
+        "width": 32,
+        "max_model_len": 2048,
+        "matryoshka": True,
+        "input_types": ("document", "query"),
+        "version": VLLM_VERSION,
+    },
     "ocr": {"tasks": OCR_TASKS, "max_model_len": 4096, "version": VLLM_VERSION},
     "ocr-no-processor": {
         "tasks": OCR_TASKS,

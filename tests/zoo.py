@@ -14,8 +14,9 @@ from fixture_table import FIXTURES
 REFERENCES = Path(__file__).resolve().parents[1] / "server-fixtures" / "references.py"
 
 
-def reference(family: str, fixture: str, request: dict[str, Any]) -> dict[str, Any]:
-    """What ``references.py FAMILY`` computes for ``request`` from the model directory ``fixture`` serves."""
+def reference(family: str, fixture: str, request: Any) -> Any:
+    """What ``references.py FAMILY`` computes for ``request`` (or a list of requests: the list of answers,
+    in one process) from the model directory ``fixture`` serves."""
     model = models_dir() / FIXTURES[fixture].model_dir
     done = subprocess.run(
         [str(venv_python()), str(REFERENCES), family, str(model)],
@@ -27,5 +28,4 @@ def reference(family: str, fixture: str, request: dict[str, Any]) -> dict[str, A
     )
     if done.returncode != 0:
         raise AssertionError(f"references.py {family} failed:\n{done.stderr[-3000:]}")
-    answer: dict[str, Any] = json.loads(done.stdout)
-    return answer
+    return json.loads(done.stdout)

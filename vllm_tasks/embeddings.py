@@ -28,7 +28,13 @@ from .decoding import (
     decode_error,
     float_rows,
 )
-from .errors import APIStatusError, ContextLengthExceeded, InvalidInputError, UnexpectedResponse
+from .errors import (
+    APIStatusError,
+    BadRequestError,
+    ContextLengthExceeded,
+    InvalidInputError,
+    UnexpectedResponse,
+)
 from .responses import (
     check_status,
     in_index_order,
@@ -284,9 +290,12 @@ class EmbedParams(TaskParams):
     use_activation: bool | None = None
     normalize: bool | None = None
     add_special_tokens: bool | None = None
+    prompt: str | None = None
+    prompt_name: str | None = None
 
     def __post_init__(self) -> None:
         int_at_least("dimensions", self.dimensions, 1, "Or leave it unset.")
+        self._check_prompts()
         _one_of("encoding_format", self.encoding_format, ENCODING_FORMATS)
         _one_of("endianness", self.endianness, ENDIANNESSES, optional=True)
         _one_of("truncation_side", self.truncation_side, TRUNCATION_SIDES, optional=True)
@@ -307,6 +316,100 @@ class EmbedParams(TaskParams):
                 "cannot be combined with use_activation",
                 "Pass only use_activation.",
             )
+
+    def _check_prompts(self) -> None:
+        for name in ("prompt", "prompt_name"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise InvalidInputError(name, value, "is not a string", "Pass the prompt's text or its name.")
+        if self.prompt is not None and self.prompt_name is not None:
+            raise InvalidInputError(
+                "prompt_name", self.prompt_name, "cannot be combined with prompt", "Pass one of the two."
+            )
+        if self.prompt_name is None:
+            return
+        if not self.prompt_name:
+            raise InvalidInputError(
+                "prompt_name", "", "is empty", "Name one of the model's prompts, e.g. 'query'."
+            )
+        for name in PROMPT_NAME_EXCLUDES:
+            if getattr(self, name) not in (None, "auto", True):
+                raise InvalidInputError(
+                    name,
+                    getattr(self, name),
+                    "cannot be combined with prompt_name (the server applies the model's prompt on "
+                    "/v2/embed, which has no such option)",
+                    "Drop it, or pass the prompt's text as prompt=... instead of prompt_name.",
+                )
+
+
+#: ``embed`` options that ``/v2/embed`` (where ``prompt_name`` is applied) has no counterpart for.
+PROMPT_NAME_EXCLUDES = (
+    "encoding_format",
+    "embed_dtype",
+    "endianness",
+    "truncate_prompt_tokens",
+    "truncation_side",
+    "use_activation",
+    "normalize",
+    "add_special_tokens",
+)
+
+
+def with_prompt(prompts: list[Any], prompt: str | None) -> list[Any]:
+    """``prompts`` with ``prompt`` put before every text, as sentence-transformers' ``encode(prompt=...)``.
+
+    Raises:
+        InvalidInputError: a prompt for token ids or conversations (only texts take one).
+
+    Examples:
+        >>> with_prompt(["cats"], "query: ")
+        ['query: cats']
+    """
+    if not prompt:
+        return prompts
+    return [prompt + text for text in texts_only(prompts, "prompt")]
+
+
+def texts_only(prompts: list[Any], option: str) -> list[str]:
+    """``prompts``, checked to be texts: ``option`` (a prompt) applies to texts only.
+
+    Raises:
+        InvalidInputError: a token-id list or a conversation, naming its position.
+    """
+    for index, item in enumerate(prompts):
+        if not isinstance(item, str):
+            raise InvalidInputError(
+                f"input[{index}]",
+                item,
+                f"cannot take {option}: only texts do",
+                f"Pass texts, or drop {option}.",
+            )
+    return list(prompts)
+
+
+def named_prompt_result(result: EmbedV2Result, model: str | None) -> EmbeddingResult:
+    """The :class:`EmbeddingResult` of an ``embed(prompt_name=...)`` call from its ``/v2/embed`` answer."""
+    tokens = result.billed_units.get("input_tokens", 0)
+    vectors = result.base64 if result.base64 is not None else np.zeros((0, 0), np.float32)
+    return EmbeddingResult(
+        vectors=vectors,
+        model=model or "",
+        usage=Usage(prompt_tokens=tokens, total_tokens=tokens),
+        encoding_format="base64",
+    )
+
+
+def explain_unknown_prompt(error: BadRequestError, prompt_name: str) -> None:
+    """Say on ``/v2/embed``'s 400 for an unknown ``input_type`` that it is ``prompt_name`` the model lacks."""
+    if error.kind != "input_type_not_supported":
+        return
+    error.message = (
+        f"prompt_name={prompt_name!r} is not one of the model's prompts (vLLM loads them from "
+        f"config_sentence_transformers.json `prompts` or the config's `task_instructions`): "
+        f"{error.message.rstrip('.')}. Pass the prompt's text as prompt=... if the model has none."
+    )
+    error.args = (error.message,)
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ import httpx
 
 from .. import defaults, embeddings
 from ..batching import smaller_batches
-from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike
+from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike, resolve_model
 from ..decoding import EmbedDType, Endianness
-from ..errors import ContextLengthExceeded, InternalServerError, RequestTooLargeError
+from ..errors import BadRequestError, ContextLengthExceeded, InternalServerError, RequestTooLargeError
 from ..offload import sync_offload
 from ..responses import json_object
 from ..transport import logger
@@ -40,6 +40,8 @@ class EmbeddingMethods(ClientBase):
         use_activation: bool | None = None,
         normalize: bool | None = None,
         add_special_tokens: bool | None = None,
+        prompt: str | None = None,
+        prompt_name: str | None = None,
         batch_size: int = defaults.EMBED_BATCH_SIZE,
         concurrency: int = defaults.CONCURRENCY,
         show_progress: bool = False,
@@ -71,12 +73,18 @@ class EmbeddingMethods(ClientBase):
             use_activation: for embeddings, whether to L2-normalise (server default True).
             normalize: same wish in sentence-transformers' words; sent as the field this server reads.
             add_special_tokens: override the tokenizer default.
+            prompt: text put before every input, as sentence-transformers' ``encode(prompt=...)`` (e.g.
+                Qwen3-Embedding's ``"Instruct: ...\\nQuery:"`` for queries); texts only.
+            prompt_name: one of the model's own prompts (``"query"``, ``"document"``: its
+                ``config_sentence_transformers.json`` prompts, which vLLM loads), as sentence-transformers'
+                ``encode(prompt_name=...)``. The server applies it: the call goes to ``/v2/embed`` with
+                ``input_type`` (vLLM >= 0.18.0), decoded into the same result; texts only, and not with the
+                options that route lacks (``encoding_format``, ``embed_dtype``, truncation, ...).
             batch_size: inputs per request. A 502 for ``bytes`` batches over 24 inputs (a proxy refusing
                 the answer's per-input ``metadata`` header, e.g. nginx's 4 KiB ``proxy_buffer_size``)
                 makes this client send at most 24 per ``bytes`` request from then on, with a warning.
             concurrency: requests in flight.
             show_progress: draw a tqdm bar.
-            model: served model name (default: the client's, else the server's first).
             model: served model name (default: the client's, else the server's first).
             extra_body: extra JSON fields merged into each request.
             extra_headers: extra headers for each request.
@@ -90,7 +98,8 @@ class EmbeddingMethods(ClientBase):
             UnsupportedByServer: a feature the server's vLLM version lacks, before any request.
             ContextLengthExceeded: an input is over ``max_model_len`` (``input_index`` names it).
             BadRequestError: (``kind="matryoshka_not_supported"``) ``dimensions`` on a model or value the
-                server refuses.
+                server refuses; (``kind="input_type_not_supported"``) a ``prompt_name`` the model lacks (the
+                message lists the ones it has).
             UnexpectedResponse: (``kind="dimensions_not_applied"``) an older server ignored ``dimensions``.
             EndpointNotServed: the server's model does not serve embeddings.
 
@@ -111,6 +120,8 @@ class EmbeddingMethods(ClientBase):
             use_activation=use_activation,
             normalize=normalize,
             add_special_tokens=add_special_tokens,
+            prompt=prompt,
+            prompt_name=prompt_name,
         )
         batching = Batching(batch_size, concurrency, show_progress)
         prompts = embeddings.embed_inputs(input, messages)
@@ -125,6 +136,10 @@ class EmbeddingMethods(ClientBase):
         *,
         conversations: bool,
     ) -> EmbeddingResult:
+        if params.prompt_name is not None:
+            texts = embeddings.texts_only(prompts, "prompt_name")
+            return self._embed_with_named_prompt(texts, params, call, batching)
+        prompts = embeddings.with_prompt(prompts, params.prompt)
         state = self._current_state()
         info = state.info
         assert info is not None  # _current_state read it
@@ -265,11 +280,27 @@ class EmbeddingMethods(ClientBase):
             priority=priority,
         )
         field_name, items = embeddings.v2_inputs(texts, images, inputs)
+        return self._counted(self._embed_v2(field_name, items, params, call, batching))
+
+    def _embed_v2(
+        self,
+        field_name: str,
+        items: list[Any],
+        params: embeddings.EmbedV2Params,
+        call: CallOptions,
+        batching: Batching,
+    ) -> EmbedV2Result:
         info = self.server_info()
         body_fields = params.body_fields()
         types = body_fields["embedding_types"]
         requests, batches = embeddings.plan_embed_v2(
-            info, field_name, items, body_fields, call, client_model=self.model, batch_size=batch_size
+            info,
+            field_name,
+            items,
+            body_fields,
+            call,
+            client_model=self.model,
+            batch_size=batching.batch_size,
         )
         responses = self._send_batches(
             requests,
@@ -279,8 +310,24 @@ class EmbeddingMethods(ClientBase):
             description="embed_v2",
         )
         payloads = [json_object(response, "/v2/embed") for response in responses]
-        return self._counted(
-            embeddings.merge_v2_responses(payloads, types, [len(batch) for batch in batches])
+        return embeddings.merge_v2_responses(payloads, types, [len(batch) for batch in batches])
+
+    def _embed_with_named_prompt(
+        self, texts: list[str], params: embeddings.EmbedParams, call: CallOptions, batching: Batching
+    ) -> EmbeddingResult:
+        """``embed`` with the model's own prompt: ``/v2/embed`` with ``input_type`` (the server puts the
+        prompt before each text), its little-endian float32 base64 rows decoded as ``embed`` returns them."""
+        name = params.prompt_name or ""
+        v2 = embeddings.EmbedV2Params(
+            input_type=name, embedding_types=["base64"], output_dimension=params.dimensions
+        )
+        try:
+            result = self._embed_v2("texts", texts, v2, call, batching)
+        except BadRequestError as error:
+            embeddings.explain_unknown_prompt(error, name)
+            raise
+        return embeddings.named_prompt_result(
+            result, resolve_model(self.server_info(), call.model, self.model)
         )
 
 

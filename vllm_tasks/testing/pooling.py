@@ -200,7 +200,9 @@ def _input_type_prefix(call: Call) -> str:
             f"Unsupported input_type '{input_type}'. "
             "This model does not define any input_type task instructions."
         )
-    raise bad_request(f"Unsupported input_type '{input_type}'. Supported input types: {accepted}.")
+    # vLLM 0.32's words (tests/recorded/qwen3-embedding/error_v2_embed_unknown_input_type.json)
+    supported = ", ".join(sorted(accepted))
+    raise bad_request(f"Unsupported input_type '{input_type}'. Supported values: {supported}")
 
 
 def _v2_truncate(call: Call, texts: list[str]) -> list[str]:
