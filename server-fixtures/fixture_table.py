@@ -269,6 +269,20 @@ FIXTURES: dict[str, Fixture] = {
             "/v1/embeddings, /v2/embed input_type",
         ),
         Fixture(
+            name="qwen3-embedding-misconfigured",
+            model_dir="qwen3-embedding-tiny-bare",
+            served_model_name="qwen3-embedding-tiny",
+            args=(
+                *ZOO_ARGS,
+                "--max-model-len",
+                "64",
+                "--pooler-config",
+                json.dumps({"pooling_type": "MEAN", "use_activation": False}),
+            ),
+            description="the qwen3-embedding weights served wrong on purpose (verify's proof): MEAN pooling "
+            "instead of last-token, no normalisation, a 64-token context, no prompts file",
+        ),
+        Fixture(
             name="ocr",
             model_dir="deepseek-ocr-tiny",
             served_model_name="deepseek-ocr-tiny",

@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Literal, cast
 
 import numpy as np
@@ -28,6 +29,7 @@ from .errors import (
     InsufficientDiskSpace,
     InvalidInputError,
     JobError,
+    MissingDependency,
     UnsupportedByServer,
 )
 from .jobs.inputs import text_lines
@@ -39,6 +41,7 @@ EXIT_SERVER_ERROR = 1
 EXIT_UNREACHABLE = 2
 EXIT_JOB_REFUSED = 3
 EXIT_DISK_FULL = 4
+EXIT_DIFFERS = 5  # verify: the server's vectors differ from the reference's
 EXIT_USAGE = 64
 EXIT_INTERRUPTED = 130
 
@@ -70,6 +73,16 @@ def build_parser() -> argparse.ArgumentParser:
     rerank.add_argument("--model", default=None, help="served model name (default: the server's first)")
     rerank.add_argument("--max-tokens-per-doc", type=int, default=None, help="cut each document to N tokens")
     rerank.add_argument("--json", action="store_true", help="print the result as JSON")
+    verify = commands.add_parser(
+        "verify", help="does the server's embedding model agree with a local copy of it? (and why not)"
+    )
+    verify.add_argument("url", nargs="?", default=None, help="server root URL (default: env or localhost)")
+    verify.add_argument(
+        "--reference", required=True, help="the model's sentence-transformers directory (vllm-tasks[verify])"
+    )
+    verify.add_argument("--file", default=None, help="the sample: one text per line (default: built in)")
+    verify.add_argument("--model", default=None, help="served model name (default: the server's first)")
+    verify.add_argument("--json", action="store_true", help="print the report as JSON")
     add_ocr_parser(commands)
     add_transcribe_parser(commands)
     add_embed_parsers(commands)
@@ -573,8 +586,19 @@ def run_probe(args: argparse.Namespace, client: Client) -> int:
     return EXIT_OK
 
 
+def run_verify(args: argparse.Namespace, client: Client) -> int:
+    """The ``verify`` sub-command: the report (or JSON); exit 5 when the server differs."""
+    texts = None
+    if args.file is not None:
+        texts = [line for line in Path(args.file).read_text(encoding="utf-8").splitlines() if line.strip()]
+    report = client.verify(args.reference, texts=texts, model=args.model)
+    print(json.dumps(report.model_dump(mode="json"), indent=2) if args.json else str(report))
+    return EXIT_OK if report.agrees else EXIT_DIFFERS
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace, Client], int]] = {
     "probe": run_probe,
+    "verify": run_verify,
     "rerank": run_rerank,
     "ocr": run_ocr,
     "transcribe": run_transcribe,
@@ -616,7 +640,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except JobError as error:
         print(f"vllm-tasks: {error}", file=sys.stderr)
         return EXIT_JOB_REFUSED
-    except InvalidInputError as error:
+    except (InvalidInputError, MissingDependency) as error:
         print(f"vllm-tasks: {error}", file=sys.stderr)
         return EXIT_USAGE
     except APIConnectionError as error:

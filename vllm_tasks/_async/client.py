@@ -9,9 +9,11 @@ from .ocr import AsyncOCRMethods
 from .pooling import AsyncPoolingMethods
 from .scoring import AsyncScoringMethods
 from .tokenizing import AsyncTokenizerMethods
+from .verify import AsyncVerifyMethods
 
 
 class AsyncClient(
+    AsyncVerifyMethods,
     AsyncEmbeddingMethods,
     AsyncScoringMethods,
     AsyncPoolingMethods,

@@ -10,9 +10,11 @@ from .ocr import OCRMethods
 from .pooling import PoolingMethods
 from .scoring import ScoringMethods
 from .tokenizing import TokenizerMethods
+from .verify import VerifyMethods
 
 
 class Client(
+    VerifyMethods,
     EmbeddingMethods,
     ScoringMethods,
     PoolingMethods,
