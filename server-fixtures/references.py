@@ -100,6 +100,17 @@ def qwen3_embedding(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     return {"vectors": vectors.tolist()}
 
 
+def token_embeddings(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"texts"}`` -> ``{"matrices": [[[...], ...], ...]}``: each text's per-token hidden states (after the
+    final norm), what sentence-transformers' ``output_value="token_embeddings"`` gives, in float32."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(model_dir), device="cpu", model_kwargs={"dtype": torch.float32})
+    matrices = model.encode(request["texts"], output_value="token_embeddings", batch_size=1)
+    return {"matrices": [matrix.float().cpu().numpy().tolist() for matrix in matrices]}
+
+
 def main(argv: list[str]) -> int:
     family, model_dir = argv[1], Path(argv[2])
     compute = globals()[family.replace("-", "_")]

@@ -209,6 +209,42 @@ class PoolingResult(BaseModel):
     model: str
     usage: Usage = Usage()
 
+    def normalized(self) -> PoolingResult:
+        """This result with every vector L2-normalised: each token's row of a per-token matrix, or the
+        whole vector (zero vectors stay zero). For per-token output the server did not normalise
+        (``use_activation=False``, or a model served that way).
+
+        Examples:
+            >>> result = client.pool(["a cat"], use_activation=False).normalized()
+            >>> float(np.linalg.norm(result.data[0][0]))
+            1.0
+        """
+        return self.model_copy(update={"data": [_unit_rows(array) for array in self.data]})
+
+    def mean(self, *, normalize: bool = True) -> npt.NDArray[np.float32]:
+        """One vector per input: the mean of its per-token vectors (Jina v4's single-vector mode from its
+        multi-vector output), L2-normalised unless ``normalize=False``; vector outputs are stacked as they
+        are (normalised if asked).
+
+        Returns:
+            ``ndarray[n_inputs, d]``.
+
+        Examples:
+            >>> client.pool(["a cat", "a dog"]).mean().shape
+            (2, 2048)
+        """
+        rows = [array.mean(axis=0) if array.ndim == 2 else array for array in self.data]
+        stacked = np.stack(rows).astype(np.float32) if rows else np.zeros((0, 0), np.float32)
+        return _unit_rows(stacked) if normalize else stacked
+
+
+def _unit_rows(array: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """``array`` with each row (or the vector itself) divided by its L2 norm; zero rows stay zero."""
+    wide = array.astype(np.float64)  # float32 squares of tiny values underflow to a norm that is not theirs
+    norms = np.linalg.norm(wide, axis=-1, keepdims=True)
+    out: npt.NDArray[np.float32] = (wide / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+    return out
+
 
 # --------------------------------------------------------------------------------------------------
 # Notebook view
