@@ -269,22 +269,6 @@ FIXTURES: dict[str, Fixture] = {
             "/v1/embeddings, /v2/embed input_type",
         ),
         Fixture(
-            name="per-token",
-            model_dir="qwen3-embedding-tiny",
-            served_model_name="qwen3-per-token",
-            args=(
-                *ZOO_ARGS,
-                "--max-model-len",
-                "2048",
-                "--pooler-config",
-                # Jina v4 vllm-retrieval's recipe is pooling_type ALL; with a sentence-transformers pooling
-                # config beside the weights, vLLM 0.32 keeps the task `embed` unless `task` says otherwise.
-                json.dumps({"pooling_type": "ALL", "task": "token_embed"}),
-            ),
-            description="the qwen3-embedding weights served one vector per token, as Jina v4 "
-            "(vllm-retrieval) is: /pooling matrices; normalising and mean-pooling are the client's job",
-        ),
-        Fixture(
             name="qwen3-embedding-misconfigured",
             model_dir="qwen3-embedding-tiny-bare",
             served_model_name="qwen3-embedding-tiny",

@@ -1,6 +1,7 @@
-"""One vector per token, as Jina v4 (vllm-retrieval) is served (`--pooler-config '{"pooling_type": "ALL"}'`),
-on real vLLM against sentence-transformers' token embeddings of the same weights (the `per-token` fixture:
-the qwen3-embedding checkpoint with pooling_type ALL and task token_embed)."""
+"""One vector per token (vLLM's token_embed task with ALL pooling, as Jina v4 vllm-retrieval and ColBERT-style
+models are served) on real vLLM against sentence-transformers' token embeddings of the same weights: the
+`late-interaction` fixture (MiniLM with `--pooler-config '{"task": "token_embed"}'`), so no server is started
+for it alone."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ TEXTS = ["where do cats live", "Paris is the capital of France.", "bread"]
 
 @pytest.fixture(scope="module")
 def tokens() -> list[np.ndarray]:
-    matrices = reference("token-embeddings", "per-token", {"texts": TEXTS})["matrices"]
+    matrices = reference("token-embeddings", "late-interaction", {"texts": TEXTS})["matrices"]
     return [np.array(matrix) for matrix in matrices]
 
 
@@ -28,8 +29,8 @@ def unit(matrix: np.ndarray) -> np.ndarray:
     return matrix / np.linalg.norm(matrix, axis=-1, keepdims=True)
 
 
-def test_per_token_vectors_equal_the_reference(vllm_per_token: Any, tokens: list[np.ndarray]) -> None:
-    with vt.Client(vllm_per_token.base_url) as client:
+def test_per_token_vectors_equal_the_reference(vllm_late_interaction: Any, tokens: list[np.ndarray]) -> None:
+    with vt.Client(vllm_late_interaction.base_url) as client:
         served = client.pool(TEXTS)
         raw = client.pool(TEXTS, use_activation=False)
         assert client.scorer_kind() is ScorerKind.LATE_INTERACTION
