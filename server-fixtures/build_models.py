@@ -97,6 +97,14 @@ def build_qwen3_embedding_tiny_bare(out: Path) -> None:
     build(out)
 
 
+def build_clip_tiny(out: Path) -> None:
+    """CLIP (text and image towers), tiny and seeded, with its processor; see build_zoo.py."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_zoo import build_clip_tiny as build
+
+    build(out)
+
+
 def main(argv: list[str]) -> int:
     out_dir = Path(argv[1])
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 #: Qwen3's vocabulary size and the ids of the tokens vLLM's code looks for.
 QWEN3_VOCAB_SIZE = 151680
@@ -166,3 +167,55 @@ def build_qwen3_embedding_tiny(out: Path) -> None:
     (out / "2_Normalize").mkdir()
     for name, content in files.items():
         (out / name).write_text(json.dumps(content, indent=1))
+
+
+def _clip_tokenizer() -> object:
+    """A CLIP byte-level BPE tokenizer over MiniLM's plain English words: every byte, then merges that
+    spell each word (CLIP marks a word's end with ``</w>``)."""
+    from transformers import CLIPTokenizer
+
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
+    others = [b for b in range(256) if b not in printable]
+    chars = [chr(b) for b in printable] + [chr(256 + i) for i in range(len(others))]
+    vocab = {token: i for i, token in enumerate(chars + [c + "</w>" for c in chars])}
+    merges: list[tuple[str, str]] = []
+    for word in [w for w in _minilm_vocab() if w.isascii() and w.isalpha()][:3000]:
+        pieces = [*word[:-1], word[-1] + "</w>"]
+        current = pieces[0]
+        for piece in pieces[1:]:
+            if current + piece not in vocab:
+                merges.append((current, piece))
+                vocab[current + piece] = len(vocab)
+            current += piece
+    for special in ("<|startoftext|>", "<|endoftext|>"):
+        vocab[special] = len(vocab)
+    return CLIPTokenizer(vocab=vocab, merges=merges)
+
+
+def build_clip_tiny(out: Path) -> None:
+    """``CLIPModel`` (text and vision towers of width 32, 2 layers each, 32x32 images in 8x8 patches,
+    projection 32, seed 41) with its processor; vLLM serves it as ``CLIPEmbeddingModel``. The projection is
+    as wide as the towers: vLLM 0.32 sizes its input-embedding buffer by it."""
+    import torch
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor
+
+    tokenizer: Any = _clip_tokenizer()
+    eos, bos = tokenizer.convert_tokens_to_ids(["<|endoftext|>", "<|startoftext|>"])
+    tower = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 1}
+    config = CLIPConfig(
+        text_config={**tower, "vocab_size": len(tokenizer), "max_position_embeddings": 77,
+                     "projection_dim": 32, "eos_token_id": eos, "bos_token_id": bos, "pad_token_id": eos},
+        vision_config={**tower, "image_size": 32, "patch_size": 8, "projection_dim": 32},
+        projection_dim=32,
+    )  # fmt: skip
+    torch.manual_seed(41)
+    CLIPModel(config).eval().save_pretrained(str(out))
+    images = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    CLIPProcessor(image_processor=images, tokenizer=tokenizer).save_pretrained(str(out))
+    (out / "FIXTURE.json").write_text(
+        json.dumps({"note": "test fixture: CLIPModel, random weights (seed 41)"})
+    )

@@ -269,6 +269,14 @@ FIXTURES: dict[str, Fixture] = {
             "/v1/embeddings, /v2/embed input_type",
         ),
         Fixture(
+            name="clip",
+            model_dir="clip-tiny",
+            served_model_name="clip-tiny",
+            args=(*ZOO_ARGS, "--max-model-len", "77"),
+            description="CLIPModel (tiny, seeded) as CLIPEmbeddingModel: /v1/embeddings for texts and, "
+            "through chat-style messages, images; /score and /rerank with image documents (cosine)",
+        ),
+        Fixture(
             name="qwen3-embedding-misconfigured",
             model_dir="qwen3-embedding-tiny-bare",
             served_model_name="qwen3-embedding-tiny",

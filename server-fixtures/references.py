@@ -111,6 +111,36 @@ def token_embeddings(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]
     return {"matrices": [matrix.float().cpu().numpy().tolist() for matrix in matrices]}
 
 
+def clip(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"texts", "images"}`` (image paths) -> ``{"texts": [...], "images": [...]}``: CLIP's normalised
+    text and image features from the same weights with transformers (one input per forward pass)."""
+    import torch
+    from PIL import Image
+    from transformers import CLIPModel, CLIPProcessor
+
+    model = CLIPModel.from_pretrained(str(model_dir), dtype=torch.float32).eval()
+    processor = CLIPProcessor.from_pretrained(str(model_dir))
+
+    def unit(features: Any) -> list[float]:
+        tensor = features if isinstance(features, torch.Tensor) else features.pooler_output
+        return torch.nn.functional.normalize(tensor, dim=-1)[0].tolist()
+
+    with torch.no_grad():
+        texts = [
+            unit(model.get_text_features(**processor(text=[t], return_tensors="pt")))
+            for t in request["texts"]
+        ]
+        images = [
+            unit(
+                model.get_image_features(
+                    **processor(images=[Image.open(p).convert("RGB")], return_tensors="pt")
+                )
+            )
+            for p in request["images"]
+        ]
+    return {"texts": texts, "images": images}
+
+
 def main(argv: list[str]) -> int:
     family, model_dir = argv[1], Path(argv[2])
     compute = globals()[family.replace("-", "_")]

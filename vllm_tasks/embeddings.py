@@ -428,19 +428,51 @@ class EmbedPlan:
 def embed_inputs(
     input: EmbedInput | None,
     messages: Sequence[Mapping[str, Any]] | Sequence[Sequence[Mapping[str, Any]]] | None,
+    images: Any = None,
 ) -> list[Any]:
-    """The prompts of an ``embed`` call: texts, token-id lists, or checked conversations.
+    """The prompts of an ``embed`` call: texts, token-id lists, or checked conversations (``images``
+    become one single-image conversation each).
 
     Raises:
-        InvalidInputError: both or neither of ``input`` and ``messages``, or a bad element.
+        InvalidInputError: not exactly one of ``input``, ``messages`` and ``images``, or a bad element.
     """
-    if (input is None) == (messages is None):
+    given = [value for value in (input, messages, images) if value is not None]
+    if len(given) != 1:
         raise InvalidInputError(
-            "input", input, "exactly one of input= and messages= is needed", "Pass texts as input=..."
+            "input",
+            input,
+            "exactly one of input=, messages= and images= is needed",
+            "Pass texts as input=..., images as images=[...].",
         )
+    if images is not None:
+        return normalize_messages(image_conversations(images))
     if messages is not None:
         return normalize_messages(messages)
     return normalize_embed_input(input)
+
+
+def image_conversations(images: Any) -> list[list[dict[str, Any]]]:
+    """One chat-style conversation per image (how vLLM embeds an image: CLIP, SigLIP, multimodal embedders).
+
+    Args:
+        images: an image (``pathlib.Path``, bytes, PIL image, ``uint8`` array) or a list of images (also
+            ``http(s)``/``data:`` URLs).
+
+    Raises:
+        InvalidInputError: a bare string (a path or a URL? pass ``Path(...)`` or a list), or an empty list.
+
+    Examples:
+        >>> image_conversations(["https://example.com/cat.png"])[0][0]["content"][0]["type"]
+        'image'
+    """
+    if isinstance(images, str):
+        raise InvalidInputError(
+            "images", images, "is a bare string", "Pass [url] for a URL, or pathlib.Path(...) for a file."
+        )
+    items = list(images) if isinstance(images, list | tuple) else [images]
+    if not items:
+        raise InvalidInputError("images", images, "is empty", "Pass at least one image.")
+    return [[{"role": "user", "content": [{"type": "image", "image": image}]}] for image in items]
 
 
 def plan_embed(

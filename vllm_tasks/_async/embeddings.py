@@ -29,6 +29,7 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         input: embeddings.EmbedInput | None = None,
         *,
         messages: Sequence[Mapping[str, Any]] | Sequence[Sequence[Mapping[str, Any]]] | None = None,
+        images: Any = None,
         dimensions: int | None = None,
         encoding_format: EncodingFormat = "auto",
         embed_dtype: EmbedDType | None = None,
@@ -61,6 +62,9 @@ class AsyncEmbeddingMethods(AsyncClientBase):
             messages: instead of ``input``: one conversation (list of chat messages) or a list of them,
                 for multimodal embedders; a content part ``{"type": "image", "image": x}`` accepts a path,
                 bytes, PIL image, array or URL.
+            images: instead of ``input``: images to embed (CLIP, SigLIP and other multimodal embedders), one
+                vector each: a ``pathlib.Path``, bytes, PIL image, ``uint8`` array or URL, or a list of them;
+                sent as one single-image conversation each.
             dimensions: Matryoshka output width (the model must support it).
             encoding_format: ``"auto"``, ``"float"``, ``"base64"``, ``"bytes"`` or ``"bytes_only"``.
             embed_dtype: dtype on the wire for base64/bytes: float32, float16, bfloat16, fp8_e4m3,
@@ -123,10 +127,9 @@ class AsyncEmbeddingMethods(AsyncClientBase):
             prompt_name=prompt_name,
         )
         batching = Batching(batch_size, concurrency, show_progress)
-        prompts = embeddings.embed_inputs(input, messages)
-        return self._counted(
-            await self._embed(prompts, params, call, batching, conversations=messages is not None)
-        )
+        prompts = embeddings.embed_inputs(input, messages, images)
+        conversations = messages is not None or images is not None
+        return self._counted(await self._embed(prompts, params, call, batching, conversations=conversations))
 
     async def _embed(
         self,

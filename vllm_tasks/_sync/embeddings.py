@@ -30,6 +30,7 @@ class EmbeddingMethods(ClientBase):
         input: embeddings.EmbedInput | None = None,
         *,
         messages: Sequence[Mapping[str, Any]] | Sequence[Sequence[Mapping[str, Any]]] | None = None,
+        images: Any = None,
         dimensions: int | None = None,
         encoding_format: EncodingFormat = "auto",
         embed_dtype: EmbedDType | None = None,
@@ -62,6 +63,9 @@ class EmbeddingMethods(ClientBase):
             messages: instead of ``input``: one conversation (list of chat messages) or a list of them,
                 for multimodal embedders; a content part ``{"type": "image", "image": x}`` accepts a path,
                 bytes, PIL image, array or URL.
+            images: instead of ``input``: images to embed (CLIP, SigLIP and other multimodal embedders), one
+                vector each: a ``pathlib.Path``, bytes, PIL image, ``uint8`` array or URL, or a list of them;
+                sent as one single-image conversation each.
             dimensions: Matryoshka output width (the model must support it).
             encoding_format: ``"auto"``, ``"float"``, ``"base64"``, ``"bytes"`` or ``"bytes_only"``.
             embed_dtype: dtype on the wire for base64/bytes: float32, float16, bfloat16, fp8_e4m3,
@@ -124,8 +128,9 @@ class EmbeddingMethods(ClientBase):
             prompt_name=prompt_name,
         )
         batching = Batching(batch_size, concurrency, show_progress)
-        prompts = embeddings.embed_inputs(input, messages)
-        return self._counted(self._embed(prompts, params, call, batching, conversations=messages is not None))
+        prompts = embeddings.embed_inputs(input, messages, images)
+        conversations = messages is not None or images is not None
+        return self._counted(self._embed(prompts, params, call, batching, conversations=conversations))
 
     def _embed(
         self,

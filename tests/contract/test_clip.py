@@ -1,0 +1,70 @@
+"""CLIP on real vLLM (CLIPEmbeddingModel) against transformers on the same weights (the `clip` fixture: a
+tiny seeded CLIPModel with its processor, server-fixtures/build_zoo.py): texts and images in one space,
+and images as rerank/score documents."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import vllm_tasks as vt
+from tests.zoo import reference
+from vllm_tasks.types.scoring import ScorerKind
+
+pytestmark = pytest.mark.contract
+
+TEXTS = ["a photo of a cat", "a red square", "the blue sky"]
+COLOURS = {"red": (255, 0, 0), "blue": (20, 40, 230), "stripes": None}
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    folder = tmp_path_factory.mktemp("clip")
+    paths = []
+    for name, colour in COLOURS.items():
+        if colour is None:
+            pixels = np.zeros((48, 40, 3), np.uint8)
+            pixels[::4] = (250, 250, 0)
+            image = Image.fromarray(pixels)
+        else:
+            image = Image.new("RGB", (40, 40), colour)
+        paths.append(folder / f"{name}.png")
+        image.save(paths[-1])
+    return paths
+
+
+@pytest.fixture(scope="module")
+def expected(images: list[Path]) -> dict[str, np.ndarray]:
+    answer = reference("clip", "clip", {"texts": TEXTS, "images": [str(p) for p in images]})
+    return {name: np.array(vectors) for name, vectors in answer.items()}
+
+
+def test_texts_and_images_equal_transformers(
+    vllm_clip: Any, images: list[Path], expected: dict[str, np.ndarray]
+) -> None:
+    with vt.Client(vllm_clip.base_url) as client:
+        texts = client.embed(TEXTS).vectors
+        pictures = client.embed(images=images).vectors
+        one = client.embed(images=images[0]).vectors
+    np.testing.assert_allclose(texts, expected["texts"], atol=1e-4)
+    np.testing.assert_allclose(pictures, expected["images"], atol=1e-4)
+    np.testing.assert_allclose(one, expected["images"][:1], atol=1e-4)
+
+
+def test_images_are_ranked_by_the_models_cosine(
+    vllm_clip: Any, images: list[Path], expected: dict[str, np.ndarray]
+) -> None:
+    with vt.Client(vllm_clip.base_url) as client:
+        result = client.rerank("a red square", [*images, "a photo of a cat"])
+        scores = client.score("a red square", images).scores
+    assert result.scorer is ScorerKind.BI_ENCODER
+    cosines = [*(expected["images"] @ expected["texts"][1]), expected["texts"][0] @ expected["texts"][1]]
+    assert [hit.index for hit in result.results] == sorted(range(4), key=lambda i: -cosines[i])
+    np.testing.assert_allclose(
+        [hit.score for hit in sorted(result.results, key=lambda h: h.index)], cosines, atol=1e-4
+    )
+    np.testing.assert_allclose(scores, cosines[:3], atol=1e-4)
