@@ -65,6 +65,7 @@ MODELS: tuple[str, ...] = (
     "jina-reranker-tiny",
     "qwen3-embedding-tiny",
     "qwen3-embedding-tiny-bare",
+    "qwen3-reranker-tiny",
 )
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.
