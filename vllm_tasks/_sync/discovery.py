@@ -22,8 +22,11 @@ from ..discovery import (
     probe_requests,
 )
 from ..errors import APIConnectionError, APIError, BadRequestError, ServerNotReady
+from ..score_template import template_advisory, template_check_requests, template_missing
+from ..scorer_kind import scorer_from_probe, scorer_probe_request
 from ..tasks import TASK_ROUTES
 from ..transport import Request
+from ..types.scoring import ScorerKind
 from ..types.server import Advisory, ProbeReport, ServerInfo, TaskStatus
 from .transport import SyncTransport
 
@@ -103,9 +106,38 @@ def probe(transport: SyncTransport, base_url: str) -> ProbeReport:
             ngram_processor = None
         if ngram_processor is False:
             advisories.append(Advisory(id="ocr-ngram-processor-missing", message=missing_processor_message()))
+    bare_pairs: bool | None = None
+    if any(t.task == "rerank" and t.status is TaskStatus.SERVED for t in tasks):
+        bare_pairs = check_score_template(transport, info)
+        if bare_pairs:
+            advisories.append(template_advisory(info.models[0].id if info.models else None))
     return ProbeReport(
-        server=info, tasks=tasks, advisories=tuple(advisories), ngram_processor=ngram_processor
+        server=info,
+        tasks=tasks,
+        advisories=tuple(advisories),
+        ngram_processor=ngram_processor,
+        score_template_missing=bare_pairs,
     )
+
+
+def check_score_template(transport: SyncTransport, info: ServerInfo, model: str | None = None) -> bool | None:
+    """Whether the server's cross-encoder reads pairs without a score template (see score_template.py).
+
+    One ``/pooling`` probe for the scorer kind, then, for a cross-encoder only, one ``/rerank`` of one pair
+    and two ``/tokenize``.
+
+    Returns:
+        True (no template: Qwen3-Reranker without ``--chat-template``), False, or None (not a
+        cross-encoder, or an answer failed).
+
+    Raises:
+        APIConnectionError: when the server cannot be reached.
+    """
+    kind = scorer_from_probe(transport.send(scorer_probe_request(model, defaults.PROBE_TIMEOUT)), info)
+    if kind is not ScorerKind.CROSS_ENCODER:
+        return None
+    requests = template_check_requests(model, defaults.PROBE_TIMEOUT)
+    return template_missing(transport.send_all(requests, concurrency=1))
 
 
 def check_ngram_processor(
