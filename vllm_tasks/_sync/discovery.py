@@ -23,10 +23,8 @@ from ..discovery import (
 )
 from ..errors import APIConnectionError, APIError, BadRequestError, ServerNotReady
 from ..score_template import template_advisory, template_check_requests, template_missing
-from ..scorer_kind import scorer_from_probe, scorer_probe_request
 from ..tasks import TASK_ROUTES
 from ..transport import Request
-from ..types.scoring import ScorerKind
 from ..types.server import Advisory, ProbeReport, ServerInfo, TaskStatus
 from .transport import SyncTransport
 
@@ -107,8 +105,9 @@ def probe(transport: SyncTransport, base_url: str) -> ProbeReport:
         if ngram_processor is False:
             advisories.append(Advisory(id="ocr-ngram-processor-missing", message=missing_processor_message()))
     bare_pairs: bool | None = None
-    if any(t.task == "rerank" and t.status is TaskStatus.SERVED for t in tasks):
-        bare_pairs = check_score_template(transport, info)
+    served = {t.task for t in tasks if t.status is TaskStatus.SERVED}
+    if {"rerank", "classify"} <= served:  # a cross-encoder: its active task is classify
+        bare_pairs = check_score_template(transport)
         if bare_pairs:
             advisories.append(template_advisory(info.models[0].id if info.models else None))
     return ProbeReport(
@@ -120,22 +119,16 @@ def probe(transport: SyncTransport, base_url: str) -> ProbeReport:
     )
 
 
-def check_score_template(transport: SyncTransport, info: ServerInfo, model: str | None = None) -> bool | None:
-    """Whether the server's cross-encoder reads pairs without a score template (see score_template.py).
-
-    One ``/pooling`` probe for the scorer kind, then, for a cross-encoder only, one ``/rerank`` of one pair
-    and two ``/tokenize``.
+def check_score_template(transport: SyncTransport, model: str | None = None) -> bool | None:
+    """Whether the server's cross-encoder reads pairs without a score template (see score_template.py):
+    one ``/rerank`` of one pair and two ``/tokenize``, sent one after the other.
 
     Returns:
-        True (no template: Qwen3-Reranker without ``--chat-template``), False, or None (not a
-        cross-encoder, or an answer failed).
+        True (no template: Qwen3-Reranker without ``--chat-template``), False, or None (an answer failed).
 
     Raises:
         APIConnectionError: when the server cannot be reached.
     """
-    kind = scorer_from_probe(transport.send(scorer_probe_request(model, defaults.PROBE_TIMEOUT)), info)
-    if kind is not ScorerKind.CROSS_ENCODER:
-        return None
     requests = template_check_requests(model, defaults.PROBE_TIMEOUT)
     return template_missing(transport.send_all(requests, concurrency=1))
 
