@@ -9,20 +9,15 @@ in transformers, P(yes) = softmax([logit_no, logit_yes])[1] at the last token of
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import textwrap
 import warnings
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from fixture_pins import models_dir, venv_python
 
 import vllm_tasks as vt
+from tests.zoo import reference as zoo_reference
 from vllm_tasks.score_template import ScoreTemplateMissingWarning
 
 pytestmark = [
@@ -30,7 +25,6 @@ pytestmark = [
     pytest.mark.vllm_min("0.32.0", "is_original_qwen3_reranker and `instruction` as today's vLLM reads them"),
 ]
 
-SERVER_FIXTURES = Path(__file__).resolve().parents[2] / "server-fixtures"
 QUERY = "What is the capital of France?"
 DOCS = [
     "Paris is the capital of France.",
@@ -47,30 +41,11 @@ TOLERANCE = 1e-3
 @pytest.fixture(scope="module")
 def reference() -> dict[str | None, np.ndarray]:
     """The reference scores of DOCS for QUERY, without and with INSTRUCTION (one subprocess)."""
-    script = textwrap.dedent(
-        """
-        import json, sys
-        from pathlib import Path
-        sys.path.insert(0, sys.argv[1])
-        from references import qwen3_reranker
-        requests = json.loads(sys.stdin.read())
-        print(json.dumps([qwen3_reranker(Path(sys.argv[2]), r)["scores"] for r in requests]))
-        """
+    plain = {"query": QUERY, "documents": DOCS}
+    answers = zoo_reference(
+        "qwen3-reranker", "qwen3-reranker", [plain, {**plain, "instruction": INSTRUCTION}]
     )
-    plain_request = {"query": QUERY, "documents": DOCS}
-    requests = [plain_request, {**plain_request, "instruction": INSTRUCTION}]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    done = subprocess.run(
-        [str(venv_python()), "-c", script, str(SERVER_FIXTURES), str(models_dir() / "qwen3-reranker-tiny")],
-        input=json.dumps(requests),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=True,
-    )
-    plain, instructed = json.loads(done.stdout.strip().splitlines()[-1])
-    return {None: np.array(plain), INSTRUCTION: np.array(instructed)}
+    return {None: np.array(answers[0]["scores"]), INSTRUCTION: np.array(answers[1]["scores"])}
 
 
 @pytest.fixture(scope="module")
