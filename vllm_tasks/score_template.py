@@ -47,7 +47,7 @@ QWEN3_RERANKER_FLAGS = (
 )
 """The flags Qwen3-Reranker is served with (the template: vLLM's examples/pooling/score/template/)."""
 
-_LLM_RERANKER = r"qwen3[-_ ]?(vl[-_ ]?)?reranker"
+_LLM_RERANKER = r"qwen3[-_ ]?(vl[-_ ]?)?reranker"  # as discovery._QWEN3_RERANKER
 
 
 class ScoreTemplateMissingWarning(UserWarning):
