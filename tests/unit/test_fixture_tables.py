@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import gpu_recipes
 import pytest
@@ -118,3 +119,18 @@ def test_qwen3_reranker_template_renders_the_model_card_prompt(instruction: str 
     extra = {"instruction": instruction} if instruction else {}
     rendered = template.render(messages=messages, **extra)
     assert rendered == qwen3_reranker_prompt("Q?", "D.", instruction)
+
+
+def test_qwen3_reranker_fixture_uses_the_gpu_recipes_flags() -> None:
+    """The CPU fixture is served as the production recipe is (server-fixtures/gpu-recipes.json)."""
+
+    def flags(args: list[str] | tuple[str, ...]) -> dict[str, str]:
+        return {a: b for a, b in zip(args, [*args[1:], ""], strict=True) if a.startswith("--")}
+
+    recipe = flags(gpu_recipes.recipes()["qwen3-reranker-0.6b"]["args"])
+    fixture = flags(FIXTURES["qwen3-reranker"].args)
+    for flag in ("--runner", "--convert"):
+        assert fixture[flag] == recipe[flag]
+    assert json.loads(fixture["--hf-overrides"]) == json.loads(recipe["--hf-overrides"])
+    assert Path(fixture["--chat-template"]).name == Path(recipe["--chat-template"]).name
+    assert "--chat-template" not in flags(FIXTURES["qwen3-reranker-no-template"].args)
