@@ -180,6 +180,12 @@ def missing_template_message(model: str | None) -> str:
 def template_advisory(model: str | None) -> Advisory:
     """The ``probe()`` advisory for a reranker without its score template (:func:`missing_template_message`).
 
+    Args:
+        model: the served model name, named in the message.
+
+    Returns:
+        Advisory: id ``score-template-missing``, the message, and the docs page as its reference.
+
     Examples:
         >>> template_advisory("m").id
         'score-template-missing'
@@ -188,5 +194,18 @@ def template_advisory(model: str | None) -> Advisory:
 
 
 def warn_template_missing(model: str | None, stacklevel: int) -> None:
-    """Warn with :class:`ScoreTemplateMissingWarning` (once per model and client: the caller checks)."""
+    """Warn with :class:`ScoreTemplateMissingWarning` (once per model and client: the caller checks).
+
+    Args:
+        model: the served model name, named in the message.
+        stacklevel: the caller's frames above this function (1: the line that called it).
+
+    Examples:
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     warn_template_missing("qwen3-reranker", stacklevel=1)
+        >>> caught[0].category.__name__
+        'ScoreTemplateMissingWarning'
+    """
     warnings.warn(missing_template_message(model), ScoreTemplateMissingWarning, stacklevel=stacklevel + 1)
