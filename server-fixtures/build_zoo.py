@@ -219,3 +219,35 @@ def build_clip_tiny(out: Path) -> None:
     (out / "FIXTURE.json").write_text(
         json.dumps({"note": "test fixture: CLIPModel, random weights (seed 41)"})
     )
+
+
+#: The tokens Qwen3-Reranker reads its answer from (``--hf-overrides classifier_from_token``): the score
+#: is P(yes) over the two, i.e. sigmoid(logit_yes - logit_no) at the prompt's last token.
+QWEN3_RERANKER_TOKENS = ("no", "yes")
+
+
+def build_qwen3_reranker_tiny(out: Path) -> None:
+    """Qwen3-Reranker's architecture as published (a ``Qwen3ForCausalLM`` whose "yes"/"no" logits at the
+    last token are the score), 2 layers of width 32, weights from seed 29; word embeddings tied to the LM head
+    as in Qwen3-Reranker-0.6B. The "yes" and "no" rows are scaled up so that scores spread over (0, 1) instead
+    of sitting at 0.5; stored float16 (served float32)."""
+    import torch
+    from safetensors.torch import save_file
+    from transformers import Qwen3ForCausalLM
+
+    out.mkdir(parents=True)
+    write_qwen3_tokenizer(out)
+    vocab = json.loads((out / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
+    torch.manual_seed(29)
+    config = _qwen3_config("Qwen3ForCausalLM")
+    model = Qwen3ForCausalLM(config).eval()
+    tensors = {name: t.detach().clone() for name, t in model.state_dict().items() if name != "lm_head.weight"}
+    embed = tensors["model.embed_tokens.weight"]
+    for seed, token in enumerate(QWEN3_RERANKER_TOKENS, start=291):
+        embed[vocab[token]] = _seeded((config.hidden_size,), seed, 0.2)
+    half = {k: v.to(torch.float16).contiguous() for k, v in tensors.items()}
+    save_file(half, str(out / "model.safetensors"))
+    config.save_pretrained(str(out))
+    (out / "FIXTURE.json").write_text(
+        json.dumps({"note": "test fixture: Qwen3-Reranker's architecture, random weights (seed 29)"})
+    )

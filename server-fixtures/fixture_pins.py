@@ -66,6 +66,7 @@ MODELS: tuple[str, ...] = (
     "qwen3-embedding-tiny",
     "qwen3-embedding-tiny-bare",
     "clip-tiny",
+    "qwen3-reranker-tiny",
 )
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.

@@ -112,6 +112,25 @@ ZOO_ARGS: tuple[str, ...] = (
     "--enforce-eager",
 )
 
+#: Qwen3-Reranker as its operators serve it (vLLM's examples/pooling/score/qwen3_reranker_online.sh): the
+#: causal LM read as a one-label classifier, score = P(yes) over the "no"/"yes" logits at the last token.
+QWEN3_RERANKER_OVERRIDES: dict[str, object] = {
+    "architectures": ["Qwen3ForSequenceClassification"],
+    "classifier_from_token": ["no", "yes"],
+    "is_original_qwen3_reranker": True,
+}
+QWEN3_RERANKER_ARGS: tuple[str, ...] = (
+    *ZOO_ARGS,
+    "--convert",
+    "classify",
+    "--max-model-len",
+    "2048",
+    "--hf-overrides",
+    json.dumps(QWEN3_RERANKER_OVERRIDES),
+)
+#: The score template of the original Qwen3-Reranker checkpoints (the model card's prompt).
+QWEN3_RERANKER_TEMPLATE = HERE / "templates" / "qwen3_reranker.jinja"
+
 
 @dataclasses.dataclass(frozen=True)
 class Fixture:
@@ -289,6 +308,22 @@ FIXTURES: dict[str, Fixture] = {
             ),
             description="the qwen3-embedding weights served wrong on purpose (verify's proof): MEAN pooling "
             "instead of last-token, no normalisation, a 64-token context, no prompts file",
+        ),
+        Fixture(
+            name="qwen3-reranker",
+            model_dir="qwen3-reranker-tiny",
+            served_model_name="qwen3-reranker-tiny",
+            args=(*QWEN3_RERANKER_ARGS, "--chat-template", str(QWEN3_RERANKER_TEMPLATE)),
+            description="Qwen3-Reranker's architecture (Qwen3ForCausalLM), tiny, seeded, with the recipe's "
+            "flags: --convert classify, the yes/no hf-overrides and the score template; /score, /rerank",
+        ),
+        Fixture(
+            name="qwen3-reranker-no-template",
+            model_dir="qwen3-reranker-tiny",
+            served_model_name="qwen3-reranker-tiny",
+            args=QWEN3_RERANKER_ARGS,
+            description="`qwen3-reranker` without --chat-template: query and document concatenated, the "
+            "instruction ignored, scores meaningless and no error (the SDK's advisory)",
         ),
         Fixture(
             name="ocr",

@@ -4,7 +4,8 @@ Registered from tests/conftest.py (``pytest_plugins = ["pytest_plugin"]`` after 
 on sys.path). Fixtures, one per entry of fixture_table.FIXTURES (``vllm_`` + the name, ``-`` -> ``_``):
 
     vllm_embed, vllm_embed_mrl, vllm_embed_matryoshka, vllm_rerank, vllm_api_key, vllm_late_interaction,
-    vllm_listwise, vllm_ocr, vllm_ocr_no_processor, vllm_stt
+    vllm_listwise, vllm_qwen3_reranker, vllm_qwen3_reranker_no_template, vllm_ocr, vllm_ocr_no_processor,
+    vllm_stt
     ->  VLLMServer(name, base_url, model, api_key, log_path, vllm_version)
 
 They run on today's vLLM (fixture_pins.VLLM_VERSION), or on the version in $VLLM_TASKS_FIXTURE_VLLM (one of

@@ -493,6 +493,47 @@ def _ocr_no_processor_exchanges(model: str) -> list[dict]:
     ]
 
 
+#: vllm_tasks.score_template's pair: the SDK's check compares /rerank's tokens for it with /tokenize of both
+#: joined.
+TEMPLATE_CHECK = ("Which city is the capital of France?", "Paris is the capital of France.")
+
+
+def _qwen3_reranker_exchanges(model: str) -> list[dict]:
+    """Qwen3-Reranker (with or without its score template): what the SDK's scorer probe, scoring calls and
+    score-template check send."""
+    query, document = TEMPLATE_CHECK
+    instructed = {"model": model, "query": QUERY, "documents": DOCS, "instruction": "Find a city"}
+    joined = query + document
+    return [
+        _ex("version", "GET", "/version"),
+        _ex("models", "GET", "/v1/models"),
+        _ex("openapi", "GET", "/openapi.json"),
+        _ex("pooling_probe", "POST", "/pooling", {"model": model, "input": "a"}),
+        _ex("rerank", "POST", "/rerank", {"model": model, "query": QUERY, "documents": DOCS}),
+        _ex("rerank_instruction", "POST", "/rerank", instructed),
+        _ex("score", "POST", "/score", {"model": model, "queries": QUERY, "documents": DOCS}),
+        _ex("classify", "POST", "/classify", {"model": model, "input": TEXTS}),
+        _ex(
+            "template_check_rerank",
+            "POST",
+            "/rerank",
+            {"model": model, "query": query, "documents": [document]},
+        ),
+        _ex(
+            "template_check_tokenize",
+            "POST",
+            "/tokenize",
+            {"model": model, "prompt": joined, "add_special_tokens": False},
+        ),
+        _ex(
+            "template_check_tokenize_special",
+            "POST",
+            "/tokenize",
+            {"model": model, "prompt": joined, "add_special_tokens": True},
+        ),
+    ]
+
+
 EXCHANGES = {
     "ocr": _ocr_exchanges,
     "ocr-no-processor": _ocr_no_processor_exchanges,
@@ -503,6 +544,8 @@ EXCHANGES = {
     "late-interaction": _late_interaction_exchanges,
     "listwise": _listwise_exchanges,
     "qwen3-embedding": _qwen3_embedding_exchanges,
+    "qwen3-reranker": _qwen3_reranker_exchanges,
+    "qwen3-reranker-no-template": _qwen3_reranker_exchanges,
 }
 
 

@@ -141,6 +141,47 @@ def clip(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     return {"texts": texts, "images": images}
 
 
+#: Qwen3-Reranker's prompt (its model card: ``format_instruction`` between the prefix and the suffix), the
+#: text server-fixtures/templates/qwen3_reranker.jinja renders.
+QWEN3_RERANKER_DEFAULT_INSTRUCTION = (
+    "Given a web search query, retrieve relevant passages that answer the query"
+)
+QWEN3_RERANKER_PREFIX = (
+    "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the "
+    'Instruct provided. Note that the answer can only be "yes" or "no".<|im_end|>\n<|im_start|>user\n'
+)
+QWEN3_RERANKER_SUFFIX = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+
+
+def qwen3_reranker_prompt(query: str, document: str, instruction: str | None = None) -> str:
+    """The prompt Qwen3-Reranker reads for one (query, document) pair, as its model card builds it."""
+    task = instruction or QWEN3_RERANKER_DEFAULT_INSTRUCTION
+    body = f"<Instruct>: {task}\n<Query>: {query}\n<Document>: {document}"
+    return QWEN3_RERANKER_PREFIX + body + QWEN3_RERANKER_SUFFIX
+
+
+def qwen3_reranker(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"query", "documents", "instruction"?}`` -> ``{"scores": [...], "prompt_tokens": [...]}``: the model
+    card's formula, P(yes) = softmax([logit_no, logit_yes])[1] at each pair's last token, with
+    ``Qwen3ForCausalLM`` (the LM head tied to the embeddings)."""
+    import torch
+    from transformers import AutoTokenizer, Qwen3ForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = Qwen3ForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    no_id, yes_id = tokenizer.convert_tokens_to_ids(["no", "yes"])
+    scores, lengths = [], []
+    for document in request["documents"]:
+        prompt = qwen3_reranker_prompt(request["query"], document, request.get("instruction"))
+        ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            last = model(input_ids=ids).logits[0, -1]
+        pair = torch.stack([last[no_id], last[yes_id]]).double()
+        scores.append(float(torch.softmax(pair, dim=0)[1]))
+        lengths.append(int(ids.shape[1]))
+    return {"scores": scores, "prompt_tokens": lengths}
+
+
 def main(argv: list[str]) -> int:
     family, model_dir = argv[1], Path(argv[2])
     compute = globals()[family.replace("-", "_")]

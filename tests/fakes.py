@@ -36,6 +36,12 @@ from fixture_pins import VLLM_VERSION  # noqa: E402
 from fixture_table import FIXTURES, TEST_API_KEY  # noqa: E402
 
 _MINILM: dict[str, Any] = {"width": 384, "max_model_len": 256, "version": VLLM_VERSION}
+_QWEN3_RERANKER: dict[str, Any] = {
+    "tasks": RERANKER_TASKS,
+    "labels": ("LABEL_0",),
+    "max_model_len": 2048,
+    "version": VLLM_VERSION,
+}
 
 #: FakeVLLM keyword arguments per fixture name: what the real fixture serves, its model name, width,
 #: context length, Matryoshka declaration, scorer, labels and key. (The embed fixture's chat template is
@@ -62,6 +68,10 @@ FAKE_SETTINGS: dict[str, dict[str, Any]] = {
         "input_types": ("document", "query"),
         "version": VLLM_VERSION,
     },
+    # Qwen3-Reranker's tiny stand-in: a one-label head read from the yes/no logits; without the template
+    # the pair is read as the bare concatenation of query and document (score_template=False).
+    "qwen3-reranker": {**_QWEN3_RERANKER, "score_template": True},
+    "qwen3-reranker-no-template": {**_QWEN3_RERANKER, "score_template": False},
     "ocr": {"tasks": OCR_TASKS, "max_model_len": 4096, "version": VLLM_VERSION},
     "ocr-no-processor": {
         "tasks": OCR_TASKS,

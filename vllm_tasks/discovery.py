@@ -121,6 +121,7 @@ def model_matches(info: ServerInfo, pattern: str) -> bool:
 
 
 _QWEN3_LAST_POOLING = r"qwen3[-_]?(reranker|embedding)"
+_QWEN3_RERANKER = r"qwen3[-_ ]?(vl[-_ ]?)?reranker"
 
 ADVISORIES: tuple[_AdvisoryRule, ...] = (
     _AdvisoryRule(
@@ -129,6 +130,19 @@ ADVISORIES: tuple[_AdvisoryRule, ...] = (
         "LAST-pooling models such as Qwen3-Reranker and Qwen3-Embedding return wrong scores for long pairs "
         "that are chunk-prefilled on vLLM < 0.26.0; upgrade the server to vLLM >= 0.26.0.",
         "vLLM issue #48901",
+    ),
+    _AdvisoryRule(
+        "qwen3-reranker-overrides-missing",
+        lambda info, tasks: (
+            model_matches(info, _QWEN3_RERANKER)
+            and tasks.get("classify") is TaskStatus.SERVED
+            and tasks.get("rerank") is TaskStatus.NOT_SERVED
+        ),
+        "Qwen3-Reranker served with --convert classify but without its --hf-overrides is a two-label "
+        "classifier with an untrained head: /score and /rerank answer 404. Start it with --hf-overrides "
+        '\'{"architectures":["Qwen3ForSequenceClassification"],"classifier_from_token":["no","yes"],'
+        '"is_original_qwen3_reranker":true}\' and its --chat-template (docs/scoring.md, "Serving '
+        'Qwen3-Reranker").',
     ),
     _AdvisoryRule(
         "dimensions-unchecked",

@@ -45,14 +45,17 @@ TASK_ROUTES: dict[TaskName, TaskRoute] = {
             {},
             "start a cross-encoder (e.g. `vllm serve BAAI/bge-reranker-v2-m3 --runner pooling`), an "
             "embedding model, or a late-interaction model (ColBERT) with `--pooler-config "
-            '\'{"task": "token_embed"}\'`',
+            '\'{"task": "token_embed"}\'`; Qwen3-Reranker needs its `--hf-overrides` beside '
+            "`--convert classify`",
         ),
         TaskRoute(
             "rerank",
             "/rerank",
             {},
             "start a cross-encoder (e.g. `vllm serve BAAI/bge-reranker-v2-m3 --runner pooling`), an "
-            "embedding model, or a late-interaction model (ColBERT)",
+            "embedding model, or a late-interaction model (ColBERT); Qwen3-Reranker needs its "
+            "`--hf-overrides` beside `--convert classify` (without them it is a two-label classifier that "
+            "serves no /rerank)",
         ),
         TaskRoute(
             "classify",

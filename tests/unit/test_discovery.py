@@ -233,3 +233,22 @@ def test_cli_missing_input_file_is_a_usage_error(
 ) -> None:
     assert cli.main(["rerank", "query", "--url", BASE, "--file", "/nonexistent/docs.txt"]) == cli.EXIT_USAGE
     assert "docs.txt" in capsys.readouterr().err
+
+
+def test_qwen3_reranker_without_its_overrides_is_advised() -> None:
+    """With --convert classify alone (seen on vLLM 0.32.0, CPU): a two-label classifier, /rerank 404."""
+    from vllm_tasks.discovery import advisories_for
+    from vllm_tasks.types.server import ModelCard, ServerInfo, TaskProbe, TaskStatus
+
+    card = ModelCard(id="qwen3-reranker", root="/models/Qwen3-Reranker-0.6B")
+    info = ServerInfo(base_url=BASE, version="0.32.0", models=(card,), routes=None)
+    served, not_served = TaskStatus.SERVED, TaskStatus.NOT_SERVED
+    classify_only = (
+        TaskProbe(task="classify", path="/classify", status=served),
+        TaskProbe(task="rerank", path="/rerank", status=not_served),
+    )
+    found = advisories_for(info, classify_only)
+    advisory = next(a for a in found if a.id == "qwen3-reranker-overrides-missing")
+    assert "--hf-overrides" in advisory.message and "classifier_from_token" in advisory.message
+    reranking = (classify_only[0], TaskProbe(task="rerank", path="/rerank", status=served))
+    assert "qwen3-reranker-overrides-missing" not in [a.id for a in advisories_for(info, reranking)]

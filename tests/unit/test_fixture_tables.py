@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import gpu_recipes
 import pytest
@@ -100,3 +101,36 @@ def test_version_matrix_tables(monkeypatch):
     assert fixture_table.fixture_args(embed, "0.12.0") == embed.args
     assert fixture_table.fixture_args(FIXTURES["rerank"], "0.11.0") == FIXTURES["rerank"].args
     assert fixture_table.fixture_env(embed, "0.11.0") == {"A": "1"}
+
+
+@pytest.mark.parametrize("instruction", [None, "Find the city"])
+def test_qwen3_reranker_template_renders_the_model_card_prompt(instruction: str | None) -> None:
+    """The fixture's --chat-template gives, character for character, the prompt references.py scores (the
+    model card's); the tiny tokenizer drops whitespace, so the contract test alone would miss a newline."""
+    jinja2 = pytest.importorskip("jinja2")
+    from fixture_table import QWEN3_RERANKER_TEMPLATE
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    from references import qwen3_reranker_prompt
+
+    assert jinja2  # transformers and vLLM render chat templates with these settings
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    template = env.from_string(QWEN3_RERANKER_TEMPLATE.read_text())
+    messages = [{"role": "query", "content": "Q?"}, {"role": "document", "content": "D."}]
+    extra = {"instruction": instruction} if instruction else {}
+    rendered = template.render(messages=messages, **extra)
+    assert rendered == qwen3_reranker_prompt("Q?", "D.", instruction)
+
+
+def test_qwen3_reranker_fixture_uses_the_gpu_recipes_flags() -> None:
+    """The CPU fixture is served as the production recipe is (server-fixtures/gpu-recipes.json)."""
+
+    def flags(args: list[str] | tuple[str, ...]) -> dict[str, str]:
+        return {a: b for a, b in zip(args, [*args[1:], ""], strict=True) if a.startswith("--")}
+
+    recipe = flags(gpu_recipes.recipes()["qwen3-reranker-0.6b"]["args"])
+    fixture = flags(FIXTURES["qwen3-reranker"].args)
+    for flag in ("--runner", "--convert"):
+        assert fixture[flag] == recipe[flag]
+    assert json.loads(fixture["--hf-overrides"]) == json.loads(recipe["--hf-overrides"])
+    assert Path(fixture["--chat-template"]).name == Path(recipe["--chat-template"]).name
+    assert "--chat-template" not in flags(FIXTURES["qwen3-reranker-no-template"].args)

@@ -21,6 +21,7 @@ from ..discovery import (
     probe_requests,
 )
 from ..errors import APIConnectionError, APIError, BadRequestError, ServerNotReady
+from ..score_template import template_advisory, template_check_requests, template_missing
 from ..tasks import TASK_ROUTES
 from ..transport import Request
 from ..types.server import Advisory, ProbeReport, ServerInfo, TaskStatus
@@ -102,9 +103,33 @@ async def probe(transport: AsyncTransport, base_url: str) -> ProbeReport:
             ngram_processor = None
         if ngram_processor is False:
             advisories.append(Advisory(id="ocr-ngram-processor-missing", message=missing_processor_message()))
+    bare_pairs: bool | None = None
+    served = {t.task for t in tasks if t.status is TaskStatus.SERVED}
+    if {"rerank", "classify"} <= served:  # a cross-encoder: its active task is classify
+        bare_pairs = await check_score_template(transport)
+        if bare_pairs:
+            advisories.append(template_advisory(info.models[0].id if info.models else None))
     return ProbeReport(
-        server=info, tasks=tasks, advisories=tuple(advisories), ngram_processor=ngram_processor
+        server=info,
+        tasks=tasks,
+        advisories=tuple(advisories),
+        ngram_processor=ngram_processor,
+        score_template_missing=bare_pairs,
     )
+
+
+async def check_score_template(transport: AsyncTransport, model: str | None = None) -> bool | None:
+    """Whether the server's cross-encoder reads pairs without a score template (see score_template.py):
+    one ``/rerank`` of one pair and two ``/tokenize``, sent one after the other.
+
+    Returns:
+        True (no template: Qwen3-Reranker without ``--chat-template``), False, or None (an answer failed).
+
+    Raises:
+        APIConnectionError: when the server cannot be reached.
+    """
+    requests = template_check_requests(model, defaults.PROBE_TIMEOUT)
+    return template_missing(await transport.send_all(requests, concurrency=1))
 
 
 async def check_ngram_processor(

@@ -19,6 +19,13 @@ from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike, resolve_
 from ..errors import BadRequestError, ContextLengthExceeded, InternalServerError, RequestTooLargeError
 from ..listwise import listwise_prompt
 from ..offload import sync_offload
+from ..score_template import (
+    SCORE_TEMPLATE_MISSING,
+    named_like_llm_reranker,
+    template_check_requests,
+    template_missing,
+    warn_template_missing,
+)
 from ..scorer_kind import (
     SCORER_KIND,
     needs_list_probe,
@@ -277,10 +284,32 @@ class ScoringMethods(ClientBase):
             setup = scoring.plan_scoring(
                 info, pairs, params, call, client_model=self.model, scorer_kinds=kinds
             )
+        self._check_score_template(info, setup.model, call.timeout)
         limits = setup.client_limits
         firsts = self._truncate(setup, pairs.firsts, limits.get("max_tokens_per_query"), batching)
         seconds = self._truncate(setup, pairs.seconds, limits.get("max_tokens_per_doc"), batching)
         return setup.with_inputs(firsts, seconds)
+
+    def _check_score_template(self, info: ServerInfo, model: str | None, timeout: TimeoutLike) -> None:
+        """Once per model whose name says Qwen3-Reranker (a cross-encoder): warn with
+        ``ScoreTemplateMissingWarning`` when the server reads pairs without a score template (three small
+        requests, ``vllm_tasks.score_template``)."""
+        key = model or ""
+        state = self._server_state
+        if state.knows(SCORE_TEMPLATE_MISSING, key) or not named_like_llm_reranker(info, model):
+            return
+        if state.get(SCORER_KIND, key) is not ScorerKind.CROSS_ENCODER:
+            return
+        with self._discovery_lock:
+            seen = self._server_state
+            if seen.knows(SCORE_TEMPLATE_MISSING, key):
+                return
+            responses = self._transport.send_all(template_check_requests(model, timeout), concurrency=1)
+            missing = template_missing(responses)
+            self._learn(seen, SCORE_TEMPLATE_MISSING, key, missing)
+        if missing:
+            # stacklevel: _check_score_template < _prepare_scoring < rerank / score < the caller
+            warn_template_missing(model, stacklevel=4)
 
     def _truncate(
         self, setup: ScoringSetup, inputs: list[ScoreInput], limit: int | None, batching: Batching

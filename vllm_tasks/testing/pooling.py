@@ -275,6 +275,14 @@ def _scores(call: Call, queries: list[str], documents: list[str]) -> list[float]
     ]
 
 
+def _pair_tokens(call: Call, query: str, document: str) -> int:
+    """The tokens a pair costs: each text with its special tokens, or, without a score template
+    (``score_template=False``), the joined text without any."""
+    if call.settings.score_template:
+        return content.count_tokens(query) + content.count_tokens(document)
+    return content.count_tokens(query + document, special=False)
+
+
 def score(call: Call) -> Reply:
     """``POST /score`` and ``/v1/score``: one score per pair (1:1, 1:N or N:N), in pair order."""
     pairs = (("queries", "documents"), ("queries", "items"), ("data_1", "data_2"), ("text_1", "text_2"))
@@ -290,7 +298,7 @@ def score(call: Call) -> Reply:
     scores = _scores(call, left, right)
     data = [{"index": i, "object": "score", "score": value} for i, value in enumerate(scores)]
     zipped = zip(left * len(right) if len(left) == 1 else left, right, strict=True)
-    tokens = sum(content.count_tokens(q) + content.count_tokens(d) for q, d in zipped)
+    tokens = sum(_pair_tokens(call, q, d) for q, d in zipped)
     return json_reply({"id": call.response_id("score"), "object": "list", "created": call.created(),
                        "model": call.settings.model, "data": data, "usage": usage(tokens)})  # fmt: skip
 
@@ -311,7 +319,7 @@ def rerank(call: Call) -> Reply:
         document = {"text": original if isinstance(original, str) else None, "multi_modal": multi}
         results.append({"index": index, "document": document, "relevance_score": score})
     results.sort(key=lambda hit: -hit["relevance_score"])
-    tokens = sum(content.count_tokens(query) + content.count_tokens(text) for text in documents)
+    tokens = sum(_pair_tokens(call, query, text) for text in documents)
     return json_reply({"id": call.response_id("score"), "model": call.settings.model,
                        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
                        "results": results[:top_n] if top_n else results})  # fmt: skip

@@ -204,6 +204,7 @@ class FakeVLLM:
         language: str = "en",
         ocr_output: TextSource = content.DEFAULT_OCR_OUTPUT,
         ngram_processor: bool = True,
+        score_template: bool = True,
         api_key: str | None = None,
         openapi: bool = True,
         latency: float = 0.0,
@@ -216,7 +217,7 @@ class FakeVLLM:
             model=model, tasks=frozenset(tasks), version=version, width=width, max_model_len=max_model_len,
             matryoshka=matryoshka, scorer=scorer, labels=labels, input_types=input_types,
             transcript=transcript, language=language, ocr_output=ocr_output, ngram_processor=ngram_processor,
-            api_key=api_key, openapi=openapi, latency=latency,
+            score_template=score_template, api_key=api_key, openapi=openapi, latency=latency,
         )  # fmt: skip
         self.vocabulary = Vocabulary()
         self._capacity = None if slots is None else _Capacity(positive_int("slots", slots), queue_limit)

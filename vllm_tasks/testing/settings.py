@@ -60,6 +60,9 @@ class FakeSettings:
             build one with :func:`grounding_output`.
         ngram_processor: whether DeepSeek-OCR's n-gram logits processor is "loaded" (it refuses
             ``vllm_xargs.ngram_size`` 0, the SDK's check); False ignores ``vllm_xargs``.
+        score_template: False makes the cross-encoder read each pair as the bare concatenation of query and
+            document, as an LLM reranker (Qwen3-Reranker) started without ``--chat-template`` does:
+            ``/score`` and ``/rerank`` count the joined text's tokens, no special tokens (the SDK's check).
         api_key: when set, ``/v1`` and ``/v2`` routes need ``Authorization: Bearer <key>`` (401 else).
         openapi: False answers 404 to ``/openapi.json`` (a server started with ``--disable-fastapi-docs``).
         healthy: False makes ``/health`` answer 503 (a server still loading).
@@ -80,6 +83,7 @@ class FakeSettings:
     language: str = "en"
     ocr_output: TextSource = DEFAULT_OCR_OUTPUT
     ngram_processor: bool = True
+    score_template: bool = True
     api_key: str | None = None
     openapi: bool = True
     healthy: bool = True

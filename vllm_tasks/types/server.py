@@ -133,6 +133,9 @@ class ProbeReport(BaseModel):
     advisories: tuple[Advisory, ...]
     ngram_processor: bool | None = None
     """For a DeepSeek-OCR server: whether its n-gram logits processor is loaded (None: not checked)."""
+    score_template_missing: bool | None = None
+    """For a cross-encoder: whether it reads pairs without a score template (True: an LLM reranker such as
+    Qwen3-Reranker started without ``--chat-template``; None: not checked or inconclusive)."""
 
     def status(self, task: str) -> TaskStatus:
         """The status of ``task`` (e.g. ``"embed"``).
