@@ -81,6 +81,15 @@ def build_jina_reranker_tiny(out: Path) -> None:
     build(out)
 
 
+def build_splade_minilm(out: Path) -> None:
+    """SPLADE's architecture (BertForMaskedLM served as BertSpladeSparseEmbeddingModel): the MiniLM encoder
+    and a seeded MLM head; see build_zoo.py."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_zoo import build_splade_minilm as build
+
+    build(out)
+
+
 def main(argv: list[str]) -> int:
     out_dir = Path(argv[1])
     out_dir.mkdir(parents=True, exist_ok=True)

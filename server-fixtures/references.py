@@ -76,6 +76,51 @@ def jina_listwise(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     return {"scores": scores.tolist(), "prompt_tokens": int(ids.shape[1])}
 
 
+def splade(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"texts": [...]}`` -> ``{"indices": [[...]], "values": [[...]], "prompt_tokens": n}``: SPLADE's
+    sparse vector of each text, as naver's SPLADE code computes it: the BERT encoder, the MLM head
+    (dense, GELU, LayerNorm, decoder), then the maximum over the text's tokens ([CLS] and [SEP] included:
+    the attention mask is all ones for one unpadded text) of log(1 + relu(logit)); the non-zero entries in
+    token-id order. Every text is read alone (no padding)."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoTokenizer, BertModel
+
+    config = AutoConfig.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    weights = {k: v.float() for k, v in load_file(str(model_dir / "model.safetensors")).items()}
+    model = BertModel(config, add_pooling_layer=False).eval()
+    model.load_state_dict({k.removeprefix("bert."): v for k, v in weights.items() if k.startswith("bert.")})
+    head = "cls.predictions."
+    indices: list[list[int]] = []
+    values: list[list[float]] = []
+    prompt_tokens = 0
+    for text in request["texts"]:
+        ids = tokenizer(text, return_tensors="pt")["input_ids"]
+        prompt_tokens += int(ids.shape[1])
+        with torch.no_grad():
+            hidden = model(input_ids=ids).last_hidden_state[0]
+            x = torch.nn.functional.linear(
+                hidden, weights[head + "transform.dense.weight"], weights[head + "transform.dense.bias"]
+            )
+            x = torch.nn.functional.gelu(x)
+            x = torch.nn.functional.layer_norm(
+                x,
+                (config.hidden_size,),
+                weights[head + "transform.LayerNorm.weight"],
+                weights[head + "transform.LayerNorm.bias"],
+                eps=config.layer_norm_eps,
+            )
+            logits = torch.nn.functional.linear(
+                x, weights[head + "decoder.weight"], weights[head + "decoder.bias"]
+            )
+            pooled = torch.log1p(torch.relu(logits)).max(dim=0).values
+        nonzero = torch.nonzero(pooled).flatten()
+        indices.append([int(i) for i in nonzero])
+        values.append([float(pooled[i]) for i in nonzero])
+    return {"indices": indices, "values": values, "prompt_tokens": prompt_tokens}
+
+
 def main(argv: list[str]) -> int:
     family, model_dir = argv[1], Path(argv[2])
     answer = globals()[family.replace("-", "_")](model_dir, json.load(sys.stdin))
