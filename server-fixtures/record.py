@@ -362,6 +362,22 @@ def _listwise_exchanges(model: str) -> list[dict]:
     ]
 
 
+def _splade_exchanges(model: str) -> list[dict]:
+    """SPLADE: one vocabulary-wide row per input (raw bytes, as embed_sparse fetches it), a token string."""
+    return [
+        _ex("version", "GET", "/version"),
+        _ex("models", "GET", "/v1/models"),
+        _ex("openapi", "GET", "/openapi.json"),
+        _ex(
+            "embeddings_bytes",
+            "POST",
+            "/v1/embeddings",
+            {"model": model, "input": ["hello world"], "encoding_format": "bytes"},
+        ),
+        _ex("detokenize_one", "POST", "/detokenize", {"model": model, "tokens": [2075]}),
+    ]
+
+
 def _api_key_exchanges(model: str) -> list[dict]:
     good = {"Authorization": f"Bearer {TEST_API_KEY}"}
     bad = {"Authorization": "Bearer wrong-key"}
@@ -488,6 +504,7 @@ EXCHANGES = {
     "api-key": _api_key_exchanges,
     "late-interaction": _late_interaction_exchanges,
     "listwise": _listwise_exchanges,
+    "splade": _splade_exchanges,
 }
 
 

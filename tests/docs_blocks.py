@@ -58,6 +58,7 @@ SERVER_GROUPS: tuple[tuple[str, ...], ...] = (
     ("rerank",),
     ("late-interaction",),
     ("stt",),
+    ("splade",),
 )
 #: Seconds one block (with its chain) may run; the OCR fixture's pages take the longest.
 BLOCK_TIMEOUT = 900

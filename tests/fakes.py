@@ -54,6 +54,14 @@ FAKE_SETTINGS: dict[str, dict[str, Any]] = {
         "max_model_len": 8192,
         "version": VLLM_VERSION,
     },
+    # SPLADE: /v1/embeddings answers vocabulary-wide rows of non-negative weights, mostly zeros
+    "splade": {
+        "tasks": EMBEDDING_TASKS,
+        "sparse": True,
+        "width": 30522,
+        "max_model_len": 512,
+        "version": VLLM_VERSION,
+    },
     "ocr": {"tasks": OCR_TASKS, "max_model_len": 4096, "version": VLLM_VERSION},
     "ocr-no-processor": {
         "tasks": OCR_TASKS,

@@ -70,6 +70,7 @@ class SparseEmbedParams(TaskParams):
             )
         if not isinstance(self.return_tokens, bool):
             raise InvalidInputError("return_tokens", self.return_tokens, "must be True or False", "")
+        self.embed_params()  # checks truncate_prompt_tokens and add_special_tokens as embed() does
 
     def embed_params(self) -> EmbedParams:
         """The ``/v1/embeddings`` request options: raw float32 rows (``auto`` transport), no activation
@@ -106,7 +107,7 @@ def not_sparse_error(info: ServerInfo, reason: str) -> UnsupportedByServer:
         server_version=info.version,
         required_version=None,
         server_flag=SPLADE_FLAGS,
-        detail=f"{reason}. Serve a SPLADE checkpoint (a BertForMaskedLM, e.g. naver/splade-v3) with them",
+        detail=f"{reason}. Serve a SPLADE checkpoint (a BertForMaskedLM, e.g. naver/splade-v3) so",
     )
 
 

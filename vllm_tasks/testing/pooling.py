@@ -59,6 +59,9 @@ def vectors(call: Call, texts: list[str], dimensions: int | None) -> npt.NDArray
     """The fake embeddings of ``texts`` (rows), normalised unless ``use_activation`` is false."""
     normalize = call.body.get("use_activation") is not False
     width = call.settings.width
+    if call.settings.sparse:  # SPLADE's pooler: no normalisation, no Matryoshka
+        rows = [content.sparse_vector(text, width) for text in texts]
+        return np.stack(rows) if rows else np.zeros((0, width), np.float32)
     rows = [content.text_vector(text, width, dimensions=dimensions, normalize=normalize) for text in texts]
     return np.stack(rows) if rows else np.zeros((0, dimensions or width), np.float32)
 
