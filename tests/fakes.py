@@ -62,6 +62,14 @@ FAKE_SETTINGS: dict[str, dict[str, Any]] = {
         "max_model_len": 512,
         "version": VLLM_VERSION,
     },
+    # BGE-M3 with token_classify active: /pooling per-token weights, the embedding routes 501
+    "bge-m3": {
+        "tasks": frozenset({"embed", "embed_v2", "pooling"}),
+        "lexical": True,
+        "width": 64,
+        "max_model_len": 512,
+        "version": VLLM_VERSION,
+    },
     "ocr": {"tasks": OCR_TASKS, "max_model_len": 4096, "version": VLLM_VERSION},
     "ocr-no-processor": {
         "tasks": OCR_TASKS,

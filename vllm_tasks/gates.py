@@ -63,6 +63,15 @@ FEATURES: dict[str, Feature] = {
             "the 0.11.0 release; present in 0.16.0 and 0.32.0 (not diffed per release)",
             server_flag="""--hf-overrides '{"architectures": ["BertSpladeSparseEmbeddingModel"]}'""",
         ),
+        Feature(
+            "sparse_lexical_weights",
+            "0.16.0",
+            "BgeM3EmbeddingModel's token_classify (sparse_linear.pt) head: PR #14526, merged 2026-01; "
+            "present in the 0.16.0 matrix venv and 0.32.0; releases before 0.16.0 not checked: the gate is "
+            "conservative",
+            server_flag="""--hf-overrides '{"architectures": ["BgeM3EmbeddingModel"]}' """
+            """--pooler-config '{"task": "token_classify"}'""",
+        ),
         Feature("/v2/rerank", "0.7.0", "absent in 0.6.4; PR #12376"),
         Feature("score_multimodal", "0.10.0", "text_1/text_2 accept {content: [...]} since PR #20260"),
         Feature("score_queries_documents", "0.16.0", "queries/documents/items and data_1/data_2 forms"),

@@ -1,6 +1,6 @@
 """embed_sparse() against the real `splade` fixture (SPLADE's architecture, BertSpladeSparseEmbeddingModel on
 vLLM 0.32), compared with server-fixtures/references.py's transformers computation on the same weights.
-One server start, three requests to it plus the token strings of one short answer."""
+One start of each server, a handful of requests to it."""
 
 from __future__ import annotations
 
@@ -65,3 +65,43 @@ def test_async_client_tokens_and_conversions(vllm_splade: Any) -> None:
     assert list(vector.to_dict().values()) == vector.values.tolist()
     assert vector.to_qdrant()["indices"] == vector.indices.tolist()
     assert vector.to_milvus() == dict(zip(vector.indices.tolist(), vector.values.tolist(), strict=True))
+
+
+def reference_lexical(texts: list[str]) -> dict[str, Any]:
+    """BGE-M3's lexical weights from transformers on the fixture's weights (references.py bge-m3-lexical)."""
+    done = subprocess.run(
+        [str(venv_python()), str(REFERENCES), "bge-m3-lexical", str(models_dir() / "bge-m3-tiny")],
+        input=json.dumps({"texts": texts}),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
+
+
+LEXICAL_TEXTS = ["hello world hello", "The cat sat on the mat.", "the the the cat", "sparse lexical weights"]
+
+
+def test_bge_m3_lexical_weights_are_flagembeddings(vllm_bge_m3: Any) -> None:
+    """Both clients: the same ids as FlagEmbedding's reduction, weights within 1e-3; the first call meets
+    /v1/embeddings' 501 (token_classify is the active task) and reads /pooling."""
+    expected = reference_lexical(LEXICAL_TEXTS)
+    with vt.Client(vllm_bge_m3.base_url) as client:
+        result = client.embed_sparse(LEXICAL_TEXTS, batch_size=3, return_tokens=True)
+
+    async def run() -> vt.types.SparseEmbeddingResult:
+        async with vt.AsyncClient(vllm_bge_m3.base_url) as client:
+            return await client.embed_sparse(LEXICAL_TEXTS)
+
+    again = asyncio.run(run())
+    assert result.usage.prompt_tokens == expected["prompt_tokens"]
+    assert sum(len(vector) for vector in result) > 0
+    for one, other, indices, values in zip(
+        result, again, expected["indices"], expected["values"], strict=True
+    ):
+        assert one.indices.tolist() == indices == other.indices.tolist()
+        np.testing.assert_allclose(one.values, np.array(values, dtype=np.float32), atol=1e-3, rtol=0)
+        np.testing.assert_array_equal(one.values, other.values)
+        assert one.tokens is not None and len(one.tokens) == len(one)

@@ -102,13 +102,13 @@ def test_a_server_older_than_splade_is_refused_before_sending(
     assert sent(httpx_mock, "/v1/embeddings") == []
 
 
-def test_a_model_without_v1_embeddings_is_refused_before_sending(
+def test_a_model_without_pooling_routes_is_refused_before_sending(
     make_client: Any, httpx_mock: HTTPXMock
 ) -> None:
-    mock_server(httpx_mock, "rerank")  # a cross-encoder: its /openapi.json has no /v1/embeddings
-    with pytest.raises(vt.UnsupportedByServer, match="does not serve /v1/embeddings"):
+    mock_server(httpx_mock, "stt")  # Whisper: its /openapi.json has neither /v1/embeddings nor /pooling
+    with pytest.raises(vt.UnsupportedByServer, match="serves neither /v1/embeddings nor /pooling"):
         make_client().embed_sparse("hello world")
-    assert sent(httpx_mock, "/v1/embeddings") == []
+    assert [r.url.path for r in httpx_mock.get_requests()] == ["/version", "/v1/models", "/openapi.json"]
 
 
 @pytest.mark.parametrize(
@@ -260,3 +260,92 @@ def test_windows_send_concurrency_batches_at_a_time(make_client: Any, httpx_mock
     for i, vector in enumerate(result):
         np.testing.assert_allclose(vector.values, row[row > 0] * (i + 1), rtol=1e-6)
     assert result.usage.prompt_tokens == 8 * 4
+
+
+# --------------------------------------------------------------------------------------------------
+# BGE-M3's lexical weights (/pooling token_classify), replayed from the real `bge-m3` fixture
+# --------------------------------------------------------------------------------------------------
+
+
+def test_bge_m3_weights_are_laid_on_the_tokenized_ids(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    """The first call finds /v1/embeddings inactive (501) and reads /pooling; later ones go there at once."""
+    mock_server(httpx_mock, "bge-m3")
+    add_recorded(httpx_mock, "bge-m3", "error_embeddings")
+    add_recorded(httpx_mock, "bge-m3", "tokenize", reusable=True)
+    add_recorded(httpx_mock, "bge-m3", "pooling_token_classify", reusable=True)
+    client = make_client()
+    result = client.embed_sparse("hello world hello", return_tokens=True)
+    # "hello world hello" is <s> 7596 2092 7596 </s>; the server answers the three middle weights
+    (hello, world, hello_again), _ = recorded_weights()
+    vector = result.vector
+    assert vector.indices.tolist() == [2092, 7596]
+    np.testing.assert_array_equal(vector.values, np.array([world, max(hello, hello_again)], np.float32))
+    assert vector.tokens == ("world", "hello")
+    assert result.dimension is None and result.usage.prompt_tokens == 5
+    assert sent(httpx_mock, "/pooling") == [
+        {"model": "bge-m3-tiny", "input": [[0, 7596, 2092, 7596, 2]], "task": "token_classify"}
+    ]
+    assert sent(httpx_mock, "/tokenize")[0]["return_token_strs"] is True
+    again = client.embed_sparse("hello world hello", top_k=1)
+    assert again.vector.indices.tolist() == [7596] and again.vector.tokens is None
+    assert len(sent(httpx_mock, "/v1/embeddings")) == 1  # learned: the lexical path from then on
+    with pytest.raises(vt.InvalidInputError) as caught:
+        client.embed_sparse("hello", truncate_prompt_tokens=4)
+    assert caught.value.field == "truncate_prompt_tokens"
+
+
+def recorded_weights() -> tuple[list[float], int]:
+    body = json.loads(exchange("bge-m3", "pooling_token_classify")["response"]["body_text"])
+    return body["data"][0]["data"], body["usage"]["prompt_tokens"]
+
+
+def test_bge_m3_before_its_first_version_is_refused(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    mock_server(httpx_mock, "bge-m3", version="0.15.0")
+    add_recorded(httpx_mock, "bge-m3", "error_embeddings")
+    with pytest.raises(vt.UnsupportedByServer) as caught:
+        make_client().embed_sparse("hello world hello")
+    assert caught.value.feature == "sparse_lexical_weights" and caught.value.required_version == "0.16.0"
+    assert sent(httpx_mock, "/pooling") == []
+
+
+def test_a_cross_encoder_is_not_sparse(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    """No /v1/embeddings route: the lexical path; the model refuses the token_classify task."""
+    mock_server(httpx_mock, "rerank")
+    tokens = {"tokens": [101, 7592, 102], "token_strs": ["[CLS]", "hello", "[SEP]"]}
+    httpx_mock.add_response(url=f"{BASE}/tokenize", json={"count": 3, "max_model_len": 256, **tokens})
+    httpx_mock.add_response(
+        url=f"{BASE}/pooling",
+        status_code=400,
+        json={"error": {"message": "Try switching the model's pooling_task via --pooler-config.task "
+              "token_classify. (parameter=task)", "type": "BadRequestError", "param": "task", "code": 400}},
+    )  # fmt: skip
+    client = make_client()
+    with pytest.raises(vt.UnsupportedByServer, match="BgeM3EmbeddingModel") as caught:
+        client.embed_sparse("hello")
+    assert caught.value.feature == "sparse_embeddings"
+    with pytest.raises(vt.UnsupportedByServer):
+        client.embed_sparse("hello")  # known: refused before sending
+    assert len(sent(httpx_mock, "/pooling")) == 1
+
+
+@pytest.mark.parametrize(
+    ("weights", "ids", "message"),
+    [
+        (np.zeros(4, np.float32), [0, 5, 2], "4 token weights for a prompt of 3 tokens"),
+        (np.zeros((1, 2), np.float32), [0, 5, 2], "not one weight per token"),
+    ],
+)
+def test_lexical_weights_that_do_not_line_up_are_an_unexpected_answer(
+    weights: np.ndarray, ids: list[int], message: str
+) -> None:
+    with pytest.raises(vt.UnexpectedResponse, match=message):
+        sparse.lexical_vector(weights, ids, None, "m")
+
+
+def test_lexical_weights_drop_special_tokens_and_keep_the_largest_repeat() -> None:
+    ids = [0, 9, 3, 9, 2]
+    strings = ["<s>", "cat", "<unk>", "cat", "</s>"]
+    vector = sparse.lexical_vector(np.array([0.5, 4.0, 0.75], np.float32), ids, strings, "m")
+    assert vector.to_milvus() == {9: 0.75} and vector.tokens == ("cat",)
+    whole = sparse.lexical_vector(np.array([1.0, 0.5, 0.0, 0.25, 3.0], np.float32), ids, strings, "m")
+    assert whole.to_milvus() == {9: 0.5}  # not filtered by the server: <s>, <unk>, </s> left out by string

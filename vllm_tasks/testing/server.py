@@ -164,6 +164,8 @@ class FakeVLLM:
             cross-encoder if ``classify`` is served).
         sparse: a SPLADE model: ``/v1/embeddings`` answers vocabulary-wide rows of non-negative weights,
             mostly zeros (``embed_sparse``); use ``width`` as the vocabulary size.
+        lexical: BGE-M3 with ``token_classify`` active: ``/pooling`` answers one weight per token
+            (``embed_sparse`` reads them), ``/v1/embeddings`` answers 501.
         labels: the classifier's labels.
         input_types: accepted ``/v2/embed`` ``input_type`` values.
         transcript: the text of every transcription (or a function of the :class:`ReceivedRequest`).
@@ -201,6 +203,7 @@ class FakeVLLM:
         matryoshka: bool | Sequence[int] = True,
         scorer: Scorer | None = None,
         sparse: bool = False,
+        lexical: bool = False,
         labels: Sequence[str] = ("negative", "positive"),
         input_types: Sequence[str] = (),
         transcript: TextSource = content.DEFAULT_TRANSCRIPT,
@@ -217,7 +220,8 @@ class FakeVLLM:
     ) -> None:
         self.settings = FakeSettings(
             model=model, tasks=frozenset(tasks), version=version, width=width, max_model_len=max_model_len,
-            matryoshka=matryoshka, scorer=scorer, sparse=sparse, labels=labels, input_types=input_types,
+            matryoshka=matryoshka, scorer=scorer, sparse=sparse, lexical=lexical,
+            labels=labels, input_types=input_types,
             transcript=transcript, language=language, ocr_output=ocr_output, ngram_processor=ngram_processor,
             api_key=api_key, openapi=openapi, latency=latency,
         )  # fmt: skip

@@ -107,7 +107,9 @@ class SparseEmbeddingResult(BaseModel):
 
     Attributes:
         vectors: one :class:`SparseVector` per input.
-        dimension: the vocabulary width the vectors live in (the server's dense width).
+        dimension: the vocabulary width the vectors live in (SPLADE: the server's row width); ``None`` for
+            BGE-M3's lexical weights, whose answer does not state it (pass ``dimension=`` to
+            :meth:`to_scipy` / :meth:`to_dense`, e.g. 250002 for BAAI/bge-m3).
         model: the served model name that answered.
         usage: prompt tokens summed over all batches.
 
@@ -122,7 +124,7 @@ class SparseEmbeddingResult(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
 
     vectors: list[SparseVector]
-    dimension: int
+    dimension: int | None = None
     model: str
     usage: Usage = Usage()
 
@@ -164,22 +166,38 @@ class SparseEmbeddingResult(BaseModel):
         """One ``{token_id: weight}`` per input (Milvus' ``SPARSE_FLOAT_VECTOR`` rows)."""
         return [vector.to_milvus() for vector in self.vectors]
 
-    def to_dense(self) -> npt.NDArray[np.float32]:
-        """The ``(n, dimension)`` float32 matrix the server computed (memory: ``n * dimension * 4`` bytes)."""
-        return to_dense(self.vectors, self.dimension)
+    def to_dense(self, dimension: int | None = None) -> npt.NDArray[np.float32]:
+        """The ``(n, dimension)`` float32 matrix (memory: ``n * dimension * 4`` bytes); for SPLADE, the rows
+        the server sent.
 
-    def to_scipy(self) -> Any:
+        Args:
+            dimension: the width (default: :attr:`dimension`, else the largest index + 1).
+        """
+        return to_dense(self.vectors, self._width(dimension))
+
+    def to_scipy(self, dimension: int | None = None) -> Any:
         """A ``scipy.sparse.csr_matrix`` of shape ``(n, dimension)``, float32.
+
+        Args:
+            dimension: the width (default: :attr:`dimension`, else the largest index + 1).
 
         Raises:
             MissingDependency: scipy is not installed (``pip install "vllm-tasks[sparse]"``).
         """
         sparse = require("scipy.sparse", "sparse", "SparseEmbeddingResult.to_scipy()")
+        width = self._width(dimension)
         indptr = np.zeros(len(self.vectors) + 1, dtype=np.int64)
         np.cumsum([len(vector) for vector in self.vectors], out=indptr[1:])
         indices = np.concatenate([v.indices for v in self.vectors]) if self.vectors else np.zeros(0, np.int64)
         values = np.concatenate([v.values for v in self.vectors]) if self.vectors else np.zeros(0, np.float32)
-        return sparse.csr_matrix((values, indices, indptr), shape=(len(self.vectors), self.dimension))
+        return sparse.csr_matrix((values, indices, indptr), shape=(len(self.vectors), width))
+
+    def _width(self, dimension: int | None) -> int:
+        if dimension is not None:
+            return dimension
+        if self.dimension is not None:
+            return self.dimension
+        return max((int(v.indices[-1]) + 1 for v in self.vectors if len(v)), default=0)
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         yield "vectors", len(self.vectors)
