@@ -59,6 +59,7 @@ SERVER_GROUPS: tuple[tuple[str, ...], ...] = (
     ("late-interaction",),
     ("stt",),
     ("splade",),
+    ("bge-m3",),
 )
 #: Seconds one block (with its chain) may run; the OCR fixture's pages take the longest.
 BLOCK_TIMEOUT = 900

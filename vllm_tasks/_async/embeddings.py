@@ -19,6 +19,7 @@ from ..errors import (
     RequestTooLargeError,
 )
 from ..offload import async_offload
+from ..progress import Progress
 from ..responses import json_object
 from ..server_state import ServerState
 from ..transport import logger
@@ -347,19 +348,26 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         usage = Usage()
         width: int | None = None
         served: str | None = None
-        for window in sparse.windows(plan, batching.concurrency):
-            responses = await self._send_embed_plan(window, prompts, batching, info, False)
-            decoded = await async_offload(
-                embeddings.merge_embeddings, window, responses, embed_params, info, width
-            )
-            reason = sparse.dense_reason(decoded.vectors, decoded.model or name)
-            if reason is not None:
-                self._learn(state, sparse.NOT_SPARSE, name, reason)
-                raise sparse.not_sparse_error(info, reason)
-            vectors += sparse.sparsify(decoded.vectors, min_weight=params.min_weight, top_k=params.top_k)
-            usage += decoded.usage
-            width = int(decoded.vectors.shape[1])
-            served = served or decoded.model
+        # One bar for the call, advanced a window at a time (the windows' own sends draw none).
+        progress = Progress(len(prompts), enabled=batching.show_progress, description="embed_sparse")
+        quiet = Batching(batching.batch_size, batching.concurrency, False)
+        try:
+            for window in sparse.windows(plan, batching.concurrency):
+                responses = await self._send_embed_plan(window, prompts, quiet, info, False)
+                decoded = await async_offload(
+                    embeddings.merge_embeddings, window, responses, embed_params, info, width
+                )
+                reason = sparse.dense_reason(decoded.vectors, decoded.model or name)
+                if reason is not None:
+                    self._learn(state, sparse.NOT_SPARSE, name, reason)
+                    raise sparse.not_sparse_error(info, reason)
+                vectors += sparse.sparsify(decoded.vectors, min_weight=params.min_weight, top_k=params.top_k)
+                usage += decoded.usage
+                width = int(decoded.vectors.shape[1])
+                served = served or decoded.model
+                progress.advance(sum(map(len, window.batches)))
+        finally:
+            progress.close()
         if params.return_tokens:
             vectors = await self._with_token_strings(vectors, name, call, batching)
         return SparseEmbeddingResult(vectors=vectors, dimension=width or 0, model=served or name, usage=usage)
