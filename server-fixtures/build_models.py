@@ -114,6 +114,24 @@ def build_qwen3_reranker_tiny(out: Path) -> None:
     build(out)
 
 
+def build_splade_minilm(out: Path) -> None:
+    """SPLADE's architecture (BertForMaskedLM served as BertSpladeSparseEmbeddingModel): the MiniLM encoder
+    and a seeded MLM head; see build_zoo.py."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_zoo import build_splade_minilm as build
+
+    build(out)
+
+
+def build_bge_m3_tiny(out: Path) -> None:
+    """BGE-M3's architecture (BgeM3EmbeddingModel: XLM-R + sparse_linear.pt + colbert_linear.pt), tiny and
+    seeded; see build_zoo.py."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_zoo import build_bge_m3_tiny as build
+
+    build(out)
+
+
 def main(argv: list[str]) -> int:
     out_dir = Path(argv[1])
     out_dir.mkdir(parents=True, exist_ok=True)

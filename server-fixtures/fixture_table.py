@@ -326,6 +326,37 @@ FIXTURES: dict[str, Fixture] = {
             "instruction ignored, scores meaningless and no error (the SDK's advisory)",
         ),
         Fixture(
+            name="splade",
+            model_dir="splade-minilm",
+            served_model_name="splade-minilm",
+            args=(
+                *ZOO_ARGS,
+                "--max-model-len",
+                "512",
+                "--hf-overrides",
+                json.dumps({"architectures": ["BertSpladeSparseEmbeddingModel"]}),
+            ),
+            description="SPLADE's architecture (a BertForMaskedLM served as BertSpladeSparseEmbeddingModel): "
+            "MiniLM's encoder and a seeded MLM head; /v1/embeddings answers 30522-wide, mostly-zero vectors",
+        ),
+        Fixture(
+            name="bge-m3",
+            model_dir="bge-m3-tiny",
+            served_model_name="bge-m3-tiny",
+            args=(
+                *ZOO_ARGS,
+                "--max-model-len",
+                "512",
+                "--hf-overrides",
+                json.dumps({"architectures": ["BgeM3EmbeddingModel"]}),
+                "--pooler-config",
+                json.dumps({"task": "token_classify"}),
+            ),
+            description="BGE-M3's architecture (BgeM3EmbeddingModel: XLM-R + sparse_linear.pt + "
+            "colbert_linear.pt), tiny, seeded, token_classify active: /pooling answers a lexical weight per "
+            "token (BOS/EOS rows left out); /v1/embeddings 501",
+        ),
+        Fixture(
             name="ocr",
             model_dir="deepseek-ocr-tiny",
             served_model_name="deepseek-ocr-tiny",

@@ -376,6 +376,49 @@ def _qwen3_embedding_exchanges(model: str) -> list[dict]:
     ]
 
 
+def _splade_exchanges(model: str) -> list[dict]:
+    """SPLADE: one vocabulary-wide row per input (raw bytes, as embed_sparse fetches it), a token string."""
+    return [
+        _ex("version", "GET", "/version"),
+        _ex("models", "GET", "/v1/models"),
+        _ex("openapi", "GET", "/openapi.json"),
+        _ex(
+            "embeddings_bytes",
+            "POST",
+            "/v1/embeddings",
+            {"model": model, "input": ["hello world"], "encoding_format": "bytes"},
+        ),
+        _ex("detokenize_one", "POST", "/detokenize", {"model": model, "tokens": [2075]}),
+    ]
+
+
+def _bge_m3_exchanges(model: str) -> list[dict]:
+    """BGE-M3 with token_classify active: a prompt's token ids, then their lexical weights from /pooling."""
+    return [
+        _ex("version", "GET", "/version"),
+        _ex("models", "GET", "/v1/models"),
+        _ex("openapi", "GET", "/openapi.json"),
+        _ex(
+            "tokenize",
+            "POST",
+            "/tokenize",
+            {
+                "model": model,
+                "prompt": "hello world hello",
+                "add_special_tokens": True,
+                "return_token_strs": True,
+            },
+        ),
+        _ex(
+            "pooling_token_classify",
+            "POST",
+            "/pooling",
+            {"model": model, "input": [[0, 7596, 2092, 7596, 2]], "task": "token_classify"},
+        ),
+        _ex("error_embeddings", "POST", "/v1/embeddings", {"model": model, "input": ["hello"]}),
+    ]
+
+
 def _api_key_exchanges(model: str) -> list[dict]:
     good = {"Authorization": f"Bearer {TEST_API_KEY}"}
     bad = {"Authorization": "Bearer wrong-key"}
@@ -546,6 +589,8 @@ EXCHANGES = {
     "qwen3-embedding": _qwen3_embedding_exchanges,
     "qwen3-reranker": _qwen3_reranker_exchanges,
     "qwen3-reranker-no-template": _qwen3_reranker_exchanges,
+    "splade": _splade_exchanges,
+    "bge-m3": _bge_m3_exchanges,
 }
 
 

@@ -182,6 +182,81 @@ def qwen3_reranker(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     return {"scores": scores, "prompt_tokens": lengths}
 
 
+def splade(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"texts": [...]}`` -> ``{"indices": [[...]], "values": [[...]], "prompt_tokens": n}``: SPLADE's
+    sparse vector of each text, as naver's SPLADE code computes it: the BERT encoder, the MLM head
+    (dense, GELU, LayerNorm, decoder), then the maximum over the text's tokens ([CLS] and [SEP] included:
+    the attention mask is all ones for one unpadded text) of log(1 + relu(logit)); the non-zero entries in
+    token-id order. Every text is read alone (no padding)."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoTokenizer, BertModel
+
+    config = AutoConfig.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    weights = {k: v.float() for k, v in load_file(str(model_dir / "model.safetensors")).items()}
+    model = BertModel(config, add_pooling_layer=False).eval()
+    model.load_state_dict({k.removeprefix("bert."): v for k, v in weights.items() if k.startswith("bert.")})
+    head = "cls.predictions."
+    indices: list[list[int]] = []
+    values: list[list[float]] = []
+    prompt_tokens = 0
+    for text in request["texts"]:
+        ids = tokenizer(text, return_tensors="pt")["input_ids"]
+        prompt_tokens += int(ids.shape[1])
+        with torch.no_grad():
+            hidden = model(input_ids=ids).last_hidden_state[0]
+            x = torch.nn.functional.linear(
+                hidden, weights[head + "transform.dense.weight"], weights[head + "transform.dense.bias"]
+            )
+            x = torch.nn.functional.gelu(x)
+            x = torch.nn.functional.layer_norm(
+                x,
+                (config.hidden_size,),
+                weights[head + "transform.LayerNorm.weight"],
+                weights[head + "transform.LayerNorm.bias"],
+                eps=config.layer_norm_eps,
+            )
+            logits = torch.nn.functional.linear(
+                x, weights[head + "decoder.weight"], weights[head + "decoder.bias"]
+            )
+            pooled = torch.log1p(torch.relu(logits)).max(dim=0).values
+        nonzero = torch.nonzero(pooled).flatten()
+        indices.append([int(i) for i in nonzero])
+        values.append([float(pooled[i]) for i in nonzero])
+    return {"indices": indices, "values": values, "prompt_tokens": prompt_tokens}
+
+
+def bge_m3_lexical(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"texts": [...]}`` -> ``{"indices": [[...]], "values": [[...]], "prompt_tokens": n}``: BGE-M3's
+    lexical weights as FlagEmbedding computes them (``BGEM3FlagModel``: ``relu(sparse_linear(h))`` per token,
+    then ``_process_token_weights``: the CLS, EOS, PAD and UNK ids left out, weights <= 0 left out, the
+    largest weight kept for a repeated id), with transformers' XLM-R on the same weights; ids ascending."""
+    import torch
+    from transformers import AutoTokenizer, XLMRobertaModel
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = XLMRobertaModel.from_pretrained(model_dir, add_pooling_layer=False).eval()
+    sparse = torch.load(model_dir / "sparse_linear.pt", map_location="cpu")
+    unused = {tokenizer.cls_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id, tokenizer.unk_token_id}
+    indices: list[list[int]] = []
+    values: list[list[float]] = []
+    prompt_tokens = 0
+    for text in request["texts"]:
+        ids = tokenizer(text, return_tensors="pt")["input_ids"]
+        prompt_tokens += int(ids.shape[1])
+        with torch.no_grad():
+            hidden = model(input_ids=ids).last_hidden_state[0]
+            weights = torch.relu(torch.nn.functional.linear(hidden, sparse["weight"], sparse["bias"]))[:, 0]
+        lexical: dict[int, float] = {}
+        for token_id, weight in zip(ids[0].tolist(), weights.tolist(), strict=True):
+            if token_id not in unused and weight > 0:
+                lexical[token_id] = max(lexical.get(token_id, 0.0), weight)
+        indices.append(sorted(lexical))
+        values.append([lexical[i] for i in sorted(lexical)])
+    return {"indices": indices, "values": values, "prompt_tokens": prompt_tokens}
+
+
 def main(argv: list[str]) -> int:
     family, model_dir = argv[1], Path(argv[2])
     compute = globals()[family.replace("-", "_")]

@@ -59,6 +59,8 @@ SERVER_GROUPS: tuple[tuple[str, ...], ...] = (
     ("late-interaction",),
     ("qwen3-embedding",),
     ("stt",),
+    ("splade",),
+    ("bge-m3",),
 )
 #: Seconds one block (with its chain) may run; the OCR fixture's pages take the longest.
 BLOCK_TIMEOUT = 900

@@ -72,6 +72,22 @@ FAKE_SETTINGS: dict[str, dict[str, Any]] = {
     # the pair is read as the bare concatenation of query and document (score_template=False).
     "qwen3-reranker": {**_QWEN3_RERANKER, "score_template": True},
     "qwen3-reranker-no-template": {**_QWEN3_RERANKER, "score_template": False},
+    # SPLADE: /v1/embeddings answers vocabulary-wide rows of non-negative weights, mostly zeros
+    "splade": {
+        "tasks": EMBEDDING_TASKS,
+        "sparse": True,
+        "width": 30522,
+        "max_model_len": 512,
+        "version": VLLM_VERSION,
+    },
+    # BGE-M3 with token_classify active: /pooling per-token weights, the embedding routes 501
+    "bge-m3": {
+        "tasks": frozenset({"embed", "embed_v2", "pooling"}),
+        "lexical": True,
+        "width": 64,
+        "max_model_len": 512,
+        "version": VLLM_VERSION,
+    },
     "ocr": {"tasks": OCR_TASKS, "max_model_len": 4096, "version": VLLM_VERSION},
     "ocr-no-processor": {
         "tasks": OCR_TASKS,

@@ -53,6 +53,7 @@ from .jobs import aembed_file, aocr_dir, atranscribe_dir, embed_file, ocr_dir, t
 from .ocr import OCRParams
 from .pooling import ClassifyParams, PoolParams, maxsim
 from .scoring import RerankParams
+from .sparse import SparseEmbedParams
 from .transcription import ChunkingOptions, TranscribeParams
 from .version import __version__
 
@@ -89,6 +90,7 @@ __all__ = [
     "RerankParams",
     "ServerNotReady",
     "ServiceUnavailableError",
+    "SparseEmbedParams",
     "StreamError",
     "TranscribeParams",
     "TranscriptionStream",
@@ -117,7 +119,8 @@ _MOVED: dict[str, tuple[str, str, str]] = {
     **{
         name: ("vllm_tasks.types", name, "")
         for name in _types.__all__
-        if name not in ("TranscriptionWord", "SpeakerSegment")  # never top-level names
+        if name not in ("TranscriptionWord", "SpeakerSegment", "SparseEmbeddingResult", "SparseVector")
+        # never top-level names (the sparse results are newer than 0.1)
     },
     **{name: ("vllm_tasks.jobs", name, "") for name in _JOBS.split()},
     **{name: ("vllm_tasks.ocr", name, "") for name in _OCR.split()},

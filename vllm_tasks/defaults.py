@@ -46,6 +46,8 @@ CONCURRENCY = 4
 """Requests in flight at once when a call is split into several."""
 EMBED_BATCH_SIZE = 64
 """Inputs per ``/v1/embeddings`` or ``/v2/embed`` request."""
+SPARSE_BATCH_SIZE = 16
+"""Inputs per ``embed_sparse`` request: each answer row is vocabulary-wide (122 KB of float32 for BERT)."""
 EMBED_MAX_BATCH_CHARS = 200_000
 """An embedding batch is also cut when its texts reach this many characters, so a request stays bounded."""
 EMBED_BYTES_MAX_BATCH = 24

@@ -56,6 +56,22 @@ FEATURES: dict[str, Feature] = {
         Feature("endianness", "0.11.1", "absent in 0.11.0; PR #27066"),
         Feature("encoding_format_bytes", "0.11.1", "absent in 0.11.0; PR #27066"),
         Feature("encoding_format_bytes_only", "0.13.0", "absent in 0.12.0"),
+        Feature(
+            "sparse_embeddings",
+            "0.11.1",
+            "BertSpladeSparseEmbeddingModel (SPLADE on /v1/embeddings): PR #26339, opened 2025-10-07, after "
+            "the 0.11.0 release; present in 0.16.0 and 0.32.0 (not diffed per release)",
+            server_flag="""--hf-overrides '{"architectures": ["BertSpladeSparseEmbeddingModel"]}'""",
+        ),
+        Feature(
+            "sparse_lexical_weights",
+            "0.16.0",
+            "BgeM3EmbeddingModel's token_classify (sparse_linear.pt) head: PR #14526, merged 2026-01; "
+            "present in the 0.16.0 matrix venv and 0.32.0; releases before 0.16.0 not checked: the gate is "
+            "conservative",
+            server_flag="""--hf-overrides '{"architectures": ["BgeM3EmbeddingModel"]}' """
+            """--pooler-config '{"task": "token_classify"}'""",
+        ),
         Feature("/v2/rerank", "0.7.0", "absent in 0.6.4; PR #12376"),
         Feature("score_multimodal", "0.10.0", "text_1/text_2 accept {content: [...]} since PR #20260"),
         Feature("score_queries_documents", "0.16.0", "queries/documents/items and data_1/data_2 forms"),

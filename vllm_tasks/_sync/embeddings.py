@@ -1,5 +1,5 @@
 # GENERATED from vllm_tasks/_async/embeddings.py by scripts/unasync.py: do not edit.
-"""Embedding methods of the synchronous client: ``embed`` and ``embed_v2``."""
+"""Embedding methods of the synchronous client: ``embed``, ``embed_sparse`` and ``embed_v2``."""
 
 from __future__ import annotations
 
@@ -8,22 +8,32 @@ from typing import Any
 
 import httpx
 
-from .. import defaults, embeddings
+from .. import defaults, embeddings, gates, pooling, sparse, tokenizing
 from ..batching import smaller_batches
 from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike, resolve_model
 from ..decoding import EmbedDType, Endianness
-from ..errors import BadRequestError, ContextLengthExceeded, InternalServerError, RequestTooLargeError
+from ..errors import (
+    BadRequestError,
+    ContextLengthExceeded,
+    EndpointNotServed,
+    InternalServerError,
+    RequestTooLargeError,
+)
 from ..offload import sync_offload
+from ..progress import Progress
 from ..responses import json_object
+from ..server_state import ServerState
 from ..transport import logger
+from ..types.common import Usage
 from ..types.embeddings import EmbeddingResult, EmbeddingType, EmbedV2Result, EncodingFormat, Truncate
 from ..types.server import ServerInfo
+from ..types.sparse import SparseEmbeddingResult, SparseVector
 from .base import ClientBase
 from .tokenizing import count_longest
 
 
 class EmbeddingMethods(ClientBase):
-    """``embed`` (``/v1/embeddings``) and ``embed_v2`` (``/v2/embed``)."""
+    """``embed`` and ``embed_sparse`` (``/v1/embeddings``), ``embed_v2`` (``/v2/embed``)."""
 
     def embed(
         self,
@@ -218,6 +228,257 @@ class EmbeddingMethods(ClientBase):
                 counts = count_longest(self._transport, prompts, plan.model)
                 embeddings.name_too_long_input(error, prompts, counts, limit)
             raise
+
+    def embed_sparse(
+        self,
+        input: embeddings.EmbedInput,
+        *,
+        truncate_prompt_tokens: int | None = None,
+        add_special_tokens: bool | None = None,
+        min_weight: float = 0.0,
+        top_k: int | None = None,
+        return_tokens: bool = False,
+        batch_size: int = defaults.SPARSE_BATCH_SIZE,
+        concurrency: int = defaults.CONCURRENCY,
+        show_progress: bool = False,
+        model: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        timeout: TimeoutLike = CLIENT_DEFAULT,
+    ) -> SparseEmbeddingResult:
+        """Sparse vectors (SPLADE, BGE-M3) of texts or token ids: token ids and weights, not a dense row.
+
+        SPLADE: a ``BertForMaskedLM`` checkpoint served with ``--runner pooling --hf-overrides
+        '{"architectures": ["BertSpladeSparseEmbeddingModel"]}'`` (vLLM >= 0.11.1). Its ``/v1/embeddings``
+        answers one vocabulary-wide row per input (``log(1 + relu(MLM logits))`` max-pooled over the tokens,
+        mostly zeros); the client fetches the rows as raw float32, keeps the non-zero weights, and holds the
+        dense rows of only ``concurrency`` batches at a time.
+
+        BGE-M3: ``BAAI/bge-m3`` served with ``--hf-overrides '{"architectures": ["BgeM3EmbeddingModel"]}'
+        --pooler-config '{"task": "token_classify"}'`` (vLLM >= 0.16.0). ``/v1/embeddings`` answers 501; the
+        client then tokenizes the texts (``/tokenize``), reads one weight per token from ``/pooling`` and
+        reduces them as FlagEmbedding's ``lexical_weights`` do (special tokens and weights <= 0 left out,
+        the largest weight of a repeated id kept). The model's kind is remembered after the first call.
+
+        Long lists are batched and sent ``concurrency`` at a time, like ``embed``.
+
+        Args:
+            input: a string, a list of strings, one tokenized prompt (``list[int]``) or several.
+            truncate_prompt_tokens: keep only N tokens of each input; -1 = the model's maximum (SPLADE only).
+            add_special_tokens: override the tokenizer default.
+            min_weight: drop weights at or below this (default 0: every non-zero weight).
+            top_k: keep only each input's ``top_k`` largest weights.
+            return_tokens: also give the token string of every id (``vector.tokens``, ``vector.to_dict()``):
+                SPLADE: one ``/detokenize`` request per distinct id, ``concurrency`` at a time; BGE-M3: free.
+            batch_size: inputs per request (each answer row is ``4 * vocabulary`` bytes: 122 KB for BERT).
+            concurrency: requests in flight.
+            show_progress: draw a tqdm bar.
+            model: served model name (default: the client's, else the server's first).
+            extra_body: extra JSON fields merged into each request.
+            extra_headers: extra headers for each request.
+            timeout: per-request timeout (default: the client's).
+
+        Returns:
+            SparseEmbeddingResult: one :class:`~vllm_tasks.SparseVector` per input (``.indices`` int64
+            token ids, ``.values`` float32), ``.to_qdrant()``, ``.to_milvus()``, ``.to_scipy()``.
+
+        Raises:
+            InvalidInputError: bad arguments, before any request.
+            UnsupportedByServer: (``feature="sparse_embeddings"``) the server is older than vLLM 0.11.1,
+                serves neither ``/v1/embeddings`` nor ``/pooling``, its model answered dense embeddings (a
+                negative weight) or refused ``token_classify``; the message names the flags that serve
+                SPLADE and BGE-M3. A model found not sparse is refused before sending on later calls.
+                (``feature="sparse_lexical_weights"``) BGE-M3 on a server older than vLLM 0.16.0.
+            InvalidInputError: ``truncate_prompt_tokens`` on BGE-M3.
+            UnexpectedResponse: (``kind="decode"``) BGE-M3 weights that do not line up with the token ids.
+            ContextLengthExceeded: an input is over ``max_model_len`` (``input_index`` names it).
+
+        Examples:
+            >>> result = client.embed_sparse(["the cat sat on the mat"], top_k=64)
+            >>> result[0].to_qdrant()
+            {'indices': [1010, 1996, ...], 'values': [0.41, 1.02, ...]}
+        """
+        call = CallOptions(model, extra_body, extra_headers, timeout)
+        params = sparse.SparseEmbedParams(
+            truncate_prompt_tokens=truncate_prompt_tokens,
+            add_special_tokens=add_special_tokens,
+            min_weight=min_weight,
+            top_k=top_k,
+            return_tokens=return_tokens,
+        )
+        batching = Batching(batch_size, concurrency, show_progress)
+        prompts = embeddings.embed_inputs(input, None)
+        return self._counted(self._embed_sparse(prompts, params, call, batching))
+
+    def _embed_sparse(
+        self,
+        prompts: list[Any],
+        params: sparse.SparseEmbedParams,
+        call: CallOptions,
+        batching: Batching,
+    ) -> SparseEmbeddingResult:
+        state = self._current_state()
+        info = state.info
+        assert info is not None  # _current_state read it
+        name = resolve_model(info, call.model, self.model) or ""
+        sparse.check_sparse_server(info, name, state.get(sparse.NOT_SPARSE, name))
+        source = state.get(sparse.SPARSE_SOURCE, name) or sparse.first_source(info)
+        if source == "splade":
+            try:
+                result = self._splade(prompts, params, call, batching, state=state, name=name)
+            except EndpointNotServed:
+                if info.serves_route("/pooling") is False:
+                    raise
+                source = "lexical"  # BGE-M3 with token_classify active: /v1/embeddings answers 501
+            else:
+                self._learn(state, sparse.SPARSE_SOURCE, name, "splade")
+                return result
+        result = self._lexical(prompts, params, call, batching, state=state, name=name)
+        self._learn(state, sparse.SPARSE_SOURCE, name, "lexical")
+        return result
+
+    def _splade(
+        self,
+        prompts: list[Any],
+        params: sparse.SparseEmbedParams,
+        call: CallOptions,
+        batching: Batching,
+        *,
+        state: ServerState,
+        name: str,
+    ) -> SparseEmbeddingResult:
+        """SPLADE: vocabulary-wide rows from ``/v1/embeddings``, sparsified a window at a time."""
+        info = state.info
+        assert info is not None
+        embed_params = params.embed_params()
+        plan = embeddings.plan_embed(
+            info,
+            prompts,
+            embed_params,
+            call,
+            client_model=self.model,
+            batch_size=batching.batch_size,
+            conversations=False,
+            bytes_batch_cap=state.get(embeddings.BYTES_BATCH_CAP, None),
+        )
+        vectors: list[SparseVector] = []
+        usage = Usage()
+        width: int | None = None
+        served: str | None = None
+        # One bar for the call, advanced a window at a time (the windows' own sends draw none).
+        progress = Progress(len(prompts), enabled=batching.show_progress, description="embed_sparse")
+        quiet = Batching(batching.batch_size, batching.concurrency, False)
+        try:
+            for window in sparse.windows(plan, batching.concurrency):
+                responses = self._send_embed_plan(window, prompts, quiet, info, False)
+                decoded = sync_offload(
+                    embeddings.merge_embeddings, window, responses, embed_params, info, width
+                )
+                reason = sparse.dense_reason(decoded.vectors, decoded.model or name)
+                if reason is not None:
+                    self._learn(state, sparse.NOT_SPARSE, name, reason)
+                    raise sparse.not_sparse_error(info, reason)
+                vectors += sparse.sparsify(decoded.vectors, min_weight=params.min_weight, top_k=params.top_k)
+                usage += decoded.usage
+                width = int(decoded.vectors.shape[1])
+                served = served or decoded.model
+                progress.advance(sum(map(len, window.batches)))
+        finally:
+            progress.close()
+        if params.return_tokens:
+            vectors = self._with_token_strings(vectors, name, call, batching)
+        return SparseEmbeddingResult(vectors=vectors, dimension=width or 0, model=served or name, usage=usage)
+
+    def _lexical(
+        self,
+        prompts: list[Any],
+        params: sparse.SparseEmbedParams,
+        call: CallOptions,
+        batching: Batching,
+        *,
+        state: ServerState,
+        name: str,
+    ) -> SparseEmbeddingResult:
+        """BGE-M3: the prompts' token ids from ``/tokenize``, their weights from ``/pooling``
+        ``token_classify``, reduced per id as FlagEmbedding does."""
+        info = state.info
+        assert info is not None
+        gates.require(info, [sparse.LEXICAL_FEATURE])
+        sparse.lexical_fields(params)
+        ids, strings = self._token_ids(prompts, params, call, batching, name)
+        requests, batches = pooling.plan_pooling_requests(
+            "/pooling",
+            "pooling",
+            ids,
+            {"model": name, "task": "token_classify"},
+            call,
+            batch_size=batching.batch_size,
+        )
+        try:
+            responses = self._send_batches(
+                requests,
+                concurrency=batching.concurrency,
+                counts=[len(batch) for batch in batches],
+                show_progress=batching.show_progress,
+                description="embed_sparse",
+            )
+        except BadRequestError as error:
+            if "task" not in str(error):
+                raise
+            reason = f"model {name!r} does not answer /pooling with task=token_classify ({error.message})"
+            self._learn(state, sparse.NOT_SPARSE, name, reason)
+            raise sparse.not_sparse_error(info, reason) from None
+        vectors: list[SparseVector] = []
+        usage = Usage()
+        for batch, response in zip(batches, responses, strict=True):
+            rows, batch_usage = sparse.parse_lexical(response, len(batch))
+            usage += batch_usage
+            for i, row in zip(batch, rows, strict=True):
+                vectors.append(sparse.lexical_vector(row, ids[i], strings[i], name))
+        vectors = sparse.pruned(vectors, params)
+        return SparseEmbeddingResult(vectors=vectors, dimension=None, model=name, usage=usage)
+
+    def _token_ids(
+        self,
+        prompts: list[Any],
+        params: sparse.SparseEmbedParams,
+        call: CallOptions,
+        batching: Batching,
+        name: str,
+    ) -> tuple[list[list[int]], list[list[str] | None]]:
+        """Each prompt's token ids (and strings, for texts) as the server's tokenizer reads it."""
+        if not prompts or not isinstance(prompts[0], str):
+            return [list(map(int, prompt)) for prompt in prompts], [None] * len(prompts)
+        special = True if params.add_special_tokens is None else params.add_special_tokens
+        requests = [
+            tokenizing.tokenize_request(
+                text, add_special_tokens=special, return_token_strs=True, model=name, call=call
+            )
+            for text in prompts
+        ]
+        responses = self._send_batches(
+            requests, concurrency=batching.concurrency, counts=[], show_progress=False, description="tokenize"
+        )
+        parsed = [tokenizing.parse_tokenize(response) for response in responses]
+        return [result.tokens.tolist() for result in parsed], [result.token_strs for result in parsed]
+
+    def _with_token_strings(
+        self, vectors: list[SparseVector], model: str, call: CallOptions, batching: Batching
+    ) -> list[SparseVector]:
+        """Fetch the string of every distinct token id in ``vectors`` with ``/detokenize``."""
+        ids = sorted({int(i) for vector in vectors for i in vector.indices})
+        requests = [tokenizing.detokenize_request([i], model=model, call=call) for i in ids]
+        responses = self._send_batches(
+            requests,
+            concurrency=batching.concurrency,
+            counts=[],
+            show_progress=False,
+            description="detokenize",
+        )
+        strings = {
+            i: tokenizing.parse_detokenize(response) for i, response in zip(ids, responses, strict=True)
+        }
+        return sparse.with_tokens(vectors, strings)
 
     def embed_v2(
         self,

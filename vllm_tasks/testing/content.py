@@ -169,6 +169,38 @@ def text_vector(
     return vector.astype(np.float32)
 
 
+def sparse_vector(text: str, width: int) -> npt.NDArray[np.float32]:
+    """A SPLADE model's fake vector of ``text``: each lower-cased word weighs on 4 ids hashed from it
+    (weights in (0, 3]), max-pooled over the words; every other entry is 0.
+
+    Examples:
+        >>> vector = sparse_vector("hello world", 1000)
+        >>> int((vector > 0).sum()) <= 8, bool((vector >= 0).all())
+        (True, True)
+    """
+    vector = np.zeros(width, np.float32)
+    for word in _WORD_RE.findall(text.lower()) or [text]:
+        raw = np.frombuffer(hashlib.shake_256(b"sparse:" + word.encode()).digest(16), dtype="<u4")
+        ids = raw[:4] % width
+        weights = (raw[:4] % 3000 + 1).astype(np.float32) / 1000.0
+        np.maximum.at(vector, ids, weights)
+    return vector
+
+
+def lexical_weights(ids: Sequence[int]) -> list[float]:
+    """A BGE-M3 model's fake per-token weights: one per id, hashed from it (0 for about a third of them).
+
+    Examples:
+        >>> len(lexical_weights([7592, 2088])), min(lexical_weights(range(1000, 1100))) == 0.0
+        (2, True)
+    """
+    weights = []
+    for token in ids:
+        raw = int.from_bytes(hashlib.shake_256(b"lexical:%d" % token).digest(4), "little")
+        weights.append(0.0 if raw % 3 == 0 else (raw % 1000 + 1) / 400.0)
+    return weights
+
+
 def cosine(first: str, second: str, width: int) -> float:
     """The cosine similarity of two texts' fake embeddings (-1..1)."""
     a = text_vector(first, width).astype(np.float64)

@@ -59,6 +59,9 @@ def vectors(call: Call, texts: list[str], dimensions: int | None) -> npt.NDArray
     """The fake embeddings of ``texts`` (rows), normalised unless ``use_activation`` is false."""
     normalize = call.body.get("use_activation") is not False
     width = call.settings.width
+    if call.settings.sparse:  # SPLADE's pooler: no normalisation, no Matryoshka
+        rows = [content.sparse_vector(text, width) for text in texts]
+        return np.stack(rows) if rows else np.zeros((0, width), np.float32)
     rows = [content.text_vector(text, width, dimensions=dimensions, normalize=normalize) for text in texts]
     return np.stack(rows) if rows else np.zeros((0, dimensions or width), np.float32)
 
@@ -103,7 +106,7 @@ def check_embed_task(call: Call) -> None:
     Raises:
         Refusal: 501 ``The model does not support Embeddings API``.
     """
-    if call.settings.scorer_kind in ("late-interaction", "listwise"):
+    if call.settings.scorer_kind in ("late-interaction", "listwise") or call.settings.lexical:
         raise Refusal(error_reply(501, "The model does not support Embeddings API"))
 
 
@@ -345,7 +348,10 @@ def classify(call: Call) -> Reply:
 
 def pooling(call: Call) -> Reply:
     """``POST /pooling``: the active task's output per input: a vector (``embed``), a cross-encoder's scores
-    (``classify``) or one vector per token (``token_embed``)."""
+    (``classify``), one vector per token (``token_embed``) or one weight per token (``token_classify``,
+    ``lexical``)."""
+    if call.settings.lexical:
+        return _lexical_pooling(call)
     active = ACTIVE_TASKS[call.settings.scorer_kind]
     task = call.body.get("task")
     if task is not None and task != active:
@@ -368,6 +374,33 @@ def pooling(call: Call) -> Reply:
     tokens = sum(content.count_tokens(text) for text in texts)
     return json_reply({"id": call.response_id("pooling"), "object": "list", "created": call.created(),
                        "model": call.settings.model, "data": data, "usage": usage(tokens)})  # fmt: skip
+
+
+def _lexical_pooling(call: Call) -> Reply:
+    """BGE-M3 with ``token_classify`` active: per input, one weight per token, its first ([CLS]) and last
+    ([SEP]) rows left out as vLLM's BOS/EOS filter does (XLM-R's ``<s>`` 0 and ``</s>`` 2 too, for token ids
+    read from a real BGE-M3 tokenizer)."""
+    task = call.body.get("task")
+    if task is not None and task != "token_classify":
+        raise bad_request(
+            f"Try switching the model's pooling_task via --pooler-config.task {task}. (parameter=task)",
+            "task",
+        )
+    value = call.body.get("input")
+    if isinstance(value, list) and value and all(isinstance(i, int) for i in value):
+        prompts: list[list[int]] = [value]
+    elif isinstance(value, list) and value and all(isinstance(i, list) for i in value):
+        prompts = [[int(i) for i in item] for item in value]
+    else:
+        prompts = [call.vocabulary.encode(text, special=True) for text in input_texts(call)]
+    data = []
+    for index, ids in enumerate(prompts):
+        start = 1 if ids and ids[0] in (content.CLS_ID, 0) else 0
+        end = len(ids) - 1 if len(ids) > start and ids[-1] in (content.SEP_ID, 2) else len(ids)
+        data.append({"index": index, "object": "pooling", "data": content.lexical_weights(ids[start:end])})
+    return json_reply({"id": call.response_id("pooling"), "object": "list", "created": call.created(),
+                       "model": call.settings.model, "data": data,
+                       "usage": usage(sum(map(len, prompts)))})  # fmt: skip
 
 
 def _listwise_pooling(call: Call) -> Reply:

@@ -162,6 +162,10 @@ class FakeVLLM:
         matryoshka: which ``dimensions`` are accepted (True: any, a list: those, False: none).
         scorer: ``"bi-encoder"``, ``"cross-encoder"``, ``"late-interaction"`` or ``"listwise"`` (default:
             cross-encoder if ``classify`` is served).
+        sparse: a SPLADE model: ``/v1/embeddings`` answers vocabulary-wide rows of non-negative weights,
+            mostly zeros (``embed_sparse``); use ``width`` as the vocabulary size.
+        lexical: BGE-M3 with ``token_classify`` active: ``/pooling`` answers one weight per token
+            (``embed_sparse`` reads them), ``/v1/embeddings`` answers 501.
         labels: the classifier's labels.
         input_types: accepted ``/v2/embed`` ``input_type`` values.
         transcript: the text of every transcription (or a function of the :class:`ReceivedRequest`).
@@ -198,6 +202,8 @@ class FakeVLLM:
         max_model_len: int = 512,
         matryoshka: bool | Sequence[int] = True,
         scorer: Scorer | None = None,
+        sparse: bool = False,
+        lexical: bool = False,
         labels: Sequence[str] = ("negative", "positive"),
         input_types: Sequence[str] = (),
         transcript: TextSource = content.DEFAULT_TRANSCRIPT,
@@ -215,7 +221,8 @@ class FakeVLLM:
     ) -> None:
         self.settings = FakeSettings(
             model=model, tasks=frozenset(tasks), version=version, width=width, max_model_len=max_model_len,
-            matryoshka=matryoshka, scorer=scorer, labels=labels, input_types=input_types,
+            matryoshka=matryoshka, scorer=scorer, sparse=sparse, lexical=lexical,
+            labels=labels, input_types=input_types,
             transcript=transcript, language=language, ocr_output=ocr_output, ngram_processor=ngram_processor,
             score_template=score_template, api_key=api_key, openapi=openapi, latency=latency,
         )  # fmt: skip
@@ -478,11 +485,14 @@ class FakeVLLM:
             dimensions: the Matryoshka width asked for, if any.
 
         Returns:
-            A float32 unit vector, ``dimensions`` or ``settings.width`` wide.
+            A float32 unit vector, ``dimensions`` or ``settings.width`` wide (with ``sparse``: the
+            vocabulary-wide SPLADE row, mostly zeros).
 
         Examples:
             >>> np.testing.assert_array_equal(client.embed("hi").vector, fake.vector("hi"))
         """
+        if self.settings.sparse:
+            return content.sparse_vector(text, self.settings.width)
         return content.text_vector(text, self.settings.width, dimensions=dimensions)
 
     def score(self, query: str, document: str) -> float:

@@ -52,6 +52,10 @@ class FakeSettings:
             (jina-reranker-v3: one prompt per list, so a score depends on the whole list; ``/pooling``
             refuses one input and answers a list with one matrix); default: cross-encoder when
             ``classify`` is served, else bi-encoder.
+        sparse: a SPLADE model: ``/v1/embeddings`` answers ``width``-wide (vocabulary-wide) rows of
+            non-negative weights, mostly zeros and not normalised (what ``embed_sparse`` reads).
+        lexical: BGE-M3 served with ``token_classify`` active: ``/pooling`` answers one weight per token
+            ([CLS]/[SEP] rows left out), ``/v1/embeddings`` and ``/v2/embed`` answer 501.
         labels: the classifier's labels (``/classify``).
         input_types: the ``/v2/embed`` ``input_type`` values accepted (others get vLLM's 400).
         transcript: the text every transcription and translation answers (or a function of the request).
@@ -77,6 +81,8 @@ class FakeSettings:
     max_model_len: int = 512
     matryoshka: bool | Sequence[int] = True
     scorer: Scorer | None = None
+    sparse: bool = False
+    lexical: bool = False
     labels: Sequence[str] = ("negative", "positive")
     input_types: Sequence[str] = ()
     transcript: TextSource = DEFAULT_TRANSCRIPT

@@ -18,6 +18,7 @@ from .embeddings import EmbeddingResult, EmbedV2Result
 from .ocr import OCRBlock, OCRDocument, OCRPage, OCRResult
 from .scoring import ClassificationResult, PoolingResult, RerankHit, RerankResult, ScoreResult, ScorerKind
 from .server import Advisory, ModelCard, ProbeReport, ServerInfo, TaskProbe, TaskStatus
+from .sparse import SparseEmbeddingResult, SparseVector
 from .tokens import TokenizeResult
 
 __all__ = [
@@ -39,6 +40,8 @@ __all__ = [
     "ScorerKind",
     "ServerInfo",
     "ServerVersion",
+    "SparseEmbeddingResult",
+    "SparseVector",
     "SpeakerSegment",
     "TaskProbe",
     "TaskStatus",

@@ -1,0 +1,107 @@
+"""embed_sparse() against the real `splade` fixture (SPLADE's architecture, BertSpladeSparseEmbeddingModel on
+vLLM 0.32), compared with server-fixtures/references.py's transformers computation on the same weights.
+One start of each server, a handful of requests to it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fixture_pins import models_dir, venv_python
+
+import vllm_tasks as vt
+
+pytestmark = pytest.mark.contract
+
+TEXTS = ["hello world", "The cat sat on the mat.", "vLLM serves SPLADE: sparse lexical weights!"]
+REFERENCES = Path(__file__).resolve().parents[2] / "server-fixtures" / "references.py"
+
+
+def reference(texts: list[str]) -> dict[str, Any]:
+    """SPLADE from transformers on the fixture's weights (references.py splade)."""
+    done = subprocess.run(
+        [str(venv_python()), str(REFERENCES), "splade", str(models_dir() / "splade-minilm")],
+        input=json.dumps({"texts": texts}),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
+
+
+def test_the_sparse_vectors_are_the_references(vllm_splade: Any) -> None:
+    expected = reference(TEXTS)
+    with vt.Client(vllm_splade.base_url) as client:
+        result = client.embed_sparse(TEXTS, batch_size=2)
+    assert result.dimension == 30522 and result.model == vllm_splade.model
+    assert result.usage.prompt_tokens == expected["prompt_tokens"]
+    for vector, indices, values in zip(result, expected["indices"], expected["values"], strict=True):
+        assert vector.indices.tolist() == indices  # the same token ids, [CLS] and [SEP] pooled too
+        np.testing.assert_allclose(vector.values, np.array(values, dtype=np.float32), atol=1e-3, rtol=0)
+        assert 10 < len(vector) < 1000  # sparse, as the seeded head's -3 bias makes it
+
+
+def test_async_client_tokens_and_conversions(vllm_splade: Any) -> None:
+    async def run() -> vt.types.SparseEmbeddingResult:
+        async with vt.AsyncClient(vllm_splade.base_url) as client:
+            return await client.embed_sparse("hello world", top_k=4, return_tokens=True)
+
+    result = asyncio.run(run())
+    expected = reference(["hello world"])
+    weights = dict(zip(expected["indices"][0], expected["values"][0], strict=True))
+    vector = result.vector
+    assert len(vector) == 4 and set(vector.indices.tolist()) <= set(weights)
+    assert sorted(vector.values.tolist(), reverse=True) == pytest.approx(
+        sorted(weights.values(), reverse=True)[:4], abs=1e-3
+    )
+    assert vector.tokens is not None and all(isinstance(t, str) and t for t in vector.tokens)
+    assert list(vector.to_dict().values()) == vector.values.tolist()
+    assert vector.to_qdrant()["indices"] == vector.indices.tolist()
+    assert vector.to_milvus() == dict(zip(vector.indices.tolist(), vector.values.tolist(), strict=True))
+
+
+def reference_lexical(texts: list[str]) -> dict[str, Any]:
+    """BGE-M3's lexical weights from transformers on the fixture's weights (references.py bge-m3-lexical)."""
+    done = subprocess.run(
+        [str(venv_python()), str(REFERENCES), "bge-m3-lexical", str(models_dir() / "bge-m3-tiny")],
+        input=json.dumps({"texts": texts}),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
+
+
+LEXICAL_TEXTS = ["hello world hello", "The cat sat on the mat.", "the the the cat", "sparse lexical weights"]
+
+
+def test_bge_m3_lexical_weights_are_flagembeddings(vllm_bge_m3: Any) -> None:
+    """Both clients: the same ids as FlagEmbedding's reduction, weights within 1e-3; the first call meets
+    /v1/embeddings' 501 (token_classify is the active task) and reads /pooling."""
+    expected = reference_lexical(LEXICAL_TEXTS)
+    with vt.Client(vllm_bge_m3.base_url) as client:
+        result = client.embed_sparse(LEXICAL_TEXTS, batch_size=3, return_tokens=True)
+
+    async def run() -> vt.types.SparseEmbeddingResult:
+        async with vt.AsyncClient(vllm_bge_m3.base_url) as client:
+            return await client.embed_sparse(LEXICAL_TEXTS)
+
+    again = asyncio.run(run())
+    assert result.usage.prompt_tokens == expected["prompt_tokens"]
+    assert sum(len(vector) for vector in result) > 0
+    for one, other, indices, values in zip(
+        result, again, expected["indices"], expected["values"], strict=True
+    ):
+        assert one.indices.tolist() == indices == other.indices.tolist()
+        np.testing.assert_allclose(one.values, np.array(values, dtype=np.float32), atol=1e-3, rtol=0)
+        np.testing.assert_array_equal(one.values, other.values)
+        assert one.tokens is not None and len(one.tokens) == len(one)
