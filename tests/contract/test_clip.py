@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from fixture_pins import cache_dir
 from PIL import Image
 
 import vllm_tasks as vt
@@ -22,8 +23,10 @@ COLOURS = {"red": (255, 0, 0), "blue": (20, 40, 230), "stripes": None}
 
 
 @pytest.fixture(scope="module")
-def images(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    folder = tmp_path_factory.mktemp("clip")
+def images() -> list[Path]:
+    # Fixed paths with the same pixels every run, so the reference answer is kept (tests/zoo.py).
+    folder = cache_dir() / "test-images"
+    folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, colour in COLOURS.items():
         if colour is None:

@@ -5,34 +5,22 @@ One start of each server, a handful of requests to it."""
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from fixture_pins import models_dir, venv_python
 
 import vllm_tasks as vt
+from tests.zoo import reference as zoo_reference
 
 pytestmark = pytest.mark.contract
 
 TEXTS = ["hello world", "The cat sat on the mat.", "vLLM serves SPLADE: sparse lexical weights!"]
-REFERENCES = Path(__file__).resolve().parents[2] / "server-fixtures" / "references.py"
 
 
 def reference(texts: list[str]) -> dict[str, Any]:
     """SPLADE from transformers on the fixture's weights (references.py splade)."""
-    done = subprocess.run(
-        [str(venv_python()), str(REFERENCES), "splade", str(models_dir() / "splade-minilm")],
-        input=json.dumps({"texts": texts}),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    answer: dict[str, Any] = json.loads(done.stdout)
+    answer: dict[str, Any] = zoo_reference("splade", "splade", {"texts": texts})
     return answer
 
 
@@ -69,15 +57,7 @@ def test_async_client_tokens_and_conversions(vllm_splade: Any) -> None:
 
 def reference_lexical(texts: list[str]) -> dict[str, Any]:
     """BGE-M3's lexical weights from transformers on the fixture's weights (references.py bge-m3-lexical)."""
-    done = subprocess.run(
-        [str(venv_python()), str(REFERENCES), "bge-m3-lexical", str(models_dir() / "bge-m3-tiny")],
-        input=json.dumps({"texts": texts}),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    answer: dict[str, Any] = json.loads(done.stdout)
+    answer: dict[str, Any] = zoo_reference("bge-m3-lexical", "bge-m3", {"texts": texts})
     return answer
 
 
