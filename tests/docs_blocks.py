@@ -288,6 +288,10 @@ def environment() -> dict[str, str]:
     env = dict(os.environ)
     paths = [str(ROOT), str(ROOT / "server-fixtures"), env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    # docs/fixtures.md's version-matrix example starts one server per selected version in its own session:
+    # one older release shows the mechanism (the contract tier proves both sides of every gate itself), and
+    # saves a vLLM start. A matrix chosen by the caller ($VLLM_TASKS_MATRIX) is kept.
+    env.setdefault("VLLM_TASKS_MATRIX", "0.16.0")
     return env
 
 
