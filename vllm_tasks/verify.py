@@ -299,6 +299,12 @@ def report(
         The :class:`VerifyReport`.
     """
     whole = [i for i in range(len(served)) if i not in set(cut)]
+    if not whole:  # every text was over the server's context: nothing read whole to compare
+        finding = _truncation(cut, context, reference.max_tokens)
+        return VerifyReport(
+            agrees=False, texts=len(served), min_cosine=0.0, mean_cosine=0.0, neighbour_overlap=0.0,
+            findings=(finding,),
+        )  # fmt: skip
     similarity = cosines(served[whole], expected[whole])
     findings: list[Finding] = []
     if cut:

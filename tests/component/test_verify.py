@@ -107,6 +107,12 @@ def test_texts_over_the_servers_context_are_named(make_client: Callable[..., Any
     assert report.min_cosine > 0.9999  # the texts read whole agree
 
 
+def test_a_sample_wholly_over_the_context_says_so(make_client: Callable[..., Any]) -> None:
+    with FakeVLLM(tasks=EMBEDDING_TASKS, width=WIDTH, max_model_len=8) as short:
+        report = make_client(short.url).verify(Reference(short, prompts={}), texts=["word " * 20] * 2)
+    assert not report.agrees and kinds(report) == ["truncation"] and report.min_cosine == 0.0
+
+
 def test_bad_samples_and_references_are_refused(fake: FakeVLLM, make_client: Callable[..., Any]) -> None:
     client = make_client(fake.url)
     with pytest.raises(vt.InvalidInputError, match="texts"):
