@@ -114,14 +114,22 @@ def _version_below(info: ServerInfo, version: str) -> bool:
     return parsed.known and not parsed.at_least(version)
 
 
-def model_matches(info: ServerInfo, pattern: str) -> bool:
-    """Whether a served model's name (or its root) matches the regular expression ``pattern``."""
-    names = " ".join(f"{card.id} {card.root or ''}" for card in info.models)
+def model_matches(info: ServerInfo, pattern: str, model: str | None = None) -> bool:
+    """Whether a served model's name (or its root) matches the regular expression ``pattern``.
+
+    Args:
+        info: the server's description (its model cards).
+        pattern: the regular expression (case-insensitive).
+        model: only this served model (its name itself when no card lists it); ``None``: any.
+    """
+    cards = [card for card in info.models if model is None or card.id == model]
+    names = " ".join(f"{card.id} {card.root or ''}" for card in cards) if cards else (model or "")
     return re.search(pattern, names, re.IGNORECASE) is not None
 
 
 _QWEN3_LAST_POOLING = r"qwen3[-_]?(reranker|embedding)"
-_QWEN3_RERANKER = r"qwen3[-_ ]?(vl[-_ ]?)?reranker"
+QWEN3_RERANKER = r"qwen3[-_ ]?(vl[-_ ]?)?reranker"
+"""Names of Qwen3-Reranker (and its VL sibling): an LLM reranker that needs its score template."""
 
 ADVISORIES: tuple[_AdvisoryRule, ...] = (
     _AdvisoryRule(
@@ -134,7 +142,7 @@ ADVISORIES: tuple[_AdvisoryRule, ...] = (
     _AdvisoryRule(
         "qwen3-reranker-overrides-missing",
         lambda info, tasks: (
-            model_matches(info, _QWEN3_RERANKER)
+            model_matches(info, QWEN3_RERANKER)
             and tasks.get("classify") is TaskStatus.SERVED
             and tasks.get("rerank") is TaskStatus.NOT_SERVED
         ),

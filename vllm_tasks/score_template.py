@@ -16,7 +16,6 @@ special tokens). Whether the instruction changes the score is no test: a BERT cr
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +24,7 @@ import httpx
 import orjson
 
 from .calls import CLIENT_DEFAULT, TimeoutLike
+from .discovery import QWEN3_RERANKER, model_matches
 from .server_state import Fact
 from .transport import Request
 from .types.server import Advisory, ServerInfo
@@ -46,8 +46,6 @@ QWEN3_RERANKER_FLAGS = (
     '"is_original_qwen3_reranker":true}\' --chat-template qwen3_reranker.jinja'
 )
 """The flags Qwen3-Reranker is served with (the template: vLLM's examples/pooling/score/template/)."""
-
-_LLM_RERANKER = r"qwen3[-_ ]?(vl[-_ ]?)?reranker"  # as discovery._QWEN3_RERANKER
 
 
 class ScoreTemplateMissingWarning(UserWarning):
@@ -75,9 +73,7 @@ def named_like_llm_reranker(info: ServerInfo, model: str | None) -> bool:
         >>> named_like_llm_reranker(info, "Qwen/Qwen3-Reranker-4B"), named_like_llm_reranker(info, "bge")
         (True, False)
     """
-    cards = [card for card in info.models if model is None or card.id == model]
-    names = " ".join(f"{card.id} {card.root or ''}" for card in cards) if cards else (model or "")
-    return re.search(_LLM_RERANKER, names, re.IGNORECASE) is not None
+    return model_matches(info, QWEN3_RERANKER, model)
 
 
 def template_check_requests(model: str | None, timeout: TimeoutLike = CLIENT_DEFAULT) -> list[Request]:

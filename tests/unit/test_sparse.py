@@ -186,7 +186,6 @@ def test_top_k_keeps_the_largest_weights(matrix: np.ndarray, k: int) -> None:
 @settings(max_examples=100, deadline=None)
 @given(ROWS)
 def test_to_scipy_matches_the_dense_rows(matrix: np.ndarray) -> None:
-    pytest.importorskip("scipy")
     result = SparseEmbeddingResult(vectors=sparse.sparsify(matrix), dimension=matrix.shape[1], model="m")
     csr = result.to_scipy()
     assert csr.shape == matrix.shape and csr.dtype == np.float32
