@@ -105,6 +105,15 @@ def build_clip_tiny(out: Path) -> None:
     build(out)
 
 
+def build_colpali_tiny(out: Path) -> None:
+    """ColPali (PaliGemma with a multi-vector head: page images and texts in, per-token vectors out), tiny
+    and seeded, with its processor; see build_zoo.py."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_zoo import build_colpali_tiny as build
+
+    build(out)
+
+
 def build_qwen3_reranker_tiny(out: Path) -> None:
     """Qwen3-Reranker's architecture (Qwen3ForCausalLM read as a yes/no classifier), tiny and seeded; see
     build_zoo.py."""

@@ -388,3 +388,69 @@ def build_bge_m3_tiny(out: Path) -> None:
             {"note": "test fixture: BgeM3EmbeddingModel, random weights (seed 31); weights are meaningless"}
         )
     )
+
+
+#: PaliGemma's special tokens at Gemma's ids, then ``<image>``; the processor adds 1024 ``<locNNNN>`` and 128
+#: ``<segNNN>`` tokens after the words.
+PALIGEMMA_SPECIAL: tuple[str, ...] = ("<pad>", "<eos>", "<bos>", "<unk>", "<image>")
+
+
+def _paligemma_tokenizer() -> object:
+    """A WordPiece tokenizer over MiniLM's lower-cased vocabulary with Gemma's special tokens at Gemma's ids,
+    a newline token (PaliGemma's prompts end with one; vLLM looks it up) and PaliGemma's ``<image>``,
+    ``<locNNNN>`` and ``<segNNN>`` tokens (so the processor adds none)."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    extra = ["\n", *(f"<loc{i:0>4}>" for i in range(1024)), *(f"<seg{i:0>3}>" for i in range(128))]
+    vocab: dict[str, int] = {}
+    for token in (*PALIGEMMA_SPECIAL, *_minilm_vocab(), *extra):
+        vocab.setdefault(token, len(vocab))
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="<unk>", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in PALIGEMMA_SPECIAL])
+    tok.add_tokens([AddedToken(t, normalized=False) for t in extra])
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>", unk_token="<unk>"
+    )
+
+
+def build_colpali_tiny(out: Path) -> None:
+    """ColPali's architecture (``ColPaliForRetrieval``: PaliGemma -- a SigLIP vision tower, 32x32 images in
+    8x8 patches, so 16 image tokens -- and a Gemma decoder, width 32, 2 layers each, then a 16-wide
+    multi-vector projection), weights from seed 43, saved by transformers in the layout of
+    vidore/colpali-v1.3-hf, with a locally built tokenizer and PaliGemma's processor."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import ColPaliConfig, ColPaliForRetrieval, PaliGemmaProcessor, SiglipImageProcessorPil
+
+    tokenizer: Any = _paligemma_tokenizer()
+    tower = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 1}
+    text = {**tower, "model_type": "gemma", "vocab_size": len(tokenizer), "num_key_value_heads": 1,
+            "head_dim": 32, "pad_token_id": 0, "eos_token_id": 1, "bos_token_id": 2}
+    vision = {**tower, "model_type": "siglip_vision_model", "image_size": 32, "patch_size": 8,
+              "projection_dim": 32, "num_image_tokens": 16}
+    config = ColPaliConfig(
+        vlm_config={"model_type": "paligemma", "vision_config": vision, "text_config": text,
+                    "projection_dim": 32, "hidden_size": 32, "vocab_size": len(tokenizer), "pad_token_id": 0,
+                    "image_token_index": tokenizer.convert_tokens_to_ids("<image>")},
+        embedding_dim=16,
+    )  # fmt: skip
+    torch.manual_seed(43)
+    model = ColPaliForRetrieval(config).eval()
+    model.save_pretrained(str(out))
+    # transformers 5 writes the vision tower without its ``vision_model.`` level; the published checkpoint
+    # (and so vLLM's loader) has it
+    tensors = load_file(str(out / "model.safetensors"))
+    tower = "vlm.vision_tower."
+    renamed = {
+        (tower + "vision_model." + k[len(tower) :] if k.startswith(tower) else k): v for k, v in tensors.items()
+    }
+    save_file(renamed, str(out / "model.safetensors"), metadata={"format": "pt"})
+    images = SiglipImageProcessorPil(size={"height": 32, "width": 32}, image_seq_length=16)
+    PaliGemmaProcessor(image_processor=images, tokenizer=tokenizer).save_pretrained(str(out))
+    (out / "FIXTURE.json").write_text(
+        json.dumps({"note": "test fixture: ColPaliForRetrieval, random weights (seed 43)"})
+    )

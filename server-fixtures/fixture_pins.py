@@ -69,6 +69,7 @@ MODELS: tuple[str, ...] = (
     "qwen3-reranker-tiny",
     "splade-minilm",
     "bge-m3-tiny",
+    "colpali-tiny",
 )
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.

@@ -296,6 +296,23 @@ FIXTURES: dict[str, Fixture] = {
             "through chat-style messages, images; /score and /rerank with image documents (cosine)",
         ),
         Fixture(
+            name="colpali",
+            model_dir="colpali-tiny",
+            served_model_name="colpali-tiny",
+            args=(
+                *ZOO_ARGS,
+                "--max-model-len",
+                "512",
+                # PIL image processing: with the stand-in importable, transformers would pick torchvision's
+                "--mm-processor-kwargs",
+                json.dumps({"backend": "pil"}),
+            ),
+            env={"PYTHONPATH": OCR_ENV["PYTHONPATH"]},
+            description="ColPali's architecture (ColPaliForRetrieval: PaliGemma with SigLIP and Gemma, "
+            "a 16-wide multi-vector head), tiny, seeded: /pooling token_embed for texts and page images, "
+            "/score and /rerank by MaxSim with image documents",
+        ),
+        Fixture(
             name="qwen3-embedding-misconfigured",
             model_dir="qwen3-embedding-tiny-bare",
             served_model_name="qwen3-embedding-tiny",

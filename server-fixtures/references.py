@@ -141,6 +141,38 @@ def clip(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     return {"texts": texts, "images": images}
 
 
+def colpali(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"texts", "images", "causal"}`` -> ``{"texts": [matrix, ...], "images": [matrix, ...]}``: ColPali's
+    per-token vectors with transformers' ``ColPaliForRetrieval`` on the same weights, one input per forward
+    pass, as vLLM builds the prompts: a text alone (no special tokens), an image as PaliGemma's processor
+    renders an empty prompt (the image tokens, ``<bos>``, a newline). ``causal`` runs the Gemma decoder
+    causally, as vLLM 0.32 does; otherwise it attends both ways over the prompt, as transformers (and
+    colpali-engine) run PaliGemma's prefix."""
+    import torch
+    from PIL import Image
+    from transformers import ColPaliConfig, ColPaliForRetrieval, PaliGemmaProcessor
+
+    config = ColPaliConfig.from_pretrained(str(model_dir))
+    if request.get("causal"):
+        config.vlm_config.text_config.use_bidirectional_attention = False
+    model = ColPaliForRetrieval.from_pretrained(str(model_dir), config=config, dtype=torch.float32).eval()
+    processor = PaliGemmaProcessor.from_pretrained(str(model_dir), backend="pil")
+
+    def vectors(inputs: Any) -> list[list[float]]:
+        with torch.no_grad():
+            return model(**inputs).embeddings[0].tolist()
+
+    texts = [
+        vectors(processor.tokenizer(t, add_special_tokens=False, return_tensors="pt"))
+        for t in request["texts"]
+    ]
+    images = []
+    for path in request["images"]:
+        inputs = processor(images=[Image.open(path).convert("RGB")], text=[""], return_tensors="pt")
+        images.append(vectors({k: inputs[k] for k in ("input_ids", "pixel_values", "attention_mask")}))
+    return {"texts": texts, "images": images}
+
+
 #: Qwen3-Reranker's prompt (its model card: ``format_instruction`` between the prefix and the suffix), the
 #: text server-fixtures/templates/qwen3_reranker.jinja renders.
 QWEN3_RERANKER_DEFAULT_INSTRUCTION = (

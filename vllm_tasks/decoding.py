@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 import operator
 import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -305,10 +306,66 @@ class _Item:
     end: int
     embed_dtype: str
     endianness: str
+    shape: tuple[int, ...]
 
 
-def _checked_items(items: list[Any], embed_dtype: str, body_size: int) -> list[_Item]:
-    """The items in index order, each checked (see :func:`decode_bytes_response`).
+def _holds(shape: Any, values: int, any_shape: bool) -> bool:
+    """Whether ``shape`` is ``[values]``, or (``any_shape``) positive sizes whose product is ``values``."""
+    if not any_shape:
+        return bool(shape == [values])
+    return (
+        isinstance(shape, list)
+        and bool(shape)
+        and all(type(size) is int and size > 0 for size in shape)
+        and math.prod(shape) == values
+    )
+
+
+def decode_bytes_tensors(
+    body: bytes, metadata: str | None, *, expected_items: int
+) -> tuple[list[npt.NDArray[Any]], dict[str, Any]]:
+    """Decode a ``/pooling`` ``encoding_format="bytes"`` body: one array per item in the shape its
+    ``metadata`` entry declares (``[d]``, ``[n_tokens, d]``, ``[n_tokens]``, ...), float32 or wider.
+
+    Every item is checked as by :func:`decode_bytes_response`, except that the shapes may differ between
+    items (a per-token matrix has as many rows as its input has tokens) and may have any rank: each must
+    hold exactly the values its bytes hold.
+
+    Args:
+        body: the raw body: every item's bytes concatenated in request order.
+        metadata: the ``metadata`` header (its per-item ``shape`` is what gives a matrix its rows).
+        expected_items: how many inputs the request had.
+
+    Returns:
+        ``(arrays, meta)``: the arrays in request order and the parsed metadata.
+
+    Raises:
+        UnexpectedResponse: (``kind="decode"``) no metadata, or a body that does not match it.
+
+    Examples:
+        >>> meta = '{"data": [{"index": 0, "start": 0, "end": 24, "shape": [2, 3]}]}'
+        >>> decode_bytes_tensors(np.ones(6, "=f4").tobytes(), meta, expected_items=1)[0][0].shape
+        (2, 3)
+    """
+    if metadata is None:
+        raise decode_error("a bytes answer without its `metadata` header: the arrays' shapes are unknown")
+    meta = _parse_metadata(metadata)
+    items: list[Any] = meta["data"]
+    if len(items) != expected_items:
+        raise decode_error(f"the server returned {len(items)} arrays for {expected_items} inputs")
+    view = memoryview(body)
+    arrays = [
+        decode_raw(view[item.start : item.end], item.embed_dtype, item.endianness).reshape(item.shape)
+        for item in _checked_items(items, "float32", len(body), any_shape=True)
+    ]
+    return arrays, meta
+
+
+def _checked_items(
+    items: list[Any], embed_dtype: str, body_size: int, *, any_shape: bool = False
+) -> list[_Item]:
+    """The items in index order, each checked (see :func:`decode_bytes_response`); ``any_shape`` takes
+    shapes of any rank and size (see :func:`decode_bytes_tensors`) instead of one ``[d]`` for all.
 
     Raises:
         UnexpectedResponse: (``kind="decode"``)
@@ -338,14 +395,15 @@ def _checked_items(items: list[Any], embed_dtype: str, body_size: int) -> list[_
                 f"`metadata` item {index} spans bytes {start}..{end} of a {body_size}-byte body: not a "
                 f"positive whole number of {dtype} values"
             )
-        if item.get("shape") != [values]:
+        shape = item.get("shape")
+        if not _holds(shape, values, any_shape):
             raise decode_error(
-                f"`metadata` item {index} declares shape {item.get('shape')!r} but its {end - start} bytes "
+                f"`metadata` item {index} declares shape {shape!r} but its {end - start} bytes "
                 f"hold {values} {dtype} values"
             )
         widths.add(values)
-        by_index[index] = _Item(start, end, dtype, order)
-    if len(widths) > 1:
+        by_index[index] = _Item(start, end, dtype, order, tuple(cast(list[int], shape)))
+    if len(widths) > 1 and not any_shape:
         raise decode_error(f"the server returned vectors of different widths {sorted(widths)}")
     _check_tiling(list(by_index.values()), body_size)
     return [by_index[index] for index in range(len(items))]

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import httpx
 import numpy as np
 import numpy.typing as npt
 
-from . import defaults
+from . import defaults, gates
 from .batching import plan_batches
 from .calls import CallOptions, TaskParams
-from .decoding import float_rows
+from .decoding import check_finite, decode_bytes_tensors, float_rows
+from .embeddings import embed_inputs
 from .errors import APIError, InvalidInputError, UnexpectedResponse
 from .responses import json_object, malformed, text_or_none, usage_of
 from .scoring import answer_data, as_list, check_truncate_prompt_tokens, is_token_id, json_sizes, request_body
@@ -27,12 +28,17 @@ from .tasks import TaskName
 from .transport import Request
 from .types.common import Usage
 from .types.scoring import ClassificationResult, PoolingResult
+from .types.server import ServerInfo
 from .validation import token_ids
 
 PoolPrompts = list[str] | list[list[int]]
 """The checked inputs of ``classify``/``pool``: texts, or token-id lists (never mixed)."""
 
 POOLING_TASKS = ("embed", "classify", "token_embed", "token_classify", "embed&token_classify", "plugin")
+
+PoolEncodingFormat = Literal["auto", "float", "bytes"]
+"""How ``pool`` has arrays sent: ``auto`` (binary where the server has it), JSON ``float``, or ``bytes``."""
+POOL_ENCODING_FORMATS: tuple[str, ...] = ("auto", "float", "bytes")
 
 
 def pool_inputs(value: Any, field: str = "input") -> PoolPrompts:
@@ -148,31 +154,83 @@ class PoolParams(ClassifyParams):
     """
 
     task: str | None = None
+    encoding_format: PoolEncodingFormat = "auto"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_pool_task(self.task)
+        if self.encoding_format not in POOL_ENCODING_FORMATS:
+            raise InvalidInputError(
+                "encoding_format",
+                self.encoding_format,
+                f"must be one of {', '.join(POOL_ENCODING_FORMATS)}",
+                "'auto' takes the binary transport where the server has it.",
+            )
 
     def fields(self) -> dict[str, Any]:
-        """The request's JSON fields."""
+        """The request's JSON fields, less ``encoding_format`` (see :func:`pool_wire_format`)."""
         return {"task": self.task, **super().fields()}
+
+
+def pool_wire_format(info: ServerInfo, requested: PoolEncodingFormat) -> str | None:
+    """The ``encoding_format`` a ``/pooling`` request sends: ``"bytes"`` (raw float32 arrays, their shapes
+    in a header) where asked for or, for ``"auto"``, where the server's version has it; else None (JSON
+    floats, the server's default).
+
+    Raises:
+        UnsupportedByServer: ``"bytes"`` asked of a vLLM older than the binary transport.
+
+    Examples:
+        >>> from vllm_tasks.types import ServerInfo
+        >>> pool_wire_format(ServerInfo(base_url="http://h", version="0.32.0", models=(), routes=None), "auto")
+        'bytes'
+        >>> pool_wire_format(ServerInfo(base_url="http://h", version="0.11.0", models=(), routes=None), "auto") is None
+        True
+    """
+    if requested == "float":
+        return None
+    if requested == "bytes":
+        gates.require(info, ["encoding_format_bytes"])
+        return "bytes"
+    known = info.parsed_version.known
+    return "bytes" if known and gates.supports(info, "encoding_format_bytes") else None
+
+
+def pool_prompts(input: Any, messages: Any, images: Any) -> tuple[list[Any], bool]:
+    """The prompts of a ``pool`` call and whether they are conversations: texts or token ids
+    (:func:`pool_inputs`), or one chat-style conversation per image or per ``messages`` conversation.
+
+    Raises:
+        InvalidInputError: not exactly one of ``input``, ``messages`` and ``images``, or a bad element.
+
+    Examples:
+        >>> pool_prompts(["a text"], None, None)
+        (['a text'], False)
+        >>> pool_prompts(None, None, ["https://example.com/page.png"])[1]
+        True
+    """
+    if input is not None and messages is None and images is None:
+        return list(pool_inputs(input)), False
+    return embed_inputs(input, messages, images), True
 
 
 def plan_pooling_requests(
     path: str,
     task: TaskName,
-    prompts: PoolPrompts,
+    prompts: Sequence[Any],
     fields: Mapping[str, Any],
     call: CallOptions,
     *,
     batch_size: int,
+    conversations: bool = False,
 ) -> tuple[list[Request], list[range]]:
     """The batched ``/classify`` or ``/pooling`` requests of ``prompts`` and the batches they carry.
 
     Batches hold at most ``batch_size`` prompts (texts or token-id lists, see :func:`pool_inputs`) and
     ``defaults.SCORE_MAX_REQUEST_BYTES`` of JSON (a token id counted as
     :data:`~vllm_tasks.scoring.TOKEN_ID_JSON_BYTES`); ``fields`` (``None`` values left out) and
-    ``call.extra_body`` go into every body.
+    ``call.extra_body`` go into every body. ``conversations`` go one per request as ``messages``
+    (``/pooling`` takes a single conversation, vLLM 0.32).
 
     Examples:
         >>> requests, batches = plan_pooling_requests(
@@ -181,12 +239,23 @@ def plan_pooling_requests(
         >>> batches
         [range(0, 1), range(1, 2)]
     """
-    batches = plan_batches(json_sizes(prompts), batch_size, defaults.SCORE_MAX_REQUEST_BYTES)
+    if conversations:
+        batches = [range(i, i + 1) for i in range(len(prompts))]
+    else:
+        batches = plan_batches(json_sizes(prompts), batch_size, defaults.SCORE_MAX_REQUEST_BYTES)
     requests = [
         Request(
             "POST",
             path,
-            json=request_body(fields, call.extra_body, input=[prompts[i] for i in batch]),
+            json=request_body(
+                fields,
+                call.extra_body,
+                **(
+                    {"messages": prompts[batch[0]]}
+                    if conversations
+                    else {"input": [prompts[i] for i in batch]}
+                ),
+            ),
             headers=call.extra_headers,
             timeout=call.timeout,
             task=task,
@@ -194,6 +263,10 @@ def plan_pooling_requests(
         for batch in batches
     ]
     return requests, batches
+
+
+def _prompt_field(prompts: Sequence[Any], batch: range, conversations: bool) -> dict[str, Any]:
+    return {"messages": prompts[batch[0]]} if conversations else {"input": [prompts[i] for i in batch]}
 
 
 def _merge_entries(
@@ -263,13 +336,42 @@ def merge_pool(
     Raises:
         APIError: an answer without ``data``, or with a result count that does not match its batch.
     """
-    entries, usage, served = _merge_entries(responses, batches, "/pooling", "data")
-    data = [array.astype(np.float32) for _, array in entries]
+    if responses and all(is_binary(response) for response in responses):
+        data, usage, served = _merge_binary(responses, batches)
+    else:
+        entries, usage, served = _merge_entries(responses, batches, "/pooling", "data")
+        data = [array.astype(np.float32) for _, array in entries]
     widths = {(array.ndim, array.shape[-1]) for array in data}
     if len(widths) > 1:  # every pooling task gives one width ([d], or [tokens, d]) for all inputs
         shapes = [array.shape for array in data][:5]
         raise APIError(f"/pooling: the server returned arrays of different shapes {shapes}")
     return PoolingResult(data=data, model=model or served or "", usage=usage)
+
+
+def is_binary(response: httpx.Response) -> bool:
+    """Whether ``response`` is a ``bytes`` answer (``application/octet-stream``) rather than JSON."""
+    content_type: str = response.headers.get("content-type", "")
+    return content_type.startswith("application/octet-stream")
+
+
+def _merge_binary(
+    responses: Sequence[httpx.Response], batches: Sequence[range]
+) -> tuple[list[npt.NDArray[np.float32]], Usage, str | None]:
+    """The arrays of ``bytes`` answers in input order (float32, shaped by each answer's metadata)."""
+    data: list[npt.NDArray[np.float32]] = []
+    usage = Usage()
+    model: str | None = None
+    for response, batch in zip(responses, batches, strict=True):
+        try:
+            arrays, meta = decode_bytes_tensors(
+                response.content, response.headers.get("metadata"), expected_items=len(batch)
+            )
+        except UnexpectedResponse as error:
+            raise malformed(response, "/pooling", error.message) from None
+        data.extend(check_finite(array).astype(np.float32, copy=False) for array in arrays)
+        usage += usage_of(response, "/pooling", meta.get("usage"))
+        model = model or text_or_none(meta.get("model"))
+    return data, usage, model
 
 
 # --------------------------------------------------------------------------------------------------

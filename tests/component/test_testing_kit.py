@@ -221,6 +221,18 @@ def test_classify_and_pool(client: Any, fake_vllm: FakeVLLM) -> None:
     np.testing.assert_allclose(pooled.data[0], classified.probs[0], rtol=1e-6)
 
 
+@pytest.mark.fake_vllm(scorer="late-interaction", tasks=EMBEDDING_TASKS)
+def test_pool_token_matrices_travel_as_bytes_and_as_json_alike(client: Any, fake_vllm: FakeVLLM) -> None:
+    texts = ["a short one", "a somewhat longer query about late interaction"]
+    binary = client.pool(texts)
+    as_json = client.pool(texts, encoding_format="float")
+    assert [body.json.get("encoding_format") for body in fake_vllm.received("/pooling")] == ["bytes", None]
+    assert binary.data[0].ndim == 2 and binary.data[0].shape[0] < binary.data[1].shape[0]
+    for got, want in zip(binary.data, as_json.data, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert binary.usage.prompt_tokens == as_json.usage.prompt_tokens > 0
+
+
 # ---------------------------------------------------------------------------------- speech to text
 
 

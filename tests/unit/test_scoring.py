@@ -538,7 +538,7 @@ def test_classify_on_an_embedding_server(make_client: Any, httpx_mock: HTTPXMock
 def test_pool_returns_one_array_per_input(make_client: Any, httpx_mock: HTTPXMock) -> None:
     mock_server(httpx_mock, "embed", probe=False)
     add(httpx_mock, "embed", "pooling")
-    result = make_client().pool("hello world")
+    result = make_client().pool("hello world", encoding_format="float")
     assert len(result.data) == 1
     assert result.data[0].shape == (384,)
     assert result.model == "minilm"
@@ -593,7 +593,7 @@ def test_classify_token_id_lists(make_client: Any, httpx_mock: HTTPXMock) -> Non
 def test_pool_one_tokenized_prompt(make_client: Any, httpx_mock: HTTPXMock) -> None:
     mock_server(httpx_mock, "embed", probe=False)
     add(httpx_mock, "embed", "pooling")
-    result = make_client().pool(IDS, task="embed")
+    result = make_client().pool(IDS, task="embed", encoding_format="float")
     assert [array.shape for array in result.data] == [(384,)]
     assert sent(httpx_mock, "/pooling") == [{"model": "minilm", "input": [IDS], "task": "embed"}]
 

@@ -7,7 +7,7 @@ The pure parts (input checks, planning, merging, ``maxsim``) are in ``vllm_tasks
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -15,6 +15,7 @@ import httpx
 from .. import defaults, gates, pooling
 from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike, resolve_model
 from ..offload import sync_offload
+from ..pooling import PoolEncodingFormat
 from ..tasks import TaskName
 from ..types.scoring import ClassificationResult, PoolingResult
 from .base import ClientBase
@@ -87,11 +88,14 @@ class PoolingMethods(ClientBase):
 
     def pool(
         self,
-        input: Any,
+        input: Any = None,
         *,
+        images: Any = None,
+        messages: Sequence[Mapping[str, Any]] | Sequence[Sequence[Mapping[str, Any]]] | None = None,
         task: str | None = None,
         use_activation: bool | None = None,
         truncate_prompt_tokens: int | None = None,
+        encoding_format: PoolEncodingFormat = "auto",
         batch_size: int = defaults.SCORE_BATCH_SIZE,
         concurrency: int = defaults.CONCURRENCY,
         show_progress: bool = False,
@@ -102,16 +106,25 @@ class PoolingMethods(ClientBase):
     ) -> PoolingResult:
         """Run the model's pooler (``POST /pooling``): vectors, class scores or per-token matrices.
 
-        On ``token_embed`` servers (ColBERT, BGE-M3 multi-vector) each input gives a ``[n_tokens, d]``
-        matrix; ``vllm_tasks.maxsim(query, doc)`` reproduces the server's late-interaction score.
+        On ``token_embed`` servers (ColBERT, BGE-M3 multi-vector, ColPali) each input gives a
+        ``[n_tokens, d]`` matrix; ``vllm_tasks.maxsim(query, doc)`` reproduces the server's late-interaction
+        score. Page images (``images=``) go one per request, as vLLM's ``/pooling`` takes one conversation;
+        a ColPali page gives one row per image patch and prompt token.
 
         Args:
             input: a string, a list of strings, one tokenized prompt (``list[int]``) or several
                 (``list[list[int]]``).
+            images: instead of ``input``: images (paths, bytes, PIL images, arrays, URLs) for a multimodal
+                pooling model, one chat-style conversation each.
+            messages: instead of ``input``: one chat-style conversation or a list of them (text and image
+                parts), one request each.
             task: the pooling task; must be the server's *active* one (``embed``, ``classify``,
                 ``token_embed``, ``token_classify``, ...); None uses it.
             use_activation: False skips normalisation/activation.
             truncate_prompt_tokens: keep only N tokens of each input (-1: model maximum).
+            encoding_format: ``"auto"`` (the default) has the arrays sent as raw float32 bytes where the
+                server's vLLM has that transport (0.11.1+), else as JSON; ``"float"`` always JSON;
+                ``"bytes"`` always binary (an error on an older server).
             batch_size: inputs per request.
             concurrency: requests in flight at once.
             show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
@@ -124,28 +137,37 @@ class PoolingMethods(ClientBase):
             PoolingResult: ``.data``, one ``ndarray`` per input.
 
         Raises:
-            InvalidInputError: bad arguments, or a removed task name (before any request).
+            InvalidInputError: bad arguments, not exactly one of ``input``, ``images`` and ``messages``, or
+                a removed task name (before any request).
+            UnsupportedByServer: ``encoding_format="bytes"`` on a vLLM older than 0.11.1.
             BadRequestError: ``task`` is not the server's active pooling task.
 
         Examples:
             >>> (client.pool("hello world")).data[0].shape
             (384,)
+            >>> (client.pool(images=[Path("page.png")])).data[0].shape  # ColPali: patches + prompt
+            (1030, 128)
         """
         call = CallOptions(model, extra_body, extra_headers, timeout)
         batching = Batching(batch_size, concurrency, show_progress)
         params = pooling.PoolParams(
-            task=task, use_activation=use_activation, truncate_prompt_tokens=truncate_prompt_tokens
+            task=task,
+            use_activation=use_activation,
+            truncate_prompt_tokens=truncate_prompt_tokens,
+            encoding_format=encoding_format,
         )
-        prompts = pooling.pool_inputs(input)
+        prompts, conversations = pooling.pool_prompts(input, messages, images)
+        wire_format = pooling.pool_wire_format(self.server_info(), params.encoding_format)
         return self._counted(
             self._pool(
                 "/pooling",
                 "pooling",
                 prompts,
-                params.fields(),
+                {**params.fields(), "encoding_format": wire_format},
                 call=call,
                 batching=batching,
                 merge=pooling.merge_pool,
+                conversations=conversations,
             )
         )
 
@@ -153,20 +175,28 @@ class PoolingMethods(ClientBase):
         self,
         path: str,
         task: TaskName,
-        prompts: pooling.PoolPrompts,
+        prompts: list[Any],
         fields: Mapping[str, Any],
         *,
         call: CallOptions,
         batching: Batching,
         merge: Callable[[list[httpx.Response], list[range], str | None], T],
+        conversations: bool = False,
     ) -> T:
-        """Send ``prompts`` to ``/classify`` or ``/pooling`` in batches and ``merge`` the answers."""
+        """Send ``prompts`` (texts, token ids or, with ``conversations``, chat-style conversations) to
+        ``/classify`` or ``/pooling`` in batches and ``merge`` the answers."""
         info = self.server_info()
         if fields.get("use_activation") is not None:
             gates.require(info, ["use_activation"])
         name = resolve_model(info, call.model, self.model)
         requests, batches = pooling.plan_pooling_requests(
-            path, task, prompts, {"model": name, **fields}, call, batch_size=batching.batch_size
+            path,
+            task,
+            prompts,
+            {"model": name, **fields},
+            call,
+            batch_size=batching.batch_size,
+            conversations=conversations,
         )
         responses = self._send_batches(
             requests,

@@ -370,10 +370,29 @@ def pooling(call: Call) -> Reply:
         rows = [content.token_vectors(text, call.settings.width) for text in texts]
     else:
         rows = [content.class_probabilities(text, call.settings.labels) for text in texts]
-    data = [{"index": i, "object": "pooling", "data": row} for i, row in enumerate(rows)]
     tokens = sum(content.count_tokens(text) for text in texts)
+    if call.choice("encoding_format", ENCODING_FORMATS, "float") == "bytes":
+        return _arrays_bytes_answer(call, [np.asarray(row, np.float32) for row in rows], tokens)
+    data = [{"index": i, "object": "pooling", "data": row} for i, row in enumerate(rows)]
     return json_reply({"id": call.response_id("pooling"), "object": "list", "created": call.created(),
                        "model": call.settings.model, "data": data, "usage": usage(tokens)})  # fmt: skip
+
+
+def _arrays_bytes_answer(call: Call, arrays: list[npt.NDArray[np.float32]], tokens: int) -> Reply:
+    """``/pooling``'s ``bytes`` answer: arrays back to back, each one's range and shape in ``metadata``."""
+    dtype = call.choice("embed_dtype", EMBED_DTYPES, "float32")
+    order = call.choice("endianness", ENDIANNESS, "native")
+    chunks = [wire_bytes(array.reshape(1, -1), dtype, order).tobytes() for array in arrays]
+    starts = np.cumsum([0, *map(len, chunks)])
+    data = [
+        {"index": i, "embed_dtype": dtype, "endianness": order, "start": int(starts[i]),
+         "end": int(starts[i + 1]), "shape": list(array.shape)}
+        for i, array in enumerate(arrays)
+    ]  # fmt: skip
+    meta = {"id": call.response_id("pooling"), "created": call.created(), "model": call.settings.model,
+            "data": data, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}  # fmt: skip
+    headers = {"content-type": "application/octet-stream", "metadata": json.dumps(meta)}
+    return Reply(200, b"".join(chunks), headers)
 
 
 def _lexical_pooling(call: Call) -> Reply:
