@@ -182,9 +182,11 @@ def pool_wire_format(info: ServerInfo, requested: PoolEncodingFormat) -> str | N
 
     Examples:
         >>> from vllm_tasks.types import ServerInfo
-        >>> pool_wire_format(ServerInfo(base_url="http://h", version="0.32.0", models=(), routes=None), "auto")
+        >>> def server(version):
+        ...     return ServerInfo(base_url="http://h", version=version, models=(), routes=None)
+        >>> pool_wire_format(server("0.32.0"), "auto")
         'bytes'
-        >>> pool_wire_format(ServerInfo(base_url="http://h", version="0.11.0", models=(), routes=None), "auto") is None
+        >>> pool_wire_format(server("0.11.0"), "auto") is None
         True
     """
     if requested == "float":
