@@ -428,10 +428,24 @@ def build_colpali_tiny(out: Path) -> None:
 
     tokenizer: Any = _paligemma_tokenizer()
     tower = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 1}
-    text = {**tower, "model_type": "gemma", "vocab_size": len(tokenizer), "num_key_value_heads": 1,
-            "head_dim": 32, "pad_token_id": 0, "eos_token_id": 1, "bos_token_id": 2}
-    vision = {**tower, "model_type": "siglip_vision_model", "image_size": 32, "patch_size": 8,
-              "projection_dim": 32, "num_image_tokens": 16}
+    text = {
+        **tower,
+        "model_type": "gemma",
+        "vocab_size": len(tokenizer),
+        "num_key_value_heads": 1,
+        "head_dim": 32,
+        "pad_token_id": 0,
+        "eos_token_id": 1,
+        "bos_token_id": 2,
+    }
+    vision = {
+        **tower,
+        "model_type": "siglip_vision_model",
+        "image_size": 32,
+        "patch_size": 8,
+        "projection_dim": 32,
+        "num_image_tokens": 16,
+    }
     config = ColPaliConfig(
         vlm_config={"model_type": "paligemma", "vision_config": vision, "text_config": text,
                     "projection_dim": 32, "hidden_size": 32, "vocab_size": len(tokenizer), "pad_token_id": 0,
@@ -446,7 +460,8 @@ def build_colpali_tiny(out: Path) -> None:
     tensors = load_file(str(out / "model.safetensors"))
     tower = "vlm.vision_tower."
     renamed = {
-        (tower + "vision_model." + k[len(tower) :] if k.startswith(tower) else k): v for k, v in tensors.items()
+        (tower + "vision_model." + k[len(tower) :] if k.startswith(tower) else k): v
+        for k, v in tensors.items()
     }
     save_file(renamed, str(out / "model.safetensors"), metadata={"format": "pt"})
     images = SiglipImageProcessorPil(size={"height": 32, "width": 32}, image_seq_length=16)

@@ -374,6 +374,22 @@ FIXTURES: dict[str, Fixture] = {
             "token (BOS/EOS rows left out); /v1/embeddings 501",
         ),
         Fixture(
+            name="bge-m3-colbert",
+            model_dir="bge-m3-tiny",
+            served_model_name="bge-m3-tiny",
+            args=(
+                *ZOO_ARGS,
+                "--max-model-len",
+                "512",
+                "--hf-overrides",
+                json.dumps({"architectures": ["BgeM3EmbeddingModel"]}),
+                "--pooler-config",
+                json.dumps({"task": "token_embed"}),
+            ),
+            description="the bge-m3 weights with their ColBERT head active (token_embed): /pooling answers a "
+            "normalised colbert_linear vector per token (the BOS row left out), /score and /rerank by MaxSim",
+        ),
+        Fixture(
             name="ocr",
             model_dir="deepseek-ocr-tiny",
             served_model_name="deepseek-ocr-tiny",

@@ -289,6 +289,26 @@ def bge_m3_lexical(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     return {"indices": indices, "values": values, "prompt_tokens": prompt_tokens}
 
 
+def bge_m3_colbert(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"texts": [...]}`` -> ``{"matrices": [[[...], ...], ...]}``: BGE-M3's multi-vector output as
+    FlagEmbedding computes it (``BGEM3FlagModel._colbert_embedding``: ``colbert_linear`` on every hidden
+    state but the first, then each row L2-normalised), with transformers' XLM-R on the same weights."""
+    import torch
+    from transformers import AutoTokenizer, XLMRobertaModel
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = XLMRobertaModel.from_pretrained(model_dir, add_pooling_layer=False).eval()
+    colbert = torch.load(model_dir / "colbert_linear.pt", map_location="cpu")
+    matrices = []
+    for text in request["texts"]:
+        ids = tokenizer(text, return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            hidden = model(input_ids=ids).last_hidden_state[0, 1:]
+            vectors = torch.nn.functional.linear(hidden, colbert["weight"], colbert["bias"])
+        matrices.append(torch.nn.functional.normalize(vectors, dim=-1).tolist())
+    return {"matrices": matrices}
+
+
 def main(argv: list[str]) -> int:
     family, model_dir = argv[1], Path(argv[2])
     compute = globals()[family.replace("-", "_")]

@@ -85,3 +85,24 @@ def test_bge_m3_lexical_weights_are_flagembeddings(vllm_bge_m3: Any) -> None:
         np.testing.assert_allclose(one.values, np.array(values, dtype=np.float32), atol=1e-3, rtol=0)
         np.testing.assert_array_equal(one.values, other.values)
         assert one.tokens is not None and len(one.tokens) == len(one)
+
+
+def test_bge_m3_colbert_vectors_and_maxsim_are_flagembeddings(vllm_bge_m3_colbert: Any) -> None:
+    """The same BGE-M3 weights with the ColBERT head active: per-token vectors as FlagEmbedding computes
+    them, and vLLM's /rerank score is their MaxSim (FlagEmbedding's ``colbert_score`` further divides by
+    the query's token count: the ranking is the same)."""
+    query, *documents = TEXTS
+    answer = zoo_reference("bge-m3-colbert", "bge-m3-colbert", {"texts": TEXTS})
+    expected = [np.array(matrix, dtype=np.float32) for matrix in answer["matrices"]]
+    with vt.Client(vllm_bge_m3_colbert.base_url) as client:
+        pooled = client.pool(TEXTS)
+        ranked = client.rerank(query, documents)
+    for got, want in zip(pooled.data, expected, strict=True):
+        assert got.shape == want.shape  # every token but <s>, </s> kept
+        np.testing.assert_allclose(got, want, atol=1e-5)
+    assert ranked.scorer is vt.types.ScorerKind.LATE_INTERACTION
+    maxsims = [vt.maxsim(expected[0], matrix) for matrix in expected[1:]]
+    np.testing.assert_allclose(
+        [hit.score for hit in sorted(ranked.results, key=lambda h: h.index)], maxsims, atol=1e-4
+    )
+    assert [hit.index for hit in ranked.results] == sorted(range(2), key=lambda i: -maxsims[i])
