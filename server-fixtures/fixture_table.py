@@ -82,7 +82,7 @@ OCR_ARGS: tuple[str, ...] = (
     json.dumps({"max_new_tokens": OCR_MAX_NEW_TOKENS}),
 )
 OCR_NGRAM_PROCESSOR = "vllm.model_executor.models.deepseek_ocr:NGramPerReqLogitsProcessor"
-#: The torchvision stand-in (server-fixtures/torchvision_standin/) is on the OCR servers' path only.
+#: The torchvision stand-in (server-fixtures/torchvision_standin/) is on the OCR and ColPali servers' path.
 OCR_ENV: dict[str, str] = {
     "PYTHONPATH": str(HERE / "torchvision_standin"),
     "VLLM_CPU_OMP_THREADS_BIND": "0-1",
