@@ -132,6 +132,20 @@ QWEN3_RERANKER_ARGS: tuple[str, ...] = (
 QWEN3_RERANKER_TEMPLATE = HERE / "templates" / "qwen3_reranker.jinja"
 
 
+def bge_m3_args(task: str) -> tuple[str, ...]:
+    """BGE-M3 as its operators serve it (its config says ``XLMRobertaModel``) with ``task`` active:
+    ``token_classify`` for the lexical weights, ``token_embed`` for the ColBERT vectors."""
+    return (
+        *ZOO_ARGS,
+        "--max-model-len",
+        "512",
+        "--hf-overrides",
+        json.dumps({"architectures": ["BgeM3EmbeddingModel"]}),
+        "--pooler-config",
+        json.dumps({"task": task}),
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class Fixture:
     """One CPU server recipe."""
@@ -360,15 +374,7 @@ FIXTURES: dict[str, Fixture] = {
             name="bge-m3",
             model_dir="bge-m3-tiny",
             served_model_name="bge-m3-tiny",
-            args=(
-                *ZOO_ARGS,
-                "--max-model-len",
-                "512",
-                "--hf-overrides",
-                json.dumps({"architectures": ["BgeM3EmbeddingModel"]}),
-                "--pooler-config",
-                json.dumps({"task": "token_classify"}),
-            ),
+            args=bge_m3_args("token_classify"),
             description="BGE-M3's architecture (BgeM3EmbeddingModel: XLM-R + sparse_linear.pt + "
             "colbert_linear.pt), tiny, seeded, token_classify active: /pooling answers a lexical weight per "
             "token (BOS/EOS rows left out); /v1/embeddings 501",
@@ -377,15 +383,7 @@ FIXTURES: dict[str, Fixture] = {
             name="bge-m3-colbert",
             model_dir="bge-m3-tiny",
             served_model_name="bge-m3-tiny",
-            args=(
-                *ZOO_ARGS,
-                "--max-model-len",
-                "512",
-                "--hf-overrides",
-                json.dumps({"architectures": ["BgeM3EmbeddingModel"]}),
-                "--pooler-config",
-                json.dumps({"task": "token_embed"}),
-            ),
+            args=bge_m3_args("token_embed"),
             description="the bge-m3 weights with their ColBERT head active (token_embed): /pooling answers a "
             "normalised colbert_linear vector per token (the BOS row left out), /score and /rerank by MaxSim",
         ),
