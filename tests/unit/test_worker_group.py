@@ -47,18 +47,23 @@ def ended(threads: list[threading.Thread]) -> bool:
     return not any(thread.is_alive() for thread in threads)
 
 
-def test_calls_reuse_the_same_threads() -> None:
-    """The first call's first four requests wait for one another: four threads are needed at once."""
-    four_at_once = threading.Barrier(4)
+def transport_needing(width: int) -> tuple[SyncTransport, list[Request]]:
+    """A transport, and ``width`` requests that wait for one another at the server: sending them at
+    ``concurrency=width`` needs ``width`` threads at once (the others are answered at once)."""
+    all_at_once = threading.Barrier(width)
 
     def handler(request: httpx.Request) -> httpx.Response:
         if json.loads(request.content)["i"] >= 100:
-            four_at_once.wait(30)
+            all_at_once.wait(30)
         return echo(request)
 
-    transport = transport_for(handler)
+    return transport_for(handler), [Request("POST", "/", json={"i": 100 + i}) for i in range(width)]
+
+
+def test_calls_reuse_the_same_threads() -> None:
+    transport, wide = transport_needing(4)
     try:
-        transport.send_all([Request("POST", "/", json={"i": 100 + i}) for i in range(4)], concurrency=4)
+        transport.send_all(wide, concurrency=4)
         first = set(transport.backend.workers.threads())
         assert len(first) == 4
         before = threading.active_count()
@@ -76,19 +81,10 @@ def test_calls_reuse_the_same_threads() -> None:
 
 
 def test_a_larger_concurrency_adds_only_the_threads_missing() -> None:
-    """The second call's first six requests wait for one another: six threads are needed at once."""
-    six_at_once = threading.Barrier(6)
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        if json.loads(request.content)["i"] >= 100:
-            six_at_once.wait(30)
-        return echo(request)
-
-    transport = transport_for(handler)
+    transport, wide = transport_needing(6)
     try:
         transport.send_all(requests_for(8), concurrency=2)
         two = set(transport.backend.workers.threads())
-        wide = [Request("POST", "/v1/embeddings", json={"i": 100 + i}) for i in range(6)]
         transport.send_all(wide, concurrency=6)
         six = set(transport.backend.workers.threads())
         assert len(two) == 2 and two < six and len(six) == 6
@@ -144,17 +140,21 @@ def test_an_error_is_raised_in_the_caller_and_the_threads_serve_the_next_call() 
         transport.http.close()
 
 
+def embed_on_threads(client: vt.Client) -> list[threading.Thread]:
+    """Embed 64 texts at concurrency 4; the client's worker threads after it."""
+    client.embed([f"text {i}" for i in range(64)], batch_size=4, concurrency=4, encoding_format="float")
+    return client._transport.backend.workers.threads()
+
+
 def test_closing_the_client_ends_its_threads(embed_replies: Handler) -> None:
     http = httpx.Client(transport=httpx.MockTransport(embed_replies))
     client = vt.Client(BASE, http_client=http)
-    client.embed([f"text {i}" for i in range(64)], batch_size=4, concurrency=4, encoding_format="float")
-    threads = client._transport.backend.workers.threads()
-    assert len(threads) == 4
+    threads = embed_on_threads(client)
+    assert 0 < len(threads) <= 4
     client.close()
     assert ended(threads)
     # a call after close() (the pool was the caller's) starts new threads, and close() ends them again
-    client.embed([f"text {i}" for i in range(16)], batch_size=4, concurrency=4, encoding_format="float")
-    again = client._transport.backend.workers.threads()
+    again = embed_on_threads(client)
     assert again and not set(again) & set(threads)
     client.close()
     assert ended(again)
@@ -163,10 +163,7 @@ def test_closing_the_client_ends_its_threads(embed_replies: Handler) -> None:
 
 def test_a_client_garbage_collected_without_close_ends_its_threads(embed_replies: Handler) -> None:
     http = httpx.Client(transport=httpx.MockTransport(embed_replies))
-    client = vt.Client(BASE, http_client=http)
-    client.embed([f"text {i}" for i in range(16)], batch_size=4, concurrency=4, encoding_format="float")
-    threads = client._transport.backend.workers.threads()
-    del client
+    threads = embed_on_threads(vt.Client(BASE, http_client=http))
     gc.collect()
     assert ended(threads)
     http.close()
