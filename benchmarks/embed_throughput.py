@@ -1,18 +1,22 @@
-"""Client overhead of embedding many texts: vllm_tasks vs openai-python vs a hand-tuned raw httpx loop.
+"""Client cost of embedding many texts: vllm_tasks vs a raw httpx loop, openai-python and
+baseten-performance-client, each at the concurrency it is given, in one run.
 
-By default a fast fake server (benchmarks/fake_vllm.py, its own process, replaying vLLM-shaped bodies)
-answers, so the client is the bottleneck; `--base-url` points the same measurement at a real server
-(e.g. `server-fixtures/serve embed`), where the model is the bottleneck. Reports vectors/s and client
-CPU microseconds per vector (process CPU time of this process only).
+By default nginx answers (benchmarks/nginx_vllm.py: the `embed` fixture's vLLM 0.32 recordings widened
+to the batch size, served as static files), so the client is the bottleneck; `--base-url` points the same
+measurement at a real server (e.g. `server-fixtures/serve embed`), where the model is. Each client asks
+for the encoding it asks a vLLM server for (vllm_tasks: `bytes`; openai-python: `base64`; baseten: its
+default, `float`), and every decoded matrix is checked against the recorded vectors. Reports the median
+over `--repeats` rounds (the clients take turns within a round) of vectors/s and client CPU microseconds
+per vector (this process's CPU time: baseten's Rust threads included), and the ratios to baseten at the
+same concurrency.
 
-    python benchmarks/embed_throughput.py [--texts 100000] [--batch 64] [--base-url URL]
+    python benchmarks/embed_throughput.py [--texts 51200] [--batch 64] [--repeats 3] [--base-url URL]
 """
 
 from __future__ import annotations
 
 import argparse
-import socket
-import subprocess
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -23,110 +27,123 @@ import numpy as np
 
 import vllm_tasks as vt
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nginx_vllm import NginxVLLM
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_fake_server() -> tuple[str, subprocess.Popen[str]]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("fake_vllm.py")), "--port", str(port)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    url = process.stdout.readline().strip()
-    return url, process
+CONCURRENCIES = (1, 4, 16)
+Run = Callable[[], np.ndarray]
 
 
-def measure(fn: Callable[[], np.ndarray], n: int) -> tuple[float, float, float]:
+def measure(run: Run, expected: np.ndarray | None) -> tuple[float, float]:
+    """(vectors/s, CPU µs/vector) of one ``run()``, its matrix checked against ``expected``."""
     wall, cpu = time.perf_counter(), time.process_time()
-    vectors = fn()
+    vectors = run()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    assert vectors.shape[0] == n, vectors.shape
-    return n / wall, cpu / n * 1e6, wall
+    n = vectors.shape[0]
+    if expected is not None:
+        np.testing.assert_array_equal(vectors, expected)
+    return n / wall, cpu / n * 1e6
+
+
+def clients(urls: dict[str, str], texts: list[str], batch: int) -> list[tuple[str, int, Run]]:
+    """(name, concurrency, run) of every client measured; ``urls`` by the encoding each asks for."""
+    batches = [texts[i : i + batch] for i in range(0, len(texts), batch)]
+    model = vt.Client(urls["bytes"]).server_info().default_model or ""
+    rows: list[tuple[str, int, Run]] = []
+
+    raw_http = httpx.Client(base_url=urls["bytes"], timeout=600)
+
+    def raw_loop() -> np.ndarray:
+        parts = []
+        for part in batches:
+            body = {"model": model, "input": part, "encoding_format": "bytes"}
+            answer = raw_http.post("/v1/embeddings", json=body)
+            parts.append(np.frombuffer(answer.content, dtype="<f4").reshape(len(part), -1))
+        return np.concatenate(parts)
+
+    rows.append(("raw httpx loop, bytes", 1, raw_loop))
+    transports: dict[str, httpx.Client | None] = {
+        "vllm_tasks": None,
+        "vllm_tasks + StdlibHTTPTransport": httpx.Client(transport=vt.StdlibHTTPTransport(), timeout=600),
+    }
+    for name, http in transports.items():
+        sdk = vt.Client(urls["bytes"], max_retries=0, http_client=http)
+        sdk.server_info()
+        for concurrency in CONCURRENCIES:
+
+            def run(sdk: vt.Client = sdk, concurrency: int = concurrency) -> np.ndarray:
+                return sdk.embed(texts, batch_size=batch, concurrency=concurrency).vectors
+
+            rows.append((name, concurrency, run))
+    try:
+        import openai
+
+        oai = openai.OpenAI(base_url=urls["base64"] + "/v1", api_key="x", max_retries=0)
+
+        def openai_loop() -> np.ndarray:
+            answers = [oai.embeddings.create(model=model, input=part) for part in batches]
+            return np.asarray([d.embedding for answer in answers for d in answer.data], dtype=np.float32)
+
+        rows.append(("openai-python loop", 1, openai_loop))
+    except ImportError:
+        print("openai-python is not installed (pip install 'vllm-tasks[bench]'): left out")
+    try:
+        import baseten_performance_client as baseten
+
+        performance = baseten.PerformanceClient(base_url=urls["float"], api_key="x")
+        for concurrency in CONCURRENCIES:
+            preference = baseten.RequestProcessingPreference(
+                max_concurrent_requests=concurrency, batch_size=batch
+            )
+
+            def run_baseten(preference: object = preference) -> np.ndarray:
+                answer = performance.embed(texts, model=model, preference=preference)
+                return np.asarray(answer.numpy(), dtype=np.float32)
+
+            rows.append(("baseten-performance-client", concurrency, run_baseten))
+    except ImportError:
+        print("baseten-performance-client is not installed (pip install 'vllm-tasks[bench]'): left out")
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--texts", type=int, default=100_000)
+    parser.add_argument("--texts", type=int, default=51_200, help="rounded up to whole batches")
     parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--concurrency", type=int, default=4)
-    parser.add_argument("--base-url", default=None, help="a real server instead of the fake one")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--base-url", default=None, help="a real server instead of nginx")
     args = parser.parse_args()
-    process = None
-    url = args.base_url
-    if url is None:
-        url, process = start_fake_server()
-    texts = [f"text number {i} for the embedding benchmark" for i in range(args.texts)]
-    batches = [texts[i : i + args.batch] for i in range(0, len(texts), args.batch)]
+    count = -(-args.texts // args.batch) * args.batch  # nginx answers whole batches only
+    texts = [f"text number {i:07d} for the embedding benchmark" for i in range(count)]
+    server = None
+    if args.base_url is None:
+        server = NginxVLLM(args.batch).start()
+        urls = {encoding: server.url(encoding) for encoding in ("float", "base64", "bytes")}
+        expected: np.ndarray | None = server.expected(count)
+        where = "nginx replaying vLLM 0.32 answers (client-bound)"
+    else:
+        urls = dict.fromkeys(("float", "base64", "bytes"), args.base_url.rstrip("/"))
+        expected, where = None, f"real server {args.base_url}"
     try:
-        sdk = vt.Client(url, max_retries=0)
-        model = sdk.server_info().default_model or ""
-
-        def sdk_run(concurrency: int) -> Callable[[], np.ndarray]:
-            return lambda: sdk.embed(texts, batch_size=args.batch, concurrency=concurrency).vectors
-
-        def raw_loop(fmt: str) -> Callable[[], np.ndarray]:
-            def run() -> np.ndarray:
-                parts = []
-                with httpx.Client(base_url=url, timeout=600) as http:
-                    for batch in batches:
-                        response = http.post(
-                            "/v1/embeddings", json={"model": model, "input": batch, "encoding_format": fmt}
-                        )
-                        if fmt == "bytes":
-                            parts.append(np.frombuffer(response.content, dtype="<f4").reshape(len(batch), -1))
-                        else:
-                            import base64
-
-                            parts.append(
-                                np.frombuffer(
-                                    b"".join(
-                                        base64.b64decode(d["embedding"]) for d in response.json()["data"]
-                                    ),
-                                    "<f4",
-                                ).reshape(len(batch), -1)
-                            )
-                return np.concatenate(parts)
-
-            return run
-
-        def openai_loop() -> np.ndarray:
-            import openai
-
-            client = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
-            rows: list[list[float]] = []
-            for batch in batches:
-                rows.extend(
-                    item.embedding for item in client.embeddings.create(model=model, input=batch).data
-                )
-            return np.asarray(rows, dtype=np.float32)
-
-        rows = [
-            ("raw httpx loop, bytes (sequential)", raw_loop("bytes")),
-            ("raw httpx loop, base64 (sequential)", raw_loop("base64")),
-            ("vllm_tasks embed, concurrency=1", sdk_run(1)),
-            (f"vllm_tasks embed, concurrency={args.concurrency}", sdk_run(args.concurrency)),
-            ("openai-python embeddings.create loop", openai_loop),
-        ]
-        results = [(name, *measure(fn, len(texts))) for name, fn in rows]
+        rows = clients(urls, texts, args.batch)
+        for _, _, run in rows:  # warm up: connections, imports, the server's page cache
+            run()
+        samples: list[list[tuple[float, float]]] = [[] for _ in rows]
+        for _ in range(args.repeats):
+            for sample, (_, _, run) in zip(samples, rows, strict=True):
+                sample.append(measure(run, expected))
     finally:
-        if process is not None:
-            process.terminate()
-    raw_rate = results[0][1]
-    openai_rate = results[-1][1]
-    where = "fake server (client-bound)" if args.base_url is None else f"real server {args.base_url}"
-    print(f"{len(texts)} texts, batches of {args.batch}, {where}")
-    print(f"{'client':<42} {'vectors/s':>10} {'CPU us/vec':>11} {'wall s':>8} {'x raw':>7} {'x openai':>9}")
-    for name, rate, cpu_us, wall in results:
-        print(
-            f"{name:<42} {rate:10.0f} {cpu_us:11.1f} {wall:8.2f} "
-            f"{rate / raw_rate:7.2f} {rate / openai_rate:9.2f}"
-        )
+        if server is not None:
+            server.stop()
+    medians = [(statistics.median(r for r, _ in s), statistics.median(c for _, c in s)) for s in samples]
+    baseten = {c: m for (name, c, _), m in zip(rows, medians, strict=True) if name.startswith("baseten")}
+    print(f"{count} texts, batches of {args.batch}, {where}; median of {args.repeats}")
+    print(f"{'client':<34} {'conc.':>5} {'vectors/s':>10} {'CPU us/vec':>11}", end=" ")
+    print(f"{'x baseten v/s':>14} {'x baseten CPU':>14}")
+    for (name, concurrency, _), (rate, cpu) in zip(rows, medians, strict=True):
+        peer = baseten.get(concurrency)
+        ratios = f"{rate / peer[0]:14.2f} {cpu / peer[1]:14.2f}" if peer else f"{'':>14} {'':>14}"
+        print(f"{name:<34} {concurrency:>5} {rate:10.0f} {cpu:11.1f} {ratios}")
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ from .ocr import OCRParams
 from .pooling import ClassifyParams, PoolParams, maxsim
 from .scoring import RerankParams
 from .sparse import SparseEmbedParams
+from .stdlib_transport import StdlibHTTPTransport
 from .transcription import ChunkingOptions, TranscribeParams
 from .version import __version__
 
@@ -91,6 +92,7 @@ __all__ = [
     "ServerNotReady",
     "ServiceUnavailableError",
     "SparseEmbedParams",
+    "StdlibHTTPTransport",
     "StreamError",
     "TranscribeParams",
     "TranscriptionStream",

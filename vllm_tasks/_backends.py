@@ -1,24 +1,32 @@
 """How the transport waits: one backend for asyncio, one for threads (as httpcore's ``_backends/``).
 
 ``vllm_tasks/_async/transport.py`` and ``_async/fetching.py`` call an ``AsyncBackend``; ``scripts/unasync.py``
-turns that into a ``SyncBackend`` in the generated ``_sync/`` twins. Both offer the same four things:
-``sleep``, a bounded worker group (``map_bounded``), a deadline scope (``run_within``) and name resolution
-(``resolve``, bounded by the scope it runs in). Tests that must not wait patch ``sleep`` on these classes.
+turns that into a ``SyncBackend`` in the generated ``_sync/`` twins. Both offer the same things: ``sleep``,
+a bounded worker group (``map_bounded``), a deadline scope (``run_within``), name resolution (``resolve``,
+bounded by the scope it runs in) and ``close`` (the client's). Tests that must not wait patch ``sleep`` on
+these classes.
+
+A ``SyncBackend``'s threads are a ``WorkerGroup`` kept for the client's life: started as the first calls
+need them, reused by every later call (a call starts no thread once the group has as many as it runs at
+once), ended by the client's ``close()`` (``close`` here), by the group's garbage collection, or after
+``WORKER_IDLE_SECONDS`` without work.
 
 Cancellation differs by nature. An asyncio task is cancelled where it awaits. A thread cannot be stopped:
-work a ``SyncBackend`` gives up on (the rest of a failed group, a download past its deadline) runs on in a
-daemon thread whose ``cancelled()`` is then true, so that it starts nothing new, and its ``sleep`` ends at
-once; the caller does not wait for it, but the client's ``close()`` does, briefly (``settle``).
+work a ``SyncBackend`` gives up on (the rest of a failed group, a download past its deadline) runs on in its
+worker thread with ``cancelled()`` then true, so that it starts nothing new, and its ``sleep`` ends at
+once; the caller does not wait for it, but the client's ``close()`` does, briefly.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 import queue
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
@@ -45,12 +53,21 @@ _cancel_event: contextvars.ContextVar[threading.Event | None] = contextvars.Cont
 SETTLE_SECONDS = 1.0
 """How long a client's ``close()`` waits for work it gave up on to end before it closes the pool."""
 
+WORKER_IDLE_SECONDS = 30.0
+"""How long a worker thread of a sync client waits for its next job before it ends."""
+
+IDLE_THREAD_NAME = "vllm-tasks-idle"
+"""The name of a worker thread between jobs (while running one it has the job's name)."""
+
+logger = logging.getLogger("vllm_tasks")
+
 
 class AsyncBackend:
     """asyncio: tasks for concurrency, ``asyncio.timeout`` for deadlines, the loop's resolver."""
 
-    async def settle(self, seconds: float) -> None:
-        """Nothing to wait for: a task given up on was cancelled, and awaited, before its group returned."""
+    async def close(self, seconds: float) -> None:
+        """Nothing to wait for or end: a task given up on was cancelled, and awaited, before its group
+        returned, and the tasks of a group are made per call (a task costs no thread)."""
 
     async def sleep(self, seconds: float) -> None:
         """Wait ``seconds`` (a retry's backoff, a poll's interval)."""
@@ -124,33 +141,23 @@ class AsyncBackend:
 
 
 class SyncBackend:
-    """Threads: daemon worker threads for concurrency and deadlines, ``socket.getaddrinfo``."""
+    """Threads: a ``WorkerGroup`` for concurrency and deadlines, ``socket.getaddrinfo``."""
 
     def __init__(self) -> None:
-        self._threads: list[threading.Thread] = []
-        self._threads_lock = threading.Lock()
+        self.workers = WorkerGroup()
 
-    def settle(self, seconds: float) -> None:
-        """Wait up to ``seconds`` for this backend's worker threads to end (those a failed group or a
-        passed deadline left running among them).
+    def close(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for the jobs running on this backend's worker threads to end (those a
+        failed group or a passed deadline left running among them), then end its threads.
 
         The client's ``close()`` calls it before closing the connection pool: a request such a thread
         was starting could otherwise open its connection after the pool closed, and leave that socket
         open (CI, stop 28: a failing ``/v1/models`` ended discovery while ``/openapi.json`` was in flight).
-        A thread still running after ``seconds`` is left; closing the pool ends its request.
+        A job still running after ``seconds`` is left to end in its thread; closing the pool ends its
+        request. A later call starts new threads.
         """
-        deadline = time.monotonic() + seconds
-        with self._threads_lock:
-            threads, self._threads = self._threads, []
-        for thread in threads:
-            if thread is not threading.current_thread():
-                thread.join(max(0.0, deadline - time.monotonic()))
-
-    def _start(self, target: Callable[[], None], name: str) -> None:
-        thread = start_daemon_thread(target, name)
-        with self._threads_lock:
-            self._threads = [running for running in self._threads if running.is_alive()]
-            self._threads.append(thread)
+        self.workers.wait_quiet(seconds)
+        self.workers.close()
 
     def sleep(self, seconds: float) -> None:
         """Wait ``seconds`` (a retry's backoff, a poll's interval); ends at once when the work running in
@@ -212,8 +219,7 @@ class SyncBackend:
 
         collected: list[T | None] = [None] * count
         try:
-            for _ in range(min(concurrency, count)):
-                self._start(worker, "vllm-tasks-send")
+            workers = [self.workers.run(worker, "vllm-tasks-send") for _ in range(min(concurrency, count))]
             for _ in range(count):
                 index, result, error = _next_answer(answers)
                 if error is not None:
@@ -221,6 +227,10 @@ class SyncBackend:
                 collected[index] = result
                 if on_result is not None:
                     on_result(index, cast(T, result))
+            # Every job has ended: their threads are about to be idle. Waiting for it (a few bytecodes)
+            # lets the next call find them idle instead of starting threads of its own.
+            for idle_again in workers:
+                _wait_for(idle_again)
         finally:
             cancel.set()
         return cast(list[T], collected)
@@ -245,7 +255,7 @@ class SyncBackend:
                 outcome.put((None, error))
 
         try:
-            self._start(run, "vllm-tasks-deadline")
+            self.workers.run(run, "vllm-tasks-deadline")
             result, error = outcome.get(timeout=seconds)
         except queue.Empty:
             raise DeadlinePassed from None
@@ -265,6 +275,141 @@ class SyncBackend:
         return list(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
 
 
+class WorkerGroup:
+    """Daemon threads kept between calls, each running one job at a time (a sync client's workers).
+
+    A job given to :meth:`run` goes to an idle thread; a thread starts only when none is idle, so the
+    group grows to the most jobs it ever ran at once (a call's ``concurrency``, or the sum over the
+    threads that share a client) and no further, and a call starts no thread once the group is that
+    large. Each job runs in a copy of its caller's context (OpenTelemetry's current span among it, so
+    that its requests join the caller's trace). A thread ends after ``idle_seconds`` without a job; all
+    of them end at :meth:`close` (one running a job once the job ends) or when the group is garbage
+    collected. Thread-safe.
+    """
+
+    def __init__(self, idle_seconds: float = WORKER_IDLE_SECONDS) -> None:
+        self._idle_seconds = idle_seconds
+        self._lock = threading.Lock()
+        # The current generation, in a list the finalizer shares (it must not hold the group itself).
+        self._current = [_WorkerThreads(idle_seconds)]
+        weakref.finalize(self, _close_current, self._current)
+
+    def run(self, job: Callable[[], None], name: str) -> threading.Event:
+        """Run ``job()`` on a worker thread named ``name`` while it runs; returns at once. ``job`` must
+        handle its own errors (one it raises is logged).
+
+        Returns:
+            An event set once the job has ended and its thread is idle again (ready for the next
+            :meth:`run`, which then starts no thread).
+        """
+        with self._lock:  # not beside a close(): its end-of-work markers would go to an idle thread
+            return self._current[0].run(job, name)
+
+    def threads(self) -> list[threading.Thread]:
+        """The group's live threads, idle or running a job."""
+        return self._current[0].alive()
+
+    def wait_quiet(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` until no job runs (the calling thread's own job aside); whether none
+        does."""
+        return self._current[0].wait_quiet(seconds)
+
+    def close(self) -> None:
+        """End the threads: the idle ones at once, one running a job after the job. A later :meth:`run`
+        starts new ones."""
+        with self._lock:
+            threads, self._current[0] = self._current[0], _WorkerThreads(self._idle_seconds)
+            threads.close()
+
+
+def _close_current(current: list[_WorkerThreads]) -> None:
+    current[0].close()
+
+
+Job = tuple[contextvars.Context, Callable[[], None], str, threading.Event]
+"""A queued job: its caller's context, the job, its thread's name while it runs, its end-of-job event."""
+
+
+class _WorkerThreads:
+    """One generation of a ``WorkerGroup``'s threads and their job queue; its threads hold this, not the
+    group, so that the group can be garbage collected (which closes it)."""
+
+    def __init__(self, idle_seconds: float) -> None:
+        self.idle_seconds = idle_seconds
+        self.jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.quiet = threading.Condition(self.lock)  # notified when the last running job ends
+        self.members: set[threading.Thread] = set()
+        self.idle = 0  # threads waiting for a job that no queued job is meant for yet
+        self.busy = 0  # jobs queued or running
+        self.closed = False
+
+    def run(self, job: Callable[[], None], name: str) -> threading.Event:
+        context, idle_again = contextvars.copy_context(), threading.Event()
+        with self.lock:
+            self.busy += 1
+            if self.idle > 0:
+                self.idle -= 1  # an idle thread takes the job from the queue
+            else:
+                thread = threading.Thread(target=self.work, name=IDLE_THREAD_NAME, daemon=True)
+                self.members.add(thread)
+                thread.start()
+        self.jobs.put((context, job, name, idle_again))
+        return idle_again
+
+    def work(self) -> None:
+        thread = threading.current_thread()
+        while True:
+            try:
+                item = self.jobs.get(timeout=self.idle_seconds)
+            except queue.Empty:
+                with self.lock:
+                    if self.idle == 0:
+                        continue  # every waiting thread has a job on its way: this one takes one
+                    self.idle -= 1
+                    self.members.discard(thread)
+                    return
+            if item is None:
+                with self.lock:
+                    self.members.discard(thread)
+                return
+            context, job, name, idle_again = item
+            thread.name = name
+            try:
+                context.run(job)
+            except BaseException:  # a job handles its own errors; one that escapes must not end the thread
+                logger.exception("a vllm_tasks worker thread's job raised")
+            finally:
+                thread.name = IDLE_THREAD_NAME
+                with self.lock:
+                    self.busy -= 1
+                    self.idle += 1
+                    if self.busy == 0:
+                        self.quiet.notify_all()
+                idle_again.set()
+                # Held while waiting, the last job (its closure, its caller's context) would keep the
+                # client alive, and with it this group, which its garbage collection would close.
+                del item, context, job, idle_again
+
+    def alive(self) -> list[threading.Thread]:
+        with self.lock:
+            return [thread for thread in self.members if thread.is_alive()]
+
+    def wait_quiet(self, seconds: float) -> bool:
+        own = 1 if threading.current_thread() in self.members else 0
+        with self.quiet:
+            return self.quiet.wait_for(lambda: self.busy <= own, timeout=seconds)
+
+    def close(self) -> None:
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            count = len(self.members)
+        for _ in range(count):
+            self.jobs.put(None)
+
+
 def _next_answer(answers: queue.SimpleQueue[T]) -> T:
     """The next item of ``answers``, waited for in short steps: between them Python runs its signal
     handlers, so that Ctrl-C (``KeyboardInterrupt``) ends the wait within a step. A wait without a
@@ -275,6 +420,12 @@ def _next_answer(answers: queue.SimpleQueue[T]) -> T:
             return answers.get(timeout=0.1)
         except queue.Empty:
             continue
+
+
+def _wait_for(event: threading.Event) -> None:
+    """Wait until ``event`` is set, in short steps (Ctrl-C ends the wait: see ``_next_answer``)."""
+    while not event.wait(0.1):
+        pass
 
 
 def start_daemon_thread(target: Callable[[], None], name: str) -> threading.Thread:

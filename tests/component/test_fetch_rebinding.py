@@ -22,6 +22,7 @@ import vllm_tasks as vt
 from vllm_tasks import ClientSettings, FetchLimits, fetching
 from vllm_tasks._async.fetching import fetch_url as async_fetch_url
 from vllm_tasks._async.transport import AsyncTransport
+from vllm_tasks._backends import IDLE_THREAD_NAME
 from vllm_tasks._sync.fetching import fetch_url
 from vllm_tasks._sync.transport import SyncTransport
 
@@ -233,5 +234,7 @@ def test_the_request_goes_to_the_checked_address_under_the_host_name(
 def _wait_for_abandoned_fetches(seconds: float = 5.0) -> None:
     """Let a download given up at its deadline end in its worker thread (it closes its connection)."""
     until = time.monotonic() + seconds
-    while time.monotonic() < until and any(t.name.startswith("vllm-tasks") for t in threading.enumerate()):
+    while time.monotonic() < until and any(
+        t.name.startswith("vllm-tasks") and t.name != IDLE_THREAD_NAME for t in threading.enumerate()
+    ):
         time.sleep(0.02)

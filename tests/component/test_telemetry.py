@@ -40,12 +40,13 @@ DOCS = ["Paris is the capital of France.", "Bananas are yellow.", "France is in 
 def records(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
     """``caplog`` capturing the ``vllm_tasks`` logger at DEBUG.
 
-    A failed sync ``send_all`` returns at once and leaves its in-flight requests to finish on daemon
-    threads; a previous test's threads are waited for first, so that their log lines do not land here.
+    A failed sync ``send_all`` returns at once and leaves its in-flight requests to finish on its worker
+    threads; a previous test's are waited for first (a worker thread running a send has the name
+    ``vllm-tasks-send``), so that their log lines do not land here.
     """
-    for thread in threading.enumerate():
-        if thread.name == "vllm-tasks-send":
-            thread.join(timeout=10)
+    until = time.monotonic() + 10
+    while time.monotonic() < until and any(t.name == "vllm-tasks-send" for t in threading.enumerate()):
+        time.sleep(0.02)
     with caplog.at_level(logging.DEBUG, logger="vllm_tasks"):
         yield caplog
 

@@ -219,9 +219,10 @@ class AsyncClientBase:
         """Close the HTTP connection pool, unless it was passed in as ``http_client``.
 
         Requests a failed call left running (the sync client's worker threads cannot be stopped) get up
-        to a second to end first, so that none opens a connection the closed pool would never close.
+        to a second to end first, so that none opens a connection the closed pool would never close;
+        then the sync client's worker threads end (a later call starts new ones).
         """
-        await self._transport.backend.settle(SETTLE_SECONDS)
+        await self._transport.backend.close(SETTLE_SECONDS)
         if self._owns_http:
             await self._http.aclose()
 
