@@ -26,6 +26,7 @@ from ..fakes import fake_like
 
 EMBED = "/v1/embeddings"
 FAST = {"retry_replica_after": 0.05, "give_up_after": 0.3}
+SPARSE: dict[str, Any] = {"sparse": True, "text_field": "body"}  # the input is jsonl()'s
 TEXTS = [
     f"document {i} about " + " ".join(["cats", "dogs", "sparse", "retrieval"][: 1 + i % 4]) for i in range(23)
 ]
@@ -66,28 +67,10 @@ def row_requests(server: FakeVLLM) -> list[list[str]]:
 def test_the_parquet_is_embed_sparse_row_by_row(tmp_path: Path, kind: str) -> None:
     source, out = jsonl(tmp_path), tmp_path / "out.parquet"
     with fake_like(kind) as fixture:
-        report = vt.embed_file(
-            fixture.fake.url,
-            source,
-            out,
-            sparse=True,
-            text_field="body",
-            id_field="doc",
-            keep_columns=["title"],
-            chunk_rows=5,
-            batch_size=3,
-        )
+        job: dict[str, Any] = {"id_field": "doc", "keep_columns": ["title"], "chunk_rows": 5, **SPARSE}
+        report = vt.embed_file(fixture.fake.url, source, out, batch_size=3, **job)
         expected = reference(fixture.fake, TEXTS)
-        again = vt.embed_file(
-            fixture.fake.url,
-            source,
-            out,
-            sparse=True,
-            text_field="body",
-            id_field="doc",
-            keep_columns=["title"],
-            chunk_rows=5,
-        )
+        again = vt.embed_file(fixture.fake.url, source, out, **job)
     table = pq.read_table(out)
     assert table.schema.names == ["doc", "title", "sparse_indices", "sparse_values"]
     assert table.schema.field("sparse_indices").type == pa.list_(pa.int64())
@@ -118,25 +101,13 @@ def test_an_interrupted_sparse_job_resumes_with_only_the_missing_chunks(
     source, out = jsonl(tmp_path), tmp_path / "out.parquet"
     splade.fail(500, path=EMBED, after=1 + 2 * 2, times=None)  # the start's probe, 2 chunks and their probes
     with vt.Client(splade.url, max_retries=0) as client, pytest.raises(vt.InternalServerError):
-        vt.embed_file(
-            client,
-            source,
-            out,
-            sparse=True,
-            text_field="body",
-            chunk_rows=5,
-            batch_size=5,
-            concurrency=1,
-            **FAST,
-        )
+        vt.embed_file(client, source, out, **SPARSE, chunk_rows=5, batch_size=5, concurrency=1, **FAST)
     saved = json.loads((tmp_path / "out.parquet.partial" / "state.json").read_text())
     assert saved["done_below"] == 2 and not out.exists()
     splade.clear_faults()
     splade.clear_requests()
     with vt.Client(splade.url) as client:
-        report = vt.embed_file(
-            client, source, out, sparse=True, text_field="body", chunk_rows=5, batch_size=5
-        )
+        report = vt.embed_file(client, source, out, **SPARSE, chunk_rows=5, batch_size=5)
     assert (report.chunks_resumed, report.chunks_sent) == (2, 3)
     assert sorted(t for batch in row_requests(splade) for t in batch) == sorted(TEXTS[10:])
     assert sparse_rows(out) == reference(splade, TEXTS)
@@ -149,9 +120,7 @@ def test_a_refused_row_is_null_in_both_columns_and_in_the_errors_file(
     texts[7] = " ".join(["word"] * 100)  # over the fake's 64 tokens
     source, out = jsonl(tmp_path, texts), tmp_path / "out.parquet"
     with vt.Client(splade.url, max_retries=0) as client:
-        report = vt.embed_file(
-            client, source, out, sparse=True, text_field="body", id_field="doc", chunk_rows=10, batch_size=4
-        )
+        report = vt.embed_file(client, source, out, **SPARSE, id_field="doc", chunk_rows=10, batch_size=4)
     refused = [
         json.loads(line) for line in out.with_name("out.parquet.errors.jsonl").read_text().splitlines()
     ]
@@ -170,9 +139,7 @@ def test_replicas_share_the_rows_and_a_sparse_model_swapped_mid_run_keeps_no_row
 ) -> None:
     source, out = jsonl(tmp_path), tmp_path / "out.parquet"
     with fake_like("splade", latency=0.01) as a, fake_like("splade", latency=0.01) as b:
-        report = vt.embed_file(
-            [a.fake.url, b.fake.url], source, out, sparse=True, text_field="body", batch_size=2, concurrency=2
-        )
+        report = vt.embed_file([a.fake.url, b.fake.url], source, out, **SPARSE, batch_size=2, concurrency=2)
         assert sparse_rows(out) == reference(a.fake, TEXTS)
         assert {r.url: r.rows > 0 for r in report.replicas} == {a.fake.url: True, b.fake.url: True}
         # A rolling deploy on one server (same name and width, other weights) after 10 vectors: the sparse
@@ -186,30 +153,13 @@ def test_replicas_share_the_rows_and_a_sparse_model_swapped_mid_run_keeps_no_row
 
         monkeypatch.setattr(fake_content, "sparse_vector", rolling_deploy)
         swapped = tmp_path / "swapped.parquet"
+        swap: dict[str, Any] = {"chunk_rows": 10, "batch_size": 5, "concurrency": 1, **SPARSE}
         with pytest.raises(
             vt.jobs.JobMismatch, match=r"changed during the run \(cosine 0\.\d+ .* were not kept"
         ):
-            vt.embed_file(
-                a.fake.url,
-                source,
-                swapped,
-                sparse=True,
-                text_field="body",
-                chunk_rows=10,
-                batch_size=5,
-                concurrency=1,
-            )
+            vt.embed_file(a.fake.url, source, swapped, **swap)
         monkeypatch.undo()
-        report = vt.embed_file(
-            a.fake.url,
-            source,
-            swapped,
-            sparse=True,
-            text_field="body",
-            chunk_rows=10,
-            batch_size=5,
-            concurrency=1,
-        )
+        report = vt.embed_file(a.fake.url, source, swapped, **swap)
         assert report.chunks_resumed == 0 and sparse_rows(swapped) == sparse_rows(out)
 
 
@@ -224,12 +174,10 @@ def test_a_dense_checkpoint_is_not_resumed_as_sparse_nor_the_reverse(
     saved = state_file.read_bytes()
     splade.clear_faults()
     with pytest.raises(vt.jobs.JobMismatch) as refused:
-        vt.embed_file(splade.url, source, out, sparse=True, text_field="body", chunk_rows=5)
+        vt.embed_file(splade.url, source, out, **SPARSE, chunk_rows=5)
     assert "sparse vectors: None -> True" in str(refused.value) and "swapped" not in str(refused.value)
     assert state_file.read_bytes() == saved  # left alone for the dense run it belongs to
-    finished = vt.embed_file(
-        splade.url, source, out, sparse=True, text_field="body", chunk_rows=5, resume=False
-    )
+    finished = vt.embed_file(splade.url, source, out, **SPARSE, chunk_rows=5, resume=False)
     assert finished.sparse and sparse_rows(out) == reference(splade, TEXTS)
     with pytest.raises(vt.jobs.JobMismatch, match=r"sparse vectors: True -> None"):
         vt.embed_file(splade.url, source, out, text_field="body", chunk_rows=5)  # dense over a sparse output
@@ -248,10 +196,10 @@ def test_sparse_into_npy_and_options_of_the_wrong_kind_are_refused_before_any_re
     ]
     for name, kwargs, field in cases:
         with pytest.raises(vt.InvalidInputError) as info:
-            vt.embed_file(splade.url, source, tmp_path / name, sparse=True, text_field="body", **kwargs)
+            vt.embed_file(splade.url, source, tmp_path / name, **SPARSE, **kwargs)
         assert info.value.field == field, kwargs
     with pytest.raises(vt.InvalidInputError, match=r"\.parquet") as npy:
-        vt.embed_file(splade.url, source, tmp_path / "o.npy", sparse=True, text_field="body")
+        vt.embed_file(splade.url, source, tmp_path / "o.npy", **SPARSE)
     assert npy.value.value == "npy"
     with pytest.raises(vt.InvalidInputError) as dense:
         vt.embed_file(
@@ -279,5 +227,5 @@ def test_a_client_with_its_own_http_client_runs_a_sparse_job(tmp_path: Path, spl
     Was: AttributeError, ThreadedClient had no embed_sparse."""
     source, out = jsonl(tmp_path), tmp_path / "out.parquet"
     with httpx.Client() as own, vt.Client(splade.url, http_client=own) as client:
-        vt.embed_file(client, source, out, sparse=True, text_field="body", chunk_rows=10)
+        vt.embed_file(client, source, out, **SPARSE, chunk_rows=10)
     assert sparse_rows(out) == reference(splade, TEXTS)
