@@ -200,7 +200,7 @@ def test_sparse_into_npy_and_options_of_the_wrong_kind_are_refused_before_any_re
         assert info.value.field == field, kwargs
     with pytest.raises(vt.InvalidInputError, match=r"\.parquet") as npy:
         vt.embed_file(splade.url, source, tmp_path / "o.npy", **SPARSE)
-    assert npy.value.value == "npy"
+    assert npy.value.value == str(tmp_path / "o.npy")
     with pytest.raises(vt.InvalidInputError) as dense:
         vt.embed_file(
             splade.url, source, tmp_path / "d.npy", text_field="body", params=vt.SparseEmbedParams()

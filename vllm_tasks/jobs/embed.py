@@ -236,7 +236,7 @@ async def aembed_file(
     paths = _Paths.of(Path(out))
     paths.check_apart_from(spec.path)
     chosen_output = _output_format(output_format, paths.out)
-    vectors = _vectors(sparse, chosen_output, output_format)
+    vectors = _vectors(sparse, chosen_output, output_format, paths.out)
     _check_output_columns(spec, chosen_output, vectors)
     chosen_params = _job_params(params, too_long, vectors)
     plan = Plan(
@@ -403,7 +403,7 @@ def _output_format(chosen: str | None, out: Path) -> OutputFormat:
     return "parquet" if chosen == "parquet" else "npy"
 
 
-def _vectors(sparse: bool, output: OutputFormat, output_format: str | None) -> Vectors:
+def _vectors(sparse: bool, output: OutputFormat, output_format: str | None, out: Path) -> Vectors:
     """Dense or sparse rows; sparse ones only into Parquet.
 
     Raises:
@@ -415,10 +415,10 @@ def _vectors(sparse: bool, output: OutputFormat, output_format: str | None) -> V
     if not sparse:
         return DENSE
     if output == "npy":
-        field = "output_format" if output_format is not None else "out"
+        field, value = ("output_format", output_format) if output_format is not None else ("out", str(out))
         raise InvalidInputError(
             field,
-            output_format or "npy",
+            value,
             "cannot hold sparse vectors (a .npy matrix would be vocabulary-wide)",
             "Write Parquet: an out path ending in .parquet, or output_format='parquet'.",
         )
