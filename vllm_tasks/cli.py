@@ -134,6 +134,11 @@ def add_embed_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="over-long rows: report them in OUT.errors.jsonl (default) or truncate them",
     )
     embed_file.add_argument("--fail-fast", action="store_true", help="stop at the first refused row")
+    embed_file.add_argument(
+        "--sparse",
+        action="store_true",
+        help="sparse vectors (SPLADE, BGE-M3) into sparse_indices/sparse_values Parquet columns",
+    )
     add_job_options(embed_file)
     embed.add_argument("--url", default=None, help="server root URL (default: env or localhost)")
     for sub_parser in (embed, embed_file):
@@ -202,9 +207,21 @@ def run_embed(args: argparse.Namespace, client: Client) -> int:
 
 
 def run_embed_file(args: argparse.Namespace, client: Client) -> int:
-    """The ``embed-file`` sub-command: a resumable job writing ``.npy`` or Parquet."""
+    """The ``embed-file`` sub-command: a resumable job writing ``.npy`` or Parquet (``--sparse``: Parquet
+    sparse columns).
+
+    Raises:
+        InvalidInputError: ``--dimensions`` with ``--sparse``.
+    """
     from .embeddings import EmbedParams
     from .jobs import embed_file
+    from .sparse import SparseEmbedParams
+
+    if args.sparse and args.dimensions is not None:
+        raise InvalidInputError(
+            "dimensions", args.dimensions, "has no meaning for sparse vectors", "Drop it."
+        )
+    params = SparseEmbedParams() if args.sparse else EmbedParams(dimensions=args.dimensions)
 
     with _job_servers(args, client) as servers:
         report = embed_file(
@@ -225,7 +242,8 @@ def run_embed_file(args: argparse.Namespace, client: Client) -> int:
             resume=not args.restart,
             show_progress=args.progress,
             progress_interval=args.progress_interval,
-            params=EmbedParams(dimensions=args.dimensions),
+            sparse=args.sparse,
+            params=params,
         )
     print(report.summary(), file=sys.stderr)
     return EXIT_OK

@@ -5,9 +5,11 @@ One start of each server, a handful of requests to it."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 import vllm_tasks as vt
@@ -53,6 +55,25 @@ def test_async_client_tokens_and_conversions(vllm_splade: Any) -> None:
     assert list(vector.to_dict().values()) == vector.values.tolist()
     assert vector.to_qdrant()["indices"] == vector.indices.tolist()
     assert vector.to_milvus() == dict(zip(vector.indices.tolist(), vector.values.tolist(), strict=True))
+
+
+def test_a_sparse_embed_file_job_writes_the_reference_vectors(vllm_splade: Any, tmp_path: Path) -> None:
+    """embed_file(sparse=True) on the real server: the Parquet's sparse_indices/sparse_values are the
+    transformers reference's ids and weights, row by row (two chunks, each checked with the probe text)."""
+    expected = reference(TEXTS)
+    source, out = tmp_path / "in.txt", tmp_path / "out.parquet"
+    source.write_text("\n".join(TEXTS) + "\n")
+    report = vt.embed_file(vllm_splade.base_url, source, out, sparse=True, chunk_rows=2, batch_size=2)
+    assert (report.texts, report.dimensions, report.failed_rows, report.sparse) == (3, 30522, 0, True)
+    table = pq.read_table(out)
+    rows = zip(
+        table.column("sparse_indices").to_pylist(), table.column("sparse_values").to_pylist(), strict=True
+    )
+    for (indices, values), want_indices, want_values in zip(
+        rows, expected["indices"], expected["values"], strict=True
+    ):
+        assert indices == want_indices
+        np.testing.assert_allclose(values, want_values, atol=1e-3, rtol=0)
 
 
 def reference_lexical(texts: list[str]) -> dict[str, Any]:

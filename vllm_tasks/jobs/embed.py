@@ -1,4 +1,5 @@
-"""``embed_file`` / ``aembed_file``: embed a corpus of any size into ``.npy`` or Parquet, resumably.
+"""``embed_file`` / ``aembed_file``: embed a corpus of any size into ``.npy`` or Parquet, resumably; dense
+vectors (``embed``) or, with ``sparse=True``, sparse ones (``embed_sparse``, Parquet only).
 
 Work happens in ``OUT.partial/`` next to the output: the matrix (or Parquet parts), ``state.json`` (the
 checkpoint) and ``errors.jsonl``. When every row is done the result is renamed to ``OUT``, refused rows
@@ -25,6 +26,7 @@ from .. import defaults
 from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, plain
 from ..embeddings import EmbedParams
 from ..errors import InvalidInputError, JobError, JobMismatch
+from ..sparse import SparseEmbedParams
 from ..types.server import ServerInfo
 from ..validation import positive_int
 from .engine import Engine, Plan, error_rows
@@ -42,13 +44,13 @@ from .scaffold import (
     served_section,
 )
 from .state import PROBE_TEXT, Checkpoint, job_lock, write_json
+from .vectors import DENSE, SPARSE, Vectors
 
 OutputFormat = Literal["npy", "parquet"]
 TooLong = Literal["report", "truncate"]
 
 TRANSPORT_FIELDS = frozenset({"encoding_format"})
 """``EmbedParams`` fields that do not change the vectors: not in the fingerprint."""
-EMBED_FIELDS = tuple(field.name for field in dataclasses.fields(EmbedParams))
 
 
 @dataclass(frozen=True)
@@ -58,15 +60,16 @@ class EmbedFileReport:
     Attributes:
         out: the output written (``.npy`` or Parquet).
         texts: rows in it.
-        dimensions: the embedding width.
+        dimensions: the embedding width (sparse: the vocabulary's when the server states it, else 0).
         chunks_sent: chunks embedded by this run.
         chunks_resumed: chunks found done by earlier runs.
-        failed_rows: rows the server refused (NaN rows in ``.npy``, null embeddings in Parquet).
+        failed_rows: rows the server refused (NaN rows in ``.npy``, null vectors in Parquet).
         errors_file: the refused rows (row, id, status, message), or ``None`` when there are none.
         manifest: the manifest file.
         already_complete: the job was finished before this run; nothing was sent or written.
         seconds: this run's wall time.
         replicas: per server, what it did in this run.
+        sparse: the rows are sparse vectors (``sparse_indices``/``sparse_values`` columns).
     """
 
     out: Path
@@ -80,12 +83,17 @@ class EmbedFileReport:
     already_complete: bool
     seconds: float
     replicas: tuple[ReplicaReport, ...]
+    sparse: bool = False
 
     def summary(self) -> str:
-        """One line for a terminal, e.g. ``"corpus.npy: 100000 x 384 float32, 3 chunk(s) resumed"``."""
+        """One line for a terminal, e.g. ``"corpus.npy: 100000 x 384 float32, 3 chunk(s) resumed"``
+        (sparse: ``"corpus.parquet: 100000 sparse vectors (30522 ids)"``)."""
+        shape = f"{self.texts} x {self.dimensions} float32"
+        if self.sparse:
+            shape = f"{self.texts} sparse vectors" + (f" ({self.dimensions} ids)" if self.dimensions else "")
         if self.already_complete:
-            return f"{self.out}: already complete ({self.texts} x {self.dimensions} float32); nothing to do"
-        parts = [f"{self.out}: {self.texts} x {self.dimensions} float32"]
+            return f"{self.out}: already complete ({shape}); nothing to do"
+        parts = [f"{self.out}: {shape}"]
         if self.chunks_resumed:
             parts.append(f"{self.chunks_resumed} chunk(s) resumed")
         if self.failed_rows:
@@ -141,7 +149,8 @@ async def aembed_file(
     id_field: str | None = None,
     keep_columns: Iterable[str] = (),
     output_format: OutputFormat | None = None,
-    params: EmbedParams | None = None,
+    sparse: bool = False,
+    params: EmbedParams | SparseEmbedParams | None = None,
     batch_size: int = defaults.EMBED_BATCH_SIZE,
     max_batch_tokens: int = defaults.JOB_MAX_BATCH_TOKENS,
     concurrency: Concurrency = defaults.CONCURRENCY,
@@ -173,8 +182,13 @@ async def aembed_file(
         id_field: the column holding each row's id (default: the row number).
         keep_columns: other input columns copied to a Parquet output.
         output_format: ``npy`` or ``parquet`` (default: ``parquet`` for a ``.parquet`` suffix).
+        sparse: sparse vectors (``embed_sparse``: SPLADE, BGE-M3's lexical weights) into two Parquet
+            columns, ``sparse_indices: list<int64>`` (token ids) and ``sparse_values: list<float32>``
+            (their weights), instead of dense ones; Parquet output only.
         params: the vector options of every ``embed`` call (``EmbedParams(dimensions=256,
-            normalize=True)``, checked before anything is read or sent); default: the server's.
+            normalize=True)``, checked before anything is read or sent), or of every ``embed_sparse``
+            call with ``sparse`` (``SparseEmbedParams(top_k=128)``; ``return_tokens`` is refused: token
+            strings are not stored); default: the server's.
         batch_size: the most rows per request.
         max_batch_tokens: the most estimated tokens (about 3 characters each) per request.
         concurrency: requests in flight per server, or ``"auto"``: each server's own limit, tuned from
@@ -199,9 +213,10 @@ async def aembed_file(
         EmbedFileReport.
 
     Raises:
-        InvalidInputError: an empty or unreadable input, a bad option.
+        InvalidInputError: an empty or unreadable input, a bad option; ``sparse`` with a ``.npy`` output.
         JobMismatch: an earlier run (unfinished, or finished) of this output had another input, model
-            or vector option; names what changed.
+            or vector option, or dense where this run asks for sparse vectors (or the reverse); names what
+            changed.
         ReplicaMismatch: the servers serve different models.
         InsufficientDiskSpace: the output does not fit on its disk (before writing any row).
         RowFailed: with ``fail_fast``, the first refused row.
@@ -213,6 +228,7 @@ async def aembed_file(
         ...                            text_field="body", id_field="doc_id", keep_columns=["title"])
         >>> report.summary()
         'docs.parquet: 1000000 x 1024 float32 (gpu1:8000 2,310 rows/s, gpu2:8000 2,290 rows/s)'
+        >>> await aembed_file("http://splade:8000", "docs.jsonl", "sparse.parquet", sparse=True)
     """
     spec = InputSpec.create(
         source, format=input_format, text_field=text_field, id_field=id_field, keep_columns=keep_columns
@@ -220,12 +236,15 @@ async def aembed_file(
     paths = _Paths.of(Path(out))
     paths.check_apart_from(spec.path)
     chosen_output = _output_format(output_format, paths.out)
-    _check_output_columns(spec, chosen_output)
+    vectors = _vectors(sparse, chosen_output, output_format, paths.out)
+    _check_output_columns(spec, chosen_output, vectors)
+    chosen_params = _job_params(params, too_long, vectors)
     plan = Plan(
         positive_int("batch_size", batch_size),
         positive_int("max_batch_tokens", max_batch_tokens),
-        _embed_call(params, too_long, CallOptions(model, extra_body, extra_headers, timeout)),
+        _embed_call(chosen_params, CallOptions(model, extra_body, extra_headers, timeout)),
         bool(fail_fast),
+        vectors,
     )
     positive_int("chunk_rows", chunk_rows)
     settings = JobSettings(concurrency, show_progress, progress_interval, retry_replica_after, give_up_after)
@@ -236,8 +255,9 @@ async def aembed_file(
         fingerprint = {
             "input": {"sha256": digest, "rows": rows, "format": spec.format, **_fields(spec)},
             "model": servers.served,
-            "options": _fingerprinted(plan.call),
-            "output": {"format": chosen_output},
+            "options": _fingerprinted(chosen_params, extra_body),
+            # only sparse jobs say so: dense checkpoints of earlier versions stay resumable
+            "output": {"format": chosen_output, **({"sparse": True} if vectors is SPARSE else {})},
         }
         return await _locked_run(
             paths,
@@ -274,7 +294,7 @@ async def _locked_run(
             paths,
             fingerprint=fingerprint,
             rows=rows,
-            width=len(fingerprint["model"]["probe"]),
+            width=fingerprint["model"]["width"],
             chunk_rows=chunk_rows,
             resume=resume,
         )
@@ -307,7 +327,7 @@ async def _run(
     chunks_sent = 0
     try:
         if len(checkpoint.done) < checkpoint.chunks or work_data.exists():
-            sink = _sink(output, paths, spec, checkpoint)
+            sink = _sink(output, paths, spec, checkpoint, plan.vectors)
             checkpoint.runs += 1
             engine = Engine(
                 spec,
@@ -335,6 +355,7 @@ async def _run(
         seconds=time.monotonic() - started,
         chunks_sent=chunks_sent,
         resumed=resumed,
+        vectors=plan.vectors,
     )
 
 
@@ -353,21 +374,22 @@ Examples:
 """
 
 
-def _check_output_columns(spec: InputSpec, output: OutputFormat) -> None:
-    """Refuse kept columns that would be two columns of a Parquet output (the id, ``embedding``).
+def _check_output_columns(spec: InputSpec, output: OutputFormat, vectors: Vectors) -> None:
+    """Refuse kept columns that would be two columns of a Parquet output (the id, the vectors').
 
     Raises:
         InvalidInputError: naming the column.
     """
     if output != "parquet":
         return
-    seen = {spec.id_field or "row", "embedding"}
+    seen = {spec.id_field or "row", *vectors.columns}
     for name in spec.keep_columns:
         if name in seen:
             raise InvalidInputError(
                 "keep_columns",
                 name,
-                "would be a second column of that name in the output (its id, or its vectors in 'embedding')",
+                "would be a second column of that name in the output (its id, or its vectors in "
+                f"{' and '.join(map(repr, vectors.columns))})",
                 "Drop it from keep_columns, or rename the column in the input.",
             )
         seen.add(name)
@@ -381,13 +403,52 @@ def _output_format(chosen: str | None, out: Path) -> OutputFormat:
     return "parquet" if chosen == "parquet" else "npy"
 
 
-def _embed_call(params: EmbedParams | None, too_long: str, call: CallOptions) -> dict[str, Any]:
-    """The keyword arguments of every ``embed`` call of the job."""
-    params = EmbedParams.of(params)
+def _vectors(sparse: bool, output: OutputFormat, output_format: str | None, out: Path) -> Vectors:
+    """Dense or sparse rows; sparse ones only into Parquet.
+
+    Raises:
+        InvalidInputError: ``sparse`` with a ``.npy`` output (naming ``output_format`` when it chose
+            that, else ``out``).
+    """
+    if not isinstance(sparse, bool):
+        raise InvalidInputError("sparse", sparse, "must be True or False", "Pass sparse=True for SPLADE.")
+    if not sparse:
+        return DENSE
+    if output == "npy":
+        field, value = ("output_format", output_format) if output_format is not None else ("out", str(out))
+        raise InvalidInputError(
+            field,
+            value,
+            "cannot hold sparse vectors (a .npy matrix would be vocabulary-wide)",
+            "Write Parquet: an out path ending in .parquet, or output_format='parquet'.",
+        )
+    return SPARSE
+
+
+def _job_params(params: object, too_long: str, vectors: Vectors) -> EmbedParams | SparseEmbedParams:
+    """The vector options of every call of the job (``EmbedParams``, or ``SparseEmbedParams`` for sparse
+    vectors), ``too_long="truncate"`` folded in.
+
+    Raises:
+        InvalidInputError: ``params`` of the other kind, a bad ``too_long``, ``return_tokens``.
+    """
+    chosen = (SparseEmbedParams if vectors is SPARSE else EmbedParams).of(params)
     if too_long not in get_args(TooLong):
         raise InvalidInputError("too_long", too_long, "is not report or truncate", "Pass one of them.")
-    if too_long == "truncate" and params.truncate_prompt_tokens is None:
-        params = dataclasses.replace(params, truncate_prompt_tokens=-1)
+    if too_long == "truncate" and chosen.truncate_prompt_tokens is None:
+        chosen = dataclasses.replace(chosen, truncate_prompt_tokens=-1)
+    if isinstance(chosen, SparseEmbedParams) and chosen.return_tokens:
+        raise InvalidInputError(
+            "return_tokens",
+            True,
+            "is not stored by embed_file",
+            "Leave it False; the output keeps token ids.",
+        )
+    return chosen
+
+
+def _embed_call(params: EmbedParams | SparseEmbedParams, call: CallOptions) -> dict[str, Any]:
+    """The keyword arguments of every ``embed`` (or ``embed_sparse``) call of the job."""
     return {
         **params.keywords(),
         "model": call.model,
@@ -397,13 +458,14 @@ def _embed_call(params: EmbedParams | None, too_long: str, call: CallOptions) ->
     }
 
 
-def _fingerprinted(call: Mapping[str, Any]) -> dict[str, Any]:
+def _fingerprinted(
+    params: EmbedParams | SparseEmbedParams, extra_body: Mapping[str, Any] | None
+) -> dict[str, Any]:
     """The options a resumed job must share: the vector options that differ from the defaults and
     ``extra_body`` (not the model, compared on its own, nor how answers travel)."""
-    params = EmbedParams(**{name: value for name, value in call.items() if name in EMBED_FIELDS})
     options = {name: value for name, value in params.changed().items() if name not in TRANSPORT_FIELDS}
-    if call["extra_body"]:
-        options["extra_body"] = plain(call["extra_body"])
+    if extra_body:
+        options["extra_body"] = plain(extra_body)
     return options
 
 
@@ -414,13 +476,15 @@ def _fields(spec: InputSpec) -> dict[str, Any]:
 
 
 def _describe(plan: Plan) -> Describe:
-    """What ``embed_file`` records of a server's model: name, weights, width and its probe vector."""
+    """What ``embed_file`` records of a server's model: name, weights, width and its probe vector (dense or
+    sparse, as the job's)."""
 
     async def describe(replica: Replica, info: ServerInfo) -> dict[str, Any]:
         name = plan.call.get("model") or replica.client.model or info.default_model
         root = next((card.root for card in info.models if card.id == name), None)
-        vector = (await replica.client.embed(PROBE_TEXT, **plan.call)).vector
-        return {"model": name, "root": root, "width": int(vector.shape[0]), "probe": vector.tolist()}
+        result = await plan.embed(replica.client, PROBE_TEXT)
+        width, probe = plan.vectors.width(result), plan.vectors.probe(result)
+        return {"model": name, "root": root, "width": width, "probe": probe}
 
     return describe
 
@@ -448,6 +512,7 @@ def _finished_job(paths: _Paths, fingerprint: dict[str, Any], resume: bool) -> E
         already_complete=True,
         seconds=0.0,
         replicas=(),
+        sparse=manifest.get("vectors") == SPARSE.name,
     )
 
 
@@ -471,12 +536,15 @@ def _checkpoint(
     return checkpoint
 
 
-def _sink(output: OutputFormat, paths: _Paths, spec: InputSpec, checkpoint: Checkpoint) -> Sink:
+def _sink(
+    output: OutputFormat, paths: _Paths, spec: InputSpec, checkpoint: Checkpoint, vectors: Vectors
+) -> Sink:
     if output == "npy":
         return NpySink(paths.work / "data.npy", checkpoint.rows, checkpoint.width, resume=True)
     id_name = spec.id_field or "row"
-    total = checkpoint.rows * (checkpoint.width * 4 + 64)
-    return ParquetSink(paths.work / "parts", checkpoint.width, parquet_types(spec), id_name, total)
+    total = checkpoint.rows * vectors.row_bytes(checkpoint.width)
+    types = parquet_types(spec)
+    return ParquetSink(paths.work / "parts", checkpoint.width, types, id_name, total, vectors=vectors)
 
 
 def _finish(
@@ -489,6 +557,7 @@ def _finish(
     seconds: float,
     chunks_sent: int,
     resumed: int,
+    vectors: Vectors,
 ) -> EmbedFileReport:
     """Move the complete result into place (unless ``sink`` is ``None``: it is there already) with its
     errors, ids and manifest; remove the work folder (last: a run stopped before can finish again).
@@ -531,6 +600,7 @@ def _finish(
             "chunk_rows": checkpoint.chunk_rows,
             "width": checkpoint.width,
             "dtype": "float32",
+            "vectors": vectors.name,
             "failed_rows": len(refused),
             **served_section(checkpoint.fingerprint, pool.replicas, reports),
             "timings": {
@@ -553,4 +623,5 @@ def _finish(
         already_complete=False,
         seconds=seconds,
         replicas=reports,
+        sparse=vectors is SPARSE,
     )

@@ -35,12 +35,12 @@ from ..errors import (
     VLLMTasksError,
     is_about,
 )
-from ..types.embeddings import EmbeddingResult
 from .inputs import Chunk, InputSpec, read_chunks
 from .outputs import Sink, free_bytes
 from .progress import JobProgress
 from .replicas import JobClient, Replica, ReplicaPool
 from .state import PROBE_MIN_COSINE, PROBE_TEXT, Checkpoint, cosine
+from .vectors import Result, Rows, Vectors
 
 logger = logging.getLogger("vllm_tasks.jobs")
 
@@ -63,19 +63,26 @@ def estimated_tokens(text: str) -> int:
 
 @dataclass
 class Plan:
-    """How a job sends: batch caps, the embed call's options, and what happens to refused rows.
+    """How a job sends: batch caps, the embed call and its options, and what happens to refused rows.
 
     Attributes:
         batch_size: the most rows per request.
         max_batch_tokens: the most estimated tokens per request.
-        call: keyword arguments of every ``AsyncClient.embed`` call (model and vector options).
+        call: keyword arguments of every ``AsyncClient.embed`` (or ``embed_sparse``) call (model and
+            vector options).
         fail_fast: stop at the first refused row instead of recording it.
+        vectors: dense (``embed``) or sparse (``embed_sparse``) rows.
     """
 
     batch_size: int
     max_batch_tokens: int
     call: Mapping[str, Any]
     fail_fast: bool
+    vectors: Vectors
+
+    async def embed(self, client: JobClient, texts: str | Sequence[str], **batching: Any) -> Result:
+        """The vectors of ``texts`` from ``client``, with the job's options."""
+        return await self.vectors.embed(client, texts, **batching, **self.call)
 
 
 @dataclass
@@ -83,7 +90,7 @@ class ChunkWork:
     """A chunk being embedded: its vectors so far, its refused rows."""
 
     chunk: Chunk
-    vectors: npt.NDArray[np.float32]
+    rows: Rows
     failed: npt.NDArray[np.bool_]
     errors: list[dict[str, Any]] = field(default_factory=list)
     served_by: dict[int, tuple[Replica, list[range]]] = field(default_factory=dict)
@@ -177,9 +184,7 @@ class Engine:
     async def _embed_chunk(self, chunk: Chunk) -> ChunkWork:
         count = len(chunk.texts)
         work = ChunkWork(
-            chunk,
-            np.full((count, self._checkpoint.width), np.nan, np.float32),
-            np.zeros(count, np.bool_),
+            chunk, self._plan.vectors.rows(count, self._checkpoint.width), np.zeros(count, np.bool_)
         )
         sizes = [estimated_tokens(text) for text in chunk.texts]
         budget = min(self._plan.max_batch_tokens, ONE_REQUEST_TOKENS)
@@ -214,7 +219,7 @@ class Engine:
                     for rows in batches:
                         group.create_task(self._embed_rows(work, rows))
                 continue
-            similarity = cosine(probe.vector.tolist(), expected)
+            similarity = cosine(self._plan.vectors.probe(probe), expected)
             if similarity < PROBE_MIN_COSINE:
                 first, last = work.chunk.start, work.chunk.start + len(work.chunk.texts) - 1
                 raise JobMismatch(
@@ -225,7 +230,7 @@ class Engine:
                     ],
                 )
 
-    async def _probe(self, replica: Replica) -> EmbeddingResult:
+    async def _probe(self, replica: Replica) -> Result:
         """The probe text's vector from ``replica``, within :meth:`ReplicaPool.hedge_after` seconds (a
         replica that stopped answering holds no chunk back).
 
@@ -235,7 +240,7 @@ class Engine:
         limit = self._pool.hedge_after()
         try:
             async with asyncio.timeout(limit) as scope:
-                return await replica.client.embed(PROBE_TEXT, **self._plan.call)
+                return await self._plan.embed(replica.client, PROBE_TEXT)
         except TimeoutError:
             if not scope.expired():
                 raise
@@ -260,9 +265,9 @@ class Engine:
         start, stop = rows[0], rows[-1] + 1
         texts = work.chunk.texts[start:stop]
 
-        async def call(client: JobClient) -> EmbeddingResult:
+        async def call(client: JobClient) -> Result:
             # One request: the batch fits the public embed's own plan (see ONE_REQUEST_TOKENS).
-            return await client.embed(texts, batch_size=len(texts), concurrency=1, **self._plan.call)
+            return await self._plan.embed(client, texts, batch_size=len(texts), concurrency=1)
 
         first = replica or await self._pool.acquire()
         replica, seconds, answer = await self._pool.race(call, first)
@@ -278,7 +283,7 @@ class Engine:
         tokens = result.usage.prompt_tokens
         self._pool.release(replica, rows=len(texts), tokens=tokens, seconds=seconds)
         work.served_by.setdefault(id(replica), (replica, []))[1].append(range(start, stop))
-        work.vectors[start:stop] = result.vectors
+        work.rows.put(start, result)
         self._progress.advance(len(texts), tokens)
 
     def _refused(self, work: ChunkWork, index: int, error: Exception) -> None:
@@ -309,10 +314,10 @@ class Engine:
             if error.errno not in (errno.ENOSPC, errno.EDQUOT) or isinstance(error, InsufficientDiskSpace):
                 raise
             folder = self._state_path.parent
-            raise InsufficientDiskSpace(str(folder), work.vectors.nbytes, free_bytes(folder)) from error
+            raise InsufficientDiskSpace(str(folder), work.rows.nbytes, free_bytes(folder)) from error
 
     def _write(self, work: ChunkWork) -> None:
-        self._sink.write(work.chunk, work.vectors, work.failed)
+        self._sink.write(work.chunk, work.rows, work.failed)
         if work.errors:
             with self._errors_path.open("ab") as handle:
                 handle.write(b"".join(orjson.dumps(error) + b"\n" for error in work.errors))

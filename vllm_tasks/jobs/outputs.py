@@ -1,4 +1,5 @@
-"""Where a job's vectors go: a preallocated ``.npy`` matrix, or Parquet for vector databases.
+"""Where a job's vectors go: a preallocated ``.npy`` matrix, or Parquet for vector databases (dense or
+sparse columns, see :mod:`~vllm_tasks.jobs.vectors`).
 
 Both write into the job's work folder and move the result to its final name only when every row is
 there. The ``.npy`` file gets all its blocks at creation (``posix_fallocate``) and is written with
@@ -19,15 +20,14 @@ import numpy.typing as npt
 from ..dependencies import require
 from ..errors import InsufficientDiskSpace, JobError
 from .inputs import Chunk
-
-Matrix = npt.NDArray[np.float32]
+from .vectors import DenseRows, Rows, Vectors
 
 
 class Sink(Protocol):
     """What the engine writes finished chunks to."""
 
-    def write(self, chunk: Chunk, vectors: Matrix, failed: npt.NDArray[np.bool_]) -> None:
-        """Store a finished chunk (``failed`` rows hold NaN in ``vectors``)."""
+    def write(self, chunk: Chunk, rows: Rows, failed: npt.NDArray[np.bool_]) -> None:
+        """Store a finished chunk's rows (``failed`` ones were refused)."""
 
     def sync(self) -> None:
         """Make everything written so far durable (before the checkpoint says it is done)."""
@@ -93,9 +93,10 @@ class NpySink:
                 raise
             self._fd = os.open(path, os.O_RDWR)  # no fallocate here: checked above, written as we go
 
-    def write(self, chunk: Chunk, vectors: Matrix, failed: npt.NDArray[np.bool_]) -> None:
+    def write(self, chunk: Chunk, rows: Rows, failed: npt.NDArray[np.bool_]) -> None:
         """Write the chunk's rows at their place (``failed`` rows are NaN)."""
-        data = np.ascontiguousarray(vectors, dtype="<f4").tobytes()
+        assert isinstance(rows, DenseRows)  # a sparse job writes Parquet (aembed_file refuses .npy)
+        data = np.ascontiguousarray(rows.matrix, dtype="<f4").tobytes()
         os.pwrite(self._fd, data, self._offset + chunk.start * self._width * 4)
 
     def sync(self) -> None:
@@ -115,9 +116,10 @@ class NpySink:
 
 
 class ParquetSink:
-    """A Parquet file with the id, the kept columns and a ``fixed_size_list<float32>[width]``
-    ``embedding`` column (null for failed rows): one part file per chunk in ``folder``, joined in
-    order (one row group per chunk) when the job is complete.
+    """A Parquet file with the id, the kept columns and the vectors' columns (``vectors.fields``: a
+    ``fixed_size_list<float32>[width]`` ``embedding``, or ``sparse_indices`` and ``sparse_values``; null
+    for failed rows): one part file per chunk in ``folder``, joined in order (one row group per chunk)
+    when the job is complete.
 
     Args:
         folder: where the part files go.
@@ -125,6 +127,7 @@ class ParquetSink:
         types: the Arrow type of the id and each kept column, by name.
         id_name: the id column's name in the output.
         total_bytes: the expected size of the output, for the free-space check.
+        vectors: dense or sparse.
 
     Raises:
         MissingDependency: pyarrow is not installed.
@@ -132,7 +135,14 @@ class ParquetSink:
     """
 
     def __init__(
-        self, folder: Path, width: int, types: dict[str, Any], id_name: str, total_bytes: int
+        self,
+        folder: Path,
+        width: int,
+        types: dict[str, Any],
+        id_name: str,
+        total_bytes: int,
+        *,
+        vectors: Vectors,
     ) -> None:
         self._pa = require("pyarrow", "parquet", "writing Parquet outputs")
         self._pq = require("pyarrow.parquet", "parquet", "writing Parquet outputs")
@@ -145,23 +155,19 @@ class ParquetSink:
         fields = [pa.field(name, kind) for name, kind in types.items()]
         if id_name not in types:
             fields.insert(0, pa.field(id_name, pa.int64()))
-        fields.append(pa.field("embedding", pa.list_(pa.float32(), width)))
-        self._schema = pa.schema(fields)
-        self._width = width
+        self._schema = pa.schema([*fields, *vectors.fields(pa, width)])
 
     def _part(self, index: int) -> Path:
         return self._folder / f"part-{index:08d}.parquet"
 
-    def write(self, chunk: Chunk, vectors: Matrix, failed: npt.NDArray[np.bool_]) -> None:
+    def write(self, chunk: Chunk, rows: Rows, failed: npt.NDArray[np.bool_]) -> None:
         """Write the chunk as its own part file (atomically: a temporary name, then a rename)."""
         pa = self._pa
-        values = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
-        embedding = pa.FixedSizeListArray.from_arrays(values, self._width, mask=pa.array(failed))
         columns = {self._id_name: chunk.ids, **chunk.kept}
         arrays = [
             pa.array(columns[field.name], field.type) for field in self._schema if field.name in columns
         ]
-        table = pa.Table.from_arrays([*arrays, embedding], schema=self._schema)
+        table = pa.Table.from_arrays([*arrays, *rows.arrow(pa, failed)], schema=self._schema)
         temporary = self._part(chunk.index).with_suffix(".tmp")
         self._pq.write_table(table, temporary)
         os.replace(temporary, self._part(chunk.index))

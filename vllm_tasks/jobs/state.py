@@ -3,8 +3,8 @@
 The fingerprint holds what decides the output's bytes: the input's content (a SHA-256 of its bytes, not
 its mtime), how rows are read from it, the served model (name, weights path, width, and its vector for a
 fixed probe text, which tells a swapped model apart even under the same name), and the options that
-change vectors. ``batch_size``, ``concurrency`` and the servers' URLs are not in it: changing them
-resumes the same job.
+change vectors (and whether they are dense or sparse). ``batch_size``, ``concurrency`` and the servers'
+URLs are not in it: changing them resumes the same job.
 """
 
 from __future__ import annotations
@@ -28,13 +28,26 @@ PROBE_MIN_COSINE = 0.999
 """Two servers (or two runs) whose probe vectors are less alike than this serve different models."""
 
 
-def cosine(first: list[float], second: list[float]) -> float:
-    """The cosine similarity of two vectors (0 for different widths or a zero vector).
+Probe = list[float] | dict[str, float]
+"""A probe vector as a fingerprint records it: dense (a list of floats) or sparse (``{token id: weight}``,
+the ids as strings)."""
+
+
+def cosine(first: Probe, second: Probe) -> float:
+    """The cosine similarity of two vectors, both dense or both sparse (0 for different widths or kinds,
+    or a zero vector).
 
     Examples:
         >>> cosine([1.0, 0.0], [1.0, 1.0])
         0.7071067811865475
+        >>> round(cosine({"7": 1.0, "9": 1.0}, {"9": 2.0}), 4), cosine({"7": 1.0}, [1.0])
+        (0.7071, 0.0)
     """
+    if isinstance(first, dict) or isinstance(second, dict):
+        if not (isinstance(first, dict) and isinstance(second, dict)):
+            return 0.0
+        ids = sorted(first.keys() | second.keys())
+        first, second = [first.get(i, 0.0) for i in ids], [second.get(i, 0.0) for i in ids]
     a, b = np.asarray(first, np.float64), np.asarray(second, np.float64)
     if a.shape != b.shape or not a.any() or not b.any():
         return 0.0
@@ -54,6 +67,8 @@ def changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         for key in sorted(before.keys() | after.keys()):
             first, second = before.get(key), after.get(key)
             if key == "probe":
+                if isinstance(first, dict) != isinstance(second, dict):
+                    continue  # dense vs sparse: the output section says so
                 similarity = cosine(first or [], second or [])
                 if similarity < PROBE_MIN_COSINE:
                     lines.append(
@@ -61,7 +76,12 @@ def changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
                         "earlier run): the served model was swapped"
                     )
             elif first != second:
-                label = {"sha256": "input content", "model": "served model", "root": "served model weights"}
+                label = {
+                    "sha256": "input content",
+                    "model": "served model",
+                    "root": "served model weights",
+                    "sparse": "sparse vectors",
+                }
                 name = label.get(key, f"{'option' if section == 'options' else section} {key}")
                 shown = [str(v)[:12] + "..." if key == "sha256" and v else repr(v) for v in (first, second)]
                 lines.append(f"{name}: {shown[0]} -> {shown[1]}")

@@ -1,0 +1,190 @@
+"""What an ``embed_file`` job's rows are: dense vectors (``embed``) or sparse ones (``embed_sparse``).
+
+:data:`DENSE` and :data:`SPARSE` tell the job the rest: which client method a batch (and the probe text)
+goes to, what the fingerprint records of the probe (a list of floats, or ``{token id: weight}``, both
+compared by :func:`~vllm_tasks.jobs.state.cosine`), how a chunk holds its rows until it is written (a
+``rows x width`` matrix, or each row's token ids and weights: never a vocabulary-wide matrix), and the
+Parquet columns they go to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from ..types.embeddings import EmbeddingResult
+from ..types.sparse import SparseEmbeddingResult, SparseVector
+from .replicas import JobClient
+
+Result = EmbeddingResult | SparseEmbeddingResult
+SPARSE_ROW_BYTES = 256 * 12
+"""A sparse row's expected Parquet bytes for the free-space check (256 weights of int64 + float32; the
+real count depends on the texts, and a disk that fills up later is still a resumable error)."""
+
+
+class Rows(Protocol):
+    """A chunk's rows while it is embedded, in row order."""
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the rows hold."""
+
+    def put(self, start: int, result: Any) -> None:
+        """Store the vectors of a batch's answer at rows ``start`` onwards."""
+
+    def arrow(self, pa: Any, failed: npt.NDArray[np.bool_]) -> list[Any]:
+        """The Parquet columns of the rows (null where ``failed``), in :meth:`Vectors.fields` order."""
+
+
+class Vectors(Protocol):
+    """Dense or sparse: how a job asks for its rows, keeps them, and compares probe vectors."""
+
+    name: str
+    columns: tuple[str, ...]
+
+    async def embed(self, client: JobClient, texts: str | Sequence[str], **options: Any) -> Result:
+        """The vectors of ``texts`` (one request's worth) from ``client``."""
+
+    def probe(self, result: Result) -> list[float] | dict[str, float]:
+        """The fingerprint's record of the probe text's vector (JSON: sparse ids become strings)."""
+
+    def width(self, result: Result) -> int:
+        """The width of the vectors (sparse: the vocabulary when the answer states it, else 0)."""
+
+    def rows(self, count: int, width: int) -> Rows:
+        """Empty storage for a chunk of ``count`` rows."""
+
+    def fields(self, pa: Any, width: int) -> list[Any]:
+        """The Parquet fields of the vectors."""
+
+    def row_bytes(self, width: int) -> int:
+        """A row's expected bytes in the output, for the free-space check."""
+
+
+@dataclass
+class DenseRows:
+    """A chunk's dense vectors: a float32 matrix, NaN until embedded."""
+
+    matrix: npt.NDArray[np.float32]
+
+    @property
+    def nbytes(self) -> int:
+        """The matrix's bytes."""
+        return int(self.matrix.nbytes)
+
+    def put(self, start: int, result: Any) -> None:
+        """Copy ``result.vectors`` into rows ``start`` onwards."""
+        self.matrix[start : start + len(result.vectors)] = result.vectors
+
+    def arrow(self, pa: Any, failed: npt.NDArray[np.bool_]) -> list[Any]:
+        """One ``fixed_size_list<float32>[width]`` column."""
+        values = pa.array(np.ascontiguousarray(self.matrix, dtype=np.float32).reshape(-1))
+        return [pa.FixedSizeListArray.from_arrays(values, self.matrix.shape[1], mask=pa.array(failed))]
+
+
+@dataclass
+class SparseRows:
+    """A chunk's sparse vectors, one :class:`SparseVector` per row (``None`` until embedded)."""
+
+    vectors: list[SparseVector | None]
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the token ids and weights held."""
+        return sum(v.indices.nbytes + v.values.nbytes for v in self.vectors if v is not None)
+
+    def put(self, start: int, result: Any) -> None:
+        """Keep ``result.vectors`` as rows ``start`` onwards."""
+        self.vectors[start : start + len(result.vectors)] = result.vectors
+
+    def arrow(self, pa: Any, failed: npt.NDArray[np.bool_]) -> list[Any]:
+        """A ``list<int64>`` column of token ids and a ``list<float32>`` column of weights."""
+        held = [v for v in self.vectors if v is not None]
+        offsets = np.zeros(len(self.vectors) + 1, np.int32)
+        np.cumsum([0 if v is None else len(v) for v in self.vectors], out=offsets[1:])
+        indices = np.concatenate([np.zeros(0, np.int64), *(v.indices for v in held)])
+        values = np.concatenate([np.zeros(0, np.float32), *(v.values for v in held)])
+        mask = pa.array(failed)
+        return [
+            pa.ListArray.from_arrays(pa.array(offsets), pa.array(part), mask=mask)
+            for part in (indices, values)
+        ]
+
+
+class Dense:
+    """``embed``'s vectors: an ``embedding`` column, ``fixed_size_list<float32>[width]``."""
+
+    name = "dense"
+    columns: tuple[str, ...] = ("embedding",)
+
+    async def embed(self, client: JobClient, texts: str | Sequence[str], **options: Any) -> Result:
+        """``client.embed(texts, **options)``."""
+        return await client.embed(texts, **options)
+
+    def probe(self, result: Result) -> list[float]:
+        """The probe's vector as a list of floats."""
+        assert isinstance(result, EmbeddingResult)
+        probe: list[float] = result.vector.tolist()
+        return probe
+
+    def width(self, result: Result) -> int:
+        """The vectors' width."""
+        assert isinstance(result, EmbeddingResult)
+        return int(result.vectors.shape[1])
+
+    def rows(self, count: int, width: int) -> DenseRows:
+        """A ``count x width`` matrix of NaN."""
+        return DenseRows(np.full((count, width), np.nan, np.float32))
+
+    def fields(self, pa: Any, width: int) -> list[Any]:
+        """``embedding: fixed_size_list<float32>[width]``."""
+        return [pa.field("embedding", pa.list_(pa.float32(), width))]
+
+    def row_bytes(self, width: int) -> int:
+        """``width`` float32 and some overhead."""
+        return width * 4 + 64
+
+
+class Sparse:
+    """``embed_sparse``'s vectors: ``sparse_indices: list<int64>`` (token ids, ascending) and
+    ``sparse_values: list<float32>`` (their weights)."""
+
+    name = "sparse"
+    columns: tuple[str, ...] = ("sparse_indices", "sparse_values")
+
+    async def embed(self, client: JobClient, texts: str | Sequence[str], **options: Any) -> Result:
+        """``client.embed_sparse(texts, **options)``."""
+        return await client.embed_sparse(texts, **options)
+
+    def probe(self, result: Result) -> dict[str, float]:
+        """The probe's weights by token id (a string: JSON object keys are)."""
+        assert isinstance(result, SparseEmbeddingResult)
+        return {str(index): weight for index, weight in result.vector.to_milvus().items()}
+
+    def width(self, result: Result) -> int:
+        """The vocabulary width the answer states (SPLADE), else 0 (BGE-M3's lexical weights)."""
+        assert isinstance(result, SparseEmbeddingResult)
+        return result.dimension or 0
+
+    def rows(self, count: int, width: int) -> SparseRows:
+        """``count`` empty rows (no vocabulary-wide storage)."""
+        return SparseRows([None] * count)
+
+    def fields(self, pa: Any, width: int) -> list[Any]:
+        """``sparse_indices: list<int64>``, ``sparse_values: list<float32>``."""
+        return [
+            pa.field("sparse_indices", pa.list_(pa.int64())),
+            pa.field("sparse_values", pa.list_(pa.float32())),
+        ]
+
+    def row_bytes(self, width: int) -> int:
+        """:data:`SPARSE_ROW_BYTES` and some overhead."""
+        return SPARSE_ROW_BYTES + 64
+
+
+DENSE: Vectors = Dense()
+SPARSE: Vectors = Sparse()
