@@ -20,7 +20,9 @@ once; the caller does not wait for it, but the client's ``close()`` does, briefl
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
+import functools
 import logging
 import queue
 import socket
@@ -56,6 +58,9 @@ SETTLE_SECONDS = 1.0
 WORKER_IDLE_SECONDS = 30.0
 """How long a worker thread of a sync client waits for its next job before it ends."""
 
+CEILING_WAIT = 64
+"""The most worker threads a ``concurrency="auto"`` call waits for to be idle again before it returns."""
+
 IDLE_THREAD_NAME = "vllm-tasks-idle"
 """The name of a worker thread between jobs (while running one it has the job's name)."""
 
@@ -83,15 +88,19 @@ class AsyncBackend:
     async def map_bounded(
         self,
         count: int,
-        concurrency: int,
+        concurrency: int | Callable[[], int],
         job: Callable[[int], Awaitable[T]],
         on_result: Callable[[int, T], None] | None = None,
     ) -> list[T]:
         """``[await job(0), ..., await job(count - 1)]``, at most ``concurrency`` running at once.
 
+        ``concurrency`` may be a function (``concurrency="auto"``'s limit): asked again as each job ends,
+        more jobs start while fewer than its answer run (and none while more do).
         ``on_result(index, result)`` is called as each job ends. The first failure (or the caller's
         cancellation) cancels the jobs still running, and is raised.
         """
+        if callable(concurrency):
+            return await _map_adaptive(count, concurrency, job, on_result)
         # A few workers pull the next index from one shared iterator: no task (and no semaphore waiter)
         # per job, so 1,000 jobs do not mean 1,000 callbacks in one loop iteration.
         results: list[T | None] = [None] * count
@@ -140,6 +149,36 @@ class AsyncBackend:
         return list(await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))
 
 
+async def _map_adaptive(
+    count: int,
+    allowed: Callable[[], int],
+    job: Callable[[int], Awaitable[T]],
+    on_result: Callable[[int, T], None] | None,
+) -> list[T]:
+    """``AsyncBackend.map_bounded`` under a limit that changes: a task per job, started while fewer than
+    ``allowed()`` run."""
+    results: list[T | None] = [None] * count
+    running: dict[asyncio.Future[T], int] = {}
+    started = 0
+    try:
+        while started < count or running:
+            while started < count and len(running) < max(1, allowed()):
+                running[asyncio.ensure_future(job(started))] = started
+                started += 1
+            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                index = running.pop(task)
+                results[index] = result = task.result()
+                if on_result is not None:
+                    on_result(index, result)
+    except BaseException:
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        raise
+    return cast(list[T], results)
+
+
 class SyncBackend:
     """Threads: a ``WorkerGroup`` for concurrency and deadlines, ``socket.getaddrinfo``."""
 
@@ -182,16 +221,20 @@ class SyncBackend:
     def map_bounded(
         self,
         count: int,
-        concurrency: int,
+        concurrency: int | Callable[[], int],
         job: Callable[[int], T],
         on_result: Callable[[int, T], None] | None = None,
     ) -> list[T]:
         """``[job(0), ..., job(count - 1)]``, at most ``concurrency`` running at once (in threads).
 
+        ``concurrency`` may be a function (``concurrency="auto"``'s limit): asked again as each job ends,
+        more jobs start while fewer than its answer run (and none while more do).
         ``on_result(index, result)`` is called in the caller's thread as each job ends. The first failure,
         or anything raised while waiting (Ctrl-C's ``KeyboardInterrupt``, an exception from ``on_result``),
         returns at once: jobs not yet started never start, and those running see ``cancelled()``.
         """
+        if callable(concurrency):
+            return self._map_adaptive(count, concurrency, job, on_result)
         if concurrency <= 1 or count <= 1:
             results = []
             for index in range(count):
@@ -230,6 +273,46 @@ class SyncBackend:
             # Every job has ended: their threads are about to be idle. Waiting for it (a few bytecodes)
             # lets the next call find them idle instead of starting threads of its own.
             for idle_again in workers:
+                _wait_for(idle_again)
+        finally:
+            cancel.set()
+        return cast(list[T], collected)
+
+    def _map_adaptive(
+        self,
+        count: int,
+        allowed: Callable[[], int],
+        job: Callable[[int], T],
+        on_result: Callable[[int, T], None] | None,
+    ) -> list[T]:
+        """``map_bounded`` under a limit that changes: the caller's thread hands each job to an idle
+        worker thread while fewer than ``allowed()`` run."""
+        cancel = threading.Event()
+        answers: queue.SimpleQueue[tuple[int, T | None, BaseException | None]] = queue.SimpleQueue()
+
+        def one(index: int) -> None:
+            _cancel_event.set(cancel)
+            try:
+                answers.put((index, None if cancel.is_set() else job(index), None))
+            except BaseException as error:  # raised in the caller's thread
+                answers.put((index, None, error))
+
+        collected: list[T | None] = [None] * count
+        started = running = 0
+        last: collections.deque[threading.Event] = collections.deque(maxlen=CEILING_WAIT)
+        try:
+            for _ in range(count):
+                while started < count and running < max(1, allowed()):
+                    last.append(self.workers.run(functools.partial(one, started), "vllm-tasks-send"))
+                    started, running = started + 1, running + 1
+                index, result, error = _next_answer(answers)
+                running -= 1
+                if error is not None:
+                    raise error
+                collected[index] = result
+                if on_result is not None:
+                    on_result(index, cast(T, result))
+            for idle_again in last:  # as map_bounded: the next call finds the threads idle
                 _wait_for(idle_again)
         finally:
             cancel.set()

@@ -12,7 +12,8 @@ until the first probe, then from the probes alone (their median): between two pr
 fast answers cannot lower it, so latencies that are bimodal for reasons other than a queue (a loopback
 server answering in about 40 or 70 ms for 20 ms of work) are not read as one.
 
-- **Start**: from :data:`START`, one more per answer while no queue shows (doubling per round trip).
+- **Start**: from :data:`START` (one request), one more per answer while no queue shows (doubling per
+  round trip).
 - **Steady**: one more per ``limit`` answers (a round trip) while the queue estimate is under
   :data:`QUEUE_LOW`; one less per round trip while it is over :data:`QUEUE_HIGH_SHARE` of the limit (at
   least one request); the first time that happens, the estimated queue is taken off at once (the start's
@@ -32,9 +33,19 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from typing import Literal
 
-START = 4
-"""The limit before any answer (the fixed default's value)."""
+Concurrency = int | Literal["auto"]
+"""Requests in flight (per server): a number, or ``"auto"``: an :class:`AdaptiveLimit` tuned from the
+answers' latencies."""
+
+OVERLOAD_STATUSES = frozenset({429, 503})
+"""Answers that make an ``auto`` limit back off (the server says it is overloaded)."""
+
+START = 1
+"""The limit before any answer: one request, so that the first answers measure the server's latency
+without a queue of ours. Started at 4 (the fixed default), a server with fewer slots and a short queue
+was overflowed (503s) before any queue could show in the latencies."""
 CEILING = 64
 """The most requests in flight ``auto`` ever allows per server."""
 QUEUE_LOW = 0.5
@@ -64,10 +75,10 @@ class AdaptiveLimit:
         >>> for _ in range(3):
         ...     limit.answered(0.1)
         >>> limit.allowed
-        7
+        4
         >>> limit.overloaded()
         >>> limit.allowed
-        4
+        2
     """
 
     value: float = START
@@ -88,6 +99,11 @@ class AdaptiveLimit:
         """The whole number of requests that may be in flight now (half the limit while probing)."""
         limit = max(self.floor, min(self.ceiling, int(self.value)))
         return max(self.floor, limit // 2) if self._probe is not None else limit
+
+    @property
+    def settled(self) -> int:
+        """The whole limit, not halved by a probe: where it settled (what reports show)."""
+        return max(self.floor, min(self.ceiling, int(self.value)))
 
     def queue(self) -> float:
         """The requests estimated to wait in the server's queue (0 before two answers).

@@ -8,10 +8,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Self, TypeAlias, cast
 
+from .adaptive import Concurrency
 from .config import TimeoutArg
 from .errors import InvalidInputError
 from .types.server import ServerInfo
-from .validation import header_values, positive_int, timeout_value
+from .validation import concurrency_setting, header_values, positive_int, timeout_value
 
 
 class ClientDefault(enum.Enum):
@@ -157,23 +158,35 @@ def resolve_model(info: ServerInfo, requested: str | None, client_model: str | N
     return requested or client_model or info.default_model
 
 
+AUTO_WINDOW = 16
+"""With ``concurrency="auto"``, the requests whose work is held at once where it must be bounded ahead."""
+
+
 @dataclass(frozen=True)
 class Batching:
     """How a call's inputs are split into requests and sent: shared by every batched task.
 
     Attributes:
         batch_size: the most inputs per request.
-        concurrency: the most requests in flight at once.
+        concurrency: the most requests in flight at once, or ``"auto"`` (tuned from the answers'
+            latencies: :mod:`vllm_tasks.adaptive`).
         show_progress: draw a tqdm bar (``vllm-tasks[progress]``).
 
     Raises:
-        InvalidInputError: ``batch_size`` or ``concurrency`` is not an int >= 1.
+        InvalidInputError: ``batch_size`` is not an int >= 1, or ``concurrency`` is neither that nor
+            ``"auto"``.
     """
 
     batch_size: int
-    concurrency: int
+    concurrency: Concurrency
     show_progress: bool = False
 
     def __post_init__(self) -> None:
         positive_int("batch_size", self.batch_size)
-        positive_int("concurrency", self.concurrency)
+        concurrency_setting("concurrency", self.concurrency)
+
+    @property
+    def window(self) -> int:
+        """Requests whose work is held at once where it must be bounded ahead (``embed_sparse``'s dense
+        rows): ``concurrency``, or with ``"auto"`` :data:`AUTO_WINDOW`."""
+        return AUTO_WINDOW if self.concurrency == "auto" else self.concurrency

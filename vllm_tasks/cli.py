@@ -154,16 +154,16 @@ def add_embed_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
         )
         sub_parser.add_argument(
             "--concurrency",
-            type=job_concurrency if sub_parser is embed_file else int,
-            default=defaults.CONCURRENCY,
-            help="requests in flight, per server"
-            + (", or auto: tuned per server from its latencies" if sub_parser is embed_file else "")
-            + " (default %(default)s)",
+            type=job_concurrency,
+            default=defaults.JOB_CONCURRENCY if sub_parser is embed_file else defaults.CONCURRENCY,
+            help="requests in flight"
+            + (", per server" if sub_parser is embed_file else "")
+            + ", or auto: tuned from the answers' latencies (default %(default)s)",
         )
 
 
 def job_concurrency(text: str) -> int | Literal["auto"]:
-    """A job's ``--concurrency``: a whole number, or ``auto``.
+    """A ``--concurrency`` (``embed``, ``embed-file``, the folder jobs): a whole number, or ``auto``.
 
     Raises:
         argparse.ArgumentTypeError: anything else (argparse prints it as a usage error).
@@ -520,7 +520,7 @@ def add_folder_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPar
         sub_parser.add_argument(
             "--concurrency",
             type=job_concurrency,
-            default=defaults.OCR_PDF_CONCURRENCY,
+            default=defaults.JOB_CONCURRENCY,
             help="requests in flight, per server, or auto: tuned per server from its latencies "
             "(default %(default)s)",
         )

@@ -5,6 +5,8 @@ Task modules, the clients and the CLI read their defaults from here; nothing els
 
 from __future__ import annotations
 
+from typing import Literal
+
 import httpx
 
 # --- Client -----------------------------------------------------------------------------------------
@@ -44,6 +46,9 @@ PROCESSOR_CHECK_TIMEOUT = 30.0
 # --- Batching (embeddings, scoring) -------------------------------------------------------------------
 CONCURRENCY = 4
 """Requests in flight at once when a call is split into several."""
+JOB_CONCURRENCY: Literal["auto"] = "auto"
+"""Requests in flight per server in the jobs (``embed_file``, ``ocr_dir``, ``transcribe_dir``): ``"auto"``,
+a limit tuned per server from its answers' latencies (``vllm_tasks.adaptive``)."""
 EMBED_BATCH_SIZE = 64
 """Inputs per ``/v1/embeddings`` or ``/v2/embed`` request."""
 SPARSE_BATCH_SIZE = 16

@@ -151,6 +151,12 @@ class UsageCounter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._totals: dict[str, float] = dict.fromkeys(ClientUsage.model_fields, 0)
+        del self._totals["concurrency_limit"]
+        self._limit: int | None = None
+
+    def limit_now(self, allowed: int) -> None:
+        """Note the requests in flight a ``concurrency="auto"`` call allows now."""
+        self._limit = allowed  # one int store: atomic, no lock needed
 
     def request_done(self, *, failed: bool, retry: bool) -> None:
         """Count one HTTP request (an attempt) and whether it failed or was a retry."""
@@ -173,7 +179,9 @@ class UsageCounter:
         with self._lock:
             totals = dict(self._totals)
         return ClientUsage(
-            audio_seconds=float(totals.pop("audio_seconds")), **{k: int(v) for k, v in totals.items()}
+            audio_seconds=float(totals.pop("audio_seconds")),
+            concurrency_limit=self._limit,
+            **{k: int(v) for k, v in totals.items()},
         )
 
 
@@ -318,6 +326,11 @@ class Observation:
             attributes["vllm_tasks.stream"] = True
         span.set_attributes(attributes)
         return span
+
+    def set_attribute(self, name: str, value: Any) -> None:
+        """Add an attribute to the span (only while one is recorded)."""
+        if self.span is not None:
+            self.span.set_attribute(name, value)
 
     def inject(self, headers: httpx.Headers) -> None:
         """Add trace-context headers to the request being sent (only while a span is recorded)."""

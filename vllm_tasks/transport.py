@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,11 +19,12 @@ import httpx
 import orjson
 from tenacity import RetryCallState
 
+from .adaptive import OVERLOAD_STATUSES, AdaptiveLimit
 from .calls import CLIENT_DEFAULT, TimeoutLike
 from .config import ClientSettings
 from .errors import APIConnectionError, APITimeoutError, UnexpectedResponse
 from .responses import check_status
-from .retries import Backoff, is_retryable
+from .retries import Backoff, is_retryable, retry_after_seconds
 from .server_errors import error_from_response
 from .tasks import TaskName
 from .telemetry import Observation, UsageCounter
@@ -64,8 +67,43 @@ class TransportBase:
         self.usage = usage if usage is not None else UsageCounter()
         """Requests, failures and retries counted here; the client adds its results' tokens."""
         self._urls: dict[str, httpx.URL] = {}
+        self._limits: dict[str, AdaptiveLimit] = {}
+        self._limits_lock = threading.Lock()  # a sync client's send_all threads learn at once
+        self.last_limit: AdaptiveLimit | None = None
+        """The ``concurrency="auto"`` limit of the latest call that used one (``None`` before)."""
+        self._resume_at = 0.0  # time.monotonic() before which an auto call sends nothing (Retry-After)
         self._headers = merge_headers(settings.request_headers)
         self._json_headers = merge_headers(self._headers, {"Content-Type": "application/json"})
+
+    def auto_limit(self, path: str) -> AdaptiveLimit:
+        """The ``concurrency="auto"`` limit of the requests to ``path`` (one per route: an embedding
+        batch and a rerank take different times), kept for the client's life so that the next call starts
+        from what this one learned."""
+        with self._limits_lock:
+            limit = self._limits.get(path)
+            if limit is None:
+                limit = self._limits[path] = AdaptiveLimit()
+            self.last_limit = limit
+            return limit
+
+    def _learn(self, limit: AdaptiveLimit, seconds: float, response: httpx.Response) -> None:
+        """Feed ``limit`` one answer: its seconds when it succeeded; a back-off on 429/503, and with its
+        ``Retry-After`` no new request of an ``auto`` call before that (up to the retry cap)."""
+        status = response.status_code
+        with self._limits_lock:
+            if status in OVERLOAD_STATUSES:
+                limit.overloaded()
+                asked = retry_after_seconds(response.headers)
+                if asked is not None:
+                    wait = min(asked, self.backoff.retry_after_cap)
+                    self._resume_at = max(self._resume_at, time.monotonic() + wait)
+            elif status < 400:
+                limit.answered(seconds)
+            self.usage.limit_now(limit.settled)
+
+    def _paused(self) -> float:
+        """Seconds an ``auto`` call still waits before its next request (a ``Retry-After`` asked)."""
+        return self._resume_at - time.monotonic()
 
     def _attempts(self, request: Request) -> int:
         return self.settings.max_retries + 1 if request.retry else 1

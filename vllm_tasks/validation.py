@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeGuard, cast, overload
+from typing import Any, Literal, TypeGuard, cast, overload
 
 import httpx
 
@@ -24,6 +24,21 @@ def positive_int(field: str, value: object) -> int:
         8
     """
     return int_at_least(field, value, 1, f"For example {field}=8.")
+
+
+def concurrency_setting(field: str, value: object) -> int | Literal["auto"]:
+    """Check a ``concurrency`` argument: an int >= 1, or ``"auto"`` (a limit tuned from the answers).
+
+    Raises:
+        InvalidInputError: for anything else (``0``, ``"fast"``, ``2.5``, ``True``), naming the field.
+
+    Examples:
+        >>> concurrency_setting("concurrency", "auto"), concurrency_setting("concurrency", 8)
+        ('auto', 8)
+    """
+    if value == "auto" and isinstance(value, str):
+        return "auto"
+    return int_at_least(field, value, 1, f'Pass a whole number >= 1 (e.g. {field}=8) or {field}="auto".')
 
 
 @overload

@@ -8,13 +8,18 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import vllm_tasks as vt
-from vllm_tasks import cli
-from vllm_tasks.testing import OCR_TASKS, FakeVLLM
+from vllm_tasks import cli, telemetry
+from vllm_tasks.adaptive import Concurrency
+from vllm_tasks.testing import OCR_TASKS, RERANKER_TASKS, FakeVLLM
 
 PAGE = Path(__file__).parents[2] / "examples/data/page.png"
 TEXTS = [f"text number {index}" for index in range(2400)]
@@ -72,3 +77,114 @@ def test_the_cli_refuses_another_word(capsys: pytest.CaptureFixture[str]) -> Non
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["embed-file", "in.txt", "--out", "out.npy", "--concurrency", "fast"])
     assert exit_info.value.code == 2 and "neither a whole number nor auto" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------------
+# concurrency="auto" in the client's own calls (embed, rerank, score): FakeVLLM's capacity model
+# --------------------------------------------------------------------------------------------------
+
+BATCHES = [f"text {index}" for index in range(400)]  # 50 requests of 8
+
+
+def test_embed_auto_settles_near_the_slots_and_never_fills_a_long_queue(make_client: Any) -> None:
+    # 4 slots, 11 ms a request, 16 places in the queue: anything up to 20 in flight is never refused
+    with FakeVLLM(slots=4, latency=0.003, cost_per_input=0.001, queue_limit=16) as fake:
+        client = make_client(fake.url)
+        assert client.usage.concurrency_limit is None  # no auto call yet
+        result = client.embed(BATCHES, batch_size=8, concurrency="auto")
+        reference = client.embed(BATCHES, batch_size=8, concurrency=1)
+        load = fake.load
+    np.testing.assert_array_equal(result.vectors, reference.vectors)
+    assert load.rejected == 0 and load.most_in_server <= 20
+    assert 2 <= client.usage.concurrency_limit <= 16  # around the 4 slots (a queue of its own is read)
+
+
+@pytest.mark.parametrize("call", ["rerank", "score"])
+def test_rerank_and_score_take_auto_with_no_more_503s_than_the_best_fixed_setting(
+    make_client: Any, call: str
+) -> None:
+    # 2 slots and 4 places in the queue: more than 6 in flight is refused; the best fixed setting is 2
+    documents = [f"document {index}" for index in range(96)]
+
+    def run(concurrency: Concurrency) -> tuple[list[float], int]:
+        with FakeVLLM(
+            tasks=RERANKER_TASKS, slots=2, latency=0.01, cost_per_input=0.0005, queue_limit=4
+        ) as fake:
+            client = make_client(fake.url, max_retries=8)
+            if call == "rerank":
+                ranking = client.rerank("query", documents, batch_size=4, concurrency=concurrency)
+                scores = [item.score for item in sorted(ranking.results, key=lambda r: r.index)]
+            else:
+                scores = list(client.score("query", documents, batch_size=4, concurrency=concurrency).scores)
+            return scores, fake.rejected
+
+    best, refused_best = run(2)
+    auto, refused_auto = run("auto")
+    assert auto == best
+    assert refused_auto <= refused_best == 0
+
+
+def test_auto_backs_off_after_503s(make_client: Any) -> None:
+    with FakeVLLM(slots=16, latency=0.02) as fake:
+        client = make_client(fake.url, max_retries=8)
+        client.embed(BATCHES, batch_size=4, concurrency="auto")  # 100 answers: it grows past the start
+        learned = client.usage.concurrency_limit
+        fake.fail(503, path="/v1/embeddings", times=6, retry_after=0)
+        client.embed(BATCHES[:16], batch_size=4, concurrency="auto")  # starts from what it learned
+    assert learned >= 4
+    assert client.usage.concurrency_limit < learned  # six times x0.7, a few answers after
+
+
+def test_auto_waits_out_retry_after_in_every_request_it_starts(
+    make_client: Any, no_sleep: list[float]
+) -> None:
+    # One 503 asking for 30 s: with auto, the requests started after it wait too (sleeps recorded, not
+    # slept); with a fixed concurrency only the refused request waits (its retry)
+    def waits(concurrency: Concurrency) -> int:
+        no_sleep.clear()
+        with FakeVLLM(latency=0.002) as fake:
+            client = make_client(fake.url, max_retries=2)
+            client.embed(["warm"])  # discovery done before the 503
+            fake.fail(503, path="/v1/embeddings", times=1, retry_after=30)
+            client.embed(BATCHES[:64], batch_size=4, concurrency=concurrency)
+        return sum(1 for seconds in no_sleep if seconds > 20)
+
+    assert waits(4) == 1
+    assert waits("auto") >= 2
+
+
+@pytest.mark.parametrize("value", [0, "fast", 2.5, True])
+@pytest.mark.parametrize("call", ["embed", "rerank", "score"])
+def test_a_call_refuses_a_concurrency_that_is_not_a_count_or_auto(
+    make_client: Any, call: str, value: object
+) -> None:
+    client = make_client("http://127.0.0.1:9")
+    arguments: dict[str, Any] = {
+        "embed": {"input": ["a"]},
+        "rerank": {"query": "q", "documents": ["a"]},
+        "score": {"text_1": "q", "text_2": ["a"]},
+    }[call]
+    with pytest.raises(vt.InvalidInputError, match="concurrency") as error:
+        getattr(client, call)(**arguments, concurrency=value)
+    assert "auto" in str(error.value)
+
+
+def test_auto_requests_carry_their_limit_in_telemetry(
+    make_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(telemetry, "_tracer", provider.get_tracer("vllm_tasks"))
+    with FakeVLLM() as fake:
+        client = make_client(fake.url)
+        client.embed(BATCHES[:32], batch_size=4, concurrency="auto")
+        client.embed(BATCHES[:32], batch_size=4)
+    limits = [
+        dict(span.attributes or {}).get("vllm_tasks.concurrency.limit")
+        for span in exporter.get_finished_spans()
+        if span.name.startswith("embeddings")
+    ]
+    assert len(limits) == 16
+    assert all(isinstance(limit, int) and limit >= 1 for limit in limits[:8])
+    assert limits[8:] == [None] * 8  # a fixed concurrency adds nothing

@@ -430,7 +430,12 @@ def test_a_failing_replica_is_set_aside_and_nothing_is_lost(corpus: Path, tmp_pa
         bad.fail(503, path=EMBED, after=1, times=None)  # answers the probe, then fails every batch
         with vt.Client(bad.url, max_retries=0) as flaky:
             report = vt.embed_file(
-                [good.url, flaky], corpus, tmp_path / "o.npy", batch_size=2, retry_replica_after=0.05
+                [good.url, flaky],
+                corpus,
+                tmp_path / "o.npy",
+                batch_size=2,
+                retry_replica_after=0.05,
+                concurrency=4,  # auto (the default) starts at 1: the good one could finish first
             )
         np.testing.assert_array_equal(np.load(report.out), expected(good, LINES))
         by_url = {r.url: r for r in report.replicas}

@@ -624,3 +624,15 @@ def test_ocr_equals_client_ocr_row_by_row(ray_runtime: None) -> None:
         ["title", "text"]
     ] * 2
     assert rows[2]["blocks"] == ""
+
+
+def test_the_embedder_and_scorer_take_auto() -> None:
+    with FakeVLLM(slots=2, latency=0.002) as fake:
+        settings = vt.ClientSettings(fake.url)
+        embedder = Embedder(settings=settings, batch_size=2, concurrency="auto")
+        out = embedder({"text": texts([f"text {index}" for index in range(12)])})
+        scorer = Scorer(settings=settings, batch_size=2, concurrency="auto")
+        scored = scorer({"query": texts(["q"] * 6), "document": texts([f"d{index}" for index in range(6)])})
+    assert out["embedding"].shape == (12, 384) and scored["score"].shape == (6,)
+    with pytest.raises(vt.InvalidInputError, match="concurrency"):
+        Embedder(settings=settings, concurrency="fast")  # type: ignore[arg-type]

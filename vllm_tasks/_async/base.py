@@ -15,6 +15,7 @@ import httpx
 
 from .. import defaults
 from .._backends import SETTLE_SECONDS
+from ..adaptive import Concurrency
 from ..config import ClientSettings, FetchLimits, TimeoutArg
 from ..discovery import NGRAM_PROCESSOR
 from ..errors import InvalidInputError
@@ -313,7 +314,7 @@ class AsyncClientBase:
         self,
         requests: Sequence[Request],
         *,
-        concurrency: int,
+        concurrency: Concurrency,
         counts: Sequence[int],
         show_progress: bool,
         description: str,

@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 
 from .. import defaults, embeddings, gates, pooling, sparse, tokenizing
+from ..adaptive import Concurrency
 from ..batching import smaller_batches
 from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike, resolve_model
 from ..decoding import EmbedDType, Endianness
@@ -53,7 +54,7 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         prompt: str | None = None,
         prompt_name: str | None = None,
         batch_size: int = defaults.EMBED_BATCH_SIZE,
-        concurrency: int = defaults.CONCURRENCY,
+        concurrency: Concurrency = defaults.CONCURRENCY,
         show_progress: bool = False,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
@@ -96,7 +97,9 @@ class AsyncEmbeddingMethods(AsyncClientBase):
             batch_size: inputs per request. A 502 for ``bytes`` batches over 24 inputs (a proxy refusing
                 the answer's per-input ``metadata`` header, e.g. nginx's 4 KiB ``proxy_buffer_size``)
                 makes this client send at most 24 per ``bytes`` request from then on, with a warning.
-            concurrency: requests in flight.
+            concurrency: requests in flight, or ``"auto"``: a limit tuned from the answers' latencies
+                (it backs off on 429/503 and waits out ``Retry-After``; ``client.usage.concurrency_limit``
+                says where it settled).
             show_progress: draw a tqdm bar.
             model: served model name (default: the client's, else the server's first).
             extra_body: extra JSON fields merged into each request.
@@ -240,7 +243,7 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         top_k: int | None = None,
         return_tokens: bool = False,
         batch_size: int = defaults.SPARSE_BATCH_SIZE,
-        concurrency: int = defaults.CONCURRENCY,
+        concurrency: Concurrency = defaults.CONCURRENCY,
         show_progress: bool = False,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
@@ -272,7 +275,9 @@ class AsyncEmbeddingMethods(AsyncClientBase):
             return_tokens: also give the token string of every id (``vector.tokens``, ``vector.to_dict()``):
                 SPLADE: one ``/detokenize`` request per distinct id, ``concurrency`` at a time; BGE-M3: free.
             batch_size: inputs per request (each answer row is ``4 * vocabulary`` bytes: 122 KB for BERT).
-            concurrency: requests in flight.
+            concurrency: requests in flight, or ``"auto"``: a limit tuned from the answers' latencies
+                (it backs off on 429/503 and waits out ``Retry-After``; ``client.usage.concurrency_limit``
+                says where it settled).
             show_progress: draw a tqdm bar.
             model: served model name (default: the client's, else the server's first).
             extra_body: extra JSON fields merged into each request.
@@ -370,7 +375,7 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         progress = Progress(len(prompts), enabled=batching.show_progress, description="embed_sparse")
         quiet = Batching(batching.batch_size, batching.concurrency, False)
         try:
-            for window in sparse.windows(plan, batching.concurrency):
+            for window in sparse.windows(plan, batching.window):
                 responses = await self._send_embed_plan(window, prompts, quiet, info, False)
                 decoded = await async_offload(
                     embeddings.merge_embeddings, window, responses, embed_params, info, width
@@ -494,7 +499,7 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         max_tokens: int | None = None,
         priority: int | None = None,
         batch_size: int = defaults.EMBED_BATCH_SIZE,
-        concurrency: int = defaults.CONCURRENCY,
+        concurrency: Concurrency = defaults.CONCURRENCY,
         show_progress: bool = False,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
@@ -515,7 +520,9 @@ class AsyncEmbeddingMethods(AsyncClientBase):
             max_tokens: the truncation length.
             priority: scheduling priority (only with ``--scheduling-policy priority``).
             batch_size: inputs per request.
-            concurrency: requests in flight.
+            concurrency: requests in flight, or ``"auto"``: a limit tuned from the answers' latencies
+                (it backs off on 429/503 and waits out ``Retry-After``; ``client.usage.concurrency_limit``
+                says where it settled).
             show_progress: draw a tqdm bar.
             extra_body: extra JSON fields merged into each request.
             extra_headers: extra headers for each request.

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import httpx
 
 from .. import defaults, gates, pooling
+from ..adaptive import Concurrency
 from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike, resolve_model
 from ..offload import sync_offload
 from ..pooling import PoolEncodingFormat
@@ -33,7 +34,7 @@ class PoolingMethods(ClientBase):
         use_activation: bool | None = None,
         truncate_prompt_tokens: int | None = None,
         batch_size: int = defaults.SCORE_BATCH_SIZE,
-        concurrency: int = defaults.CONCURRENCY,
+        concurrency: Concurrency = defaults.CONCURRENCY,
         show_progress: bool = False,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
@@ -48,7 +49,9 @@ class PoolingMethods(ClientBase):
             use_activation: False returns raw logits instead of probabilities.
             truncate_prompt_tokens: keep only N tokens of each input (-1: model maximum).
             batch_size: inputs per request.
-            concurrency: requests in flight at once.
+            concurrency: requests in flight, or ``"auto"``: a limit tuned from the answers' latencies
+                (it backs off on 429/503 and waits out ``Retry-After``; ``client.usage.concurrency_limit``
+                says where it settled).
             show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
             model: the served model (default: the client's, else the server's first).
             extra_body: extra JSON fields merged into every request.
@@ -97,7 +100,7 @@ class PoolingMethods(ClientBase):
         truncate_prompt_tokens: int | None = None,
         encoding_format: PoolEncodingFormat = "auto",
         batch_size: int = defaults.SCORE_BATCH_SIZE,
-        concurrency: int = defaults.CONCURRENCY,
+        concurrency: Concurrency = defaults.CONCURRENCY,
         show_progress: bool = False,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
@@ -126,7 +129,9 @@ class PoolingMethods(ClientBase):
                 server's vLLM has that transport (0.11.1+), else as JSON; ``"float"`` always JSON;
                 ``"bytes"`` always binary (an error on an older server).
             batch_size: inputs per request.
-            concurrency: requests in flight at once.
+            concurrency: requests in flight, or ``"auto"``: a limit tuned from the answers' latencies
+                (it backs off on 429/503 and waits out ``Retry-After``; ``client.usage.concurrency_limit``
+                says where it settled).
             show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
             model: the served model (default: the client's, else the server's first).
             extra_body: extra JSON fields merged into every request.

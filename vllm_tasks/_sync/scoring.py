@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from .. import defaults, scoring
+from ..adaptive import Concurrency
 from ..batching import plan_batches, smaller_batches
 from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike, resolve_model
 from ..errors import BadRequestError, ContextLengthExceeded, InternalServerError, RequestTooLargeError
@@ -63,7 +64,7 @@ class ScoringMethods(ClientBase):
         use_activation: bool | None = None,
         truncate_prompt_tokens: int | None = None,
         batch_size: int = defaults.SCORE_BATCH_SIZE,
-        concurrency: int = defaults.CONCURRENCY,
+        concurrency: Concurrency = defaults.CONCURRENCY,
         show_progress: bool = False,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
@@ -93,7 +94,9 @@ class ScoringMethods(ClientBase):
             use_activation: cross-encoders only: False returns raw logits instead of sigmoid scores.
             truncate_prompt_tokens: keep only the last N tokens of each pair's prompt (-1: model maximum).
             batch_size: documents per request (not for a listwise model: its list goes whole).
-            concurrency: requests in flight at once.
+            concurrency: requests in flight, or ``"auto"``: a limit tuned from the answers' latencies
+                (it backs off on 429/503 and waits out ``Retry-After``; ``client.usage.concurrency_limit``
+                says where it settled).
             show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
             model: the served model (default: the client's, else the server's first).
             extra_body: extra JSON fields merged into every request.
@@ -151,7 +154,7 @@ class ScoringMethods(ClientBase):
         use_activation: bool | None = None,
         truncate_prompt_tokens: int | None = None,
         batch_size: int = defaults.SCORE_BATCH_SIZE,
-        concurrency: int = defaults.CONCURRENCY,
+        concurrency: Concurrency = defaults.CONCURRENCY,
         show_progress: bool = False,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
@@ -176,7 +179,9 @@ class ScoringMethods(ClientBase):
             use_activation: cross-encoders only: False returns raw logits.
             truncate_prompt_tokens: keep only N tokens of each prompt (-1: model maximum).
             batch_size: pairs per request.
-            concurrency: requests in flight at once.
+            concurrency: requests in flight, or ``"auto"``: a limit tuned from the answers' latencies
+                (it backs off on 429/503 and waits out ``Retry-After``; ``client.usage.concurrency_limit``
+                says where it settled).
             show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
             model: the served model (default: the client's, else the server's first).
             extra_body: extra JSON fields merged into every request.

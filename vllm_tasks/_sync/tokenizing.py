@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import defaults, tokenizing
+from ..adaptive import Concurrency
 from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
 from ..errors import APIError, VLLMTasksError
 from ..responses import json_object
@@ -112,7 +113,7 @@ def truncate_texts(
     limit: int,
     model: str | None,
     *,
-    concurrency: int = defaults.CONCURRENCY,
+    concurrency: Concurrency = defaults.CONCURRENCY,
     headers: Mapping[str, str] | None = None,
     timeout: TimeoutLike = CLIENT_DEFAULT,
 ) -> list[str]:
@@ -128,7 +129,7 @@ def truncate_texts(
         texts: the texts to cut.
         limit: the most tokens each may keep.
         model: the served model whose tokenizer counts.
-        concurrency: requests in flight at once.
+        concurrency: requests in flight at once, or ``"auto"``.
         headers: extra headers for the requests.
         timeout: per-request timeout.
 

@@ -10,12 +10,14 @@ is the backend's (``vllm_tasks/_backends.py``).
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator, Sequence
 
 import httpx
 from tenacity import Retrying, retry_if_exception, stop_after_attempt
 
 from .._backends import SyncBackend
+from ..adaptive import AdaptiveLimit, Concurrency
 from ..config import ClientSettings
 from ..errors import APIError
 from ..fetching import third_party_request
@@ -47,8 +49,12 @@ class SyncTransport(TransportBase):
         self.http = http
         self.backend = SyncBackend()
 
-    def send(self, request: Request) -> httpx.Response:
-        """Send with retries; the body is read. Raises the mapped error for an error status."""
+    def send(self, request: Request, limit: AdaptiveLimit | None = None) -> httpx.Response:
+        """Send with retries; the body is read. Raises the mapped error for an error status.
+
+        With ``limit`` (a ``concurrency="auto"`` call), each attempt's answer feeds it, and an attempt
+        waits out a ``Retry-After`` another answer asked for.
+        """
         retrying = Retrying(
             stop=stop_after_attempt(self._attempts(request)),
             wait=self.backoff,
@@ -57,18 +63,25 @@ class SyncTransport(TransportBase):
             sleep=self.backend.sleep,
             before_sleep=log_retry,
         )
-        response: httpx.Response = retrying(self._attempt, request, itertools.count(1))
+        response: httpx.Response = retrying(self._attempt, request, itertools.count(1), limit)
         return response
 
     def _should_retry(self, error: BaseException) -> bool:
         # Work given up on (a failed send_all, Ctrl-C) starts no further attempt.
         return not self.backend.cancelled() and self._retryable(error)
 
-    def _attempt(self, request: Request, attempts: itertools.count[int]) -> httpx.Response:
+    def _attempt(
+        self, request: Request, attempts: itertools.count[int], limit: AdaptiveLimit | None = None
+    ) -> httpx.Response:
         self.backend.check_cancelled()
+        if limit is not None and self._paused() > 0:
+            self.backend.sleep(self._paused())
         with self._observe(request, next(attempts)) as observation:
             built = self._build(self.http, request, observation)
+            if limit is not None:
+                observation.set_attribute("vllm_tasks.concurrency.limit", limit.allowed)
             failure: APIError
+            sent = time.perf_counter()
             try:
                 response = self.http.send(built)
             except httpx.TransportError as error:
@@ -77,19 +90,32 @@ class SyncTransport(TransportBase):
                 failure, cause = undecodable(request.method, built.url, error), headerless(error)
             else:
                 observation.response = response
+                if limit is not None:
+                    self._learn(limit, time.perf_counter() - sent, response)
                 return self._check(request, response)
             # Raised after the except block: its __context__ would hold httpx's error, request and all.
             raise failure from cause
 
     def send_all(
-        self, requests: Sequence[Request], concurrency: int, on_response: OnResponse | None = None
+        self, requests: Sequence[Request], concurrency: Concurrency, on_response: OnResponse | None = None
     ) -> list[httpx.Response]:
         """Send ``requests``, at most ``concurrency`` at once; the responses in request order.
 
+        ``concurrency="auto"``: at most the route's :meth:`auto_limit` at once, fed by every answer.
         The first failure, or anything raised while waiting (a cancellation, Ctrl-C, an exception from
         ``on_response``), returns at once: requests not yet started are never sent and those in flight
         are not retried.
         """
+        if concurrency == "auto":
+            if not requests:
+                return []
+            limit = self.auto_limit(requests[0].path)
+            return self.backend.map_bounded(
+                len(requests),
+                lambda: limit.allowed,
+                lambda index: self.send(requests[index], limit),
+                on_response,
+            )
         return self.backend.map_bounded(
             len(requests), concurrency, lambda index: self.send(requests[index]), on_response
         )

@@ -53,6 +53,7 @@ import numpy.typing as npt
 from .. import defaults
 from .._sync.client import Client
 from .._sync.isolation import isolate_rows
+from ..adaptive import Concurrency
 from ..calls import CallOptions
 from ..config import ClientSettings
 from ..embeddings import EmbedParams
@@ -61,7 +62,7 @@ from ..ocr import OCRParams
 from ..scoring import RerankParams
 from ..transcription import TranscribeParams, segment_keywords
 from ..types.ocr import OCRDocument, OCRResult
-from ..validation import positive_int
+from ..validation import concurrency_setting, positive_int
 from ._common import (
     is_pdf,
     ocr_document_pages,
@@ -391,7 +392,8 @@ class Embedder(_BatchCallable):
         params: the vector options (``vllm_tasks.EmbedParams(dimensions=256, truncate_prompt_tokens=-1)``,
             or a dict of its fields), checked at construction.
         batch_size: texts per request (the Ray batch is split into requests of this size).
-        concurrency: requests in flight per actor.
+        concurrency: requests in flight per actor, or ``"auto"`` (tuned from the answers' latencies; the
+            actor's client keeps what it learned between batches).
         extra_body: extra JSON fields for every request.
         on_error: ``"raise"`` (a refused row fails the Ray task) or ``"column"`` (its message goes to
             ``error_column``, its vector is NaN; the rest of the batch is embedded).
@@ -416,7 +418,7 @@ class Embedder(_BatchCallable):
     output_column: str = "embedding"
     params: EmbedParams | Mapping[str, Any] | None = None
     batch_size: int = defaults.EMBED_BATCH_SIZE
-    concurrency: int = defaults.CONCURRENCY
+    concurrency: Concurrency = defaults.CONCURRENCY
     extra_body: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
@@ -426,7 +428,7 @@ class Embedder(_BatchCallable):
         self.options = {
             **EmbedParams.of(self.params).keywords(),
             "batch_size": positive_int("batch_size", self.batch_size),
-            "concurrency": positive_int("concurrency", self.concurrency),
+            "concurrency": concurrency_setting("concurrency", self.concurrency),
             "extra_body": CallOptions(extra_body=self.extra_body).extra_body,
         }
         self.width: int | None = None  # learned from the first answer: the NaN rows' width
@@ -471,7 +473,8 @@ class Scorer(_BatchCallable):
         output_column: the column the scores go to.
         params: the scoring options (``vllm_tasks.RerankParams(truncate_prompt_tokens=-1,
             instruction=...)``, or a dict of its fields), checked at construction.
-        batch_size: pairs per request; concurrency: requests in flight per actor.
+        batch_size: pairs per request; concurrency: requests in flight per actor, or
+            ``"auto"``.
         extra_body: extra JSON fields for every request.
         on_error: as for :class:`Embedder` (a failing row's score is NaN).
         error_column: as for :class:`Embedder`.
@@ -494,7 +497,7 @@ class Scorer(_BatchCallable):
     output_column: str = "score"
     params: RerankParams | Mapping[str, Any] | None = None
     batch_size: int = defaults.SCORE_BATCH_SIZE
-    concurrency: int = defaults.CONCURRENCY
+    concurrency: Concurrency = defaults.CONCURRENCY
     extra_body: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
@@ -507,7 +510,7 @@ class Scorer(_BatchCallable):
         self.options = {
             **RerankParams.of(self.params).keywords(),
             "batch_size": positive_int("batch_size", self.batch_size),
-            "concurrency": positive_int("concurrency", self.concurrency),
+            "concurrency": concurrency_setting("concurrency", self.concurrency),
             "extra_body": CallOptions(extra_body=self.extra_body).extra_body,
         }
         super().__post_init__()

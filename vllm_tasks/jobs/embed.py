@@ -23,6 +23,7 @@ from typing import Any, Literal, get_args
 import orjson
 
 from .. import defaults
+from ..adaptive import Concurrency
 from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, plain
 from ..embeddings import EmbedParams
 from ..errors import InvalidInputError, JobError, JobMismatch
@@ -33,7 +34,7 @@ from .engine import Engine, Plan, error_rows
 from .inputs import InputSpec, file_digest, parquet_types, read_chunks, scan
 from .outputs import NpySink, ParquetSink, Sink
 from .progress import JobProgress
-from .replicas import Concurrency, Replica, ReplicaPool, Servers, run_in_own_loop
+from .replicas import Replica, ReplicaPool, Servers, run_in_own_loop
 from .scaffold import (
     Describe,
     JobSettings,
@@ -153,7 +154,7 @@ async def aembed_file(
     params: EmbedParams | SparseEmbedParams | None = None,
     batch_size: int = defaults.EMBED_BATCH_SIZE,
     max_batch_tokens: int = defaults.JOB_MAX_BATCH_TOKENS,
-    concurrency: Concurrency = defaults.CONCURRENCY,
+    concurrency: Concurrency = defaults.JOB_CONCURRENCY,
     chunk_rows: int = defaults.EMBED_FILE_CHUNK_ROWS,
     too_long: TooLong = "report",
     fail_fast: bool = False,
@@ -191,8 +192,10 @@ async def aembed_file(
             strings are not stored); default: the server's.
         batch_size: the most rows per request.
         max_batch_tokens: the most estimated tokens (about 3 characters each) per request.
-        concurrency: requests in flight per server, or ``"auto"``: each server's own limit, tuned from
-            its answers' latencies (reported in ``report.replicas``; see docs/jobs.md).
+        concurrency: requests in flight per server, or ``"auto"`` (the default): each server's own limit,
+            tuned from its answers' latencies, backing off on 429/503 (where it settled: the progress
+            line, ``report.replicas[i].concurrency`` and the manifest; see docs/jobs.md). A number fixes
+            it.
         chunk_rows: rows per checkpoint (fixed for a job: a resumed job keeps its first value).
         too_long: over-long rows: ``report`` (the server refuses them; they go to the errors file) or
             ``truncate`` (cut to the model's context: ``truncate_prompt_tokens=-1``).

@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from .. import defaults, pdf
+from ..adaptive import Concurrency
 from ..integrations._common import block_metadata
 from ..ocr import OCRParams
 from ..transcription import TranscribeParams, segment_keywords
@@ -27,7 +28,7 @@ from .folders import (
     run_folder_job,
     validate_formats,
 )
-from .replicas import Concurrency, JobClient, Servers, run_in_own_loop
+from .replicas import JobClient, Servers, run_in_own_loop
 from .scaffold import JobSettings
 
 PDF_SUFFIXES = frozenset({".pdf"})
@@ -158,7 +159,7 @@ async def aocr_dir(
     *,
     params: OCRParams | None = None,
     dpi: float = defaults.OCR_PDF_DPI,
-    concurrency: Concurrency = defaults.OCR_PDF_CONCURRENCY,
+    concurrency: Concurrency = defaults.JOB_CONCURRENCY,
     resume: bool = True,
     show_progress: bool = False,
     progress_interval: float = defaults.JOB_PROGRESS_INTERVAL,
@@ -189,7 +190,8 @@ async def aocr_dir(
             the n-gram guard, ``max_side``, ...; see :meth:`AsyncClient.ocr`), checked before any
             request; default: the DeepSeek-OCR recipe's.
         dpi: PDF rendering resolution.
-        concurrency: pages in flight per server, or ``"auto"`` (tuned per server from its latencies).
+        concurrency: pages in flight per server, or ``"auto"`` (the default: tuned per server from its
+            latencies, reported in ``report.replicas``); a number fixes it.
         resume: continue an earlier run in ``out``; False starts over.
         show_progress: a tqdm bar on a terminal, else a log line every ``progress_interval`` seconds.
         progress_interval: seconds between progress log lines.
@@ -234,7 +236,7 @@ async def atranscribe_dir(
     formats: Iterable[str] = ("srt", "json", "txt"),
     params: TranscribeParams | None = None,
     translate: bool = False,
-    concurrency: Concurrency = defaults.OCR_PDF_CONCURRENCY,
+    concurrency: Concurrency = defaults.JOB_CONCURRENCY,
     resume: bool = True,
     show_progress: bool = False,
     progress_interval: float = defaults.JOB_PROGRESS_INTERVAL,
@@ -264,7 +266,8 @@ async def atranscribe_dir(
             prompt=..., temperature=...)``; see :meth:`AsyncClient.transcribe`); its ``response_format``
             is the job's (``formats`` says what is written). Default: the server's.
         translate: translate to English (``/v1/audio/translations``) instead.
-        concurrency: files in flight per server, or ``"auto"`` (tuned per server from its latencies).
+        concurrency: files in flight per server, or ``"auto"`` (the default: tuned per server from its
+            latencies, reported in ``report.replicas``); a number fixes it.
         resume: continue an earlier run in ``out``; False starts over.
         show_progress: a tqdm bar on a terminal, else a log line every ``progress_interval`` seconds.
         progress_interval: seconds between progress log lines.

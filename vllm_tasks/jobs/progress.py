@@ -72,10 +72,13 @@ class JobProgress:
             logger.info("%s", self.line())
 
     def rates(self) -> str:
-        """Tokens/s and rows/s per replica, e.g. ``"4,100 tok/s | a:8000 310/s, b:8000 295/s"``."""
+        """Tokens/s and rows/s per replica (with ``concurrency="auto"``, the requests in flight its limit
+        allows now), e.g. ``"4,100 tok/s | a:8000 310/s auto 12, b:8000 295/s auto 11"``."""
         elapsed = max(time.monotonic() - self._started, 1e-9)
         replicas = ", ".join(
-            f"{replica.url.split('//')[-1]} {replica.rows / elapsed:,.0f}/s" for replica in self._replicas
+            f"{replica.url.split('//')[-1]} {replica.rows / elapsed:,.0f}/s"
+            + ("" if replica.limit is None else f" auto {replica.limit.settled}")
+            for replica in self._replicas
         )
         return f"{self._tokens / elapsed:,.0f} tok/s | {replicas}"
 

@@ -27,11 +27,11 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from .._async.client import AsyncClient
 from .._sync.client import Client
-from ..adaptive import CEILING, AdaptiveLimit
+from ..adaptive import CEILING, OVERLOAD_STATUSES, AdaptiveLimit, Concurrency
 from ..errors import (
     APITimeoutError,
     InvalidInputError,
@@ -61,10 +61,6 @@ P = ParamSpec("P")
 T = TypeVar("T")
 Servers = AsyncClient | Client | str | Sequence[AsyncClient | Client | str]
 """One server or several: clients (their settings are reused) or root URLs."""
-OVERLOAD_STATUSES = frozenset({429, 503})
-"""Answers that make an ``auto`` limit back off (the server says it is overloaded)."""
-Concurrency = int | Literal["auto"]
-"""Requests in flight per server: a number, or ``"auto"`` (tuned from the answers' latencies)."""
 JobClient = AsyncClient | ThreadedClient
 """What a job calls: an ``AsyncClient``, or a ``Client`` with its own ``http_client`` in worker threads."""
 

@@ -17,10 +17,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..adaptive import Concurrency
 from ..errors import JobMismatch, ReplicaMismatch, is_about
 from ..types.server import ServerInfo
-from ..validation import positive_int, positive_number
-from .replicas import Concurrency, Replica, ReplicaPool, Servers, logger, make_replicas
+from ..validation import concurrency_setting, positive_number
+from .replicas import Replica, ReplicaPool, Servers, logger, make_replicas
 from .state import PROBE_MIN_COSINE, changes, cosine
 
 Describe = Callable[[Replica, ServerInfo], Awaitable[dict[str, Any]]]
@@ -44,8 +45,7 @@ class JobSettings:
     give_up_after: float
 
     def __post_init__(self) -> None:
-        if self.concurrency != "auto":
-            positive_int("concurrency", self.concurrency)
+        concurrency_setting("concurrency", self.concurrency)
         for name in ("progress_interval", "retry_replica_after", "give_up_after"):
             positive_number(name, getattr(self, name))
 
@@ -87,7 +87,7 @@ def replica_reports(pool: ReplicaPool, seconds: float) -> tuple[ReplicaReport, .
             r.failures,
             r.busy,
             r.rows / max(seconds, 1e-9),
-            pool.allowed(r),
+            pool.most_in_flight if r.limit is None else r.limit.settled,
         )
         for r in pool.replicas
     )

@@ -20,7 +20,7 @@ Examples:
 """
 
 from .content import DEFAULT_OCR_OUTPUT, DEFAULT_TRANSCRIPT, grounding_output
-from .server import FakeVLLM, Fault
+from .server import CapacityLoad, FakeVLLM, Fault
 from .settings import (
     ALL_TASKS,
     EMBEDDING_TASKS,
@@ -41,6 +41,7 @@ __all__ = [
     "OCR_TASKS",
     "RERANKER_TASKS",
     "SPEECH_TASKS",
+    "CapacityLoad",
     "FakeSettings",
     "FakeVLLM",
     "Fault",

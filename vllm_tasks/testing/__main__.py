@@ -35,6 +35,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--width", type=int, default=384, help="the embedding width")
     parser.add_argument("--max-model-len", type=int, default=512)
     parser.add_argument("--api-key", default=None)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every answer")
+    parser.add_argument("--slots", type=int, default=None, help="requests served at once (a capacity)")
+    parser.add_argument("--queue-limit", type=int, default=None, help="503 past this many waiting")
+    parser.add_argument("--cost-per-input", type=float, default=0.0, help="seconds per input row")
+    parser.add_argument("--retry-after", type=float, default=None, help="Retry-After seconds of those 503s")
     args = parser.parse_args(argv)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
@@ -42,6 +47,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with FakeVLLM(
         model=args.model, tasks=tasks, version=args.version, width=args.width,
         max_model_len=args.max_model_len, api_key=args.api_key, host=args.host, port=args.port,
+        latency=args.latency, slots=args.slots, queue_limit=args.queue_limit,
+        cost_per_input=args.cost_per_input, retry_after=args.retry_after,
     ) as fake:  # fmt: skip
         print(fake.url, flush=True)
         with contextlib.suppress(KeyboardInterrupt):

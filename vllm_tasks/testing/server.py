@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import InvalidInputError
+from ..telemetry import request_inputs
 from ..validation import positive_int
 from . import content, routes
 from .content import Vocabulary
@@ -105,13 +106,23 @@ def _phrase(status: int) -> str:
 
 
 class _Capacity:
-    """``slots`` requests served at once, each for the latency; the rest wait (up to ``queue_limit``)."""
+    """``slots`` requests served at once, each for its service time; the rest wait (up to ``queue_limit``).
 
-    def __init__(self, slots: int, queue_limit: int | None) -> None:
+    The service time is the server's ``latency`` plus ``cost_per_input`` per input row of the request: a
+    server at its capacity (a queueing model of vLLM's ``--max-num-seqs`` batch). Below ``slots`` requests
+    in flight the latency stays flat and the throughput grows with them; above, the throughput stays at
+    ``slots`` / service time and the latency grows with the queue.
+    """
+
+    def __init__(
+        self, slots: int, queue_limit: int | None, cost_per_input: float, retry_after: float | None
+    ) -> None:
         self._slots = threading.Semaphore(slots)
         self._queue_limit = queue_limit
+        self.cost_per_input = cost_per_input
+        self.retry_after = retry_after
         self._lock = threading.Lock()
-        self.waiting = self.rejected = 0
+        self.waiting = self.rejected = self.served = self.in_server = self.most_in_server = 0
 
     def serve(self, seconds: float, stopping: threading.Event) -> bool:
         """Wait for a slot and hold it ``seconds``; False (no wait) when the queue is full."""
@@ -124,19 +135,73 @@ class _Capacity:
                 queued = True
             else:
                 queued = False
-        if queued:
-            while not self._slots.acquire(timeout=0.05):
-                if stopping.is_set():  # stop() wakes every delayed answer
-                    with self._lock:
-                        self.waiting -= 1
-                    return True
-            with self._lock:
-                self.waiting -= 1
+            self.in_server += 1
+            self.most_in_server = max(self.most_in_server, self.in_server)
         try:
-            stopping.wait(seconds)
+            if queued:
+                while not self._slots.acquire(timeout=0.05):
+                    if stopping.is_set():  # stop() wakes every delayed answer
+                        with self._lock:
+                            self.waiting -= 1
+                        return True
+                with self._lock:
+                    self.waiting -= 1
+            try:
+                stopping.wait(seconds)
+            finally:
+                self._slots.release()
+            with self._lock:
+                self.served += 1
+            return True
         finally:
-            self._slots.release()
-        return True
+            with self._lock:
+                self.in_server -= 1
+
+    def refusal(self) -> Reply:
+        """vLLM's 503 when its queue is full (with ``Retry-After`` when set)."""
+        reply = error_reply(503, "The server's request queue is full (injected by FakeVLLM)")
+        if self.retry_after is not None:
+            reply.headers["retry-after"] = f"{self.retry_after:g}"
+        return reply
+
+
+@dataclass(frozen=True)
+class CapacityLoad:
+    """What a :class:`FakeVLLM` with ``slots`` counted (:attr:`FakeVLLM.load`).
+
+    Attributes:
+        served: POST requests served in a slot.
+        rejected: POST requests answered 503 because the queue was full.
+        most_in_server: the most POST requests in the server at once (in slots and waiting).
+        waiting: requests waiting for a slot now.
+
+    Examples:
+        >>> with FakeVLLM(slots=2) as fake:
+        ...     fake.load.served
+        0
+    """
+
+    served: int = 0
+    rejected: int = 0
+    most_in_server: int = 0
+    waiting: int = 0
+
+
+@dataclass(frozen=True)
+class _Counted:
+    """A received request as telemetry's ``request_inputs`` reads it."""
+
+    method: str
+    path: str
+    json: Any
+    data: None = None
+    files: Any = None
+
+
+def _inputs(request: ReceivedRequest) -> int:
+    """The input rows ``request`` carries (texts, documents, images; 1 for an audio upload)."""
+    counted = _Counted(request.method, request.path, request.json, files=request.files or None)
+    return request_inputs(counted) or 1
 
 
 @dataclass(frozen=True)
@@ -175,10 +240,14 @@ class FakeVLLM:
         api_key: require ``Authorization: Bearer <key>`` on ``/v1`` and ``/v2`` routes.
         openapi: serve ``/openapi.json`` (False: 404, as with ``--disable-fastapi-docs``).
         latency: seconds added to every answer.
-        slots: serve at most this many requests at once, each for ``latency`` seconds (a server at its
-            capacity: the others wait in a queue, their latency grows with the load); ``None``: no limit.
+        slots: serve at most this many requests at once, each for ``latency`` seconds plus
+            ``cost_per_input`` per input row (a server at its capacity: the others wait in a queue, their
+            latency grows with the load; see :attr:`load`); ``None``: no limit.
         queue_limit: with ``slots``, a request arriving when this many already wait is answered 503 at once
-            (vLLM's queue full); ``None``: the queue has no limit.
+            (vLLM's queue full, its error body); ``None``: the queue has no limit.
+        cost_per_input: with ``slots``, seconds a slot is held per input row of a request (texts,
+            documents, images), on top of ``latency``.
+        retry_after: with ``queue_limit``, the ``Retry-After`` seconds sent with its 503s (``None``: none).
         host: the address to bind (default ``127.0.0.1``).
         port: the port (default 0: a free one, see :attr:`url`).
 
@@ -216,6 +285,8 @@ class FakeVLLM:
         latency: float = 0.0,
         slots: int | None = None,
         queue_limit: int | None = None,
+        cost_per_input: float = 0.0,
+        retry_after: float | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -227,7 +298,15 @@ class FakeVLLM:
             score_template=score_template, api_key=api_key, openapi=openapi, latency=latency,
         )  # fmt: skip
         self.vocabulary = Vocabulary()
-        self._capacity = None if slots is None else _Capacity(positive_int("slots", slots), queue_limit)
+        self._capacity = None
+        if slots is not None:
+            self._capacity = _Capacity(positive_int("slots", slots), queue_limit, cost_per_input, retry_after)
+            if queue_limit is not None and queue_limit < 0:
+                raise InvalidInputError("queue_limit", queue_limit, "is negative", "Pass 0 or more, or None.")
+            if cost_per_input < 0:
+                raise InvalidInputError(
+                    "cost_per_input", cost_per_input, "is negative", "Pass seconds per input row, 0 or more."
+                )
         self._address = (host, port)
         self._lock = threading.Lock()
         self._requests: list[ReceivedRequest] = []
@@ -534,8 +613,9 @@ class FakeVLLM:
         if fault is not None and (fault.reset or fault.status is not None):
             return _Outcome(fault.reply(), latency + fault.delay, fault.reset)
         if self._capacity is not None and request.method == "POST":
-            if not self._capacity.serve(latency, self._stopping):
-                return _Outcome(error_reply(503, "The server's request queue is full (injected by FakeVLLM)"))
+            cost = latency + self._capacity.cost_per_input * _inputs(request)
+            if not self._capacity.serve(cost, self._stopping):
+                return _Outcome(self._capacity.refusal())
             latency = 0.0  # spent in a slot
         try:
             reply = routes.answer(request, self.settings, self.vocabulary)
@@ -547,6 +627,23 @@ class FakeVLLM:
     def rejected(self) -> int:
         """Requests answered 503 because the queue was full (``slots`` with ``queue_limit``)."""
         return 0 if self._capacity is None else self._capacity.rejected
+
+    @property
+    def load(self) -> CapacityLoad:
+        """What the capacity model counted so far (all zeros without ``slots``).
+
+        Examples:
+            >>> with FakeVLLM(slots=4, queue_limit=8, cost_per_input=0.001) as fake:
+            ...     vllm_tasks.Client(fake.url).embed(["a", "b"]).vectors.shape
+            ...     fake.load.served, fake.load.rejected
+            (2, 384)
+            (1, 0)
+        """
+        capacity = self._capacity
+        if capacity is None:
+            return CapacityLoad()
+        with capacity._lock:
+            return CapacityLoad(capacity.served, capacity.rejected, capacity.most_in_server, capacity.waiting)
 
     def __repr__(self) -> str:
         where = self.url if self.running else "stopped"
@@ -657,6 +754,10 @@ def _framing_number(raw: bytes, base: int) -> int:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # The status line and headers go out in one write and the body in another: with Nagle's algorithm
+    # the body waited for the client's delayed ACK, 40 ms per answer on Linux loopback (a 13 ms request
+    # took 58 ms, and concurrency="auto" read the stall as a queue).
+    disable_nagle_algorithm = True
     server: _HTTPServer
     raw_requestline: bytes  # set by handle_one_request (typeshed does not declare it)
 

@@ -43,6 +43,8 @@ class ClientUsage(BaseModel):
         completion_tokens: generated tokens (OCR; transcription streams with usage).
         audio_seconds: seconds of audio transcribed or translated.
         pages: images or PDF pages OCR'd.
+        concurrency_limit: with ``concurrency="auto"``, the requests in flight its limit allowed at the
+            latest answer (where it settled); ``None`` before any ``auto`` call.
 
     Examples:
         >>> client.embed(["a", "b"]); client.usage.requests
@@ -58,3 +60,4 @@ class ClientUsage(BaseModel):
     completion_tokens: int = 0
     audio_seconds: float = 0.0
     pages: int = 0
+    concurrency_limit: int | None = None

@@ -1,0 +1,140 @@
+"""Sweep fixed concurrency 1..64 and ``concurrency="auto"`` against a server at its capacity (issue 25).
+
+Against FakeVLLM's capacity model (``python -m vllm_tasks.testing --slots N --cost-per-input S
+--queue-limit Q``, in its own process) at three capacities, or, with ``--url``, against a real server:
+one ``Client.embed`` call per setting (batches of 8, a fresh client each, so that ``auto`` starts from
+nothing), printing rows/s, the p95 latency of its requests, the 503s it got and, for ``auto``, the
+limit it settled on and its ratios to the best fixed setting (the highest throughput; of those within 2%
+of it, the lowest p95). Targets: auto >= 0.95x the best's throughput, p95 <= 1.5x its p95, no more 503s.
+
+The capacity model sleeps rather than computes, so the sweep is light (about 2 minutes on 2 cores)::
+
+    python benchmarks/concurrency_sweep.py
+    python benchmarks/concurrency_sweep.py --url http://localhost:8000 --seconds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import vllm_tasks as vt
+from vllm_tasks.adaptive import Concurrency
+
+SETTINGS: list[Concurrency] = [1, 2, 4, 8, 16, 32, 64, "auto"]
+BATCH = 8
+CAPACITIES = [  # slots, latency (s a request), cost (s a row): 40, 100 and 300 ms a batch of 8
+    (4, 0.008, 0.004),
+    (16, 0.02, 0.01),
+    (48, 0.06, 0.03),
+]
+
+
+@dataclass
+class Row:
+    setting: Concurrency
+    rows_per_s: float
+    p95_ms: float
+    refused: int
+    limit: int | None
+
+
+class Requests(logging.Handler):
+    """Collects each request's status and elapsed time from the client's DEBUG records."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.seen: list[tuple[int | None, float]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        fields: Any = getattr(record, "vllm_tasks", None)
+        if fields and fields.get("route") == "/v1/embeddings":
+            self.seen.append((fields.get("status"), fields["elapsed_ms"]))
+
+
+def run(url: str, setting: Concurrency, rows: int) -> Row:
+    texts = [f"text number {index} of the sweep" for index in range(rows)]
+    requests = Requests()
+    logger = logging.getLogger("vllm_tasks")
+    logger.addHandler(requests)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    try:
+        with vt.Client(url, max_retries=20) as client:
+            client.embed(texts[:1])  # discovery, outside the measure
+            requests.seen.clear()
+            started = time.perf_counter()
+            client.embed(texts, batch_size=BATCH, concurrency=setting)
+            seconds = time.perf_counter() - started
+            limit = client.usage.concurrency_limit
+    finally:
+        logger.removeHandler(requests)
+    answered = [ms for status, ms in requests.seen if status == 200]
+    refused = sum(1 for status, _ in requests.seen if status == 503)
+    p95 = statistics.quantiles(answered, n=20)[-1] if len(answered) >= 2 else answered[0]
+    return Row(setting, rows / seconds, p95, refused, limit)
+
+
+def sweep(url: str, rows_for: Any) -> list[Row]:
+    results = []
+    for setting in SETTINGS:
+        row = run(url, setting, rows_for(setting))
+        results.append(row)
+        limit = f"  (settled on {row.limit})" if row.limit is not None else ""
+        measured = f"{row.rows_per_s:8.0f} rows/s  p95 {row.p95_ms:7.1f} ms  503s {row.refused:4d}"
+        print(f"  {setting!s:>5}  {measured}{limit}", flush=True)
+    fixed = [row for row in results if row.setting != "auto"]
+    top = max(row.rows_per_s for row in fixed)
+    best = min((row for row in fixed if row.rows_per_s >= 0.98 * top), key=lambda row: row.p95_ms)
+    auto = results[-1]
+    print(
+        f"  auto / best fixed ({best.setting}): throughput {auto.rows_per_s / best.rows_per_s:.2f}x, "
+        f"p95 {auto.p95_ms / best.p95_ms:.2f}x, 503s {auto.refused} vs {best.refused}",
+        flush=True,
+    )
+    return results
+
+
+def start_fake(slots: int, latency: float, cost: float) -> tuple[subprocess.Popen[str], str]:
+    command = [sys.executable, "-m", "vllm_tasks.testing", "--port", "0", "--tasks", "embed"]
+    command += ["--slots", str(slots), "--latency", str(latency), "--cost-per-input", str(cost)]
+    command += ["--queue-limit", str(2 * slots), "--retry-after", "1"]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    assert server.stdout is not None
+    return server, server.stdout.readline().strip()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default=None, help="sweep a real server instead of the capacity model")
+    parser.add_argument("--seconds", type=float, default=3.0, help="about how long each setting runs")
+    parser.add_argument("--rows", type=int, default=4000, help="with --url: rows per setting")
+    args = parser.parse_args()
+    if args.url:
+        print(f"{args.url}: {args.rows} rows, batches of {BATCH}")
+        sweep(args.url, lambda setting: args.rows)
+        return
+    for slots, latency, cost in CAPACITIES:
+        service = latency + BATCH * cost
+        print(f"{slots} slots, {service * 1000:.0f} ms a batch of {BATCH}, 503 past {2 * slots} waiting:")
+
+        def rows_for(setting: Concurrency, slots: int = slots, service: float = service) -> int:
+            in_flight = slots if setting == "auto" else min(setting, slots)
+            return BATCH * max(24, int(in_flight / service * args.seconds))
+
+        server, url = start_fake(slots, latency, cost)
+        try:
+            sweep(url, rows_for)
+        finally:
+            server.terminate()
+            server.wait()
+
+
+if __name__ == "__main__":
+    main()
