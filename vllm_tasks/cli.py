@@ -139,6 +139,12 @@ def add_embed_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
         action="store_true",
         help="sparse vectors (SPLADE, BGE-M3) into sparse_indices/sparse_values Parquet columns",
     )
+    embed_file.add_argument(
+        "--multi-vector",
+        action="store_true",
+        help="one vector per token (a token_embed model: ColBERT, BGE-M3) into a token_embeddings "
+        "Parquet column",
+    )
     add_job_options(embed_file)
     embed.add_argument("--url", default=None, help="server root URL (default: env or localhost)")
     for sub_parser in (embed, embed_file):
@@ -208,20 +214,24 @@ def run_embed(args: argparse.Namespace, client: Client) -> int:
 
 def run_embed_file(args: argparse.Namespace, client: Client) -> int:
     """The ``embed-file`` sub-command: a resumable job writing ``.npy`` or Parquet (``--sparse``: Parquet
-    sparse columns).
+    sparse columns; ``--multi-vector``: a per-token column).
 
     Raises:
-        InvalidInputError: ``--dimensions`` with ``--sparse``.
+        InvalidInputError: ``--dimensions`` with ``--sparse`` or ``--multi-vector``.
     """
     from .embeddings import EmbedParams
     from .jobs import embed_file
+    from .pooling import PoolParams
     from .sparse import SparseEmbedParams
 
-    if args.sparse and args.dimensions is not None:
+    kind = "sparse" if args.sparse else "multi-vector" if args.multi_vector else None
+    if kind is not None and args.dimensions is not None:
         raise InvalidInputError(
-            "dimensions", args.dimensions, "has no meaning for sparse vectors", "Drop it."
+            "dimensions", args.dimensions, f"has no meaning for {kind} vectors", "Drop it."
         )
-    params = SparseEmbedParams() if args.sparse else EmbedParams(dimensions=args.dimensions)
+    params: EmbedParams | SparseEmbedParams | PoolParams = EmbedParams(dimensions=args.dimensions)
+    if kind is not None:
+        params = SparseEmbedParams() if args.sparse else PoolParams()
 
     with _job_servers(args, client) as servers:
         report = embed_file(
@@ -243,6 +253,7 @@ def run_embed_file(args: argparse.Namespace, client: Client) -> int:
             show_progress=args.progress,
             progress_interval=args.progress_interval,
             sparse=args.sparse,
+            multi_vector=args.multi_vector,
             params=params,
         )
     print(report.summary(), file=sys.stderr)

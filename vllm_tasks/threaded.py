@@ -90,6 +90,7 @@ class ThreadedClient:
     server_info = _in_thread(Client.server_info)
     embed = _in_thread(Client.embed)
     embed_sparse = _in_thread(Client.embed_sparse)
+    pool = _in_thread(Client.pool)
     rerank = _in_thread(Client.rerank)
     transcribe = _in_thread(Client.transcribe)
     translate = _in_thread(Client.translate)

@@ -127,3 +127,15 @@ def test_bge_m3_colbert_vectors_and_maxsim_are_flagembeddings(vllm_bge_m3_colber
         [hit.score for hit in sorted(ranked.results, key=lambda h: h.index)], maxsims, atol=1e-4
     )
     assert [hit.index for hit in ranked.results] == sorted(range(2), key=lambda i: -maxsims[i])
+
+
+def test_bge_m3_colbert_vectors_through_embed_file(vllm_bge_m3_colbert: Any, tmp_path: Path) -> None:
+    """embed_file(multi_vector=True) on the real server: each row's token_embeddings are FlagEmbedding's."""
+    source, out = tmp_path / "in.txt", tmp_path / "tokens.parquet"
+    source.write_text("".join(text + "\n" for text in TEXTS))
+    report = vt.embed_file(vllm_bge_m3_colbert.base_url, source, out, multi_vector=True, chunk_rows=2)
+    answer = zoo_reference("bge-m3-colbert", "bge-m3-colbert", {"texts": TEXTS})
+    rows = pq.read_table(out).column("token_embeddings").to_pylist()
+    assert (report.texts, report.failed_rows, report.vectors) == (3, 0, "multi-vector")
+    for row, want in zip(rows, answer["matrices"], strict=True):
+        np.testing.assert_allclose(np.array(row, np.float32), np.array(want, np.float32), atol=1e-5)

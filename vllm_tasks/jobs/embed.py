@@ -27,6 +27,7 @@ from ..adaptive import Concurrency
 from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, plain
 from ..embeddings import EmbedParams
 from ..errors import InvalidInputError, JobError, JobMismatch
+from ..pooling import PoolParams
 from ..sparse import SparseEmbedParams
 from ..types.server import ServerInfo
 from ..validation import positive_int
@@ -45,7 +46,7 @@ from .scaffold import (
     served_section,
 )
 from .state import PROBE_TEXT, Checkpoint, job_lock, write_json
-from .vectors import DENSE, SPARSE, Vectors
+from .vectors import DENSE, MULTI_VECTOR, SPARSE, Vectors
 
 OutputFormat = Literal["npy", "parquet"]
 TooLong = Literal["report", "truncate"]
@@ -70,7 +71,9 @@ class EmbedFileReport:
         already_complete: the job was finished before this run; nothing was sent or written.
         seconds: this run's wall time.
         replicas: per server, what it did in this run.
-        sparse: the rows are sparse vectors (``sparse_indices``/``sparse_values`` columns).
+        vectors: what the rows are: ``"dense"`` (an ``embedding`` column or a ``.npy`` matrix), ``"sparse"``
+            (``sparse_indices``/``sparse_values`` columns) or ``"multi-vector"`` (a ``token_embeddings``
+            column of per-token vectors).
     """
 
     out: Path
@@ -84,7 +87,12 @@ class EmbedFileReport:
     already_complete: bool
     seconds: float
     replicas: tuple[ReplicaReport, ...]
-    sparse: bool = False
+    vectors: str = "dense"
+
+    @property
+    def sparse(self) -> bool:
+        """Whether the rows are sparse vectors."""
+        return self.vectors == SPARSE.name
 
     def summary(self) -> str:
         """One line for a terminal, e.g. ``"corpus.npy: 100000 x 384 float32, 3 chunk(s) resumed"``
@@ -92,6 +100,8 @@ class EmbedFileReport:
         shape = f"{self.texts} x {self.dimensions} float32"
         if self.sparse:
             shape = f"{self.texts} sparse vectors" + (f" ({self.dimensions} ids)" if self.dimensions else "")
+        elif self.vectors == MULTI_VECTOR.name:
+            shape = f"{self.texts} per-token matrices x {self.dimensions} float32"
         if self.already_complete:
             return f"{self.out}: already complete ({shape}); nothing to do"
         parts = [f"{self.out}: {shape}"]
@@ -151,7 +161,8 @@ async def aembed_file(
     keep_columns: Iterable[str] = (),
     output_format: OutputFormat | None = None,
     sparse: bool = False,
-    params: EmbedParams | SparseEmbedParams | None = None,
+    multi_vector: bool = False,
+    params: EmbedParams | SparseEmbedParams | PoolParams | None = None,
     batch_size: int = defaults.EMBED_BATCH_SIZE,
     max_batch_tokens: int = defaults.JOB_MAX_BATCH_TOKENS,
     concurrency: Concurrency = defaults.JOB_CONCURRENCY,
@@ -186,10 +197,14 @@ async def aembed_file(
         sparse: sparse vectors (``embed_sparse``: SPLADE, BGE-M3's lexical weights) into two Parquet
             columns, ``sparse_indices: list<int64>`` (token ids) and ``sparse_values: list<float32>``
             (their weights), instead of dense ones; Parquet output only.
+        multi_vector: one vector per token (``pool`` on a ``token_embed`` model: ColBERT, BGE-M3's
+            multi-vector head, Jina v4 as vllm-retrieval) into a ``token_embeddings`` Parquet column,
+            ``list<fixed_size_list<float32>[width]>``; Parquet output only.
         params: the vector options of every ``embed`` call (``EmbedParams(dimensions=256,
-            normalize=True)``, checked before anything is read or sent), or of every ``embed_sparse``
+            normalize=True)``, checked before anything is read or sent), of every ``embed_sparse``
             call with ``sparse`` (``SparseEmbedParams(top_k=128)``; ``return_tokens`` is refused: token
-            strings are not stored); default: the server's.
+            strings are not stored), or of every ``pool`` call with ``multi_vector``
+            (``PoolParams(use_activation=False)``); default: the server's.
         batch_size: the most rows per request.
         max_batch_tokens: the most estimated tokens (about 3 characters each) per request.
         concurrency: requests in flight per server, or ``"auto"`` (the default): each server's own limit,
@@ -216,7 +231,9 @@ async def aembed_file(
         EmbedFileReport.
 
     Raises:
-        InvalidInputError: an empty or unreadable input, a bad option; ``sparse`` with a ``.npy`` output.
+        InvalidInputError: an empty or unreadable input, a bad option; ``sparse`` or ``multi_vector`` with a
+            ``.npy`` output, or both.
+        UnsupportedByServer: ``multi_vector`` with a model that answers one vector per text.
         JobMismatch: an earlier run (unfinished, or finished) of this output had another input, model
             or vector option, or dense where this run asks for sparse vectors (or the reverse); names what
             changed.
@@ -232,6 +249,7 @@ async def aembed_file(
         >>> report.summary()
         'docs.parquet: 1000000 x 1024 float32 (gpu1:8000 2,310 rows/s, gpu2:8000 2,290 rows/s)'
         >>> await aembed_file("http://splade:8000", "docs.jsonl", "sparse.parquet", sparse=True)
+        >>> await aembed_file("http://colbert:8000", "docs.jsonl", "tokens.parquet", multi_vector=True)
     """
     spec = InputSpec.create(
         source, format=input_format, text_field=text_field, id_field=id_field, keep_columns=keep_columns
@@ -239,7 +257,7 @@ async def aembed_file(
     paths = _Paths.of(Path(out))
     paths.check_apart_from(spec.path)
     chosen_output = _output_format(output_format, paths.out)
-    vectors = _vectors(sparse, chosen_output, output_format, paths.out)
+    vectors = _vectors(sparse, multi_vector, chosen_output, output_format, paths.out)
     _check_output_columns(spec, chosen_output, vectors)
     chosen_params = _job_params(params, too_long, vectors)
     plan = Plan(
@@ -260,7 +278,7 @@ async def aembed_file(
             "model": servers.served,
             "options": _fingerprinted(chosen_params, extra_body),
             # only sparse jobs say so: dense checkpoints of earlier versions stay resumable
-            "output": {"format": chosen_output, **({"sparse": True} if vectors is SPARSE else {})},
+            "output": {"format": chosen_output, **_kind_record(vectors)},
         }
         return await _locked_run(
             paths,
@@ -406,36 +424,61 @@ def _output_format(chosen: str | None, out: Path) -> OutputFormat:
     return "parquet" if chosen == "parquet" else "npy"
 
 
-def _vectors(sparse: bool, output: OutputFormat, output_format: str | None, out: Path) -> Vectors:
-    """Dense or sparse rows; sparse ones only into Parquet.
+def _kind_record(vectors: Vectors) -> dict[str, bool]:
+    """The fingerprint's record of the rows' kind; only sparse and multi-vector jobs say so, so that dense
+    checkpoints of earlier versions stay resumable."""
+    return {} if vectors is DENSE else {vectors.name.replace("-", "_"): True}
+
+
+def _vectors(
+    sparse: bool, multi_vector: bool, output: OutputFormat, output_format: str | None, out: Path
+) -> Vectors:
+    """Dense, sparse or per-token rows; the last two only into Parquet.
 
     Raises:
-        InvalidInputError: ``sparse`` with a ``.npy`` output (naming ``output_format`` when it chose
-            that, else ``out``).
+        InvalidInputError: ``sparse`` or ``multi_vector`` not a bool, both set, or either with a ``.npy``
+            output (naming ``output_format`` when it chose that, else ``out``).
     """
-    if not isinstance(sparse, bool):
-        raise InvalidInputError("sparse", sparse, "must be True or False", "Pass sparse=True for SPLADE.")
-    if not sparse:
+    for name, flag, fix in (
+        ("sparse", sparse, "Pass sparse=True for SPLADE."),
+        ("multi_vector", multi_vector, "Pass multi_vector=True for a token_embed model."),
+    ):
+        if not isinstance(flag, bool):
+            raise InvalidInputError(name, flag, "must be True or False", fix)
+    if sparse and multi_vector:
+        raise InvalidInputError(
+            "multi_vector", True, "cannot be combined with sparse=True", "Choose one kind of vectors per job."
+        )
+    if not (sparse or multi_vector):
         return DENSE
     if output == "npy":
         field, value = ("output_format", output_format) if output_format is not None else ("out", str(out))
+        held = "sparse vectors (a .npy matrix would be vocabulary-wide)"
+        if multi_vector:
+            held = "per-token matrices (their rows have as many vectors as tokens)"
         raise InvalidInputError(
             field,
             value,
-            "cannot hold sparse vectors (a .npy matrix would be vocabulary-wide)",
+            f"cannot hold {held}",
             "Write Parquet: an out path ending in .parquet, or output_format='parquet'.",
         )
-    return SPARSE
+    return SPARSE if sparse else MULTI_VECTOR
 
 
-def _job_params(params: object, too_long: str, vectors: Vectors) -> EmbedParams | SparseEmbedParams:
-    """The vector options of every call of the job (``EmbedParams``, or ``SparseEmbedParams`` for sparse
-    vectors), ``too_long="truncate"`` folded in.
+def _job_params(
+    params: object, too_long: str, vectors: Vectors
+) -> EmbedParams | SparseEmbedParams | PoolParams:
+    """The vector options of every call of the job (``EmbedParams``; ``SparseEmbedParams`` for sparse
+    vectors, ``PoolParams`` for per-token ones), ``too_long="truncate"`` folded in.
 
     Raises:
         InvalidInputError: ``params`` of the other kind, a bad ``too_long``, ``return_tokens``.
     """
-    chosen = (SparseEmbedParams if vectors is SPARSE else EmbedParams).of(params)
+    kinds: dict[str, type[EmbedParams | SparseEmbedParams | PoolParams]] = {
+        SPARSE.name: SparseEmbedParams,
+        MULTI_VECTOR.name: PoolParams,
+    }
+    chosen = kinds.get(vectors.name, EmbedParams).of(params)
     if too_long not in get_args(TooLong):
         raise InvalidInputError("too_long", too_long, "is not report or truncate", "Pass one of them.")
     if too_long == "truncate" and chosen.truncate_prompt_tokens is None:
@@ -450,8 +493,8 @@ def _job_params(params: object, too_long: str, vectors: Vectors) -> EmbedParams 
     return chosen
 
 
-def _embed_call(params: EmbedParams | SparseEmbedParams, call: CallOptions) -> dict[str, Any]:
-    """The keyword arguments of every ``embed`` (or ``embed_sparse``) call of the job."""
+def _embed_call(params: EmbedParams | SparseEmbedParams | PoolParams, call: CallOptions) -> dict[str, Any]:
+    """The keyword arguments of every ``embed`` (``embed_sparse``, ``pool``) call of the job."""
     return {
         **params.keywords(),
         "model": call.model,
@@ -462,7 +505,7 @@ def _embed_call(params: EmbedParams | SparseEmbedParams, call: CallOptions) -> d
 
 
 def _fingerprinted(
-    params: EmbedParams | SparseEmbedParams, extra_body: Mapping[str, Any] | None
+    params: EmbedParams | SparseEmbedParams | PoolParams, extra_body: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     """The options a resumed job must share: the vector options that differ from the defaults and
     ``extra_body`` (not the model, compared on its own, nor how answers travel)."""
@@ -515,7 +558,7 @@ def _finished_job(paths: _Paths, fingerprint: dict[str, Any], resume: bool) -> E
         already_complete=True,
         seconds=0.0,
         replicas=(),
-        sparse=manifest.get("vectors") == SPARSE.name,
+        vectors=str(manifest.get("vectors", DENSE.name)),
     )
 
 
@@ -626,5 +669,5 @@ def _finish(
         already_complete=False,
         seconds=seconds,
         replicas=reports,
-        sparse=vectors is SPARSE,
+        vectors=vectors.name,
     )

@@ -81,6 +81,7 @@ def changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
                     "model": "served model",
                     "root": "served model weights",
                     "sparse": "sparse vectors",
+                    "multi_vector": "per-token vectors",
                 }
                 name = label.get(key, f"{'option' if section == 'options' else section} {key}")
                 shown = [str(v)[:12] + "..." if key == "sha256" and v else repr(v) for v in (first, second)]

@@ -1,9 +1,11 @@
-"""What an ``embed_file`` job's rows are: dense vectors (``embed``) or sparse ones (``embed_sparse``).
+"""What an ``embed_file`` job's rows are: dense vectors (``embed``), sparse ones (``embed_sparse``) or
+per-token matrices (``pool`` on a ``token_embed`` model: ColBERT, BGE-M3's multi-vector head, Jina v4).
 
-:data:`DENSE` and :data:`SPARSE` tell the job the rest: which client method a batch (and the probe text)
-goes to, what the fingerprint records of the probe (a list of floats, or ``{token id: weight}``, both
-compared by :func:`~vllm_tasks.jobs.state.cosine`), how a chunk holds its rows until it is written (a
-``rows x width`` matrix, or each row's token ids and weights: never a vocabulary-wide matrix), and the
+:data:`DENSE`, :data:`SPARSE` and :data:`MULTI_VECTOR` tell the job the rest: which client method a batch
+(and the probe text) goes to, what the fingerprint records of the probe (a list of floats, or
+``{token id: weight}``, both compared by :func:`~vllm_tasks.jobs.state.cosine`; a matrix is recorded by
+its normalised mean), how a chunk holds its rows until it is written (a ``rows x width`` matrix, each
+row's token ids and weights -- never a vocabulary-wide matrix -- or each row's own matrix), and the
 Parquet columns they go to.
 """
 
@@ -16,14 +18,18 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from ..errors import UnsupportedByServer
 from ..types.embeddings import EmbeddingResult
+from ..types.scoring import PoolingResult
 from ..types.sparse import SparseEmbeddingResult, SparseVector
 from .replicas import JobClient
 
-Result = EmbeddingResult | SparseEmbeddingResult
+Result = EmbeddingResult | SparseEmbeddingResult | PoolingResult
 SPARSE_ROW_BYTES = 256 * 12
 """A sparse row's expected Parquet bytes for the free-space check (256 weights of int64 + float32; the
 real count depends on the texts, and a disk that fills up later is still a resumable error)."""
+MULTI_VECTOR_ROW_TOKENS = 256
+"""The tokens a row is expected to have, for a per-token row's free-space estimate (as above)."""
 
 
 class Rows(Protocol):
@@ -115,6 +121,33 @@ class SparseRows:
         ]
 
 
+@dataclass
+class MatrixRows:
+    """A chunk's per-token matrices, one ``[n_tokens, width]`` float32 array per row (``None`` until
+    embedded)."""
+
+    matrices: list[npt.NDArray[np.float32] | None]
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the matrices held."""
+        return sum(m.nbytes for m in self.matrices if m is not None)
+
+    def put(self, start: int, result: Any) -> None:
+        """Keep ``result.data`` (one matrix per text) as rows ``start`` onwards."""
+        self.matrices[start : start + len(result.data)] = result.data
+
+    def arrow(self, pa: Any, failed: npt.NDArray[np.bool_]) -> list[Any]:
+        """One ``list<fixed_size_list<float32>[width]>`` column: a row's token vectors in token order."""
+        held = [m for m in self.matrices if m is not None]
+        width = held[0].shape[1] if held else 0
+        offsets = np.zeros(len(self.matrices) + 1, np.int32)
+        np.cumsum([0 if m is None else len(m) for m in self.matrices], out=offsets[1:])
+        flat = np.concatenate([np.zeros(0, np.float32), *(m.reshape(-1) for m in held)])
+        tokens = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), width)
+        return [pa.ListArray.from_arrays(pa.array(offsets), tokens, mask=pa.array(failed))]
+
+
 class Dense:
     """``embed``'s vectors: an ``embedding`` column, ``fixed_size_list<float32>[width]``."""
 
@@ -186,5 +219,55 @@ class Sparse:
         return SPARSE_ROW_BYTES + 64
 
 
+class MultiVector:
+    """``pool``'s per-token matrices (a ``token_embed`` model): a ``token_embeddings`` column,
+    ``list<fixed_size_list<float32>[width]>``, one vector per token of the row."""
+
+    name = "multi-vector"
+    columns: tuple[str, ...] = ("token_embeddings",)
+
+    async def embed(self, client: JobClient, texts: str | Sequence[str], **options: Any) -> Result:
+        """``client.pool(texts, **options)``."""
+        return await client.pool(texts, **options)
+
+    def probe(self, result: Result) -> list[float]:
+        """The probe's normalised mean token vector (what a changed model changes too)."""
+        assert isinstance(result, PoolingResult)
+        probe: list[float] = result.mean()[0].tolist()
+        return probe
+
+    def width(self, result: Result) -> int:
+        """The token vectors' width.
+
+        Raises:
+            UnsupportedByServer: the model answers one vector per text, not per token.
+        """
+        assert isinstance(result, PoolingResult)
+        matrix = result.data[0]
+        if matrix.ndim != 2:
+            raise UnsupportedByServer(
+                "multi_vector",
+                server_version=None,
+                required_version=None,
+                server_flag='--pooler-config \'{"task": "token_embed"}\'',
+                detail=f"its /pooling answers one vector of shape {list(matrix.shape)} per text, not one per "
+                "token (drop multi_vector=True for a single-vector model)",
+            )
+        return int(matrix.shape[1])
+
+    def rows(self, count: int, width: int) -> MatrixRows:
+        """``count`` empty rows."""
+        return MatrixRows([None] * count)
+
+    def fields(self, pa: Any, width: int) -> list[Any]:
+        """``token_embeddings: list<fixed_size_list<float32>[width]>``."""
+        return [pa.field("token_embeddings", pa.list_(pa.list_(pa.float32(), width)))]
+
+    def row_bytes(self, width: int) -> int:
+        """:data:`MULTI_VECTOR_ROW_TOKENS` vectors of ``width`` float32 and some overhead."""
+        return MULTI_VECTOR_ROW_TOKENS * width * 4 + 64
+
+
 DENSE: Vectors = Dense()
 SPARSE: Vectors = Sparse()
+MULTI_VECTOR: Vectors = MultiVector()
