@@ -192,6 +192,16 @@ def venv_python(version: str | None = None) -> Path:
     return venv_dir(version) / "bin" / "python"
 
 
+def server_python(version: str | None = None) -> Path:
+    """The Python that runs a fixture's vLLM server: ``$VLLM_TASKS_FIXTURE_PYTHON`` for today's version
+    when set (a Python with a CUDA vLLM: scripts/gpu-zoo.sh serves the CPU fixtures' models on a GPU with
+    it), else the fixture venv's. Models are built and references computed in the fixture venv either way."""
+    override = (os.environ.get("VLLM_TASKS_FIXTURE_PYTHON") or "").strip()
+    if override and is_default_version(version):
+        return Path(override)
+    return venv_python(version)
+
+
 def matrix_venv_stamp(version: str) -> Path:
     return cache_dir() / "venvs" / f"{version}.stamp"
 

@@ -264,7 +264,7 @@ class FixtureServer(Server):
         self.vllm_version = version
         port = port or free_port(host)
         command = [
-            str(fixture_pins.venv_python(version)),
+            str(fixture_pins.server_python(version)),
             "-m",
             "vllm.entrypoints.openai.api_server",
             "--model",

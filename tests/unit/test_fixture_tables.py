@@ -134,3 +134,17 @@ def test_qwen3_reranker_fixture_uses_the_gpu_recipes_flags() -> None:
     assert json.loads(fixture["--hf-overrides"]) == json.loads(recipe["--hf-overrides"])
     assert Path(fixture["--chat-template"]).name == Path(recipe["--chat-template"]).name
     assert "--chat-template" not in flags(FIXTURES["qwen3-reranker-no-template"].args)
+
+
+def test_a_cuda_vllm_serves_todays_fixtures_when_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """scripts/gpu-zoo.sh's switch: $VLLM_TASKS_FIXTURE_PYTHON runs today's fixtures' servers, never an
+    older release's (the version matrix keeps its own venvs)."""
+    import fixture_pins
+
+    monkeypatch.delenv("VLLM_TASKS_FIXTURE_PYTHON", raising=False)
+    assert fixture_pins.server_python() == fixture_pins.venv_python()
+    monkeypatch.setenv("VLLM_TASKS_FIXTURE_PYTHON", "/opt/vllm-cuda/bin/python")
+    assert str(fixture_pins.server_python()) == "/opt/vllm-cuda/bin/python"
+    assert str(fixture_pins.server_python(fixture_pins.VLLM_VERSION)) == "/opt/vllm-cuda/bin/python"
+    older = fixture_pins.MATRIX_VERSIONS[0]
+    assert fixture_pins.server_python(older) == fixture_pins.venv_python(older)
