@@ -113,7 +113,7 @@ def run(base_url: str, model: str | None, seconds: float, concurrency: int) -> N
         oai = OpenAI(base_url=base_url + "/v1", api_key="EMPTY", timeout=900, max_retries=0)
         served = model or client.server_info().default_model or ""
         client.transcribe(AUDIO / "fox.wav", language="en")  # warm-up
-        options = vt.ChunkingOptions(concurrency=concurrency)
+        options = vt.ChunkingOptions(mode="client", concurrency=concurrency)
 
         def ours(fmt: str, chunking: Any) -> Callable[[], tuple[str, list[tuple[float, float]], int]]:
             def call() -> tuple[str, list[tuple[float, float]], int]:

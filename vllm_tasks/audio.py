@@ -548,7 +548,7 @@ def _stem(name: str) -> str:
 
 
 _SPLIT_FIX = (
-    "Use chunking='auto' or 'client' (split client-side into small pieces), or raise "
+    "Use chunking='auto', 'sequential' or 'client' (sent client-side in small pieces), or raise "
     "ChunkingOptions.size_limit if the server accepts larger uploads."
 )
 

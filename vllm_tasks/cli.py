@@ -447,14 +447,16 @@ def add_transcribe_parser(commands: argparse._SubParsersAction[argparse.Argument
     stt.add_argument(
         "--chunking",
         default="auto",
-        choices=["auto", "client", "server"],
-        help="auto: split audio over 30 s client-side at pauses (default); server: let vLLM split it",
+        choices=["auto", "sequential", "client", "server"],
+        help="auto (default): audio over 30 s as sequential; sequential: Whisper's long-form algorithm "
+        "(30 s windows one after another); client: pieces cut at pauses, sent concurrently (faster); "
+        "server: let vLLM split it",
     )
     stt.add_argument(
         "--concurrency",
         type=int,
         default=defaults.AUDIO_CONCURRENCY,
-        help="chunks in flight (default %(default)s)",
+        help="pieces in flight with --chunking client (default %(default)s)",
     )
     stt.add_argument("--out", default=None, help="write the result here instead of stdout")
 
@@ -523,6 +525,12 @@ def add_folder_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPar
     )
     transcribe_dir.add_argument("--prompt", default=None, help="text to condition the model on")
     transcribe_dir.add_argument("--translate", action="store_true", help="translate to English instead")
+    transcribe_dir.add_argument(
+        "--chunking",
+        default="auto",
+        choices=["auto", "sequential", "client", "server"],
+        help="how files over 30 s are transcribed (default auto: sequential); files run concurrently",
+    )
     for sub_parser in (ocr_dir, transcribe_dir):
         sub_parser.add_argument("--out", required=True, help="the output folder (made if missing)")
         sub_parser.add_argument(
@@ -566,6 +574,7 @@ def run_folder_job(args: argparse.Namespace, client: Client) -> int:
                 formats=args.format or ("srt", "json", "txt"),
                 params=TranscribeParams(language=args.language, prompt=args.prompt),
                 translate=args.translate,
+                chunking=args.chunking,
                 **common,
             )
     print(report.summary(), file=sys.stderr)

@@ -19,6 +19,7 @@ import pytest
 import soundfile as sf
 
 import vllm_tasks as vt
+from vllm_tasks.jobs import JobMismatch
 from vllm_tasks.types.server import ServerInfo
 
 pytestmark = pytest.mark.contract
@@ -235,7 +236,7 @@ def test_long_audio_server_chunking(client: vt.Client) -> None:
 
 @pytest.mark.parametrize("fmt", ["json", "srt"])
 def test_long_audio_client_chunking_covers_the_whole_file(client: vt.Client, fmt: str) -> None:
-    result = client.transcribe(LONG, language="en", response_format=fmt)  # type: ignore[arg-type]
+    result = client.transcribe(LONG, language="en", response_format=fmt, chunking="client")  # type: ignore[arg-type]
     duration = sf.info(LONG).duration
     assert result.requests >= 2 and result.duration == pytest.approx(duration, abs=0.01)
     assert "  " not in result.text
@@ -270,6 +271,99 @@ def test_stream_long_audio_client_chunked(client: vt.Client) -> None:
 TOO_LONG = (
     r"exceeds maximum allowed duration of 600s \(file contains 696\.1s at 16000Hz\)"  # soundfile's count
 )
+
+
+# --------------------------------------------------------------- sequential (Whisper's long form)
+
+SEQUENTIAL_CLIPS = ("numbers.wav", "long45.wav", "fox.wav", "numbers.wav")
+
+
+@pytest.fixture(scope="module")
+def minute_recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """About 63 s: numbers, the 46-s story, fox, numbers, 0.6 s apart (three 30-s windows or so); the
+    known text."""
+    pause = np.zeros(int(0.6 * 16000), dtype=np.float32)
+    parts: list[np.ndarray] = []
+    for name in SEQUENTIAL_CLIPS:
+        parts += [sf.read(AUDIO / name, dtype="float32")[0], pause]
+    path = tmp_path_factory.mktemp("sequential") / "minute.wav"
+    sf.write(path, np.concatenate(parts), 16000, subtype="PCM_16")
+    return path, " ".join(REFERENCE[name] for name in SEQUENTIAL_CLIPS)
+
+
+def boundary_faults(reference: str, hypothesis: str) -> tuple[list[str], list[str]]:
+    """(words doubled, runs of two or more reference words missing) in the word alignment of the
+    hypothesis against the known text: what a bad seek at a window's edge leaves (a substituted word,
+    whisper-base's "maker" for "baker", is neither)."""
+    ref, hyp = words(reference), words(hypothesis)
+    doubled = [a for a, b in itertools.pairwise(hyp) if a == b and f"{a} {a}" not in " ".join(ref)]
+    cost = [[0] * (len(hyp) + 1) for _ in range(len(ref) + 1)]
+    for i in range(len(ref) + 1):
+        cost[i][0] = i
+    for j in range(len(hyp) + 1):
+        cost[0][j] = j
+    for i in range(1, len(ref) + 1):
+        for j in range(1, len(hyp) + 1):
+            cost[i][j] = min(
+                cost[i - 1][j] + 1, cost[i][j - 1] + 1, cost[i - 1][j - 1] + (ref[i - 1] != hyp[j - 1])
+            )
+    missing: list[str] = []
+    run: list[str] = []
+    i, j = len(ref), len(hyp)
+    while i or j:
+        if i and j and cost[i][j] == cost[i - 1][j - 1] + (ref[i - 1] != hyp[j - 1]):
+            i, j = i - 1, j - 1
+            run = []
+        elif i and cost[i][j] == cost[i - 1][j] + 1:
+            run.insert(0, ref[i - 1])
+            i -= 1
+            if len(run) == 2:
+                missing.append(" ".join(run))
+        else:
+            j -= 1
+    return doubled, missing
+
+
+def test_sequential_windows_on_a_minute_of_speech(
+    client: vt.Client, minute_recording: tuple[Path, str]
+) -> None:
+    path, reference = minute_recording
+    duration = sf.info(path).duration
+    result = client.transcribe(path, language="en", response_format="verbose_json")  # auto: sequential
+    assert result.requests >= 3 and result.duration == pytest.approx(duration, abs=0.01)
+    windows = sorted({s.seek for s in result.segments if s.seek is not None})
+    assert len(windows) >= 2 and windows[0] == 0  # segments from several windows, in order
+    assert [s.id for s in result.segments] == list(range(len(result.segments)))
+    for before, after in itertools.pairwise(result.segments):
+        assert before.start <= before.end <= after.start + 1e-6  # monotonic across windows
+        assert (before.seek or 0) <= (after.seek or 0)
+    assert result.segments[-1].end <= duration + 1e-6 and result.segments[-1].end > duration - 3
+    assert all(s.temperature is not None for s in result.segments)
+    doubled, missing = boundary_faults(reference, result.text)
+    assert doubled == [] and missing == [], (doubled, missing, result.text)
+    assert words_recovered(reference, result.text) >= 0.9
+    assert abs(len(words(result.text)) - len(words(reference))) <= 3
+
+
+def test_sequential_transcribe_dir_resumes(
+    vllm_stt: Any, minute_recording: tuple[Path, str], tmp_path: Path
+) -> None:
+    path, reference = minute_recording
+    source, out = tmp_path / "calls", tmp_path / "text"
+    source.mkdir()
+    (source / "minute.wav").write_bytes(path.read_bytes())
+    first = vt.transcribe_dir(vllm_stt.base_url, source, out, chunking="sequential", formats=["json", "txt"])
+    assert first.complete and first.units_sent == 1
+    saved = (out / "minute.json").read_bytes()
+    (source / "fox.wav").write_bytes(FOX.read_bytes())
+    second = vt.transcribe_dir(vllm_stt.base_url, source, out, chunking="sequential", formats=["json", "txt"])
+    assert second.complete and second.units_resumed == 1 and second.units_sent == 1
+    assert (out / "minute.json").read_bytes() == saved  # not transcribed again
+    record = json.loads(saved)
+    assert record["requests"] >= 3 and words_recovered(reference, record["text"]) >= 0.9
+    assert "fox" in (out / "fox.txt").read_text().lower()
+    with pytest.raises(JobMismatch):  # other chunking: other options, no silent mix
+        vt.transcribe_dir(vllm_stt.base_url, source, out, chunking="client", formats=["json", "txt"])
 
 
 def test_over_ten_minutes_is_refused_by_the_server(client: vt.Client, tmp_path: Path) -> None:

@@ -472,9 +472,14 @@ def stt_client(vllm_stt: Any, make_client: Callable[..., Any]) -> Any:
 
 # tests/entrypoints/openai/speech_to_text/test_transcription_validation_whisper.py::test_long_audio_request
 # tests/entrypoints/openai/speech_to_text/test_transcription_validation.py::test_long_audio_parakeet
-# (usage.seconds is ceil(duration of the file); the SDK's default splits this 45.9 s file client-side.)
+# (usage.seconds is ceil(duration of the file); the SDK's default transcribes this 45.9 s file in
+# sequential windows, "client" in pieces: one usage either way.)
 def test_long_audio_usage_is_the_whole_duration_rounded_up(stt_client: Any) -> None:
     result = stt_client.transcribe(LONG_AUDIO, language="en")
+    assert result.requests >= 2
+    assert result.usage is not None and result.usage.type == "duration"
+    assert result.usage.seconds == math.ceil(sf.info(LONG_AUDIO).duration) == 46
+    result = stt_client.transcribe(LONG_AUDIO, language="en", chunking="client")
     assert result.requests == 2
     assert result.usage is not None and result.usage.type == "duration"
     assert result.usage.seconds == math.ceil(sf.info(LONG_AUDIO).duration) == 46

@@ -498,7 +498,7 @@ def long_audio_callback(request: httpx.Request) -> httpx.Response:
 def test_long_audio_is_chunked_client_side(httpx_mock: HTTPXMock, make_client: Callable[..., Any]) -> None:
     mock_server(httpx_mock, "stt")
     httpx_mock.add_callback(long_audio_callback, url=TRANSCRIBE, is_reusable=True)
-    result = make_client().transcribe(AUDIO / "long45.wav", language="en")
+    result = make_client().transcribe(AUDIO / "long45.wav", language="en", chunking="client")
     requests = audio_requests(httpx_mock)
     assert len(requests) == result.requests == 2
     assert result.text == "part 0000. part 0001."
@@ -514,7 +514,9 @@ def test_chunk_without_timestamps_is_asked_again_as_json(
 ) -> None:
     mock_server(httpx_mock, "stt")
     httpx_mock.add_callback(long_audio_callback, url=TRANSCRIBE, is_reusable=True)
-    result = make_client().transcribe(AUDIO / "long45.wav", language="en", response_format="vtt")
+    result = make_client().transcribe(
+        AUDIO / "long45.wav", language="en", response_format="vtt", chunking="client"
+    )
     formats = [form(r)["response_format"] for r in audio_requests(httpx_mock)]
     assert formats.count("verbose_json") == 3 and formats.count("json") == 1  # chunk 0001 had no segments
     assert result.requests == 4

@@ -7,6 +7,7 @@ a worker thread in the async client, so that its event loop keeps serving while 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import replace
 from types import TracebackType
 from typing import Any, Self
 
@@ -15,7 +16,15 @@ from .. import defaults, transcription
 from ..audio import AudioInput, PrepareMode
 from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
 from ..offload import async_offload
-from ..transcription import Chunking, ChunkingOptions, Requests, StreamParser, Task, TranscribeParams
+from ..transcription import (
+    Chunking,
+    ChunkingOptions,
+    Requests,
+    SequentialOptions,
+    StreamParser,
+    Task,
+    TranscribeParams,
+)
 from ..types.audio import ResponseFormat, Transcription, TranscriptionStreamEvent
 from .base import AsyncClientBase
 from .fetching import fetch_input
@@ -136,9 +145,12 @@ class AsyncAudioMethods(AsyncClientBase):
     ) -> Transcription:
         """Transcribe speech with ``POST /v1/audio/transcriptions``; any input form, any length.
 
-        Audio over 30 s (or over 25 MiB) is split client-side at quiet points (``chunking="auto"``),
-        the pieces are transcribed concurrently and merged: one text without doubled words or spaces,
-        segment times offset to the whole file. ``srt``/``vtt`` (which vLLM refuses) are rendered from
+        Audio over 30 s (or over 25 MiB) is transcribed with Whisper's long-form algorithm
+        (``chunking="auto"``, i.e. ``"sequential"``): 30 s windows one after another, each starting at
+        the end of the previous one's last complete segment, decoded again at a higher temperature when
+        its text loops or its log-probability is low; segment times offset to the whole file.
+        ``chunking="client"`` cuts at quiet points up front and sends the pieces concurrently (faster,
+        less accurate); ``"server"`` lets vLLM split. ``srt``/``vtt`` (which vLLM refuses) are rendered from
         segments: ``result.to_srt()``, ``result.to_vtt()``, or ``result.formatted()``.
 
         ``response_format="diarized_json"`` (a diarization model such as MOSS-Transcribe-Diarize, vLLM
@@ -166,8 +178,8 @@ class AsyncAudioMethods(AsyncClientBase):
             repetition_penalty: penalty on repeated tokens.
             max_completion_tokens: cap on generated tokens (per piece when chunked).
             vllm_xargs: extra sampling arguments for custom logits processors (sent as JSON).
-            chunking: ``"auto"``, ``"client"``, ``"server"`` or a ``ChunkingOptions`` (``diarized_json``:
-                always sent whole).
+            chunking: ``"auto"``, ``"sequential"``, ``"client"``, ``"server"``, a ``ChunkingOptions`` or a
+                ``SequentialOptions`` (``diarized_json``: always sent whole).
             prepare: ``"auto"`` decodes locally (soundfile/PyAV) to catch unreadable files and sends
                 mono 16 kHz FLAC when the input is anything else; ``"never"`` sends the bytes as given.
             model: served model name (default: the client's, else the server's first).
@@ -182,7 +194,7 @@ class AsyncAudioMethods(AsyncClientBase):
         Raises:
             InvalidInputError: (``kind="audio_decode"``) the input cannot be read or decoded (before any
                 upload); (``kind="audio_fetch"``, an ``InputFetchError``) an audio URL cannot be fetched;
-                ``chunking="client"`` with ``diarized_json``.
+                ``chunking="client"`` or ``"sequential"`` with ``diarized_json``.
             UnsupportedByServer: beam search on vLLM < 0.18.0; ``diarized_json`` on vLLM < 0.27.0
                 (checked before sending).
             NotFoundError: (``kind="model_not_found"``) ``model`` is not served.
@@ -316,7 +328,8 @@ class AsyncAudioMethods(AsyncClientBase):
             include_usage: ask for the final usage chunk (``stream_include_usage``).
             chunking: ``"auto"`` sends audio up to 10 minutes (vLLM's decode limit) and 25 MiB whole and
                 splits longer audio client-side into pieces streamed one after another (no overlap);
-                ``"client"`` always splits, ``"server"`` never does.
+                ``"client"`` always splits, ``"server"`` never does; ``"sequential"`` is refused (each
+                window's timestamps place the next one; a stream carries text only).
             use_beam_search: refused (vLLM cannot stream beam search); raises before sending.
 
         The other arguments are as for :meth:`transcribe`; ``response_format`` must be json or text
@@ -326,7 +339,8 @@ class AsyncAudioMethods(AsyncClientBase):
             AsyncTranscriptionStream: iterate it for the events; also a context manager.
 
         Raises:
-            InvalidInputError: ``use_beam_search`` or a segment format with streaming.
+            InvalidInputError: ``use_beam_search`` or a segment format with streaming;
+                ``chunking="sequential"``.
             InvalidInputError: (``kind="audio_decode"``) the input cannot be read or decoded (before any
                 upload); (``kind="audio_fetch"``, an ``InputFetchError``) an audio URL cannot be fetched.
             StreamError: while iterating, an error frame from the server.
@@ -454,6 +468,8 @@ class AsyncAudioMethods(AsyncClientBase):
         """
         transcription.validate(params, task=task, stream=stream)
         options = transcription.diarized_chunking(params, transcription.chunking_options(chunking))
+        if stream:
+            options = transcription.stream_chunking(options)
         source = await self._audio_source(audio, call)
         # A stream is split client-side only past vLLM's decode limit: the server splits it at 30 s.
         limit = defaults.AUDIO_STREAM_LIMIT_SECONDS if stream else transcription.SERVER_CHUNK_SECONDS
@@ -477,12 +493,18 @@ class AsyncAudioMethods(AsyncClientBase):
         chunking: Chunking,
         prepare: PrepareMode,
     ) -> Transcription:
-        """One request, or client-side pieces sent concurrently and merged."""
+        """One request, sequential windows (Whisper's long-form algorithm), or client-side pieces sent
+        concurrently and merged."""
         source, options, upload, model = await self._prepare(
             audio, params, call, task=task, chunking=chunking, prepare=prepare, stream=False
         )
         if upload is None:
-            result = await self._transcribe_pieces(source, params, call, options, task=task, model=model)
+            if options.long_form == "sequential":
+                result = await self._transcribe_sequential(
+                    source, params, call, options.sequential, task=task, model=model
+                )
+            else:
+                result = await self._transcribe_pieces(source, params, call, options, task=task, model=model)
             return transcription.keep_audio(result, source, audio)
         fmt = transcription.server_format(params.response_format)
         transcription.log_server_chunking(source.name, fmt, upload.duration)
@@ -497,6 +519,74 @@ class AsyncAudioMethods(AsyncClientBase):
             duration=upload.duration,
         )
         return transcription.keep_audio(result, source, audio)
+
+    async def _transcribe_sequential(
+        self,
+        source: audio_io.AudioSource,
+        params: TranscribeParams,
+        call: CallOptions,
+        options: SequentialOptions,
+        *,
+        task: Task,
+        model: str | None,
+    ) -> Transcription:
+        """Whisper's long-form algorithm: 30 s windows one after another, each starting at the end of
+        the previous one's last complete segment, conditioned on its text, decoded again at the next
+        temperature while it fails the thresholds (:class:`~vllm_tasks.transcription.SequentialDecoder`).
+        Each window is decoded and encoded off the event loop."""
+        decoder = transcription.SequentialDecoder(params, options, task=task, model=model)
+        reader = transcription.SampleReader(audio_io.iter_samples(source))
+        while (window := await async_offload(decoder.next_window, reader)) is not None:
+            upload = await async_offload(transcription.window_upload, source, window)
+            attempts: list[transcription.Attempt] = []
+            for temperature in decoder.temperatures():
+                attempts.append(await self._decode_window(decoder, window, upload, temperature, call))
+                if not decoder.needs_fallback(attempts[-1]):
+                    break
+            decoder.accept(window, decoder.best(attempts))
+        return decoder.result(response_format=params.response_format, duration=None)
+
+    async def _decode_window(
+        self,
+        decoder: transcription.SequentialDecoder,
+        window: transcription.Window,
+        upload: audio_io.Upload,
+        temperature: float,
+        call: CallOptions,
+    ) -> transcription.Attempt:
+        """One attempt at a window: ``verbose_json``, and ``json`` when the decode lost its text (no
+        timestamp tokens)."""
+        params = decoder.params_for(temperature)
+        task, model = decoder.task, decoder.model
+        request = transcription.build_request(
+            params, call, upload, task=task, model=model, fmt="verbose_json"
+        )
+        decoder.requests += 1
+        response = await self._transport.send(replace(request, raise_for_status=False))
+        if transcription.empty_decode(response):
+            attempt = decoder.empty_attempt(temperature)
+        else:
+            if response.is_error:  # sent again as any request is: retries, typed errors
+                decoder.requests += 1
+                response = await self._transport.send(request)
+            result = transcription.parse_response(
+                response,
+                task=task,
+                model=model,
+                response_format="verbose_json",
+                language=params.language,
+                duration=window.duration,
+            )
+            attempt = decoder.attempt(window, result, temperature)
+        if not decoder.needs_text(window, attempt):
+            return attempt
+        request = transcription.build_request(params, call, upload, task=task, model=model, fmt="json")
+        decoder.requests += 1
+        response = await self._transport.send(request)
+        result = transcription.parse_response(
+            response, task=task, model=model, response_format="json", language=params.language
+        )
+        return decoder.text_attempt(window, result, temperature)
 
     async def _transcribe_pieces(
         self,

@@ -321,8 +321,8 @@ class VLLMOCRLoader(BaseLoader):
 class VLLMTranscriptLoader(BaseLoader):
     """Load audio through vLLM's ``/v1/audio/transcriptions``: one ``Document`` per timed segment.
 
-    The SDK asks for ``verbose_json`` and, for audio over 30 s, chunks it client-side at pauses so the
-    segments cover the whole file (``docs/speech-to-text.md``). Segment metadata: ``source``,
+    The SDK asks for ``verbose_json`` and transcribes audio over 30 s client-side in Whisper's sequential
+    windows so the segments cover the whole file (``docs/speech-to-text.md``). Segment metadata: ``source``,
     ``segment`` (0-based), ``start`` and ``end`` (seconds from the start of the file), ``language``,
     ``model``. ``mode="single"`` gives one ``Document`` with the whole transcript, ``start`` 0, ``end``,
     ``duration`` and ``segments`` (``start``, ``end``, ``text`` each). Segments without text are left out;

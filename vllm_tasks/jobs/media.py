@@ -15,7 +15,7 @@ from .. import defaults, pdf
 from ..adaptive import Concurrency
 from ..integrations._common import block_metadata
 from ..ocr import OCRParams
-from ..transcription import TranscribeParams, segment_keywords
+from ..transcription import Chunking, ChunkingOptions, TranscribeParams, chunking_options, segment_keywords
 from ..types.audio import Transcription
 from ..validation import positive_number
 from .folders import (
@@ -120,8 +120,11 @@ async def _render_page(path: Path, page: int, dpi: float) -> Any:
 class _TranscribeJob(FolderJob):
     kind, suffixes, unit = "transcribe", AUDIO_SUFFIXES, "file"
 
-    def __init__(self, params: TranscribeParams, translate: bool, formats: Sequence[str]) -> None:
+    def __init__(
+        self, params: TranscribeParams, translate: bool, formats: Sequence[str], chunking: ChunkingOptions
+    ) -> None:
         self._params, self._translate, self._formats = params, translate, formats
+        self._chunking = chunking
 
     @property
     def output_suffixes(self) -> tuple[str, ...]:
@@ -129,14 +132,17 @@ class _TranscribeJob(FolderJob):
 
     @property
     def fingerprint(self) -> dict[str, Any]:
-        return {**self._params.changed(), "translate": self._translate}
+        # The chunking joins the fingerprint only when it is not the default: earlier runs resume.
+        chunking = {} if self._chunking == ChunkingOptions() else {"chunking": repr(self._chunking)}
+        return {**self._params.changed(), "translate": self._translate, **chunking}
 
     def units(self, document: Document) -> list[Unit]:
         return [None]
 
     def process(self, client: JobClient, document: Document, unit: Unit) -> Awaitable[dict[str, Any]]:
         method = client.translate if self._translate else client.transcribe
-        return _transcript_record(method(document.path, **segment_keywords(self._params)))
+        keywords = segment_keywords(self._params)
+        return _transcript_record(method(document.path, chunking=self._chunking, **keywords))
 
     def render(self, document: Document, records: list[dict[str, Any]]) -> dict[str, bytes]:
         result = Transcription.model_validate(records[0])
@@ -236,6 +242,7 @@ async def atranscribe_dir(
     formats: Iterable[str] = ("srt", "json", "txt"),
     params: TranscribeParams | None = None,
     translate: bool = False,
+    chunking: Chunking = "auto",
     concurrency: Concurrency = defaults.JOB_CONCURRENCY,
     resume: bool = True,
     show_progress: bool = False,
@@ -250,7 +257,8 @@ async def atranscribe_dir(
     Writes, under ``out``, ``<relative path>.srt``, ``.json`` and ``.txt`` per file (or the ``formats``
     asked: ``srt``, ``vtt``, ``json``, ``txt``), ``errors.jsonl`` (``document``, ``page`` (null),
     ``error``: files that failed in this run) and ``manifest.json``. Each file is saved as it finishes
-    (long files are split client-side as :meth:`AsyncClient.transcribe` does): a run after ``kill -9``
+    (long files are transcribed as :meth:`AsyncClient.transcribe` does, ``chunking="auto"``: Whisper's
+    sequential windows, one file's after another, ``concurrency`` files at once): a run after ``kill -9``
     or Ctrl-C redoes no finished file; failed ones are tried again; formats added later are rendered
     from the saved results without a request. A recording the job cannot take (its name not UTF-8, an
     output's name too long for the file system, unreadable, deleted during the run) fails alone, listed
@@ -266,6 +274,10 @@ async def atranscribe_dir(
             prompt=..., temperature=...)``; see :meth:`AsyncClient.transcribe`); its ``response_format``
             is the job's (``formats`` says what is written). Default: the server's.
         translate: translate to English (``/v1/audio/translations``) instead.
+        chunking: how files over 30 s are transcribed (``"auto"``, ``"sequential"``, ``"client"``,
+            ``"server"``, ``ChunkingOptions`` or ``SequentialOptions``; see
+            :meth:`AsyncClient.transcribe`); checked before any request. A non-default value is part of
+            the job's options (a run with another one does not resume it).
         concurrency: files in flight per server, or ``"auto"`` (the default: tuned per server from its
             latencies, reported in ``report.replicas``); a number fixes it.
         resume: continue an earlier run in ``out``; False starts over.
@@ -294,7 +306,12 @@ async def atranscribe_dir(
     """
     params = TranscribeParams.of(params)
     segment_keywords(params)  # refuses a response_format: the job writes every format from the segments
-    job = _TranscribeJob(params, bool(translate), validate_formats(list(formats), TRANSCRIPT_FORMATS))
+    job = _TranscribeJob(
+        params,
+        bool(translate),
+        validate_formats(list(formats), TRANSCRIPT_FORMATS),
+        chunking_options(chunking),
+    )
     return await run_folder_job(
         job,
         client,

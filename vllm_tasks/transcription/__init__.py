@@ -1,7 +1,8 @@
 """Speech-to-text (``/v1/audio/transcriptions`` and ``/v1/audio/translations``): pure code, no I/O.
 
 One module per concern: :mod:`.params` (``TranscribeParams``, ``ChunkingOptions``, checks, the multipart
-request), :mod:`.parsing` (answers read into a ``Transcription``), :mod:`.merge` (joining the pieces of
+request), :mod:`.sequential` (Whisper's long-form algorithm: windows decoded one after another),
+:mod:`.parsing` (answers read into a ``Transcription``), :mod:`.merge` (joining the pieces of
 long audio), :mod:`.stream` (the event stream parser) and :mod:`.chunking` (splitting long audio
 client-side). The client's flows (``vllm_tasks/_async/audio.py``) call these and run the CPU-bound ones
 (decoding, resampling, encoding) through :func:`~vllm_tasks.offload.async_offload`.
@@ -10,9 +11,12 @@ What vLLM 0.32 does and this package corrects (measured with whisper-base on the
 
 - audio over 30 s is split server-side; ``json`` joins the pieces with a double space, a stream ends
   once per piece, and ``verbose_json`` silently drops every piece in which the model emitted no
-  timestamp tokens. ``chunking="auto"`` therefore splits such audio client-side at quiet points,
+  timestamp tokens. ``chunking="auto"`` therefore transcribes such audio client-side, in Whisper's
+  sequential 30 s windows (:mod:`.sequential`); ``chunking="client"`` cuts it at quiet points up front,
   transcribes the pieces concurrently and merges them (no doubled words or spaces, segment times offset,
   segments covering the whole file).
+- the Whisper ``prompt`` is corrupt (vllm#53206: ``<|prev|>`` for ``<|startofprev|>``), no timestamp
+  logit rules are applied, ``no_speech_prob`` is ``null``: see :mod:`.sequential`.
 - ``srt`` / ``vtt`` are refused (400): they are rendered client-side from ``verbose_json`` segments
   (``Transcription.to_srt``, ``to_vtt``).
 - uploads over ``VLLM_MAX_AUDIO_CLIP_FILESIZE_MB`` (25 MiB) are refused: chunking keeps every upload small.
@@ -37,13 +41,17 @@ from .chunking import (
 )
 from .merge import ChunkResult, complete_segments, merge_chunks, merge_texts, overlap_words, text_missing
 from .params import (
+    CHUNKING_MODES,
+    LONG_FORM_DEFAULT,
     PATHS,
     RESPONSE_FORMATS,
     SERVER_CHUNK_SECONDS,
     TASK_NAMES,
+    TEMPERATURES,
     Chunking,
     ChunkingMode,
     ChunkingOptions,
+    SequentialOptions,
     ServerFormat,
     Task,
     TranscribeParams,
@@ -54,26 +62,45 @@ from .params import (
     form_fields,
     segment_keywords,
     server_format,
+    stream_chunking,
     validate,
 )
 from .parsing import clean_text, keep_audio, parse_body, parse_response
+from .sequential import (
+    Attempt,
+    SampleReader,
+    SequentialDecoder,
+    Window,
+    compression_ratio,
+    empty_decode,
+    window_logprob,
+    window_upload,
+)
 from .stream import StreamParser
 
 __all__ = [
+    "CHUNKING_MODES",
+    "LONG_FORM_DEFAULT",
     "PATHS",
     "RESPONSE_FORMATS",
     "SERVER_CHUNK_SECONDS",
     "TASK_NAMES",
+    "TEMPERATURES",
+    "Attempt",
     "ChunkResult",
     "ChunkUpload",
     "Chunking",
     "ChunkingMode",
     "ChunkingOptions",
     "Requests",
+    "SampleReader",
+    "SequentialDecoder",
+    "SequentialOptions",
     "ServerFormat",
     "StreamParser",
     "Task",
     "TranscribeParams",
+    "Window",
     "audible",
     "build_request",
     "check_server",
@@ -83,7 +110,9 @@ __all__ = [
     "clean_text",
     "complete_pieces",
     "complete_segments",
+    "compression_ratio",
     "diarized_chunking",
+    "empty_decode",
     "form_fields",
     "keep_audio",
     "log_server_chunking",
@@ -100,8 +129,11 @@ __all__ = [
     "segment_keywords",
     "server_format",
     "should_split",
+    "stream_chunking",
     "stream_requests",
     "text_missing",
     "validate",
     "wave_results",
+    "window_logprob",
+    "window_upload",
 ]

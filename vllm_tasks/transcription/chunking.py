@@ -30,7 +30,8 @@ _NO_SAMPLES = np.zeros(0, dtype=np.float32)
 def should_split(
     source: audio_io.AudioSource, options: ChunkingOptions, prepare: str, *, limit_seconds: float
 ) -> bool:
-    """Whether to split ``source`` client-side: longer than ``limit_seconds`` or over the size limit.
+    """Whether to transcribe ``source`` client-side (in pieces or sequential windows): always for
+    ``client``/``sequential``; for ``auto``, when longer than ``limit_seconds`` or over the size limit.
 
     Reads the header (``chunking="client"`` too, so that an undecodable input fails here, before any
     request). Undecodable without a decoder installed: sent whole (the server decides).
@@ -40,7 +41,7 @@ def should_split(
     """
     if options.mode == "server" or prepare == "never":
         return False
-    if options.mode == "client":
+    if options.mode in ("client", "sequential"):
         audio_io.info(source)  # raises for undecodable input
         return True
     if source.samples is None and not audio_io.have_decoder():

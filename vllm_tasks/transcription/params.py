@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .. import audio as audio_io
@@ -26,32 +26,136 @@ RESPONSE_FORMATS = ("json", "text", "verbose_json", "srt", "vtt", "diarized_json
 SERVER_CHUNK_SECONDS = 30.0
 """Whisper's window: vLLM splits anything longer server-side."""
 
-ChunkingMode = Literal["auto", "server", "client"]
+ChunkingMode = Literal["auto", "server", "client", "sequential"]
+CHUNKING_MODES = ("auto", "server", "client", "sequential")
+TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+"""Whisper's and faster-whisper's temperature fallback ladder."""
+
+
+@dataclass(frozen=True)
+class SequentialOptions:
+    """Whisper's long-form transcription over HTTP (``chunking="sequential"``): 30 s windows decoded one
+    after another, each seeking to the end of the last complete segment of the previous one and
+    conditioned on its text, with faster-whisper's temperature fallback. Files are independent: a
+    folder job (``transcribe_dir``) still transcribes several recordings at once.
+
+    The defaults are faster-whisper's (``transcribe()``'s keyword arguments of the same names).
+
+    Attributes:
+        window_seconds: the audio sent per request (Whisper's window is 30 s).
+        search_seconds: a window that does not reach the end of the file ends at the quietest 20 ms
+            of its last this-many seconds (0: at exactly ``window_seconds``, as Whisper). vLLM applies
+            none of Whisper's timestamp rules, so whisper-base often answers a window without
+            timestamps; its text then ends where the window does, which should be a pause.
+        condition_on_previous_text: send the previous windows' text as ``prompt``.
+        prompt_reset_on_temperature: after a window decoded above this temperature, the prompt starts
+            over (faster-whisper's rule).
+        prompt_max_words: the prompt keeps at most this many of the latest words (Whisper keeps 223
+            tokens, about 170 English words; vLLM counts the prompt in ``--max-model-len``).
+        temperatures: the fallback ladder; a window is decoded again at the next temperature while its
+            decode fails the thresholds below. ``transcribe(temperature=t)`` uses ``t`` alone.
+        compression_ratio_threshold: a decode whose text's zlib compression ratio is above this is a
+            loop (``None``: not checked).
+        log_prob_threshold: a decode whose average token log-probability is below this failed
+            (``None``: not checked).
+        no_speech_threshold: with ``avg_logprob`` below ``log_prob_threshold``, a window whose
+            ``no_speech_prob`` is above this is silence and skipped (only servers that send
+            ``no_speech_prob``: vLLM 0.32 sends ``null``).
+
+    Raises:
+        InvalidInputError: a window outside (5, 30] s, a negative or decreasing temperature ladder, an
+            empty ladder, a threshold of the wrong sign, ``prompt_max_words`` below 0.
+
+    Examples:
+        >>> client.transcribe("talk.mp3", chunking=vt.transcription.SequentialOptions(search_seconds=3))
+    """
+
+    window_seconds: float = SERVER_CHUNK_SECONDS
+    search_seconds: float = defaults.AUDIO_CUT_SEARCH_SECONDS
+    condition_on_previous_text: bool = False
+    prompt_reset_on_temperature: float = 0.5
+    prompt_max_words: int = 150
+    temperatures: tuple[float, ...] = TEMPERATURES
+    compression_ratio_threshold: float | None = 2.4
+    log_prob_threshold: float | None = -1.0
+    no_speech_threshold: float | None = 0.6
+
+    def __post_init__(self) -> None:
+        if isinstance(self.window_seconds, bool) or not 5 < self.window_seconds <= SERVER_CHUNK_SECONDS:
+            raise InvalidInputError(
+                "window_seconds", self.window_seconds, "must be in (5, 30]", "Whisper sees 30 s at a time."
+            )
+        if isinstance(self.search_seconds, bool) or not 0 <= self.search_seconds <= self.window_seconds / 3:
+            raise InvalidInputError(
+                "search_seconds",
+                self.search_seconds,
+                "must be in [0, window_seconds / 3]",
+                "E.g. 5 (0: windows of exactly window_seconds).",
+            )
+        if not isinstance(self.condition_on_previous_text, bool):
+            raise InvalidInputError(
+                "condition_on_previous_text", self.condition_on_previous_text, "must be True or False", ""
+            )
+        temperatures = tuple(self.temperatures)
+        object.__setattr__(self, "temperatures", temperatures)
+        if not temperatures or any(
+            isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t <= 2 for t in temperatures
+        ):
+            raise InvalidInputError(
+                "temperatures", temperatures, "must be one or more numbers in [0, 2]", "E.g. (0.0, 0.2, 0.4)."
+            )
+        if list(temperatures) != sorted(temperatures):
+            raise InvalidInputError("temperatures", temperatures, "must increase", "E.g. (0.0, 0.2, 0.4).")
+        if isinstance(self.prompt_max_words, bool) or not isinstance(self.prompt_max_words, int):
+            raise InvalidInputError("prompt_max_words", self.prompt_max_words, "must be an integer", "")
+        if self.prompt_max_words < 0:
+            raise InvalidInputError("prompt_max_words", self.prompt_max_words, "must be >= 0", "")
+        if self.compression_ratio_threshold is not None and self.compression_ratio_threshold <= 0:
+            raise InvalidInputError(
+                "compression_ratio_threshold", self.compression_ratio_threshold, "must be > 0", "E.g. 2.4."
+            )
+        if self.log_prob_threshold is not None and self.log_prob_threshold > 0:
+            raise InvalidInputError(
+                "log_prob_threshold", self.log_prob_threshold, "must be <= 0 (a log-probability)", "E.g. -1."
+            )
+        if self.no_speech_threshold is not None and not 0 <= self.no_speech_threshold <= 1:
+            raise InvalidInputError(
+                "no_speech_threshold", self.no_speech_threshold, "must be a probability in [0, 1]", "E.g. 0.6"
+            )
+
+
 ServerFormat = Literal["json", "verbose_json", "diarized_json"]
 
 
 @dataclass(frozen=True)
 class ChunkingOptions:
-    """How long audio is split client-side.
+    """How long audio is transcribed.
 
     Attributes:
-        mode: ``auto`` splits audio over 30 s (or over ``size_limit`` bytes) client-side; ``client``
-            always splits; ``server`` sends the file whole and lets vLLM split it.
-        max_seconds: longest piece sent, overlap included (at most 30, Whisper's window).
-        segment_max_seconds: the limit when segments are wanted (``verbose_json``/``srt``/``vtt``):
-            whisper-base emits no timestamps for many 25-30 s pieces, so they are kept shorter.
-        search_seconds: the cut goes at the quietest 20 ms in this many seconds before the limit.
-        overlap_seconds: each piece starts this much before the previous cut; doubled words at the
-            join are removed when merging.
-        concurrency: pieces in flight at once.
+        mode: ``auto`` (the default) transcribes audio over 30 s (or over ``size_limit`` bytes) with
+            :data:`LONG_FORM_DEFAULT` (``sequential``); ``sequential`` is Whisper's long-form algorithm
+            (30 s windows one after another, each seeking on the previous one's timestamps and
+            conditioned on its text: :class:`SequentialOptions`); ``client`` splits at quiet points
+            up front and sends the pieces concurrently (faster, less accurate); ``server`` sends the
+            file whole and lets vLLM split it.
+        max_seconds: ``client``: longest piece sent, overlap included (at most 30, Whisper's window).
+        segment_max_seconds: ``client``: the limit when segments are wanted
+            (``verbose_json``/``srt``/``vtt``): whisper-base emits no timestamps for many 25-30 s
+            pieces, so they are kept shorter.
+        search_seconds: ``client``: the cut goes at the quietest 20 ms in this many seconds before the
+            limit.
+        overlap_seconds: ``client``: each piece starts this much before the previous cut; doubled words
+            at the join are removed when merging.
+        concurrency: ``client``: pieces in flight at once.
         size_limit: an upload larger than this (bytes) is split even when short.
+        sequential: the settings of ``sequential`` (and of ``auto`` when it resolves to it).
 
     Raises:
         InvalidInputError: an unknown mode, a limit outside (0, 30], a negative overlap, a
-            non-positive search window or concurrency.
+            non-positive search window or concurrency, ``sequential`` not a ``SequentialOptions``.
 
     Examples:
-        >>> await client.transcribe("talk.mp3", chunking=ChunkingOptions(concurrency=4))
+        >>> await client.transcribe("talk.mp3", chunking=ChunkingOptions(mode="client", concurrency=4))
     """
 
     mode: ChunkingMode = "auto"
@@ -61,12 +165,11 @@ class ChunkingOptions:
     overlap_seconds: float = defaults.AUDIO_CHUNK_OVERLAP_SECONDS
     concurrency: int = defaults.AUDIO_CONCURRENCY
     size_limit: int = defaults.AUDIO_SIZE_LIMIT
+    sequential: SequentialOptions = field(default_factory=SequentialOptions)
 
     def __post_init__(self) -> None:
-        if self.mode not in ("auto", "server", "client"):
-            raise InvalidInputError(
-                "chunking", self.mode, "unknown mode", "Use 'auto', 'server' or 'client'."
-            )
+        if self.mode not in CHUNKING_MODES:
+            raise InvalidInputError("chunking", self.mode, "unknown mode", _MODES_FIX)
         for name in ("max_seconds", "segment_max_seconds"):
             value = getattr(self, name)
             if not 0 < value <= SERVER_CHUNK_SECONDS:
@@ -74,13 +177,35 @@ class ChunkingOptions:
         if self.overlap_seconds < 0 or self.search_seconds <= 0:
             raise InvalidInputError("overlap_seconds", self.overlap_seconds, "must be >= 0", "")
         positive_int("concurrency", self.concurrency)
+        if not isinstance(self.sequential, SequentialOptions):
+            raise InvalidInputError(
+                "sequential",
+                type(self.sequential).__name__,
+                "must be vllm_tasks.transcription.SequentialOptions",
+                "Pass sequential=vllm_tasks.transcription.SequentialOptions(...).",
+            )
+
+    @property
+    def long_form(self) -> Literal["client", "sequential"]:
+        """How audio that is split client-side is transcribed: ``sequential`` or ``client``
+        (``auto`` resolves to :data:`LONG_FORM_DEFAULT`)."""
+        if self.mode == "auto":
+            return LONG_FORM_DEFAULT
+        return "client" if self.mode == "client" else "sequential"
 
 
-Chunking = ChunkingMode | ChunkingOptions
+LONG_FORM_DEFAULT: Literal["client", "sequential"] = "sequential"
+"""What ``chunking="auto"`` does with audio over 30 s: Whisper's sequential long-form algorithm, chosen
+by ``benchmarks/transcribe_accuracy.py`` (the lowest mean and worst-case WER of the SDK's modes on its
+four recordings: 7.9% and 11.9%, client-side pieces 11.9% and 21.6%; see docs/speech-to-text.md)."""
+_MODES_FIX = "Use 'auto', 'sequential', 'client' or 'server'."
+
+Chunking = ChunkingMode | ChunkingOptions | SequentialOptions
 
 
 def chunking_options(chunking: Chunking) -> ChunkingOptions:
-    """The options for a ``chunking`` argument (a mode name or the options themselves).
+    """The options for a ``chunking`` argument (a mode name, ``ChunkingOptions``, or
+    ``SequentialOptions`` for ``mode="sequential"`` with those settings).
 
     Raises:
         InvalidInputError: an unknown mode.
@@ -88,11 +213,15 @@ def chunking_options(chunking: Chunking) -> ChunkingOptions:
     Examples:
         >>> chunking_options("server").mode
         'server'
+        >>> chunking_options(SequentialOptions(condition_on_previous_text=False)).mode
+        'sequential'
     """
     if isinstance(chunking, ChunkingOptions):
         return chunking
-    if chunking not in ("auto", "server", "client"):
-        raise InvalidInputError("chunking", chunking, "unknown mode", "Use 'auto', 'server' or 'client'.")
+    if isinstance(chunking, SequentialOptions):
+        return ChunkingOptions(mode="sequential", sequential=chunking)
+    if chunking not in CHUNKING_MODES:
+        raise InvalidInputError("chunking", chunking, "unknown mode", _MODES_FIX)
     return ChunkingOptions(mode=chunking)
 
 
@@ -214,10 +343,10 @@ def diarized_chunking(params: TranscribeParams, options: ChunkingOptions) -> Chu
     Speaker labels hold within one request only (``S01`` of one piece need not be ``S01`` of the
     next), so pieces transcribed apart cannot be merged into one set of speakers: ``auto`` becomes
     ``server`` for ``diarized_json`` (the server's own limits apply: 25 MiB, 600 s of audio by default)
-    and an explicit ``client`` is refused. Other formats keep ``options``.
+    and an explicit ``client`` or ``sequential`` is refused. Other formats keep ``options``.
 
     Raises:
-        InvalidInputError: ``chunking="client"`` with ``response_format="diarized_json"``.
+        InvalidInputError: ``chunking="client"`` or ``"sequential"`` with ``response_format="diarized_json"``.
 
     Examples:
         >>> diarized_chunking(TranscribeParams(response_format="diarized_json"), ChunkingOptions()).mode
@@ -225,15 +354,38 @@ def diarized_chunking(params: TranscribeParams, options: ChunkingOptions) -> Chu
     """
     if params.response_format != "diarized_json":
         return options
-    if options.mode == "client":
+    if options.mode in ("client", "sequential"):
         raise InvalidInputError(
             "chunking",
-            "client",
+            options.mode,
             "cannot be combined with diarized_json: speaker labels hold within one request only, so "
             "pieces transcribed apart cannot be merged into one set of speakers",
             "Use chunking='server' (or 'auto', which sends diarized_json audio whole).",
         )
     return replace(options, mode="server")
+
+
+def stream_chunking(options: ChunkingOptions) -> ChunkingOptions:
+    """The chunking of a stream: ``sequential`` is refused (each window's timestamps decide where the next
+    one starts, and a stream carries text only); ``auto`` splits past vLLM's decode limit into pieces
+    streamed one after another.
+
+    Raises:
+        InvalidInputError: ``chunking="sequential"`` (or ``SequentialOptions``) with a stream.
+
+    Examples:
+        >>> stream_chunking(ChunkingOptions()).mode
+        'auto'
+    """
+    if options.mode == "sequential":
+        raise InvalidInputError(
+            "chunking",
+            "sequential",
+            "cannot be streamed: each window starts where the previous one's last timestamp ends, and a "
+            "stream carries text only",
+            "Use transcribe(..., chunking='sequential'), or stream with chunking='auto'.",
+        )
+    return options
 
 
 def check_server(params: TranscribeParams, info: ServerInfo) -> None:
