@@ -82,9 +82,11 @@ OCR_ARGS: tuple[str, ...] = (
     json.dumps({"max_new_tokens": OCR_MAX_NEW_TOKENS}),
 )
 OCR_NGRAM_PROCESSOR = "vllm.model_executor.models.deepseek_ocr:NGramPerReqLogitsProcessor"
-#: The torchvision stand-in (server-fixtures/torchvision_standin/) is on the OCR and ColPali servers' path.
+#: The torchvision stand-in (server-fixtures/torchvision_standin/) on a server's path: the OCR and ColPali
+#: servers' only.
+TORCHVISION_STANDIN_ENV: dict[str, str] = {"PYTHONPATH": str(HERE / "torchvision_standin")}
 OCR_ENV: dict[str, str] = {
-    "PYTHONPATH": str(HERE / "torchvision_standin"),
+    **TORCHVISION_STANDIN_ENV,
     "VLLM_CPU_OMP_THREADS_BIND": "0-1",
     "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
 }
@@ -321,7 +323,7 @@ FIXTURES: dict[str, Fixture] = {
                 "--mm-processor-kwargs",
                 json.dumps({"backend": "pil"}),
             ),
-            env={"PYTHONPATH": OCR_ENV["PYTHONPATH"]},
+            env=TORCHVISION_STANDIN_ENV,
             description="ColPali's architecture (ColPaliForRetrieval: PaliGemma with SigLIP and Gemma, "
             "a 16-wide multi-vector head), tiny, seeded: /pooling token_embed for texts and page images, "
             "/score and /rerank by MaxSim with image documents",

@@ -127,7 +127,7 @@ def embeddings(call: Call) -> Reply:
     head = {"id": call.response_id("embd"), "created": call.created(), "model": call.settings.model}
     if fmt in ("bytes", "bytes_only"):
         return _bytes_answer(
-            head, wire_bytes(matrix, dtype, order), dtype, order, tokens=tokens, metadata=fmt == "bytes"
+            head, list(wire_bytes(matrix, dtype, order)), dtype, order, tokens=tokens, metadata=fmt == "bytes"
         )
     if fmt == "base64":
         raw = wire_bytes(matrix, dtype, order)
@@ -140,19 +140,27 @@ def embeddings(call: Call) -> Reply:
 
 
 def _bytes_answer(
-    head: dict[str, Any], raw: npt.NDArray[Any], dtype: str, order: str, *, tokens: int, metadata: bool
+    head: dict[str, Any],
+    arrays: list[npt.NDArray[Any]],
+    dtype: str,
+    order: str,
+    *,
+    tokens: int,
+    metadata: bool,
 ) -> Reply:
-    item = raw.shape[1] * raw.dtype.itemsize
+    """A ``bytes`` (or, without ``metadata``, ``bytes_only``) answer: the arrays (already in the wire dtype
+    and byte order) back to back, each one's byte range and shape in the ``metadata`` header."""
+    ends = np.cumsum([array.nbytes for array in arrays]).tolist()
     data = [
-        {"index": i, "embed_dtype": dtype, "endianness": order, "start": i * item, "end": (i + 1) * item,
-         "shape": [raw.shape[1]]}
-        for i in range(raw.shape[0])
+        {"index": i, "embed_dtype": dtype, "endianness": order, "start": end - array.nbytes, "end": end,
+         "shape": list(array.shape)}
+        for i, (array, end) in enumerate(zip(arrays, ends, strict=True))
     ]  # fmt: skip
     headers = {"content-type": "application/octet-stream"}
     if metadata:
         meta = {**head, "data": data, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
         headers["metadata"] = json.dumps(meta)
-    return Reply(200, raw.tobytes(), headers)
+    return Reply(200, b"".join(array.tobytes() for array in arrays), headers)
 
 
 def embed_v2(call: Call) -> Reply:
@@ -372,27 +380,15 @@ def pooling(call: Call) -> Reply:
         rows = [content.class_probabilities(text, call.settings.labels) for text in texts]
     tokens = sum(content.count_tokens(text) for text in texts)
     if call.choice("encoding_format", ENCODING_FORMATS, "float") == "bytes":
-        return _arrays_bytes_answer(call, [np.asarray(row, np.float32) for row in rows], tokens)
+        dtype = call.choice("embed_dtype", EMBED_DTYPES, "float32")
+        order = call.choice("endianness", ENDIANNESS, "native")
+        arrays = [np.asarray(row, np.float32) for row in rows]
+        wire = [wire_bytes(a.reshape(1, -1), dtype, order).reshape(a.shape) for a in arrays]
+        head = {"id": call.response_id("pooling"), "created": call.created(), "model": call.settings.model}
+        return _bytes_answer(head, wire, dtype, order, tokens=tokens, metadata=True)
     data = [{"index": i, "object": "pooling", "data": row} for i, row in enumerate(rows)]
     return json_reply({"id": call.response_id("pooling"), "object": "list", "created": call.created(),
                        "model": call.settings.model, "data": data, "usage": usage(tokens)})  # fmt: skip
-
-
-def _arrays_bytes_answer(call: Call, arrays: list[npt.NDArray[np.float32]], tokens: int) -> Reply:
-    """``/pooling``'s ``bytes`` answer: arrays back to back, each one's range and shape in ``metadata``."""
-    dtype = call.choice("embed_dtype", EMBED_DTYPES, "float32")
-    order = call.choice("endianness", ENDIANNESS, "native")
-    chunks = [wire_bytes(array.reshape(1, -1), dtype, order).tobytes() for array in arrays]
-    starts = np.cumsum([0, *map(len, chunks)])
-    data = [
-        {"index": i, "embed_dtype": dtype, "endianness": order, "start": int(starts[i]),
-         "end": int(starts[i + 1]), "shape": list(array.shape)}
-        for i, array in enumerate(arrays)
-    ]  # fmt: skip
-    meta = {"id": call.response_id("pooling"), "created": call.created(), "model": call.settings.model,
-            "data": data, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}  # fmt: skip
-    headers = {"content-type": "application/octet-stream", "metadata": json.dumps(meta)}
-    return Reply(200, b"".join(chunks), headers)
 
 
 def _lexical_pooling(call: Call) -> Reply:
