@@ -103,13 +103,15 @@ def test_an_interrupted_sparse_job_resumes_with_only_the_missing_chunks(
     with vt.Client(splade.url, max_retries=0) as client, pytest.raises(vt.InternalServerError):
         vt.embed_file(client, source, out, **SPARSE, chunk_rows=5, batch_size=5, concurrency=1, **FAST)
     saved = json.loads((tmp_path / "out.parquet.partial" / "state.json").read_text())
-    assert saved["done_below"] == 2 and not out.exists()
+    # which chunks finished before the fault depends on how the sends and the model checks interleave
+    done = saved["done_below"]
+    assert done in (1, 2) and not out.exists()
     splade.clear_faults()
     splade.clear_requests()
     with vt.Client(splade.url) as client:
         report = vt.embed_file(client, source, out, **SPARSE, chunk_rows=5, batch_size=5)
-    assert (report.chunks_resumed, report.chunks_sent) == (2, 3)
-    assert sorted(t for batch in row_requests(splade) for t in batch) == sorted(TEXTS[10:])
+    assert (report.chunks_resumed, report.chunks_sent) == (done, 5 - done)
+    assert sorted(t for batch in row_requests(splade) for t in batch) == sorted(TEXTS[5 * done :])
     assert sparse_rows(out) == reference(splade, TEXTS)
 
 
