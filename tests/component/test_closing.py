@@ -21,13 +21,23 @@ class SlowDocsServer:
         self.delay = delay
         self.answered: list[str] = []
         self.released = threading.Event()
+        self.others_arrived = threading.Barrier(2)  # the two slow requests, each on its own thread
+        self.in_flight = threading.Event()
         owner = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 if self.path == "/v1/models":
+                    # Refused once the other two are in flight: under load a worker thread may start late,
+                    # and a request not yet started when the call fails is (rightly) never sent.
+                    owner.in_flight.wait(2.0)
                     self._answer(401, {"error": {"message": "bad key", "type": "Unauthorized", "code": 401}})
                     return
+                try:
+                    owner.others_arrived.wait(2.0)
+                    owner.in_flight.set()
+                except threading.BrokenBarrierError:
+                    pass
                 owner.released.wait(owner.delay)
                 # Recorded before the answer is written: once the client has read it, the test may look.
                 owner.answered.append(self.path)
