@@ -6,6 +6,8 @@ one ``Client.embed`` call per setting (batches of 8, a fresh client each, so tha
 nothing), printing rows/s, the p95 latency of its requests, the 503s it got and, for ``auto``, the
 limit it settled on and its ratios to the best fixed setting (the highest throughput; of those within 2%
 of it, the lowest p95). Targets: auto >= 0.95x the best's throughput, p95 <= 1.5x its p95, no more 503s.
+Each figure twice: over the whole call (``auto``'s start-up from one request included), and over its
+steady part (the answers after the first third, as ``tests/unit/test_adaptive.py`` measures).
 
 The capacity model sleeps rather than computes, so the sweep is light (about 2 minutes on 2 cores)::
 
@@ -39,23 +41,40 @@ CAPACITIES = [  # slots, latency (s a request), cost (s a row): 40, 100 and 300 
 @dataclass
 class Row:
     setting: Concurrency
-    rows_per_s: float
-    p95_ms: float
+    whole: Measure
+    steady: Measure
     refused: int
     limit: int | None
 
 
+@dataclass
+class Measure:
+    rows_per_s: float
+    p95_ms: float
+
+
 class Requests(logging.Handler):
-    """Collects each request's status and elapsed time from the client's DEBUG records."""
+    """Collects each request's status, elapsed time and end from the client's DEBUG records."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
-        self.seen: list[tuple[int | None, float]] = []
+        self.seen: list[tuple[int | None, float, float]] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         fields: Any = getattr(record, "vllm_tasks", None)
         if fields and fields.get("route") == "/v1/embeddings":
-            self.seen.append((fields.get("status"), fields["elapsed_ms"]))
+            self.seen.append((fields.get("status"), fields["elapsed_ms"], time.perf_counter()))
+
+    def steady(self) -> Measure:
+        """Rows/s and p95 of the answers after the first third (by count)."""
+        answered = [(ms, end) for status, ms, end in self.seen if status == 200]
+        tail = answered[len(answered) // 3 :]
+        seconds = tail[-1][1] - answered[len(answered) // 3 - 1][1] if len(answered) >= 3 else 0.0
+        return Measure(BATCH * len(tail) / seconds if seconds > 0 else 0.0, p95([ms for ms, _ in tail]))
+
+
+def p95(values: list[float]) -> float:
+    return statistics.quantiles(values, n=20)[-1] if len(values) >= 2 else values[0]
 
 
 def run(url: str, setting: Concurrency, rows: int) -> Row:
@@ -75,10 +94,9 @@ def run(url: str, setting: Concurrency, rows: int) -> Row:
             limit = client.usage.concurrency_limit
     finally:
         logger.removeHandler(requests)
-    answered = [ms for status, ms in requests.seen if status == 200]
-    refused = sum(1 for status, _ in requests.seen if status == 503)
-    p95 = statistics.quantiles(answered, n=20)[-1] if len(answered) >= 2 else answered[0]
-    return Row(setting, rows / seconds, p95, refused, limit)
+    answered = [ms for status, ms, _ in requests.seen if status == 200]
+    refused = sum(1 for status, _, _ in requests.seen if status == 503)
+    return Row(setting, Measure(rows / seconds, p95(answered)), requests.steady(), refused, limit)
 
 
 def sweep(url: str, rows_for: Any) -> list[Row]:
@@ -87,17 +105,25 @@ def sweep(url: str, rows_for: Any) -> list[Row]:
         row = run(url, setting, rows_for(setting))
         results.append(row)
         limit = f"  (settled on {row.limit})" if row.limit is not None else ""
-        measured = f"{row.rows_per_s:8.0f} rows/s  p95 {row.p95_ms:7.1f} ms  503s {row.refused:4d}"
-        print(f"  {setting!s:>5}  {measured}{limit}", flush=True)
-    fixed = [row for row in results if row.setting != "auto"]
-    top = max(row.rows_per_s for row in fixed)
-    best = min((row for row in fixed if row.rows_per_s >= 0.98 * top), key=lambda row: row.p95_ms)
-    auto = results[-1]
-    print(
-        f"  auto / best fixed ({best.setting}): throughput {auto.rows_per_s / best.rows_per_s:.2f}x, "
-        f"p95 {auto.p95_ms / best.p95_ms:.2f}x, 503s {auto.refused} vs {best.refused}",
-        flush=True,
-    )
+        measured = (
+            f"{row.whole.rows_per_s:8.0f} rows/s  p95 {row.whole.p95_ms:7.1f} ms  503s {row.refused:4d}"
+        )
+        steady = f"steady {row.steady.rows_per_s:8.0f} rows/s  p95 {row.steady.p95_ms:7.1f} ms"
+        print(f"  {setting!s:>5}  {measured}  {steady}{limit}", flush=True)
+    fixed, auto = results[:-1], results[-1]
+    for name in ("whole", "steady"):
+        top = max(getattr(row, name).rows_per_s for row in fixed)
+        best = min(
+            (row for row in fixed if getattr(row, name).rows_per_s >= 0.98 * top),
+            key=lambda row: getattr(row, name).p95_ms,
+        )
+        mine, theirs = getattr(auto, name), getattr(best, name)
+        print(
+            f"  {name}: auto / best fixed ({best.setting}): throughput "
+            f"{mine.rows_per_s / theirs.rows_per_s:.2f}x, p95 {mine.p95_ms / theirs.p95_ms:.2f}x, "
+            f"503s {auto.refused} vs {best.refused}",
+            flush=True,
+        )
     return results
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import random
 import statistics
 from collections import deque
 from dataclasses import dataclass
@@ -26,12 +27,25 @@ class Outcome:
 
 
 def simulate(
-    slots: int, cost: float, *, fixed: int | None, answers: int = 3000, queue_cap: int = 64, gap: float = 0.0
+    slots: int,
+    cost: float,
+    *,
+    fixed: int | None,
+    answers: int = 3000,
+    queue_cap: int = 64,
+    gap: float = 0.0,
+    jitter: float = 0.0,
 ) -> Outcome:
     """A closed-loop client keeping ``fixed`` (else the adaptive limit's) requests in flight against a
     server of ``slots`` slots, ``cost`` seconds per request, at most ``queue_cap`` waiting (503 beyond),
-    ``gap`` seconds of network each way."""
+    ``gap`` seconds of network each way; ``jitter``: each cost and gap times a log-normal factor of that
+    sigma (a loaded machine), from a seeded generator."""
     limit = AdaptiveLimit()
+    rng = random.Random(1)
+
+    def jittered(seconds: float) -> float:
+        return seconds * rng.lognormvariate(0.0, jitter) if jitter else seconds
+
     events: list[tuple[float, int, str, float]] = []  # (time, order, kind, sent_at)
     order = itertools.count()
     busy, waiting = 0, deque[float]()
@@ -45,7 +59,7 @@ def simulate(
     def send() -> None:
         nonlocal in_flight
         in_flight += 1
-        heapq.heappush(events, (now + gap, next(order), "arrive", now))
+        heapq.heappush(events, (now + jittered(gap), next(order), "arrive", now))
 
     while done < answers:
         while in_flight < allowed():
@@ -54,15 +68,15 @@ def simulate(
         if kind == "arrive":
             if busy < slots:
                 busy += 1
-                heapq.heappush(events, (now + cost, next(order), "served", sent))
+                heapq.heappush(events, (now + jittered(cost), next(order), "served", sent))
             elif len(waiting) < queue_cap:
                 waiting.append(sent)
             else:
-                heapq.heappush(events, (now + gap, next(order), "rejected", sent))
+                heapq.heappush(events, (now + jittered(gap), next(order), "rejected", sent))
         elif kind == "served":
-            heapq.heappush(events, (now + gap, next(order), "answer", sent))
+            heapq.heappush(events, (now + jittered(gap), next(order), "answer", sent))
             if waiting:
-                heapq.heappush(events, (now + cost, next(order), "served", waiting.popleft()))
+                heapq.heappush(events, (now + jittered(cost), next(order), "served", waiting.popleft()))
             else:
                 busy -= 1
         else:  # an answer or a 503 reaches the client
@@ -79,21 +93,35 @@ def simulate(
                 latencies.append(now - sent)
     assert first_counted is not None
     p95 = statistics.quantiles(latencies, n=20)[-1]
-    return Outcome(len(latencies) / (now - first_counted), p95, rejected, allowed())
+    return Outcome(len(latencies) / (now - first_counted), p95, rejected, fixed or limit.settled)
 
 
-CAPACITIES = [(1, 0.05, 0.005), (4, 0.02, 0.002), (16, 0.1, 0.01), (48, 0.2, 0.005)]
+# slots, cost, gap, jitter: the jittered ones are a loaded machine, where latency noise at 48 in flight
+# once read as a queue (auto stopped at 29 of 48 slots, 0.58x the best throughput)
+CAPACITIES = [
+    (1, 0.05, 0.005, 0.0),
+    (4, 0.02, 0.002, 0.0),
+    (16, 0.1, 0.01, 0.0),
+    (48, 0.2, 0.005, 0.0),
+    (4, 0.02, 0.002, 0.05),
+    (16, 0.1, 0.01, 0.05),
+    (48, 0.2, 0.005, 0.05),
+]
 
 
-@pytest.mark.parametrize(("slots", "cost", "gap"), CAPACITIES, ids=[f"{c[0]}-slots" for c in CAPACITIES])
-def test_auto_reaches_the_best_fixed_concurrency(slots: int, cost: float, gap: float) -> None:
+@pytest.mark.parametrize(
+    ("slots", "cost", "gap", "jitter"),
+    CAPACITIES,
+    ids=[f"{c[0]}-slots" + (f"-jitter-{c[3]}" if c[3] else "") for c in CAPACITIES],
+)
+def test_auto_reaches_the_best_fixed_concurrency(slots: int, cost: float, gap: float, jitter: float) -> None:
     sweep = {
-        fixed: simulate(slots, cost, fixed=fixed, gap=gap)
+        fixed: simulate(slots, cost, fixed=fixed, gap=gap, jitter=jitter)
         for fixed in range(1, CEILING + 1, 1 if slots < 8 else 2)
     }
     top = max(outcome.throughput for outcome in sweep.values())
     best = min((f for f, o in sweep.items() if o.throughput >= 0.99 * top), key=lambda f: sweep[f].p95)
-    auto = simulate(slots, cost, fixed=None, gap=gap)
+    auto = simulate(slots, cost, fixed=None, gap=gap, jitter=jitter)
     assert auto.throughput >= 0.95 * sweep[best].throughput, (auto, best, sweep[best])
     assert auto.p95 <= 1.5 * sweep[best].p95 + 2 * gap, (auto, best, sweep[best])
     assert auto.rejected <= sweep[best].rejected
