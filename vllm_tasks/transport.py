@@ -7,6 +7,7 @@ waits (sleeps, its worker group, deadlines) is its backend's (``vllm_tasks/_back
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import threading
@@ -33,6 +34,14 @@ logger = logging.getLogger("vllm_tasks")
 
 OnResponse = Callable[[int, httpx.Response], None]
 """Called as ``on_response(index, response)`` as each of ``send_all``'s requests completes."""
+
+overload_listener: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "vllm_tasks_overload_listener", default=None
+)
+"""Called, in the thread that got it, on each 429 or 503 answer to a request sent in this context, retried
+ones included: how the Ray callables' ``concurrency="auto"`` limit on rows in flight hears the overloads
+that the client's retries absorb. A worker thread runs its job in a copy of its caller's context, so the
+requests of a row's audio chunks or PDF pages are heard too."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +151,10 @@ class TransportBase:
 
     @staticmethod
     def _check(request: Request, response: httpx.Response) -> httpx.Response:
+        if response.status_code in OVERLOAD_STATUSES:
+            listener = overload_listener.get()
+            if listener is not None:
+                listener()
         # An answer that is not vLLM's (a proxy's redirect, a 204, an empty 200) is refused here, so
         # that no parser reads it as an empty result; a request with raise_for_status=False sees it.
         if request.raise_for_status:

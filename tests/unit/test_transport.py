@@ -16,6 +16,7 @@ from pytest_httpx import HTTPXMock
 
 import vllm_tasks as vt
 from vllm_tasks.retries import Backoff, retry_after_seconds
+from vllm_tasks.transport import overload_listener
 
 from .conftest import BASE
 
@@ -35,6 +36,24 @@ def test_retryable_statuses_on_a_raising_request(
     assert client.server_info().default_model == "m"
     assert len(no_sleep) == 2
     assert all(0 < s <= 8 for s in no_sleep)
+
+
+def test_the_overload_listener_hears_each_429_and_503_the_retries_absorb(
+    make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    httpx_mock.add_response(url=VERSION, json={"version": "0.32.0"}, is_optional=True)
+    httpx_mock.add_response(url=f"{BASE}/openapi.json", json={"paths": {}}, is_optional=True)
+    for status in (503, 500, 429):
+        httpx_mock.add_response(url=f"{BASE}/v1/models", status_code=status)
+    httpx_mock.add_response(url=f"{BASE}/v1/models", json={"data": [{"id": "m"}]})
+    heard: list[None] = []
+    client = make_client(max_retries=3)
+    token = overload_listener.set(lambda: heard.append(None))
+    try:
+        assert client.server_info().default_model == "m"
+    finally:
+        overload_listener.reset(token)
+    assert len(heard) == 2  # the 503 and the 429; a 500 is no overload
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 413, 422, 501])
