@@ -2,7 +2,8 @@
 
 Without a Ray runtime, each callable called directly: results equal the SDK's, batches split to
 ``batch_size``, the per-row error column (failing rows isolated by bisecting), typed column errors,
-pickling (and cloudpickling the class, as Ray does), pandas batches.
+pickling (and cloudpickling the class, as Ray does), pandas batches, and ``Transcriber`` and ``OCR`` with
+``concurrency="auto"`` (a limit on rows in flight kept per instance) against a fake at its capacity.
 
 In a real local Ray runtime (``ray.init(num_cpus=2)``, the last section), against fakes configured like the
 `embed`, `rerank`, `stt` and `ocr` fixtures (tests/fakes.py), all up at once: 2,000 texts through
@@ -19,6 +20,7 @@ runtime tests take about 7 s (2,000 texts), 9 s, 3 s, 3 s and 2.5 s: about 35 s 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -41,6 +43,8 @@ from PIL import Image, ImageDraw
 from ray import cloudpickle
 
 import vllm_tasks as vt
+from vllm_tasks._backends import SyncBackend
+from vllm_tasks.adaptive import Concurrency
 from vllm_tasks.integrations.ray import OCR, Embedder, Scorer, Transcriber, isolate_failures
 from vllm_tasks.testing import (
     EMBEDDING_TASKS,
@@ -634,5 +638,102 @@ def test_the_embedder_and_scorer_take_auto() -> None:
         scorer = Scorer(settings=settings, batch_size=2, concurrency="auto")
         scored = scorer({"query": texts(["q"] * 6), "document": texts([f"d{index}" for index in range(6)])})
     assert out["embedding"].shape == (12, 384) and scored["score"].shape == (6,)
+    assert embedder.concurrency_limit is not None and embedder.concurrency_limit >= 1
+    assert scorer.concurrency_limit is not None and scorer.concurrency_limit >= 1
+    assert Embedder(settings=settings).concurrency_limit is None  # a fixed concurrency
     with pytest.raises(vt.InvalidInputError, match="concurrency"):
         Embedder(settings=settings, concurrency="fast")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------------------
+# Transcriber and OCR with concurrency="auto" (no Ray runtime): rows in flight under an AdaptiveLimit
+# kept per instance; asserted on outputs, on where the limit settles and on the 503s the fake counted
+# --------------------------------------------------------------------------------------------------
+
+
+def audio_rows() -> np.ndarray:
+    files = [AUDIO / name for name in ("fox.wav", "numbers.wav", "french.wav")]
+    return texts([*(path.read_bytes() for path in files), b"RIFF....WAVEfmt garbage", *map(str, files)])
+
+
+def scan_rows(count: int) -> np.ndarray:
+    return texts([page(f"Row {index}") for index in range(count)] + [b"not an image"])
+
+
+@pytest.mark.parametrize("kind", ["transcriber", "ocr"])
+def test_auto_answers_as_a_fixed_concurrency_in_row_order(kind: str) -> None:
+    if kind == "transcriber":
+        fake = FakeVLLM(model="whisper", tasks=SPEECH_TASKS, transcript=heard)
+        make: Any = functools.partial(Transcriber, audio_column="bytes")
+        column, batch, output = "bytes", audio_rows(), "transcript"
+    else:
+        fake = FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS, ocr_output=read_page)
+        make = functools.partial(OCR, blocks_column="blocks")
+        column, batch, output = "image", scan_rows(12), "markdown"
+    with fake:
+        fixed = make(settings=vt.ClientSettings(fake.url), concurrency=1, on_error="column")
+        auto = make(settings=vt.ClientSettings(fake.url), concurrency="auto", on_error="column")
+        assert auto.concurrency_limit is None  # before the first batch
+        expected, got = fixed({column: batch}), auto({column: batch})
+    assert got[output].tolist() == expected[output].tolist()
+    assert got["error"].tolist() == expected["error"].tolist()
+    answered = [text for text, error in zip(got[output], got["error"], strict=True) if not error]
+    assert len(answered) == len(batch) - 1 and len(set(answered)) >= 3  # each row its own answer
+    assert fixed.concurrency_limit is None
+    assert auto.concurrency_limit is not None and auto.concurrency_limit >= 1
+
+
+def test_auto_backs_off_on_a_full_queue_and_every_row_succeeds(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Retries wait (a tenth of their backoff) as against a server: retried at once, as with the tier's
+    # no_sleep, a refused row runs out of retries at a fixed 8 before a place in the queue frees up.
+    monkeypatch.setattr(SyncBackend, "sleep", lambda _backend, seconds: time.sleep(seconds / 10))
+    batch = scan_rows(48)[:-1]
+
+    def run(concurrency: Concurrency) -> tuple[list[str], int, int | None]:
+        # 2 slots and 2 places in the queue: more than 4 rows in flight is refused (503)
+        with FakeVLLM(
+            model="deepseek-ocr", tasks=OCR_TASKS, ocr_output=read_page, slots=2, queue_limit=2, latency=0.02
+        ) as fake:
+            ocr = OCR(settings=vt.ClientSettings(fake.url, max_retries=10), concurrency=concurrency)
+            markdown = [*ocr({"image": batch})["markdown"], *ocr({"image": batch})["markdown"]]
+            return markdown, fake.rejected, ocr.concurrency_limit
+
+    fixed, refused_fixed, _ = run(8)
+    auto, refused_auto, settled = run("auto")
+    assert auto == fixed and len(set(auto)) == len(batch)
+    assert refused_fixed > 0  # 8 in flight on 2 slots and 2 places in the queue
+    # each 503 backs the limit off, those the retries absorbed too; it probes one or two rows above the
+    # 4 the server holds (measured on the 2-core machine: 2-5 refused against 35-42, settled at 3-5)
+    assert refused_auto < refused_fixed / 2
+    assert settled is not None and 1 <= settled <= 6
+
+
+def test_the_auto_limit_is_kept_across_batches_and_backs_off_on_each_503() -> None:
+    with FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS, latency=0.02) as fake:
+        ocr = OCR(settings=vt.ClientSettings(fake.url, max_retries=2), concurrency="auto")
+        ocr({"image": scan_rows(8)[:-1]})
+        limit = ocr._rows_limit
+        ocr({"image": scan_rows(8)[:-1]})
+        assert ocr._rows_limit is limit and limit is not None and limit.answers == 16  # one limit, fed twice
+        learned = ocr.concurrency_limit
+        assert learned is not None and learned >= 2
+        copy = pickle.loads(pickle.dumps(ocr))  # what it learned travels with a pickled copy
+        assert copy.concurrency_limit == learned
+        copy.close()
+        fake.fail(503, path="/v1/chat/completions", times=2, retry_after=0)
+        assert ocr({"image": scan_rows(3)[:-1]})["markdown"].all()  # the retries absorbed both 503s...
+        assert limit.overloads == 2 and ocr.concurrency_limit < learned  # ... and each backed it off
+        fake.fail(503, path="/v1/chat/completions", times=3, retry_after=0)
+        with pytest.raises(vt.APIStatusError) as failed:  # a row out of retries fails the batch
+            ocr({"image": scan_rows(1)[:-1]})
+    assert failed.value.status_code == 503 and limit.overloads == 5
+
+
+@pytest.mark.parametrize("value", [0, "fast", True, 2.5])
+@pytest.mark.parametrize("cls", [Transcriber, OCR])
+def test_transcriber_and_ocr_take_auto_and_refuse_other_concurrencies(cls: type, value: object) -> None:
+    settings = vt.ClientSettings("http://127.0.0.1:9")
+    assert cls(settings=settings, concurrency="auto").concurrency == "auto"
+    with pytest.raises(vt.InvalidInputError, match="concurrency") as refused:
+        cls(settings=settings, concurrency=value)
+    assert "auto" in str(refused.value)

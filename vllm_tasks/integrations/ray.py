@@ -39,21 +39,24 @@ Examples:
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import functools
 import json
 import sys
+import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from .. import defaults
+from .._backends import SyncBackend
 from .._sync.client import Client
 from .._sync.isolation import isolate_rows
-from ..adaptive import Concurrency
+from ..adaptive import AdaptiveLimit, Concurrency
 from ..calls import CallOptions
 from ..config import ClientSettings
 from ..embeddings import EmbedParams
@@ -61,6 +64,7 @@ from ..errors import InvalidInputError, is_about
 from ..ocr import OCRParams
 from ..scoring import RerankParams
 from ..transcription import TranscribeParams, segment_keywords
+from ..transport import overload_listener
 from ..types.ocr import OCRDocument, OCRResult
 from ..validation import concurrency_setting, positive_int
 from ._common import (
@@ -242,6 +246,7 @@ class _BatchCallable:
     client: Client | None = dataclasses.field(default=None, repr=False)
     on_error: OnError = "raise"
     error_column: str = "error"
+    _rows_limit: AdaptiveLimit | None = dataclasses.field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.on_error not in ("raise", "column"):
@@ -304,6 +309,23 @@ class _BatchCallable:
         self.__dict__.update(state)
         self._build_client()
 
+    @property
+    def concurrency_limit(self) -> int | None:
+        """With ``concurrency="auto"``, where this instance's limit settled (read-only): rows in flight
+        for :class:`Transcriber` and :class:`OCR` (the limit is kept for the instance's life), requests in
+        flight for :class:`Embedder` and :class:`Scorer` (their client's ``usage.concurrency_limit``).
+        ``None`` with a fixed concurrency, or before the first batch.
+
+        Examples:
+            >>> ocr = OCR(settings=vt.ClientSettings("http://ocr:8000"), concurrency="auto")
+            >>> out = ocr({"image": np.array(["scan1.png", "scan2.png"], dtype=object)})
+            >>> ocr.concurrency_limit
+            3
+        """
+        if self._rows_limit is not None:
+            return self._rows_limit.settled
+        return self._client.usage.concurrency_limit
+
     def close(self) -> None:
         """Close the connections of the client built here (done for you when the instance is
         garbage-collected, or Ray ends the actor's process); a ``client=`` given is left open."""
@@ -320,25 +342,57 @@ class _BatchCallable:
         return result
 
     def _each_row(
-        self, send: Callable[[Any], Output], cells: list[Any], errors: list[str | None], concurrency: int
+        self,
+        send: Callable[[Any], Output],
+        cells: list[Any],
+        errors: list[str | None],
+        concurrency: Concurrency,
     ) -> list[Output | None]:
-        """``send`` for every cell without an error yet, ``concurrency`` rows in flight; a row's own error
-        goes to ``errors`` with ``on_error="column"`` (its result is ``None``)."""
+        """``send`` for every cell without an error yet, in row order, ``concurrency`` rows in flight; a
+        row's own error goes to ``errors`` with ``on_error="column"`` (its result is ``None``).
 
-        def one(row: int) -> Output | None:
+        ``"auto"``: as many rows as the instance's :class:`~vllm_tasks.adaptive.AdaptiveLimit` allows
+        (made on the first batch, kept for the next), fed each answered row's seconds, and backed off on
+        each 429 or 503 answer (:data:`~vllm_tasks.transport.overload_listener`: those the client's
+        retries absorb too). The first error that fails the batch returns at once: rows not started are
+        never sent.
+        """
+        bound: int | Callable[[], int]
+        if isinstance(concurrency, int):
+            limit, bound = None, concurrency
+        else:
+            auto = self._rows_limit = self._rows_limit or AdaptiveLimit()
+            limit, bound = auto, lambda: auto.allowed  # asked again as each row ends
+        overloads: collections.deque[None] = collections.deque()  # heard in the rows' threads
+
+        def one(row: int) -> tuple[Output | None, float | None]:
             if errors[row] is not None:
-                return None
+                return None, None
+            sent = time.monotonic()
             try:
-                return send(cells[row])
+                return send(cells[row]), time.monotonic() - sent
             except Exception as error:
                 if self.on_error == "raise" or not is_about(error, "row"):
                     raise
                 errors[row] = _describe(error)
-                return None
+                return None, None
 
-        with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            # after an error, Executor.map cancels the rows not started yet: they are not sent
-            return list(pool.map(one, range(len(cells))))
+        def learn(_row: int, outcome: tuple[Output | None, float | None]) -> None:
+            # in the caller's thread, one row at a time: the limit needs no lock
+            if limit is not None:
+                while overloads:
+                    overloads.popleft()
+                    limit.overloaded()
+                if outcome[1] is not None:
+                    limit.answered(outcome[1])
+
+        token = overload_listener.set(None if limit is None else functools.partial(overloads.append, None))
+        try:
+            done = SyncBackend().map_bounded(len(cells), bound, one, learn)
+        finally:
+            overload_listener.reset(token)
+            learn(-1, (None, None))  # the overloads heard by a batch that failed
+        return [output for output, _ in done]
 
     def _isolating(
         self, run: Callable[[list[int]], Output], rows: list[int], errors: list[str | None]
@@ -393,7 +447,7 @@ class Embedder(_BatchCallable):
             or a dict of its fields), checked at construction.
         batch_size: texts per request (the Ray batch is split into requests of this size).
         concurrency: requests in flight per actor, or ``"auto"`` (tuned from the answers' latencies; the
-            actor's client keeps what it learned between batches).
+            actor's client keeps what it learned between batches: :attr:`concurrency_limit`).
         extra_body: extra JSON fields for every request.
         on_error: ``"raise"`` (a refused row fails the Ray task) or ``"column"`` (its message goes to
             ``error_column``, its vector is NaN; the rest of the batch is embedded).
@@ -552,7 +606,7 @@ class Transcriber(_BatchCallable):
     """Transcribe an audio column with ``/v1/audio/transcriptions``: one transcript per row.
 
     Each row is one request (long audio is chunked client-side, as ``Client.transcribe`` does), with
-    ``concurrency`` rows in flight per actor.
+    ``concurrency`` rows in flight per actor (``"auto"``: tuned, see :attr:`concurrency_limit`).
 
     Args:
         settings: the client settings, as for :class:`Embedder`.
@@ -563,7 +617,9 @@ class Transcriber(_BatchCallable):
         segments_column: also write the timed segments, as JSON text
             (``[{"start": 0.0, "end": 2.1, "text": "..."}]``); ``None`` (default): not written.
         language: ISO-639-1 code (default: detected per file).
-        concurrency: rows in flight per actor.
+        concurrency: rows in flight per actor, or ``"auto"`` (a limit tuned from the rows' latencies,
+            x0.7 on each 429 or 503 answer, retried ones included; kept for the actor's life, so that the
+            next batch starts where this one settled: :attr:`concurrency_limit`).
         params: the speech options (``vllm_tasks.TranscribeParams(language="de", prompt=...)``, or a dict
             of its fields), checked at construction; with ``segments_column`` its ``response_format`` is
             the class's.
@@ -572,7 +628,8 @@ class Transcriber(_BatchCallable):
         error_column: as for :class:`Embedder`.
 
     Raises:
-        InvalidInputError: bad settings; a missing column, or one that holds neither bytes nor strings.
+        InvalidInputError: bad settings (``concurrency`` neither a whole number >= 1 nor ``"auto"``); a
+            missing column, or one that holds neither bytes nor strings.
         InvalidInputError: (``kind="audio_decode"``) with ``on_error="raise"``, a row that does not decode
             (before any upload).
 
@@ -593,7 +650,7 @@ class Transcriber(_BatchCallable):
     output_column: str = "transcript"
     segments_column: str | None = None
     params: TranscribeParams | Mapping[str, Any] | None = None
-    concurrency: int = defaults.CONCURRENCY
+    concurrency: Concurrency = defaults.CONCURRENCY
     extra_body: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
@@ -603,7 +660,7 @@ class Transcriber(_BatchCallable):
             segments_column=self.segments_column,
             error_column=self.error_column,
         )
-        positive_int("concurrency", self.concurrency)
+        concurrency_setting("concurrency", self.concurrency)
         params = TranscribeParams.of(self.params)
         # The segments come only with verbose_json.
         keywords = params.keywords() if self.segments_column is None else segment_keywords(params)
@@ -641,7 +698,8 @@ class OCR(_BatchCallable):
 
     An image row is one request; a PDF row (bytes starting with ``%PDF-``, or a path to one) is rendered
     and OCR'd page by page (``Client.ocr_pdf``), its pages' markdown joined by ``---``. ``concurrency``
-    rows are in flight per actor (and up to ``pdf_concurrency`` pages of each PDF).
+    rows are in flight per actor (and up to ``pdf_concurrency`` pages of each PDF); ``"auto"``: tuned,
+    see :attr:`concurrency_limit`.
 
     Args:
         settings: the client settings, as for :class:`Embedder`.
@@ -653,7 +711,10 @@ class OCR(_BatchCallable):
             "boxes_normalized", "complete", "page"}]``, ``page`` 0-based); ``None`` (default): not written.
         prompt: the OCR prompt (``"markdown"``, ``"ocr"``, ``"free"``, ...; see ``docs/ocr.md``).
         max_tokens: output limit per page.
-        concurrency: rows in flight per actor; pdf_concurrency: pages in flight per PDF row.
+        concurrency: rows in flight per actor, or ``"auto"`` (as for :class:`Transcriber`; a PDF row is
+            one row, and its seconds are all its pages': among images, PDFs may look like a queue and
+            hold the limit back, where a fixed number does better); pdf_concurrency: pages in flight
+            per PDF row.
         params: the OCR options (``vllm_tasks.OCRParams(prompt="free", max_tokens=2048)``, or a dict of its
             fields), checked at construction; they apply to PDF pages too.
         extra_body: extra JSON fields for every request.
@@ -661,7 +722,8 @@ class OCR(_BatchCallable):
         error_column: as for :class:`Embedder`.
 
     Raises:
-        InvalidInputError: bad settings; a missing column or one of other values.
+        InvalidInputError: bad settings (``concurrency`` neither a whole number >= 1 nor ``"auto"``); a
+            missing column or one of other values.
         InvalidInputError: (``kind="image_decode"``) with ``on_error="raise"``, a row that does not decode
             (before any upload).
 
@@ -685,7 +747,7 @@ class OCR(_BatchCallable):
     output_column: str = "markdown"
     blocks_column: str | None = None
     params: OCRParams | Mapping[str, Any] | None = None
-    concurrency: int = defaults.CONCURRENCY
+    concurrency: Concurrency = defaults.CONCURRENCY
     pdf_concurrency: int = defaults.OCR_PDF_CONCURRENCY
     extra_body: Mapping[str, Any] | None = None
 
@@ -696,7 +758,7 @@ class OCR(_BatchCallable):
             blocks_column=self.blocks_column,
             error_column=self.error_column,
         )
-        positive_int("concurrency", self.concurrency)
+        concurrency_setting("concurrency", self.concurrency)
         positive_int("pdf_concurrency", self.pdf_concurrency)
         self.options = {
             **OCRParams.of(self.params).keywords(),
