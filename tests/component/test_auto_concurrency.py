@@ -5,6 +5,8 @@ tests/unit/test_adaptive.py, in virtual time)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import shutil
 from pathlib import Path
@@ -19,7 +21,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import vllm_tasks as vt
 from vllm_tasks import cli, telemetry
 from vllm_tasks.adaptive import Concurrency
+from vllm_tasks.jobs.replicas import JobClient, Replica, ReplicaPool
 from vllm_tasks.testing import OCR_TASKS, RERANKER_TASKS, FakeVLLM
+from vllm_tasks.threaded import ThreadedClient
 
 PAGE = Path(__file__).parents[2] / "examples/data/page.png"
 TEXTS = [f"text number {index}" for index in range(2400)]
@@ -188,3 +192,27 @@ def test_auto_requests_carry_their_limit_in_telemetry(
     assert len(limits) == 16
     assert all(isinstance(limit, int) and limit >= 1 for limit in limits[:8])
     assert limits[8:] == [None] * 8  # a fixed concurrency adds nothing
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["AsyncClient", "Client"])
+def test_a_job_replicas_limit_hears_the_503s_its_client_retried(sync: bool) -> None:
+    # The client's retries absorb both 503s (no replica failure); the limit still backs off on each,
+    # also when the requests run in a ThreadedClient's threads (applied on the loop's thread).
+    async def send(url: str) -> Replica:
+        async with contextlib.AsyncExitStack() as stack:
+            client: JobClient
+            if sync:
+                client = ThreadedClient(stack.enter_context(vt.Client(url, max_retries=3)))
+            else:
+                client = await stack.enter_async_context(vt.AsyncClient(url, max_retries=3))
+            replica = Replica(client, url)
+            pool = ReplicaPool([replica], "auto", retry_after=0.1, give_up_after=5.0)
+            result = await pool.send(lambda job_client: job_client.embed(["a text"]))
+            await asyncio.sleep(0)  # a callback scheduled from a thread runs on the loop's next turn
+            assert result.vectors.shape == (1, 384)
+            return replica
+
+    with FakeVLLM(latency=0.005) as fake:
+        fake.fail(503, path="/v1/embeddings", times=2, retry_after=0)
+        replica = asyncio.run(send(fake.url))
+    assert replica.limit is not None and replica.limit.overloads == 2 and replica.failures == 0

@@ -31,7 +31,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from .._async.client import AsyncClient
 from .._sync.client import Client
-from ..adaptive import CEILING, OVERLOAD_STATUSES, AdaptiveLimit, Concurrency
+from ..adaptive import CEILING, AdaptiveLimit, Concurrency
 from ..errors import (
     APITimeoutError,
     InvalidInputError,
@@ -39,6 +39,7 @@ from ..errors import (
     is_about,
 )
 from ..threaded import ThreadedClient
+from ..transport import overload_listener
 
 logger = logging.getLogger("vllm_tasks.jobs")
 
@@ -198,8 +199,6 @@ class ReplicaPool:
         replica.failures += 1
         replica.strikes += 1
         replica.checked = False
-        if replica.limit is not None and getattr(error, "status_code", None) in OVERLOAD_STATUSES:
-            replica.limit.overloaded()
         pause = min(self._retry_after * 2 ** (replica.strikes - 1), MAX_SET_ASIDE)
         replica.set_aside_until = time.monotonic() + pause
         self._last_error = error
@@ -313,7 +312,19 @@ class ReplicaPool:
         if not replica.checked and self._admit is not None:
             await self._admit(replica)
             replica.checked = True
-        return await call(replica.client)
+        # every 429/503 answer backs its limit off, those the client's retries absorb too (heard in a
+        # ThreadedClient's threads as well: the limit is only changed in the loop's thread)
+        limit, loop = replica.limit, asyncio.get_running_loop()
+
+        def overloaded() -> None:
+            if limit is not None:
+                loop.call_soon_threadsafe(limit.overloaded)
+
+        token = overload_listener.set(overloaded if limit is not None else None)
+        try:
+            return await call(replica.client)
+        finally:
+            overload_listener.reset(token)
 
     def _next_look(self, attempts: dict[asyncio.Task[T], tuple[Replica, float]]) -> float:
         """Seconds until a request in flight is due to be hedged or cut off (at most :data:`RECHECK`)."""
