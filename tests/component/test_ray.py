@@ -737,3 +737,16 @@ def test_transcriber_and_ocr_take_auto_and_refuse_other_concurrencies(cls: type,
     with pytest.raises(vt.InvalidInputError, match="concurrency") as refused:
         cls(settings=settings, concurrency=value)
     assert "auto" in str(refused.value)
+
+
+def test_the_rows_threads_are_kept_between_batches_and_end_at_close() -> None:
+    with FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS, latency=0.01) as fake:
+        ocr = OCR(settings=vt.ClientSettings(fake.url), concurrency=4)
+        ocr({"image": scan_rows(8)[:-1]})
+        first = set(ocr._row_backend.workers.threads())
+        ocr({"image": scan_rows(8)[:-1]})
+        assert len(first) >= 2 and set(ocr._row_backend.workers.threads()) == first  # none started again
+        ocr.close()
+    for thread in first:
+        thread.join(5.0)
+        assert not thread.is_alive()

@@ -281,6 +281,9 @@ class _BatchCallable:
         self._build_client()
 
     def _build_client(self) -> None:
+        # the threads of Transcriber's and OCR's rows in flight, kept between batches (ended with the
+        # instance, or by close())
+        self._row_backend = SyncBackend()
         self._close_client: weakref.finalize[[], _BatchCallable] | None = None
         if self.client is not None:
             self._client = self.client  # the caller's, left open
@@ -301,7 +304,8 @@ class _BatchCallable:
                 "instance in this process only.",
             )
         state = self.__dict__.copy()
-        del state["_client"], state["_close_client"]  # httpx clients do not pickle: the copy builds its own
+        # httpx clients and threads do not pickle: the copy builds its own
+        del state["_client"], state["_close_client"], state["_row_backend"]
         state["client"] = None
         return state
 
@@ -327,8 +331,10 @@ class _BatchCallable:
         return self._client.usage.concurrency_limit
 
     def close(self) -> None:
-        """Close the connections of the client built here (done for you when the instance is
-        garbage-collected, or Ray ends the actor's process); a ``client=`` given is left open."""
+        """Close the connections of the client built here and end the rows' worker threads (done for
+        you when the instance is garbage-collected, or Ray ends the actor's process); a ``client=`` given
+        is left open."""
+        self._row_backend.close(0.0)
         if self._close_client is not None:
             self._close_client()
 
@@ -388,7 +394,7 @@ class _BatchCallable:
 
         token = overload_listener.set(None if limit is None else functools.partial(overloads.append, None))
         try:
-            done = SyncBackend().map_bounded(len(cells), bound, one, learn)
+            done = self._row_backend.map_bounded(len(cells), bound, one, learn)
         finally:
             overload_listener.reset(token)
             learn(-1, (None, None))  # the overloads heard by a batch that failed
