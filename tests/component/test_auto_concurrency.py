@@ -10,7 +10,7 @@ import contextlib
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import vllm_tasks as vt
 from vllm_tasks import cli, telemetry
-from vllm_tasks.adaptive import Concurrency
+from vllm_tasks.adaptive import AdaptiveLimit, Concurrency
 from vllm_tasks.jobs.replicas import JobClient, Replica, ReplicaPool
 from vllm_tasks.testing import OCR_TASKS, RERANKER_TASKS, FakeVLLM
 from vllm_tasks.threaded import ThreadedClient
@@ -216,3 +216,19 @@ def test_a_job_replicas_limit_hears_the_503s_its_client_retried(sync: bool) -> N
         fake.fail(503, path="/v1/embeddings", times=2, retry_after=0)
         replica = asyncio.run(send(fake.url))
     assert replica.limit is not None and replica.limit.overloads == 2 and replica.failures == 0
+
+
+def test_a_model_checks_503_backs_the_limit_off_and_a_batchs_is_not_counted_twice() -> None:
+    class Overloaded(Exception):
+        status_code = 503
+
+    async def set_aside() -> AdaptiveLimit | None:
+        replica = Replica(cast(JobClient, None), "http://127.0.0.1:9")
+        pool = ReplicaPool([replica], "auto", retry_after=0.1, give_up_after=5.0)
+        pool.set_aside(replica, Overloaded(), held=False)  # a model check: sent outside _checked's listener
+        replica.in_flight = 1
+        pool.set_aside(replica, Overloaded())  # a batch's: its listener heard the answer already
+        return replica.limit
+
+    limit = asyncio.run(set_aside())
+    assert limit is not None and limit.overloads == 1

@@ -31,7 +31,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from .._async.client import AsyncClient
 from .._sync.client import Client
-from ..adaptive import CEILING, AdaptiveLimit, Concurrency
+from ..adaptive import CEILING, OVERLOAD_STATUSES, AdaptiveLimit, Concurrency
 from ..errors import (
     APITimeoutError,
     InvalidInputError,
@@ -199,6 +199,12 @@ class ReplicaPool:
         replica.failures += 1
         replica.strikes += 1
         replica.checked = False
+        if (
+            not held
+            and replica.limit is not None
+            and getattr(error, "status_code", None) in OVERLOAD_STATUSES
+        ):
+            replica.limit.overloaded()  # a model check's answer: not sent under _checked's listener
         pause = min(self._retry_after * 2 ** (replica.strikes - 1), MAX_SET_ASIDE)
         replica.set_aside_until = time.monotonic() + pause
         self._last_error = error
