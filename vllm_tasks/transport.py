@@ -40,8 +40,8 @@ overload_listener: contextvars.ContextVar[Callable[[], None] | None] = contextva
 )
 """Called, in the thread that got it, on each 429 or 503 answer to a request sent in this context, retried
 ones included: how a job's per-server ``concurrency="auto"`` limit and the Ray callables' limit on rows
-in flight hear the overloads that the client's retries absorb. A worker thread runs its job in a copy of its caller's context, so the
-requests of a row's audio chunks or PDF pages are heard too."""
+in flight hear the overloads that the client's retries absorb. A worker thread runs its job in a copy of
+its caller's context, so the requests of a row's audio chunks or PDF pages are heard too."""
 
 
 @dataclass(frozen=True)
