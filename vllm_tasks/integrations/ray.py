@@ -383,21 +383,23 @@ class _BatchCallable:
                 errors[row] = _describe(error)
                 return None, None
 
+        def back_off() -> None:
+            while limit is not None and overloads:
+                overloads.popleft()
+                limit.overloaded()
+
         def learn(_row: int, outcome: tuple[Output | None, float | None]) -> None:
             # in the caller's thread, one row at a time: the limit needs no lock
-            if limit is not None:
-                while overloads:
-                    overloads.popleft()
-                    limit.overloaded()
-                if outcome[1] is not None:
-                    limit.answered(outcome[1])
+            back_off()
+            if limit is not None and outcome[1] is not None:
+                limit.answered(outcome[1])
 
         token = overload_listener.set(None if limit is None else functools.partial(overloads.append, None))
         try:
             done = self._row_backend.map_bounded(len(cells), bound, one, learn)
         finally:
             overload_listener.reset(token)
-            learn(-1, (None, None))  # the overloads heard by a batch that failed
+            back_off()  # the overloads heard by a batch that failed
         return [output for output, _ in done]
 
     def _isolating(
