@@ -1,7 +1,7 @@
-"""``concurrency="auto"`` in the jobs against a FakeVLLM at its capacity (``slots``: 4 requests served at
-once, the others queued, 503 past 4 waiting; issue 25). The limit is asserted on what it settles on and on
-the 503s the server counted, never on timings (the convergence against every fixed concurrency is in
-tests/unit/test_adaptive.py, in virtual time)."""
+"""``concurrency="auto"`` in the jobs against a FakeVLLM at its capacity (``slots``: requests served at
+once, the others queued, 503 past ``queue_limit`` waiting; issue 25). The limit is asserted on what it
+settles on and on the 503s the server counted, never on timings (the convergence against every fixed
+concurrency is in tests/unit/test_adaptive.py, in virtual time)."""
 
 from __future__ import annotations
 
@@ -37,13 +37,14 @@ def corpus(tmp_path: Path) -> Path:
 
 
 def test_auto_meets_fewer_full_queues_than_a_fixed_limit_over_capacity(corpus: Path, tmp_path: Path) -> None:
-    with FakeVLLM(latency=0.02, slots=4, queue_limit=4) as fake:
+    # 2 places in the queue: with 4 (CI, both cores busy) a loaded client never had 8 requests at the server
+    with FakeVLLM(latency=0.02, slots=4, queue_limit=2) as fake:
         with vt.Client(fake.url, max_retries=6) as client:
             fixed = vt.embed_file(client, corpus, tmp_path / "fixed.npy", batch_size=8, concurrency=32)
             refused_fixed = fake.rejected
             auto = vt.embed_file(client, corpus, tmp_path / "auto.npy", batch_size=8, concurrency="auto")
         refused_auto = fake.rejected - refused_fixed
-    assert refused_fixed > 0  # 32 in flight on 4 slots and 4 places in the queue: the queue is full
+    assert refused_fixed > 0  # 32 in flight on 4 slots and 2 places in the queue: the queue is full
     assert refused_auto < refused_fixed
     (server,) = auto.replicas
     # where it settles depends on this fake's latencies on loopback (about 70 ms for 20 ms of work in a
