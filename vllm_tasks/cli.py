@@ -145,6 +145,9 @@ def add_embed_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="one vector per token (a token_embed model: ColBERT, BGE-M3) into a token_embeddings "
         "Parquet column",
     )
+    embed_file.add_argument(
+        "--images", action="store_true", help="rows name images (paths or URLs): CLIP, ColPali"
+    )
     add_job_options(embed_file)
     embed.add_argument("--url", default=None, help="server root URL (default: env or localhost)")
     for sub_parser in (embed, embed_file):
@@ -214,7 +217,7 @@ def run_embed(args: argparse.Namespace, client: Client) -> int:
 
 def run_embed_file(args: argparse.Namespace, client: Client) -> int:
     """The ``embed-file`` sub-command: a resumable job writing ``.npy`` or Parquet (``--sparse``: Parquet
-    sparse columns; ``--multi-vector``: a per-token column).
+    sparse columns; ``--multi-vector``: a per-token column; ``--images``: rows naming images).
 
     Raises:
         InvalidInputError: ``--dimensions`` with ``--sparse`` or ``--multi-vector``.
@@ -254,6 +257,7 @@ def run_embed_file(args: argparse.Namespace, client: Client) -> int:
             progress_interval=args.progress_interval,
             sparse=args.sparse,
             multi_vector=args.multi_vector,
+            images=args.images,
             params=params,
         )
     print(report.summary(), file=sys.stderr)

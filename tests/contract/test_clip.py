@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from fixture_pins import cache_dir
 from PIL import Image
@@ -71,3 +72,16 @@ def test_images_are_ranked_by_the_models_cosine(
         [hit.score for hit in sorted(result.results, key=lambda h: h.index)], cosines, atol=1e-4
     )
     np.testing.assert_allclose(scores, cosines[:3], atol=1e-4)
+
+
+def test_an_image_job_writes_the_reference_vectors(
+    vllm_clip: Any, images: list[Path], expected: dict[str, np.ndarray], tmp_path: Path
+) -> None:
+    # paths relative to the list's folder, as a photo folder's index names them
+    source = images[0].parent / "clip-images.txt"
+    source.write_text("".join(f"{path.name}\n" for path in images))
+    out = tmp_path / "images.parquet"
+    report = vt.embed_file(vllm_clip.base_url, source, out, images=True)
+    column = pq.read_table(out).column("embedding").to_pylist()
+    assert (report.texts, report.failed_rows) == (len(images), 0)
+    np.testing.assert_allclose(np.array(column, np.float32), expected["images"], atol=1e-4)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from fixture_pins import cache_dir
 from PIL import Image
@@ -98,3 +99,18 @@ def test_vllm_runs_the_decoder_causally_where_transformers_attends_both_ways(
     gap = np.abs(served - transformers_default).max()
     assert gap > 1e-2, "vLLM now attends both ways over ColPali's prompt: update docs/families.md"
     np.testing.assert_allclose(served, expected["images"][0], atol=1e-5)
+
+
+def test_a_page_indexing_job_writes_the_reference_patch_vectors(
+    vllm_colpali: Any, pages: list[Path], expected: dict[str, list[np.ndarray]], tmp_path: Path
+) -> None:
+    source = tmp_path / "pages.jsonl"
+    source.write_text("".join(f'{{"page": "{path}"}}\n' for path in pages))  # absolute paths
+    out = tmp_path / "pages.parquet"
+    report = vt.embed_file(
+        vllm_colpali.base_url, source, out, text_field="page", images=True, multi_vector=True
+    )
+    column = pq.read_table(out).column("token_embeddings").to_pylist()
+    assert (report.texts, report.failed_rows, report.dimensions) == (len(pages), 0, 16)
+    for got, want in zip(column, expected["images"], strict=True):
+        np.testing.assert_allclose(np.array(got, np.float32), want, atol=1e-5)

@@ -45,7 +45,7 @@ from .scaffold import (
     replica_reports,
     served_section,
 )
-from .state import PROBE_TEXT, Checkpoint, job_lock, write_json
+from .state import Checkpoint, job_lock, write_json
 from .vectors import DENSE, MULTI_VECTOR, SPARSE, Vectors
 
 OutputFormat = Literal["npy", "parquet"]
@@ -162,6 +162,7 @@ async def aembed_file(
     output_format: OutputFormat | None = None,
     sparse: bool = False,
     multi_vector: bool = False,
+    images: bool = False,
     params: EmbedParams | SparseEmbedParams | PoolParams | None = None,
     batch_size: int = defaults.EMBED_BATCH_SIZE,
     max_batch_tokens: int = defaults.JOB_MAX_BATCH_TOKENS,
@@ -200,12 +201,17 @@ async def aembed_file(
         multi_vector: one vector per token (``pool`` on a ``token_embed`` model: ColBERT, BGE-M3's
             multi-vector head, Jina v4 as vllm-retrieval) into a ``token_embeddings`` Parquet column,
             ``list<fixed_size_list<float32>[width]>``; Parquet output only.
+        images: each row names an image instead of holding a text: a file path (a relative one is read
+            from the input file's folder) or an ``http(s)``/``data:`` URL. The images are embedded with
+            ``embed(images=...)`` (CLIP, SigLIP: one vector each) or, with ``multi_vector``,
+            ``pool(images=...)`` (ColPali: one vector per patch); one image per request. A row whose file
+            is missing or is not an image is refused (the errors file). Not with ``sparse``.
         params: the vector options of every ``embed`` call (``EmbedParams(dimensions=256,
             normalize=True)``, checked before anything is read or sent), of every ``embed_sparse``
             call with ``sparse`` (``SparseEmbedParams(top_k=128)``; ``return_tokens`` is refused: token
             strings are not stored), or of every ``pool`` call with ``multi_vector``
             (``PoolParams(use_activation=False)``); default: the server's.
-        batch_size: the most rows per request.
+        batch_size: the most rows per request (1 for ``images``).
         max_batch_tokens: the most estimated tokens (about 3 characters each) per request.
         concurrency: requests in flight per server, or ``"auto"`` (the default): each server's own limit,
             tuned from its answers' latencies, backing off on 429/503 (where it settled: the progress
@@ -232,7 +238,7 @@ async def aembed_file(
 
     Raises:
         InvalidInputError: an empty or unreadable input, a bad option; ``sparse`` or ``multi_vector`` with a
-            ``.npy`` output, or both.
+            ``.npy`` output, or both; ``images`` with ``sparse`` or with a text prompt.
         UnsupportedByServer: ``multi_vector`` with a model that answers one vector per text.
         JobMismatch: an earlier run (unfinished, or finished) of this output had another input, model
             or vector option, or dense where this run asks for sparse vectors (or the reverse); names what
@@ -250,6 +256,10 @@ async def aembed_file(
         'docs.parquet: 1000000 x 1024 float32 (gpu1:8000 2,310 rows/s, gpu2:8000 2,290 rows/s)'
         >>> await aembed_file("http://splade:8000", "docs.jsonl", "sparse.parquet", sparse=True)
         >>> await aembed_file("http://colbert:8000", "docs.jsonl", "tokens.parquet", multi_vector=True)
+        >>> await aembed_file("http://clip:8000", "photos.csv", "photos.parquet", text_field="path",
+        ...                   images=True)
+        >>> await aembed_file("http://colpali:8000", "pages.txt", "pages.parquet", images=True,
+        ...                   multi_vector=True)
     """
     spec = InputSpec.create(
         source, format=input_format, text_field=text_field, id_field=id_field, keep_columns=keep_columns
@@ -260,12 +270,14 @@ async def aembed_file(
     vectors = _vectors(sparse, multi_vector, chosen_output, output_format, paths.out)
     _check_output_columns(spec, chosen_output, vectors)
     chosen_params = _job_params(params, too_long, vectors)
+    _check_images(images, vectors, chosen_params)
     plan = Plan(
-        positive_int("batch_size", batch_size),
+        1 if images else positive_int("batch_size", batch_size),
         positive_int("max_batch_tokens", max_batch_tokens),
         _embed_call(chosen_params, CallOptions(model, extra_body, extra_headers, timeout)),
         bool(fail_fast),
         vectors,
+        spec.path.parent if images else None,
     )
     positive_int("chunk_rows", chunk_rows)
     settings = JobSettings(concurrency, show_progress, progress_interval, retry_replica_after, give_up_after)
@@ -274,7 +286,7 @@ async def aembed_file(
         raise InvalidInputError("source", str(spec.path), "has no rows", "Pass a file with one text per row.")
     async with job_servers(client, settings, _describe(plan), out=str(paths.out)) as servers:
         fingerprint = {
-            "input": {"sha256": digest, "rows": rows, "format": spec.format, **_fields(spec)},
+            "input": {"sha256": digest, "rows": rows, "format": spec.format, **_fields(spec, images)},
             "model": servers.served,
             "options": _fingerprinted(chosen_params, extra_body),
             # only sparse jobs say so: dense checkpoints of earlier versions stay resumable
@@ -515,10 +527,44 @@ def _fingerprinted(
     return options
 
 
-def _fields(spec: InputSpec) -> dict[str, Any]:
+def _fields(spec: InputSpec, images: bool) -> dict[str, Any]:
+    """How rows are read from the input; only image jobs say so (text checkpoints of earlier versions stay
+    resumable)."""
+    named = {"images": True} if images else {}
     if spec.format == "text":
-        return {}
-    return {"text_field": spec.text_field, "id_field": spec.id_field, "keep_columns": list(spec.keep_columns)}
+        return named
+    return {
+        "text_field": spec.text_field,
+        "id_field": spec.id_field,
+        "keep_columns": list(spec.keep_columns),
+        **named,
+    }
+
+
+def _check_images(
+    images: object, vectors: Vectors, params: EmbedParams | SparseEmbedParams | PoolParams
+) -> None:
+    """Refuse what an image job cannot do, before anything is read or sent.
+
+    Raises:
+        InvalidInputError: ``images`` not a bool, with ``sparse``, or with a text prompt.
+    """
+    if not isinstance(images, bool):
+        raise InvalidInputError("images", images, "must be True or False", "Pass images=True for image rows.")
+    if not images:
+        return
+    if vectors is SPARSE:
+        raise InvalidInputError(
+            "images", True, "cannot be combined with sparse=True (sparse vectors are of texts)", "Drop one."
+        )
+    for name in ("prompt", "prompt_name"):
+        if getattr(params, name, None) is not None:
+            raise InvalidInputError(
+                name,
+                getattr(params, name),
+                "is for texts, not image rows",
+                f"Leave {name} unset with images.",
+            )
 
 
 def _describe(plan: Plan) -> Describe:
@@ -528,7 +574,7 @@ def _describe(plan: Plan) -> Describe:
     async def describe(replica: Replica, info: ServerInfo) -> dict[str, Any]:
         name = plan.call.get("model") or replica.client.model or info.default_model
         root = next((card.root for card in info.models if card.id == name), None)
-        result = await plan.embed(replica.client, PROBE_TEXT)
+        result = await plan.probe(replica.client)
         width, probe = plan.vectors.width(result), plan.vectors.probe(result)
         return {"model": name, "root": root, "width": width, "probe": probe}
 

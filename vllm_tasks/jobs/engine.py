@@ -39,7 +39,7 @@ from .inputs import Chunk, InputSpec, read_chunks
 from .outputs import Sink, free_bytes
 from .progress import JobProgress
 from .replicas import JobClient, Replica, ReplicaPool
-from .state import PROBE_MIN_COSINE, PROBE_TEXT, Checkpoint, cosine
+from .state import PROBE_IMAGE, PROBE_MIN_COSINE, PROBE_TEXT, Checkpoint, cosine
 from .vectors import Result, Rows, Vectors
 
 logger = logging.getLogger("vllm_tasks.jobs")
@@ -71,7 +71,9 @@ class Plan:
         call: keyword arguments of every ``AsyncClient.embed`` (or ``embed_sparse``) call (model and
             vector options).
         fail_fast: stop at the first refused row instead of recording it.
-        vectors: dense (``embed``) or sparse (``embed_sparse``) rows.
+        vectors: dense (``embed``), sparse (``embed_sparse``) or per-token (``pool``) rows.
+        images: the folder that relative image paths are read from when each row names an image (a
+            path, or an ``http(s)``/``data:`` URL) rather than holding a text; ``None`` for texts.
     """
 
     batch_size: int
@@ -79,10 +81,30 @@ class Plan:
     call: Mapping[str, Any]
     fail_fast: bool
     vectors: Vectors
+    images: Path | None = None
 
-    async def embed(self, client: JobClient, texts: str | Sequence[str], **batching: Any) -> Result:
-        """The vectors of ``texts`` from ``client``, with the job's options."""
-        return await self.vectors.embed(client, texts, **batching, **self.call)
+    async def embed(self, client: JobClient, rows: Sequence[str], **batching: Any) -> Result:
+        """The vectors of a batch of rows (texts, or the images they name) from ``client``, with the job's
+        options."""
+        if self.images is None:
+            return await self.vectors.embed(client, rows, **batching, **self.call)
+        images = [self._image(row) for row in rows]
+        return await self.vectors.embed(client, None, images=images, **batching, **self.call)
+
+    async def probe(self, client: JobClient) -> Result:
+        """The vectors of the job's probe (:data:`PROBE_TEXT`, or :data:`PROBE_IMAGE` for an image job):
+        the same model answers the same vectors."""
+        if self.images is None:
+            return await self.vectors.embed(client, PROBE_TEXT, **self.call)
+        return await self.vectors.embed(client, None, images=[PROBE_IMAGE], **self.call)
+
+    def _image(self, row: str) -> str | Path:
+        """A row's image: its URL as it is, else its path (relative to :attr:`images`)."""
+        named = row.strip()
+        if named.startswith(("http://", "https://", "data:")):
+            return named
+        assert self.images is not None
+        return self.images / Path(named).expanduser()
 
 
 @dataclass
@@ -196,7 +218,7 @@ class Engine:
         return work
 
     async def _check_models(self, work: ChunkWork) -> None:
-        """Embed the probe text again on every replica that embedded rows of the chunk, after them: a
+        """Embed the job's probe again on every replica that embedded rows of the chunk, after them: a
         replica restarted on other weights under the same name and width (a rolling deploy) answers
         another probe vector, and the chunk is not kept.
 
@@ -231,7 +253,7 @@ class Engine:
                 )
 
     async def _probe(self, replica: Replica) -> Result:
-        """The probe text's vector from ``replica``, within :meth:`ReplicaPool.hedge_after` seconds (a
+        """The probe's vector from ``replica``, within :meth:`ReplicaPool.hedge_after` seconds (a
         replica that stopped answering holds no chunk back).
 
         Raises:
@@ -240,7 +262,7 @@ class Engine:
         limit = self._pool.hedge_after()
         try:
             async with asyncio.timeout(limit) as scope:
-                return await self._plan.embed(replica.client, PROBE_TEXT)
+                return await self._plan.probe(replica.client)
         except TimeoutError:
             if not scope.expired():
                 raise

@@ -52,7 +52,7 @@ class Vectors(Protocol):
     name: str
     columns: tuple[str, ...]
 
-    async def embed(self, client: JobClient, texts: str | Sequence[str], **options: Any) -> Result:
+    async def embed(self, client: JobClient, texts: str | Sequence[str] | None, **options: Any) -> Result:
         """The vectors of ``texts`` (one request's worth) from ``client``."""
 
     def probe(self, result: Result) -> list[float] | dict[str, float]:
@@ -154,8 +154,8 @@ class Dense:
     name = "dense"
     columns: tuple[str, ...] = ("embedding",)
 
-    async def embed(self, client: JobClient, texts: str | Sequence[str], **options: Any) -> Result:
-        """``client.embed(texts, **options)``."""
+    async def embed(self, client: JobClient, texts: str | Sequence[str] | None, **options: Any) -> Result:
+        """``client.embed(texts, **options)`` (``images=`` in ``options`` for image rows)."""
         return await client.embed(texts, **options)
 
     def probe(self, result: Result) -> list[float]:
@@ -189,8 +189,9 @@ class Sparse:
     name = "sparse"
     columns: tuple[str, ...] = ("sparse_indices", "sparse_values")
 
-    async def embed(self, client: JobClient, texts: str | Sequence[str], **options: Any) -> Result:
-        """``client.embed_sparse(texts, **options)``."""
+    async def embed(self, client: JobClient, texts: str | Sequence[str] | None, **options: Any) -> Result:
+        """``client.embed_sparse(texts, **options)`` (texts only: sparse image jobs are refused)."""
+        assert texts is not None
         return await client.embed_sparse(texts, **options)
 
     def probe(self, result: Result) -> dict[str, float]:
@@ -226,8 +227,8 @@ class MultiVector:
     name = "multi-vector"
     columns: tuple[str, ...] = ("token_embeddings",)
 
-    async def embed(self, client: JobClient, texts: str | Sequence[str], **options: Any) -> Result:
-        """``client.pool(texts, **options)``."""
+    async def embed(self, client: JobClient, texts: str | Sequence[str] | None, **options: Any) -> Result:
+        """``client.pool(texts, **options)`` (``images=`` in ``options`` for image rows: ColPali)."""
         return await client.pool(texts, **options)
 
     def probe(self, result: Result) -> list[float]:
