@@ -25,27 +25,38 @@ CLAIMED = ServerVersion.parse(json.loads(gpu_recipes.RECIPES_FILE.read_text())["
 VERSIONS = [v for v in selected_matrix_versions() if ServerVersion.parse(v) >= CLAIMED]
 
 
-def check(version: str, recipes_file: Path | None = None) -> dict[str, Any]:
+OLD_RECIPE = {"name": "old", "model": "BAAI/bge-m3", "task": "embed", "args": ["--task", "embed"]}
+"""A recipe with a flag vLLM removed (``--task``), checked in the same run as the real ones."""
+
+
+@pytest.fixture(scope="module", params=VERSIONS)
+def report(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """check_recipes.py's report on the recipes and :data:`OLD_RECIPE`, in one run of that version's vLLM
+    (importing vLLM is most of a run's time)."""
+    version: str = request.param
     missing = setup_missing(["embed"], version=version)
     if missing:
         missing_component(
             f"vLLM {version} venv not built (server-fixtures/setup --vllm {version}): {missing}"
         )
-    command = [str(venv_python(version)), str(SCRIPT), *([str(recipes_file)] if recipes_file else [])]
+    recipes = json.loads(gpu_recipes.RECIPES_FILE.read_text())
+    recipes["recipes"].append(OLD_RECIPE)
+    recipes_file = tmp_path_factory.mktemp("recipes") / "recipes.json"
+    recipes_file.write_text(json.dumps(recipes))
+    command = [str(venv_python(version)), str(SCRIPT), str(recipes_file)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
-    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report["vllm"] == version
-    return report
+    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert answer["vllm"] == version
+    return answer
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-def test_every_recipe_parses_and_its_templates_render(version: str) -> None:
-    report = check(version)
-    assert set(report["recipes"]) == set(gpu_recipes.recipes())
-    refused = {name: r["error"] for name, r in report["recipes"].items() if r["error"]}
-    assert not refused, f"vLLM {version} refuses these recipes' flags: {refused}"
-    rendered = report["recipes"]["qwen3-reranker-0.6b"]["templates"]["qwen3_reranker.jinja"]
+def test_every_recipe_parses_and_its_templates_render(report: dict[str, Any]) -> None:
+    checked = {name: r for name, r in report["recipes"].items() if name != OLD_RECIPE["name"]}
+    assert set(checked) == set(gpu_recipes.recipes())
+    refused = {name: r["error"] for name, r in checked.items() if r["error"]}
+    assert not refused, f"vLLM {report['vllm']} refuses these recipes' flags: {refused}"
+    rendered = checked["qwen3-reranker-0.6b"]["templates"]["qwen3_reranker.jinja"]
     default, instructed, system = rendered
     assert "<Query>: capital of France?" in default and "<Document>: Paris." in default
     assert "retrieve relevant passages" in default  # the model card's default instruction
@@ -54,10 +65,6 @@ def test_every_recipe_parses_and_its_templates_render(version: str) -> None:
     assert all(text.endswith("</think>\n\n") for text in rendered)
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-def test_a_removed_flag_is_caught(version: str, tmp_path: Path) -> None:
-    recipe = {"name": "old", "model": "BAAI/bge-m3", "task": "embed", "args": ["--task", "embed"]}
-    recipes_file = tmp_path / "recipes.json"
-    recipes_file.write_text(json.dumps({"recipes": [recipe]}))
-    error = check(version, recipes_file)["recipes"]["old"]["error"]
+def test_a_removed_flag_is_caught(report: dict[str, Any]) -> None:
+    error = report["recipes"][OLD_RECIPE["name"]]["error"]
     assert error and "--task" in error
