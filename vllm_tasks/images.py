@@ -21,7 +21,9 @@ import base64
 import binascii
 import io
 import os
+import struct
 import warnings
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,37 @@ _MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"II*\x00", "image/tiff"),
     (b"MM\x00*", "image/tiff"),
 )
+
+
+def png_from_scanlines(width: int, height: int, scanlines: bytes, *, channels: int = 3) -> bytes:
+    """A PNG file of 8-bit pixels, encoded with ``zlib`` alone (no pillow).
+
+    Args:
+        width: pixels per row.
+        height: rows.
+        scanlines: the rows, each a filter byte (``0``: none) then ``width * channels`` bytes.
+        channels: 3 for RGB, 1 for grey.
+
+    Returns:
+        The PNG file's bytes (``IHDR``, one ``IDAT``, ``IEND``).
+
+    Examples:
+        >>> png = png_from_scanlines(2, 1, bytes([0, 255, 0, 0, 0, 0, 255]))
+        >>> sniff_mime_type(png)
+        'image/png'
+    """
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    colour_type = 2 if channels == 3 else 0
+    header = struct.pack(">IIBBBBB", width, height, 8, colour_type, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(scanlines))
+        + chunk(b"IEND", b"")
+    )
 
 
 def sniff_mime_type(data: bytes) -> str | None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import base64
 import io
-import struct
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -24,17 +22,7 @@ def encoded(size: tuple[int, int] = (40, 30), fmt: str = "PNG", color: str = "wh
 
 def png_header_only(width: int, height: int) -> bytes:
     """A PNG whose header claims ``width x height`` (no pixel data needed: the check reads the header)."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(b"\x00"))
-        + chunk(b"IEND", b"")
-    )
+    return images.png_from_scanlines(width, height, b"\x00", channels=1)
 
 
 def test_bytes_path_file_pil_numpy_and_data_url_are_accepted(tmp_path: Path) -> None:

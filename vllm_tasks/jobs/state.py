@@ -13,8 +13,6 @@ import contextlib
 import fcntl
 import json
 import os
-import struct
-import zlib
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,28 +21,19 @@ from typing import Any
 import numpy as np
 
 from ..errors import JobError
+from ..images import png_from_scanlines
 
 PROBE_TEXT = "vllm-tasks probe: the quick brown fox jumps over the lazy dog."
 """Embedded on every server at the start of a job: same model, same vector."""
 
 
 def _gradient_png(side: int) -> bytes:
-    """A ``side`` x ``side`` RGB PNG of a colour gradient, encoded here (no pillow needed)."""
+    """A ``side`` x ``side`` RGB PNG of a colour gradient."""
     rows = b"".join(
         b"\x00" + bytes(v for x in range(side) for v in (x * 255 // side, y * 255 // side, 128))
         for y in range(side)
     )
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    header = struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(rows))
-        + chunk(b"IEND", b"")
-    )
+    return png_from_scanlines(side, side, rows)
 
 
 PROBE_IMAGE = _gradient_png(32)
