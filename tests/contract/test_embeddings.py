@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,6 +16,8 @@ import pytest
 from fixture_pins import models_dir, venv_python
 
 import vllm_tasks as vt
+from vllm_tasks.errors import BadRequestError
+from vllm_tasks.jobs.state import PROBE_IMAGE
 
 pytestmark = pytest.mark.contract
 
@@ -228,3 +231,13 @@ def test_embed_file_job_on_the_real_server(vllm_embed: Any, embed_client: vt.Cli
     assert (report.texts, report.dimensions, report.chunks_sent) == (150, 384, 3)
     matrix = np.load(tmp_path / "corpus.npy", mmap_mode="r")
     assert np.abs(matrix - raw_float(vllm_embed, lines)).max() <= 1e-5
+
+
+def test_an_image_job_on_a_text_model_is_refused_at_the_start(vllm_embed: Any, tmp_path: Path) -> None:
+    # the job's model check embeds PROBE_IMAGE: MiniLM refuses it before any row is read or sent
+    (tmp_path / "a.png").write_bytes(PROBE_IMAGE)
+    source = tmp_path / "list.txt"
+    source.write_text("a.png\n")
+    with pytest.raises(BadRequestError, match="not a multimodal model"):
+        vt.embed_file(vllm_embed.base_url, source, tmp_path / "out.npy", images=True)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.png", "list.txt"]
