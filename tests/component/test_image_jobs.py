@@ -86,7 +86,8 @@ def test_image_rows_are_embedded_as_embed_images_row_by_row(tmp_path: Path) -> N
     assert [row is None for row in column] == [image is None for image in images]
     np.testing.assert_array_equal(np.array([row for row in column if row is not None], np.float32), expected)
     assert (report.texts, report.failed_rows, report.dimensions) == (7, 2, expected.shape[1])
-    assert all(len(urls) == 1 for urls in sent_images(requests))  # one image per request
+    sent = sent_images(requests)
+    assert len(sent) == 5 and all(len(urls) == 1 for urls in sent)  # the 5 images, one per request
     errors = [json.loads(line) for line in report.errors_file.read_text().splitlines()]  # type: ignore[union-attr]
     assert [(e["row"], e["id"]) for e in errors] == [(2, "r2"), (4, "r4")]
     assert "missing.png" in errors[0]["error"] and "not a recognised image" in errors[1]["error"]
