@@ -107,12 +107,11 @@ def test_version_matrix_tables(monkeypatch):
 def test_qwen3_reranker_template_renders_the_model_card_prompt(instruction: str | None) -> None:
     """The fixture's --chat-template gives, character for character, the prompt references.py scores (the
     model card's); the tiny tokenizer drops whitespace, so the contract test alone would miss a newline."""
-    jinja2 = pytest.importorskip("jinja2")
     from fixture_table import QWEN3_RERANKER_TEMPLATE
     from jinja2.sandbox import ImmutableSandboxedEnvironment
     from references import qwen3_reranker_prompt
 
-    assert jinja2  # transformers and vLLM render chat templates with these settings
+    # transformers and vLLM render chat templates with these settings
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     template = env.from_string(QWEN3_RERANKER_TEMPLATE.read_text())
     messages = [{"role": "query", "content": "Q?"}, {"role": "document", "content": "D."}]
