@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import math
 import operator
 import re
@@ -310,15 +311,12 @@ class _Item:
 
 
 def _holds(shape: Any, values: int, any_shape: bool) -> bool:
-    """Whether ``shape`` is ``[values]``, or (``any_shape``) positive sizes whose product is ``values``."""
-    if not any_shape:
-        return bool(shape == [values])
-    return (
-        isinstance(shape, list)
-        and bool(shape)
-        and all(type(size) is int and size > 0 for size in shape)
-        and math.prod(shape) == values
-    )
+    """Whether ``shape`` is ``[values]``, or (``any_shape``) positive sizes whose product is ``values``;
+    every size a JSON integer (``4.0`` or ``true`` equal 4 and 1 in Python, but are not what vLLM writes).
+    """
+    if not isinstance(shape, list) or not shape or not all(type(size) is int and size > 0 for size in shape):
+        return False
+    return math.prod(shape) == values if any_shape else shape == [values]
 
 
 def decode_bytes_tensors(
@@ -458,7 +456,7 @@ def _uniform_layout(items: list[Any]) -> _Layout | None:
     size = _ITEM_SIZE.get(dtype)
     if start != 0 or width <= 0 or size is None or width % size:
         return None
-    if shape != [width // size]:
+    if type(shape) is not list or len(shape) != 1 or type(shape[0]) is not int or shape[0] != width // size:
         return None
     indices, starts, ends, dtypes, orders, shapes = zip(*rows, strict=True)
     if (
@@ -468,6 +466,9 @@ def _uniform_layout(items: list[Any]) -> _Layout | None:
         or dtypes.count(dtype) != count
         or orders.count(order) != count
         or shapes.count(shape) != count
+        # Equality takes 4.0 or True for an int: the types are compared too (shapes are all [d] here).
+        or set(map(type, itertools.chain(indices, starts, ends, itertools.chain.from_iterable(shapes))))
+        != {int}
     ):
         return None
     return _Layout(count, count * width, dtype, order)

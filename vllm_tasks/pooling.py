@@ -393,7 +393,8 @@ def maxsim(query_vectors: npt.ArrayLike, doc_vectors: npt.ArrayLike) -> float:
         The MaxSim score (unbounded; it grows with the query's length).
 
     Raises:
-        InvalidInputError: for arrays that are not 2-D with the same width.
+        InvalidInputError: an argument that is not a non-empty ``[tokens, d]`` matrix of finite numbers
+            (strings, ragged rows, NaN or infinity, 1-D or 3-D, no tokens, ``d == 0``), or widths that differ.
 
     Examples:
         >>> q = client.pool("what is vllm?").data[0]
@@ -401,15 +402,45 @@ def maxsim(query_vectors: npt.ArrayLike, doc_vectors: npt.ArrayLike) -> float:
         >>> maxsim(q, d)
         7.93...
     """
-    query = np.asarray(query_vectors, dtype=np.float64)
-    doc = np.asarray(doc_vectors, dtype=np.float64)
-    for field, array in (("query_vectors", query), ("doc_vectors", doc)):
-        if array.ndim != 2 or array.shape[0] == 0:
-            raise InvalidInputError(
-                field, f"array of shape {array.shape}", "must be a non-empty [tokens, d] matrix", ""
-            )
+    query = _token_matrix("query_vectors", query_vectors)
+    doc = _token_matrix("doc_vectors", doc_vectors)
     if query.shape[1] != doc.shape[1]:
         raise InvalidInputError(
             "doc_vectors", f"width {doc.shape[1]}", f"must match the query's width {query.shape[1]}", ""
         )
-    return float((query @ doc.T).max(axis=1).sum())
+    with np.errstate(over="ignore", invalid="ignore"):
+        score = float((query @ doc.T).max(axis=1).sum())
+    if not np.isfinite(score):
+        raise InvalidInputError(
+            "doc_vectors", f"score {score}", "overflows float64", "Pass unit-scale vectors."
+        )
+    return score
+
+
+_TOKEN_MATRIX_FIX = "Pass a token_embed model's per-token matrix, e.g. client.pool(text).data[0]."
+
+
+def _token_matrix(field: str, value: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """``value`` as a float64 ``[tokens, d]`` matrix with ``tokens, d > 0`` and finite values.
+
+    Raises:
+        InvalidInputError: naming ``field`` and what is wrong.
+    """
+    try:
+        raw = np.asarray(value)
+    except (TypeError, ValueError) as error:  # ragged rows
+        raise InvalidInputError(
+            field, type(value).__name__, f"is not a matrix ({error})", _TOKEN_MATRIX_FIX
+        ) from None
+    if raw.size and raw.dtype.kind not in "iuf":
+        raise InvalidInputError(field, f"array of {raw.dtype}", "must hold numbers", _TOKEN_MATRIX_FIX)
+    if raw.ndim != 2 or 0 in raw.shape:
+        raise InvalidInputError(
+            field, f"array of shape {raw.shape}", "must be a non-empty [tokens, d] matrix", _TOKEN_MATRIX_FIX
+        )
+    with np.errstate(over="ignore"):  # an overflow is a non-finite value, refused below
+        matrix = raw.astype(np.float64)
+    if not np.isfinite(matrix).all():
+        row = int(np.argwhere(~np.isfinite(matrix))[0][0])
+        raise InvalidInputError(field, f"row {row}", "holds NaN or an infinity", "Pass finite vectors.")
+    return matrix

@@ -5,7 +5,8 @@ vLLM serves SPLADE as ``BertSpladeSparseEmbeddingModel`` (``model_executor/model
 BERT encoder and its MLM head, ``log(1 + relu(logits))`` max-pooled over the tokens, returned by
 ``/v1/embeddings`` as one vocabulary-wide dense row per input (30522 floats for a BERT vocabulary, mostly
 zeros; no L2 normalisation). This module checks that an answer is such a vector (a dense embedding model's
-rows have negative weights, a SPLADE row never does), turns each row into ``(indices, values)`` and plans
+rows have negative weights or few exact zeros, a SPLADE row never has either), turns each row into
+``(indices, values)`` and plans
 the windows a long call is sent in, so that the dense rows of only one window are in memory at a time.
 
 BGE-M3 (``BgeM3EmbeddingModel``, ``model_executor/models/roberta.py``, PR #14526) served with the
@@ -29,6 +30,7 @@ import numpy.typing as npt
 
 from . import gates
 from .calls import TaskParams
+from .decoding import check_finite
 from .embeddings import EmbedParams, EmbedPlan
 from .errors import InvalidInputError, UnexpectedResponse, UnsupportedByServer
 from .responses import in_index_order, index_problem, json_object, usage_of
@@ -167,7 +169,7 @@ def parse_lexical(
 
     Raises:
         UnexpectedResponse: (``kind="decode"``) not one item per input, or an item that is not a list of
-            numbers; a per-token matrix (a token classifier with several labels) is reported by
+            finite numbers; a per-token matrix (a token classifier with several labels) is reported by
             :func:`dense_reason` on the caller's side as not lexical.
     """
     payload = json_object(response, "/pooling")
@@ -180,9 +182,12 @@ def parse_lexical(
     rows = []
     for item in in_index_order(data):
         try:
-            rows.append(np.asarray(item.get("data"), dtype=np.float32))
+            with np.errstate(over="ignore"):  # an overflow is a non-finite weight, refused below
+                rows.append(check_finite(np.asarray(item.get("data"), dtype=np.float32), "json"))
         except (TypeError, ValueError):
             raise UnexpectedResponse("/pooling: an item's `data` is not numbers", kind="decode") from None
+        except UnexpectedResponse as error:
+            raise UnexpectedResponse(f"/pooling: {error.message}", kind="decode") from None
     return rows, usage_of(response, "/pooling", payload.get("usage"))
 
 
@@ -230,14 +235,21 @@ def not_lexical(model: str, what: str) -> UnexpectedResponse:
 def dense_reason(matrix: npt.NDArray[Any], model: str | None) -> str | None:
     """Why ``matrix`` (one answer's rows) cannot be SPLADE vectors, or None when it can.
 
-    SPLADE weights are ``log(1 + relu(x))``: never negative, never NaN.
+    SPLADE weights are ``log(1 + relu(x))`` over a vocabulary: never negative, never NaN, and exactly 0 for
+    every token the text does not activate (a few hundred of 30522). A dense embedding has no exact zeros,
+    and may happen to have no negative weight either, so a row with more non-zero weights than zeros is
+    dense.
 
     Examples:
         >>> dense_reason(np.array([[0.0, 1.5]]), "splade") is None
         True
         >>> dense_reason(np.array([[0.1, -0.2]]), "minilm")[:60]
         "model 'minilm' answered dense embeddings (input 0 has a nega"
+        >>> dense_reason(np.array([[0.1, 0.2, 0.0]]), "minilm")[:69]
+        "model 'minilm' answered dense embeddings (input 0 has 2 non-zero weig"
     """
+    if not np.isfinite(matrix).all():
+        return f"model {model!r} answered non-finite weights"
     negative = np.flatnonzero((matrix < 0).any(axis=1))
     if negative.size:
         row = int(negative[0])
@@ -246,8 +258,14 @@ def dense_reason(matrix: npt.NDArray[Any], model: str | None) -> str | None:
             f"model {model!r} answered dense embeddings (input {row} has a negative weight, {low:.3g}: "
             "a SPLADE weight is never below 0)"
         )
-    if not np.isfinite(matrix).all():
-        return f"model {model!r} answered non-finite weights"
+    non_zero = np.count_nonzero(matrix, axis=-1) if matrix.size else np.zeros(0, np.intp)
+    full = np.flatnonzero(2 * non_zero > matrix.shape[-1])
+    if full.size:
+        row = int(full[0])
+        return (
+            f"model {model!r} answered dense embeddings (input {row} has {int(non_zero[row])} non-zero "
+            f"weights of {matrix.shape[-1]}: a SPLADE vector over a vocabulary is mostly zeros)"
+        )
     return None
 
 

@@ -12,6 +12,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from .. import defaults
+from ..errors import InvalidInputError
 from ..views import Attachment, Shown, card, count, describe, esc, note, shape_text, table
 from .common import Usage
 
@@ -214,28 +215,75 @@ class PoolingResult(BaseModel):
         whole vector (zero vectors stay zero). For per-token output the server did not normalise
         (``use_activation=False``, or a model served that way).
 
+        Raises:
+            InvalidInputError: an array that is not numbers, or holds NaN or an infinity.
+
         Examples:
             >>> result = client.pool(["a cat"], use_activation=False).normalized()
             >>> float(np.linalg.norm(result.data[0][0]))
             1.0
         """
-        return self.model_copy(update={"data": [_unit_rows(array) for array in self.data]})
+        return self.model_copy(
+            update={"data": [_unit_rows(_finite(i, array)) for i, array in enumerate(self.data)]}
+        )
 
     def mean(self, *, normalize: bool = True) -> npt.NDArray[np.float32]:
         """One vector per input: the mean of its per-token vectors (Jina v4's single-vector mode from its
-        multi-vector output), L2-normalised unless ``normalize=False``; vector outputs are stacked as they
-        are (normalised if asked).
+        multi-vector output), L2-normalised unless ``normalize=False`` (a zero mean stays zero); vector
+        outputs are stacked as they are (normalised if asked).
 
         Returns:
             ``ndarray[n_inputs, d]``.
+
+        Raises:
+            InvalidInputError: an array that is not a ``[d]`` vector or a ``[n_tokens, d]`` matrix with
+                ``n_tokens, d > 0`` (a per-token matrix of no tokens has no mean), arrays of different
+                widths, or NaN or an infinity.
 
         Examples:
             >>> client.pool(["a cat", "a dog"]).mean().shape
             (2, 2048)
         """
-        rows = [array.mean(axis=0) if array.ndim == 2 else array for array in self.data]
+        rows = [_mean_row(i, array) for i, array in enumerate(self.data)]
+        widths = sorted({row.shape[0] for row in rows})
+        if len(widths) > 1:
+            raise InvalidInputError(
+                "data", f"widths {widths[:5]}", "cannot be stacked into one matrix", "Average one width."
+            )
         stacked = np.stack(rows).astype(np.float32) if rows else np.zeros((0, 0), np.float32)
         return _unit_rows(stacked) if normalize else stacked
+
+
+def _finite(index: int, array: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """``array`` (``data[index]``), after checking that it holds only finite numbers.
+
+    Raises:
+        InvalidInputError: it holds something else.
+    """
+    values = np.asarray(array)
+    if values.dtype.kind not in "iuf" or not np.isfinite(values).all():
+        raise InvalidInputError(
+            f"data[{index}]", f"array of {values.dtype}", "must hold finite numbers", "Pool again."
+        )
+    return values
+
+
+def _mean_row(index: int, array: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+    """The mean of ``data[index]``'s per-token rows, or the vector itself (float64).
+
+    Raises:
+        InvalidInputError: not a non-empty ``[d]`` or ``[n_tokens, d]`` array of finite numbers.
+    """
+    values = _finite(index, array)
+    if values.ndim not in (1, 2) or 0 in values.shape:
+        raise InvalidInputError(
+            f"data[{index}]",
+            f"array of shape {values.shape}",
+            "has no mean vector: not a [d] vector or a [n_tokens, d] matrix with tokens",
+            "Leave out inputs whose per-token output is empty.",
+        )
+    wide = values.astype(np.float64)
+    return wide.mean(axis=0) if wide.ndim == 2 else wide
 
 
 def _unit_rows(array: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:

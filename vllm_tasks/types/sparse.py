@@ -13,13 +13,84 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..dependencies import require
+from ..errors import InvalidInputError
 from .common import Usage
 
+_VOCABULARY_FIX = "the model's vocabulary size: 30522 for a BERT SPLADE, 250002 for BAAI/bge-m3"
 
-class SparseVector(BaseModel):
+
+class _Checked(BaseModel):
+    """A model whose construction refuses bad values with :class:`~vllm_tasks.InvalidInputError` (pydantic's
+    ``ValidationError`` is not part of the error tree)."""
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as invalid:
+            raise _input_error(type(self).__name__, invalid) from None
+
+
+def _input_error(model: str, invalid: ValidationError) -> InvalidInputError:
+    """The first error of ``invalid``: the validator's own :class:`InvalidInputError`, or one naming the
+    field pydantic refused."""
+    first = invalid.errors()[0]
+    cause = first.get("ctx", {}).get("error")
+    if isinstance(cause, InvalidInputError):
+        return cause
+    field = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"]).lstrip(".")
+    return InvalidInputError(field or model, first.get("input"), first["msg"], f"See {model}'s attributes.")
+
+
+def _index_array(value: Any) -> npt.NDArray[np.int64]:
+    """``value`` as a flat ``int64`` array of token ids (whole numbers >= 0).
+
+    Raises:
+        InvalidInputError: ragged, not numbers, not whole, negative or over ``int64``.
+    """
+    try:
+        raw = np.asarray(value).reshape(-1)
+    except (TypeError, ValueError) as error:
+        raise InvalidInputError("indices", value, f"is not a flat list of token ids ({error})", "") from None
+    if raw.size == 0:
+        return np.zeros(0, np.int64)
+    whole = raw.dtype.kind in "iu" or (
+        raw.dtype.kind == "f" and bool(np.isfinite(raw).all()) and bool((raw == np.floor(raw)).all())
+    )
+    if not whole or raw.min() < 0 or raw.max() > np.iinfo(np.int64).max:
+        raise InvalidInputError(
+            "indices",
+            value,
+            "must be token ids: whole numbers from 0 to 2**63-1",
+            "Pass the ids as integers.",
+        )
+    return raw.astype(np.int64)
+
+
+def _weight_array(value: Any) -> npt.NDArray[np.float32]:
+    """``value`` as a flat ``float32`` array of finite weights.
+
+    Raises:
+        InvalidInputError: ragged, not numbers, or NaN/infinite (also once cast to float32).
+    """
+    try:
+        raw = np.asarray(value).reshape(-1)
+    except (TypeError, ValueError) as error:
+        raise InvalidInputError("values", value, f"is not a flat list of weights ({error})", "") from None
+    if raw.size and raw.dtype.kind not in "iuf":
+        raise InvalidInputError("values", value, "must be numbers", "Pass float weights.")
+    with np.errstate(over="ignore"):  # an overflow is a non-finite weight, refused below
+        weights = raw.astype(np.float32)
+    if not np.isfinite(weights).all():
+        raise InvalidInputError(
+            "values", value, "holds NaN or an infinity (in float32)", "Pass finite weights, one per index."
+        )
+    return weights
+
+
+class SparseVector(_Checked):
     """One input's sparse vector: the non-zero weights and the token ids they belong to.
 
     Attributes:
@@ -44,23 +115,32 @@ class SparseVector(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _as_arrays(cls, data: Any) -> Any:
-        """Coerce to 1-D ``int64``/``float32`` arrays sorted by index; refuse unequal lengths or repeats."""
+        """Coerce to 1-D ``int64``/``float32`` arrays sorted by index; refuse ids that are not whole numbers
+        >= 0, weights that are not finite, unequal lengths or repeats (:class:`InvalidInputError`)."""
         if not isinstance(data, dict):
             return data
-        indices = np.asarray(data.get("indices", ()), dtype=np.int64).reshape(-1)
-        values = np.asarray(data.get("values", ()), dtype=np.float32).reshape(-1)
+        indices, values = _index_array(data.get("indices", ())), _weight_array(data.get("values", ()))
         if indices.shape != values.shape:
-            raise ValueError(f"indices ({indices.size}) and values ({values.size}) must have the same length")
+            raise InvalidInputError(
+                "values",
+                f"{values.size} weights",
+                f"must be one per index ({indices.size} indices)",
+                "Pass indices and values of the same length.",
+            )
         order = np.argsort(indices, kind="stable")
         indices, values = indices[order], values[order]
         if indices.size > 1 and bool((np.diff(indices) == 0).any()):
-            raise ValueError("indices must not repeat")
+            repeated = int(indices[1:][np.diff(indices) == 0][0])
+            raise InvalidInputError("indices", repeated, "must not repeat", "Pass each token id once.")
         tokens = data.get("tokens")
         if tokens is not None:
             tokens = tuple(tokens)
             if len(tokens) != indices.size:
-                raise ValueError(
-                    f"tokens ({len(tokens)}) and indices ({indices.size}) must have the same length"
+                raise InvalidInputError(
+                    "tokens",
+                    f"{len(tokens)} strings",
+                    f"must be one per index ({indices.size} indices)",
+                    "Pass tokens of the same length as indices.",
                 )
             tokens = tuple(tokens[i] for i in order)
         return {**data, "indices": indices, "values": values, "tokens": tokens}
@@ -81,10 +161,15 @@ class SparseVector(BaseModel):
         """``{token_string: weight}`` (FlagEmbedding's ``lexical_weights`` shape), in index order.
 
         Raises:
-            ValueError: the call did not ask for token strings (``return_tokens=True``).
+            InvalidInputError: the call did not ask for token strings (``return_tokens=True``).
         """
         if self.tokens is None:
-            raise ValueError("this vector has no token strings: call embed_sparse(..., return_tokens=True)")
+            raise InvalidInputError(
+                "tokens",
+                None,
+                "this vector has no token strings",
+                "Call embed_sparse(..., return_tokens=True).",
+            )
         return dict(zip(self.tokens, self.values.tolist(), strict=True))
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
@@ -102,7 +187,7 @@ class SparseVector(BaseModel):
         )
 
 
-class SparseEmbeddingResult(BaseModel):
+class SparseEmbeddingResult(_Checked):
     """Sparse vectors of every input, in input order.
 
     Attributes:
@@ -124,7 +209,7 @@ class SparseEmbeddingResult(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
 
     vectors: list[SparseVector]
-    dimension: int | None = None
+    dimension: int | None = Field(default=None, ge=0)
     model: str
     usage: Usage = Usage()
 
@@ -142,10 +227,13 @@ class SparseEmbeddingResult(BaseModel):
         """The single vector, for a call with one input.
 
         Raises:
-            ValueError: when the call had several inputs (use ``vectors``).
+            InvalidInputError: when the call had several inputs (use ``vectors``).
         """
         if len(self.vectors) != 1:
-            raise ValueError(f"this result holds {len(self.vectors)} vectors; use .vectors")
+            count = len(self.vectors)
+            raise InvalidInputError(
+                "vector", count, f"this result holds {count} vectors, not one", "Use .vectors."
+            )
         return self.vectors[0]
 
     @property
@@ -172,8 +260,11 @@ class SparseEmbeddingResult(BaseModel):
 
         Args:
             dimension: the width (default: :attr:`dimension`, else the largest index + 1).
+
+        Raises:
+            InvalidInputError: ``dimension`` is not an integer >= 1, or not above the largest index.
         """
-        return to_dense(self.vectors, self._width(dimension))
+        return _scatter(self.vectors, self._width(dimension))
 
     def to_scipy(self, dimension: int | None = None) -> Any:
         """A ``scipy.sparse.csr_matrix`` of shape ``(n, dimension)``, float32.
@@ -182,10 +273,12 @@ class SparseEmbeddingResult(BaseModel):
             dimension: the width (default: :attr:`dimension`, else the largest index + 1).
 
         Raises:
+            InvalidInputError: ``dimension`` is not an integer >= 1, or not above the largest index (scipy
+                would build a matrix that loses those weights and corrupts memory in products).
             MissingDependency: scipy is not installed (``pip install "vllm-tasks[sparse]"``).
         """
-        sparse = require("scipy.sparse", "sparse", "SparseEmbeddingResult.to_scipy()")
         width = self._width(dimension)
+        sparse = require("scipy.sparse", "sparse", "SparseEmbeddingResult.to_scipy()")
         indptr = np.zeros(len(self.vectors) + 1, dtype=np.int64)
         np.cumsum([len(vector) for vector in self.vectors], out=indptr[1:])
         indices = np.concatenate([v.indices for v in self.vectors]) if self.vectors else np.zeros(0, np.int64)
@@ -193,11 +286,11 @@ class SparseEmbeddingResult(BaseModel):
         return sparse.csr_matrix((values, indices, indptr), shape=(len(self.vectors), width))
 
     def _width(self, dimension: int | None) -> int:
-        if dimension is not None:
-            return dimension
-        if self.dimension is not None:
-            return self.dimension
-        return max((int(v.indices[-1]) + 1 for v in self.vectors if len(v)), default=0)
+        """``dimension``, else :attr:`dimension`, checked against the indices; else the largest index + 1."""
+        width = (self.dimension or None) if dimension is None else dimension
+        if width is None:
+            return _largest_index(self.vectors) + 1
+        return _checked_dimension(self.vectors, width)
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         yield "vectors", len(self.vectors)
@@ -210,10 +303,41 @@ class SparseEmbeddingResult(BaseModel):
 def to_dense(vectors: Sequence[SparseVector], dimension: int) -> npt.NDArray[np.float32]:
     """Scatter sparse vectors back into an ``(n, dimension)`` float32 matrix.
 
+    Raises:
+        InvalidInputError: ``dimension`` is not an integer >= 1, or not above the largest index.
+
     Examples:
         >>> to_dense([SparseVector(indices=[1], values=[2.0])], 3)
         array([[0., 2., 0.]], dtype=float32)
     """
+    return _scatter(vectors, _checked_dimension(vectors, dimension))
+
+
+def _largest_index(vectors: Sequence[SparseVector]) -> int:
+    """The largest token id of ``vectors`` (-1 when they hold none)."""
+    return max((int(vector.indices[-1]) for vector in vectors if len(vector)), default=-1)
+
+
+def _checked_dimension(vectors: Sequence[SparseVector], dimension: object) -> int:
+    """``dimension`` as an ``int``, when it is an integer >= 1 above every index of ``vectors``.
+
+    Raises:
+        InvalidInputError: naming the dimension, the largest index and the width to pass.
+    """
+    if isinstance(dimension, bool) or not isinstance(dimension, int | np.integer) or dimension < 1:
+        raise InvalidInputError("dimension", dimension, "must be an integer >= 1", f"Pass {_VOCABULARY_FIX}.")
+    largest = _largest_index(vectors)
+    if largest >= dimension:
+        raise InvalidInputError(
+            "dimension",
+            dimension,
+            f"is not above the largest index, {largest}",
+            f"Pass dimension={largest + 1} or more: {_VOCABULARY_FIX}.",
+        )
+    return int(dimension)
+
+
+def _scatter(vectors: Sequence[SparseVector], dimension: int) -> npt.NDArray[np.float32]:
     dense = np.zeros((len(vectors), dimension), dtype=np.float32)
     for row, vector in enumerate(vectors):
         dense[row, vector.indices] = vector.values
