@@ -153,6 +153,61 @@ def sample_texts(texts: Sequence[str] | None) -> list[str]:
     return list(texts)
 
 
+def reference_vectors(value: object, call: str, texts: int, width: int) -> npt.NDArray[np.float64]:
+    """What the reference's ``call`` returned, as a float64 ``[texts, width]`` matrix.
+
+    Args:
+        value: the returned vectors.
+        call: the call, for the error (``"reference.encode(texts)"``).
+        texts: how many texts it was given.
+        width: the server's vector width.
+
+    Raises:
+        InvalidInputError: (``field="reference"``) not a matrix of numbers, another number of rows than
+            texts or another width than the server's vectors, or NaN or an infinity: a reference that
+            cannot be compared would make any verdict meaningless.
+
+    Examples:
+        >>> reference_vectors([[1.0, 0.0], [0.0, 1.0]], "reference.encode(texts)", 2, 2).shape
+        (2, 2)
+    """
+    fix = f"Check the reference: {call} must return one finite vector per text, {width} wide as the server's."
+    try:
+        matrix = np.asarray(value)
+    except (TypeError, ValueError) as error:  # ragged rows
+        raise InvalidInputError("reference", call, f"returned no matrix ({error})", fix) from None
+    if matrix.dtype.kind not in "iuf":
+        raise InvalidInputError("reference", call, f"returned {matrix.dtype} values, not numbers", fix)
+    if matrix.shape != (texts, width):
+        raise InvalidInputError(
+            "reference", call, f"returned shape {matrix.shape} for {texts} texts of width {width}", fix
+        )
+    if not np.isfinite(matrix).all():
+        row = int(np.argwhere(~np.isfinite(matrix))[0][0])
+        raise InvalidInputError("reference", call, f"returned NaN or an infinity (texts[{row}])", fix)
+    return matrix.astype(np.float64)
+
+
+def reference_poolings(value: object, texts: int, width: int) -> dict[str, npt.NDArray[np.float64]]:
+    """What the reference's :meth:`~ReferenceEmbedder.pooled` returned, each pooling checked as by
+    :func:`reference_vectors`.
+
+    Raises:
+        InvalidInputError: (``field="reference"``) not a mapping of pooling names to vectors, or vectors
+            :func:`reference_vectors` refuses.
+    """
+    call = "reference.pooled(texts)"
+    if not isinstance(value, Mapping):
+        kind = type(value).__name__
+        raise InvalidInputError(
+            "reference", call, f"returned a {kind}", "Return {pooling name: vectors}, e.g. {'mean': ...}."
+        )
+    return {
+        str(name): reference_vectors(vectors, f"{call}[{name!r}]", texts, width)
+        for name, vectors in value.items()
+    }
+
+
 def cosines(a: npt.NDArray[Any], b: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
     """The cosine of each row of ``a`` with the same row of ``b``.
 

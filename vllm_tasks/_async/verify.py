@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from .. import verify as checks
 from ..calls import resolve_model
-from ..errors import BadRequestError, ContextLengthExceeded, UnsupportedByServer
+from ..errors import BadRequestError, ContextLengthExceeded, UnexpectedResponse, UnsupportedByServer
 from ..offload import async_offload
 from ..verify import PromptCheck, ReferenceEmbedder, VerifyReport
 from .embeddings import AsyncEmbeddingMethods
@@ -48,9 +48,11 @@ class AsyncVerifyMethods(AsyncEmbeddingMethods):
             and what to do).
 
         Raises:
-            InvalidInputError: a bad sample or reference.
+            InvalidInputError: a bad sample or reference (one that returns vectors of another shape than
+                the server's, or NaN or an infinity, is refused rather than compared).
             MissingDependency: a directory given without sentence-transformers installed.
             EndpointNotServed: the server does not serve embeddings.
+            UnexpectedResponse: the server's vectors are not finite, or of another shape with a prompt.
 
         Examples:
             >>> report = await client.verify("/models/Qwen3-Embedding-0.6B")
@@ -60,12 +62,15 @@ class AsyncVerifyMethods(AsyncEmbeddingMethods):
         local = checks.as_reference(reference)
         sample = checks.sample_texts(texts)
         served, cut = await self._served_vectors(sample, model)
-        expected = await async_offload(local.encode, sample)
-        alternatives = await async_offload(local.pooled, sample)
+        width = served.shape[1]
+        encoded = await async_offload(local.encode, sample)
+        expected = checks.reference_vectors(encoded, "reference.encode(texts)", len(sample), width)
+        pooled = await async_offload(local.pooled, sample)
+        alternatives = checks.reference_poolings(pooled, len(sample), width)
         whole = [index for index in range(len(sample)) if index not in cut]
-        prompts = [
+        prompts = [  # none when no text was read whole: the report then says only that
             await self._check_prompt(local, [sample[i] for i in whole], expected[whole], name, model)
-            for name in _named_prompts(local)
+            for name in (_named_prompts(local) if whole else [])
         ]
         info = await self.server_info()
         return checks.report(
@@ -103,12 +108,21 @@ class AsyncVerifyMethods(AsyncEmbeddingMethods):
         """The model's prompt ``name``: the server's ``embed(prompt_name=name)`` against the reference's
         prompted vectors, and how far the reference's own vectors without the prompt (``unprompted``) are
         from them (what forgetting the prompt costs, whatever the server does)."""
-        expected = await async_offload(local.encode, texts, name)
+        encoded = await async_offload(local.encode, texts, name)
+        call = f"reference.encode(texts, {name!r})"
+        expected = checks.reference_vectors(encoded, call, len(texts), unprompted.shape[1])
         try:
             served = (await self.embed(texts, model=model, prompt_name=name)).vectors
-            agreement: float | None = float(checks.cosines(served, expected).min())
         except (BadRequestError, UnsupportedByServer):
-            agreement = None
+            agreement: float | None = None
+        else:
+            if served.shape != expected.shape:
+                raise UnexpectedResponse(
+                    f"embed(prompt_name={name!r}) answered vectors of shape {served.shape} where the same "
+                    f"texts without it gave {expected.shape}",
+                    kind="decode",
+                )
+            agreement = float(checks.cosines(served, expected).min())
         return PromptCheck(
             name=name,
             text=local.prompts[name],
