@@ -93,7 +93,7 @@ def test_timestamps_srt_and_vtt() -> None:
     )
     assert result.to_vtt() == (
         "WEBVTT\n\n00:00:00.000 --> 00:00:01.500\nHello there.\n\n"
-        "00:00:02.000 --> 00:00:04.250\nGeneral -> Kenobi.\nYes\n"
+        "00:00:02.000 --> 00:00:04.250\nGeneral --&gt; Kenobi.\nYes\n"
     )
     assert result.to_text() == "Hello there. General Kenobi."
     no_segments = Transcription(text=" Hi.", duration=2.0)

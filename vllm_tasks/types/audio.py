@@ -3,23 +3,30 @@
 from __future__ import annotations
 
 import base64
+import html
 import json
+import math
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from .. import defaults
 from ..audio import sniff_audio, wav_bytes
+from ..errors import InvalidInputError
 from ..redaction import redact_url
 from ..views import Attachment, Shown, card, clip, count, esc, note, pre, seconds_text, table, timestamp
 
 ResponseFormat = Literal["json", "text", "verbose_json", "srt", "vtt", "diarized_json"]
 """What the caller asks for; ``srt``/``vtt``/``text`` are rendered client-side (vLLM refuses srt/vtt);
 ``diarized_json`` (speaker segments) needs a diarization model and vLLM >= 0.27.0."""
+
+Seconds = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+"""A time in seconds from the start of the audio: finite and >= 0 (an answer with a NaN, infinite or
+negative time is refused when it is parsed, so subtitles and chunk merging never see one)."""
 
 
 class TranscriptionSegment(BaseModel):
@@ -31,8 +38,8 @@ class TranscriptionSegment(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     id: int = 0
-    start: float
-    end: float
+    start: Seconds
+    end: Seconds
     text: str
     seek: int | None = None
     tokens: list[int] | None = None
@@ -66,8 +73,8 @@ class SpeakerSegment(BaseModel):
 
     id: str = ""
     speaker: str
-    start: float
-    end: float
+    start: Seconds
+    end: Seconds
     text: str
     type: str = "transcript.text.segment"
 
@@ -78,8 +85,8 @@ class TranscriptionWord(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     word: str
-    start: float
-    end: float
+    start: Seconds
+    end: Seconds
 
 
 class TranscriptionUsage(BaseModel):
@@ -117,7 +124,7 @@ class Transcription(BaseModel):
 
     text: str
     language: str | None = None
-    duration: float | None = None
+    duration: Seconds | None = None
     segments: list[TranscriptionSegment] = Field(default_factory=list)
     words: list[TranscriptionWord] | None = None
     speaker_segments: list[SpeakerSegment] = Field(default_factory=list)
@@ -266,8 +273,20 @@ Cue = tuple[float, float, str] | tuple[float, float, str, str | None]
 
 
 def format_timestamp(seconds: float, *, separator: str = ",") -> str:
-    """``HH:MM:SS,mmm`` (SRT; ``separator="."`` gives WebVTT's ``HH:MM:SS.mmm``)."""
-    millis = max(0, round(seconds * 1000))
+    """``HH:MM:SS,mmm`` (SRT; ``separator="."`` gives WebVTT's ``HH:MM:SS.mmm``).
+
+    Raises:
+        InvalidInputError: ``seconds`` is NaN, infinite or negative (no subtitle time says it).
+
+    Examples:
+        >>> format_timestamp(3725.5)
+        '01:02:05,500'
+    """
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InvalidInputError(
+            "seconds", seconds, "is not a time in a subtitle (finite, >= 0)", "Check the segments' times."
+        )
+    millis = round(seconds * 1000)
     hours, millis = divmod(millis, 3_600_000)
     minutes, millis = divmod(millis, 60_000)
     secs, millis = divmod(millis, 1000)
@@ -278,6 +297,11 @@ def _cue_text(text: str) -> str:
     # A blank line ends a cue in both formats; "-->" would be read as a timing line in WebVTT.
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return "\n".join(lines).replace("-->", "->")
+
+
+def _vtt_text(text: str) -> str:
+    """``text`` as WebVTT cue text: ``&``, ``<`` and ``>`` escaped (``<`` opens a tag, ``&`` an entity)."""
+    return html.escape(text, quote=False)
 
 
 def _speaker(cue: Cue) -> str:
@@ -295,6 +319,9 @@ def render_srt(cues: Sequence[Cue]) -> str:
 
     Returns:
         str: the SubRip document.
+
+    Raises:
+        InvalidInputError: a cue's time is NaN, infinite or negative.
 
     Examples:
         >>> render_srt([(0.0, 1.5, "Hello.", "S01")])
@@ -314,7 +341,8 @@ def render_srt(cues: Sequence[Cue]) -> str:
 
 
 def render_vtt(cues: Sequence[Cue]) -> str:
-    """WebVTT text for ``(start, end, text)`` cues; empty cues are skipped.
+    """WebVTT text for ``(start, end, text)`` cues; empty cues are skipped, ``&``, ``<`` and ``>`` in the
+    text are escaped (``&amp;``, ``&lt;``, ``&gt;``) so players show them rather than read markup.
 
     Args:
         cues: ``(start, end, text)``, or ``(start, end, text, speaker)``: a speaker label opens
@@ -323,6 +351,9 @@ def render_vtt(cues: Sequence[Cue]) -> str:
     Returns:
         str: the WebVTT document (``WEBVTT`` header first).
 
+    Raises:
+        InvalidInputError: a cue's time is NaN, infinite or negative.
+
     Examples:
         >>> render_vtt([(0.0, 1.5, "Hello.", "S01")])
         'WEBVTT\\n\\n00:00:00.000 --> 00:00:01.500\\n<v S01>Hello.\\n'
@@ -330,11 +361,11 @@ def render_vtt(cues: Sequence[Cue]) -> str:
     blocks = ["WEBVTT\n"]
     for cue in cues:
         start, end, text = cue[0], cue[1], cue[2]
-        body = _cue_text(text)
+        body = _cue_text(_vtt_text(text))
         if not body:
             continue
         if speaker := _speaker(cue):
-            body = f"<v {speaker.replace('&', '&amp;').replace('<', '&lt;')}>{body}"
+            body = f"<v {_vtt_text(speaker)}>{body}"
         last = max(end, start)
         stamp = f"{format_timestamp(start, separator='.')} --> {format_timestamp(last, separator='.')}"
         blocks.append(f"{stamp}\n{body}\n")
