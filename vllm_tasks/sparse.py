@@ -6,8 +6,8 @@ BERT encoder and its MLM head, ``log(1 + relu(logits))`` max-pooled over the tok
 ``/v1/embeddings`` as one vocabulary-wide dense row per input (30522 floats for a BERT vocabulary, mostly
 zeros; no L2 normalisation). This module checks that an answer is such a vector (a dense embedding model's
 rows have negative weights or few exact zeros, a SPLADE row never has either), turns each row into
-``(indices, values)`` and plans
-the windows a long call is sent in, so that the dense rows of only one window are in memory at a time.
+``(indices, values)`` and plans the windows a long call is sent in, so that the dense rows of only one
+window are in memory at a time.
 
 BGE-M3 (``BgeM3EmbeddingModel``, ``model_executor/models/roberta.py``, PR #14526) served with the
 ``token_classify`` task active answers ``/pooling`` with one weight per token, ``relu(sparse_linear(h))``,

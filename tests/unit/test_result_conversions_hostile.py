@@ -96,6 +96,8 @@ def test_the_right_dimension_gives_a_whole_matrix() -> None:
         ({"indices": [3, 3], "values": [1.0, 2.0]}, "indices", "must not repeat"),
         ({"indices": [1], "values": [1.0], "tokens": ["a", "b"]}, "tokens", "one per index"),
         ({"indices": [1], "values": [1.0], "tokens": [7]}, "tokens[0]", "valid string"),
+        ({"indices": [1], "values": [1.0], "tokens": 7}, "tokens", "list of strings"),
+        ({"indices": [1, 2], "values": [1.0, 2.0], "tokens": "ab"}, "tokens", "list of strings"),
     ],
 )
 def test_a_sparse_vector_refuses_bad_arrays_with_a_typed_error(

@@ -8,7 +8,7 @@ Each vector is two aligned arrays: ``indices`` (token ids, ascending, ``int64``)
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -53,7 +53,9 @@ def _index_array(value: Any) -> npt.NDArray[np.int64]:
     try:
         raw = np.asarray(value).reshape(-1)
     except (TypeError, ValueError) as error:
-        raise InvalidInputError("indices", value, f"is not a flat list of token ids ({error})", "") from None
+        raise InvalidInputError(
+            "indices", value, f"is not a flat list of token ids ({error})", "Pass one list of integers."
+        ) from None
     if raw.size == 0:
         return np.zeros(0, np.int64)
     whole = raw.dtype.kind in "iu" or (
@@ -78,7 +80,9 @@ def _weight_array(value: Any) -> npt.NDArray[np.float32]:
     try:
         raw = np.asarray(value).reshape(-1)
     except (TypeError, ValueError) as error:
-        raise InvalidInputError("values", value, f"is not a flat list of weights ({error})", "") from None
+        raise InvalidInputError(
+            "values", value, f"is not a flat list of weights ({error})", "Pass one list of floats."
+        ) from None
     if raw.size and raw.dtype.kind not in "iuf":
         raise InvalidInputError("values", value, "must be numbers", "Pass float weights.")
     with np.errstate(over="ignore"):  # an overflow is a non-finite weight, refused below
@@ -134,6 +138,8 @@ class SparseVector(_Checked):
             raise InvalidInputError("indices", repeated, "must not repeat", "Pass each token id once.")
         tokens = data.get("tokens")
         if tokens is not None:
+            if isinstance(tokens, str) or not isinstance(tokens, Iterable):
+                raise InvalidInputError("tokens", tokens, "must be a list of strings", "Pass one per index.")
             tokens = tuple(tokens)
             if len(tokens) != indices.size:
                 raise InvalidInputError(
