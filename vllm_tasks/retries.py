@@ -15,6 +15,11 @@ from .errors import APIConnectionError, APIStatusError
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 """Statuses worth a retry. 501 and 505 are deterministic answers, so they are not retried."""
 
+TRANSIENT_STATUSES = RETRYABLE_STATUSES - {500}
+"""Statuses that say nothing about the request itself: the server (or a gateway before it) could not
+answer now. A probe that still gets one after its retries has no answer to keep; a 500 is the server's
+own answer (it ran the request and failed), which a probe may read."""
+
 
 def is_retryable(error: BaseException) -> bool:
     """Whether a failed attempt should be retried: connection errors, timeouts, 408/409/429/5xx."""
