@@ -49,7 +49,9 @@ class Request:
     """One HTTP request to the vLLM server (``path`` relative to the client's base URL).
 
     An error status raises the mapped :class:`~vllm_tasks.errors.APIStatusError`, unless
-    ``raise_for_status`` is False. ``retry=False`` makes a single attempt.
+    ``raise_for_status`` is False: then a retryable status is still retried, and the last answer is
+    returned (read it through :func:`answered` before keeping what it says). ``retry=False`` makes a
+    single attempt.
     """
 
     method: str
