@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import contextvars
 import functools
 import logging
@@ -30,12 +31,20 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 T = TypeVar("T")
 
 AddressInfo = list[tuple[Any, ...]]
 """What ``socket.getaddrinfo`` answers: one ``(family, type, proto, canonname, sockaddr)`` per address."""
+
+
+class Slots(Protocol):
+    """Slots shared by concurrent work (a ``concurrency="auto"`` route's requests in flight)."""
+
+    def take(self, wake: Callable[[], None]) -> bool:
+        """Take a slot; or keep ``wake``, to be called once when one may have come free, and say False."""
+        ...
 
 
 class DeadlinePassed(Exception):
@@ -84,6 +93,15 @@ class AsyncBackend:
 
     def check_cancelled(self) -> None:
         """Nothing to do: a cancelled task stops at its next ``await``."""
+
+    async def take_slot(self, slots: Slots) -> None:
+        """Wait until ``slots`` gives this task a slot (woken, from any thread, as slots come free)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            woken: asyncio.Future[None] = loop.create_future()
+            if slots.take(functools.partial(_wake, loop, woken)):
+                return
+            await woken
 
     async def map_bounded(
         self,
@@ -147,6 +165,17 @@ class AsyncBackend:
         """
         loop = asyncio.get_running_loop()
         return list(await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+
+
+def _wake(loop: asyncio.AbstractEventLoop, woken: asyncio.Future[None]) -> None:
+    """Settle ``woken`` on its loop, unless it was given up on (cancelled, or its loop has closed)."""
+
+    def settle() -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits for it
+        loop.call_soon_threadsafe(settle)
 
 
 async def _map_adaptive(
@@ -217,6 +246,15 @@ class SyncBackend:
         """Raise :class:`Cancelled` when the work running in this thread was given up on."""
         if self.cancelled():
             raise Cancelled
+
+    def take_slot(self, slots: Slots) -> None:
+        """Wait until ``slots`` gives this thread a slot (woken as slots come free); work given up on
+        stops waiting (:class:`Cancelled`)."""
+        woken = threading.Event()
+        while not slots.take(woken.set):
+            while not woken.wait(0.1):  # in steps: work given up on must not wait for a slot forever
+                self.check_cancelled()
+            woken.clear()
 
     def map_bounded(
         self,

@@ -64,7 +64,7 @@ def parse_openapi_response(response: httpx.Response) -> frozenset[str] | None:
 
 
 def probe_requests(routes: Sequence[TaskRoute]) -> list[Request]:
-    """The cheapest request for each task route (``{}`` or a one-character input), single attempts.
+    """The cheapest request for each task route (``{}`` or a one-character input), retried as any.
 
     Errors are returned, not raised: the status says whether the task is served (see
     :func:`classify_probe`).
@@ -76,7 +76,6 @@ def probe_requests(routes: Sequence[TaskRoute]) -> list[Request]:
             json=route.probe_json,
             data={"probe": "1"} if route.probe_json is None else None,
             raise_for_status=False,
-            retry=False,
             timeout=defaults.PROBE_TIMEOUT,
         )
         for route in routes
@@ -221,7 +220,7 @@ def ngram_check_request(
 
     It sends ``vllm_xargs {"ngram_size": 0}`` with ``max_tokens: 1``: a loaded processor rejects it with
     400 ("`ngram_size` has to be a strictly positive integer"); a server without the processor ignores
-    ``vllm_xargs`` and answers 200. Single attempt.
+    ``vllm_xargs`` and answers 200.
 
     Examples:
         >>> ngram_check_request("ocr", None, 30.0).json["vllm_xargs"]
@@ -240,7 +239,6 @@ def ngram_check_request(
         json=body,
         headers=extra_headers,
         task="chat",
-        retry=False,
         timeout=timeout,
     )
 

@@ -80,7 +80,7 @@ def template_check_requests(model: str | None, timeout: TimeoutLike = CLIENT_DEF
     """The three requests whose answers tell whether a score template is applied (:func:`template_missing`).
 
     ``/rerank`` of :data:`TEMPLATE_CHECK_QUERY` and :data:`TEMPLATE_CHECK_DOCUMENT`, then ``/tokenize`` of
-    the two joined, without and with special tokens. Errors are returned, not raised; single attempts.
+    the two joined, without and with special tokens. Errors are returned, not raised (after the retries).
 
     Args:
         model: the served model name (``None``: the server's only model).
@@ -105,7 +105,6 @@ def template_check_requests(model: str | None, timeout: TimeoutLike = CLIENT_DEF
             path,
             json={**body, "model": model} if model else body,
             raise_for_status=False,
-            retry=False,
             timeout=timeout,
         )
         for path, body in bodies

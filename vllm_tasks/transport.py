@@ -25,7 +25,7 @@ from .calls import CLIENT_DEFAULT, TimeoutLike
 from .config import ClientSettings
 from .errors import APIConnectionError, APITimeoutError, UnexpectedResponse
 from .responses import check_status
-from .retries import Backoff, is_retryable, retry_after_seconds
+from .retries import RETRYABLE_STATUSES, TRANSIENT_STATUSES, Backoff, is_retryable, retry_after_seconds
 from .server_errors import error_from_response
 from .tasks import TaskName
 from .telemetry import Observation, UsageCounter
@@ -49,7 +49,9 @@ class Request:
     """One HTTP request to the vLLM server (``path`` relative to the client's base URL).
 
     An error status raises the mapped :class:`~vllm_tasks.errors.APIStatusError`, unless
-    ``raise_for_status`` is False. ``retry=False`` makes a single attempt.
+    ``raise_for_status`` is False: then a retryable status is still retried, and the last answer is
+    returned (read it through :func:`answered` before keeping what it says). ``retry=False`` makes a
+    single attempt.
     """
 
     method: str
@@ -65,6 +67,69 @@ class Request:
     retry: bool = True
 
 
+class RouteLimit:
+    """One route's ``concurrency="auto"`` limit on one client: its :class:`AdaptiveLimit`, the client's
+    requests in flight under it (every call's, sync threads and async tasks alike), and the time before
+    which none starts (a ``Retry-After`` within the retry cap). Each attempt takes a slot and gives it
+    back with its answer: a retry waits its backoff holding none, then takes one under the limit as it is
+    then. Thread-safe.
+
+    Attributes:
+        limit: the adaptive limit (its ``allowed`` bounds :attr:`in_flight`).
+        in_flight: the requests sent and not yet answered.
+
+    Examples:
+        >>> route = RouteLimit()
+        >>> route.take(lambda: None), route.take(lambda: None)  # START allows one request
+        (True, False)
+        >>> route.release()
+    """
+
+    def __init__(self) -> None:
+        self.limit = AdaptiveLimit()
+        self.in_flight = 0
+        self._resume_at = 0.0  # time.monotonic() before which no request starts (a Retry-After)
+        self._lock = threading.Lock()
+        self._waiters: list[Callable[[], None]] = []
+
+    def paused(self) -> float:
+        """Seconds before the next request may start (a ``Retry-After`` asked); 0 or less: none."""
+        return self._resume_at - time.monotonic()
+
+    def take(self, wake: Callable[[], None]) -> bool:
+        """Take a slot when fewer than the limit allows are in flight; else keep ``wake``, called once
+        when a slot may have come free (the caller then tries again), and return False."""
+        with self._lock:
+            if self.in_flight < self.limit.allowed:
+                self.in_flight += 1
+                return True
+            self._waiters.append(wake)
+            return False
+
+    def release(self) -> None:
+        """Give a slot back; every waiter tries again (the limit may have grown or shrunk meanwhile)."""
+        with self._lock:
+            self.in_flight -= 1
+            waiters, self._waiters = self._waiters, []
+        for wake in waiters:
+            wake()
+
+    def learn(self, seconds: float, response: httpx.Response, retry_after_cap: float) -> int:
+        """Feed the limit one answer: its ``seconds`` when it succeeded; a back-off on 429/503, and with
+        a ``Retry-After`` of at most ``retry_after_cap`` no new request before it (a longer one ends
+        the call that got it, and holds nothing). Returns the settled limit."""
+        status = response.status_code
+        with self._lock:
+            if status in OVERLOAD_STATUSES:
+                self.limit.overloaded()
+                asked = retry_after_seconds(response.headers)
+                if asked is not None and asked <= retry_after_cap:
+                    self._resume_at = max(self._resume_at, time.monotonic() + asked)
+            elif status < 400:
+                self.limit.answered(seconds)
+            return self.limit.settled
+
+
 class TransportBase:
     """The parts of a transport that do not wait: settings, URLs, headers, building and checking."""
 
@@ -76,43 +141,25 @@ class TransportBase:
         self.usage = usage if usage is not None else UsageCounter()
         """Requests, failures and retries counted here; the client adds its results' tokens."""
         self._urls: dict[str, httpx.URL] = {}
-        self._limits: dict[str, AdaptiveLimit] = {}
-        self._limits_lock = threading.Lock()  # a sync client's send_all threads learn at once
-        self.last_limit: AdaptiveLimit | None = None
-        """The ``concurrency="auto"`` limit of the latest call that used one (``None`` before)."""
-        self._resume_at = 0.0  # time.monotonic() before which an auto call sends nothing (Retry-After)
+        self._routes: dict[str, RouteLimit] = {}
+        self._routes_lock = threading.Lock()
         self._headers = merge_headers(settings.request_headers)
         self._json_headers = merge_headers(self._headers, {"Content-Type": "application/json"})
 
-    def auto_limit(self, path: str) -> AdaptiveLimit:
+    def route_limit(self, path: str) -> RouteLimit:
         """The ``concurrency="auto"`` limit of the requests to ``path`` (one per route: an embedding
-        batch and a rerank take different times), kept for the client's life so that the next call starts
-        from what this one learned."""
-        with self._limits_lock:
-            limit = self._limits.get(path)
-            if limit is None:
-                limit = self._limits[path] = AdaptiveLimit()
-            self.last_limit = limit
-            return limit
+        batch and a rerank take different times), shared by every call on this client and kept for its
+        life, so that concurrent calls stay under one limit and the next call starts from what this one
+        learned."""
+        with self._routes_lock:
+            route = self._routes.get(path)
+            if route is None:
+                route = self._routes[path] = RouteLimit()
+            return route
 
-    def _learn(self, limit: AdaptiveLimit, seconds: float, response: httpx.Response) -> None:
-        """Feed ``limit`` one answer: its seconds when it succeeded; a back-off on 429/503, and with its
-        ``Retry-After`` no new request of an ``auto`` call before that (up to the retry cap)."""
-        status = response.status_code
-        with self._limits_lock:
-            if status in OVERLOAD_STATUSES:
-                limit.overloaded()
-                asked = retry_after_seconds(response.headers)
-                if asked is not None:
-                    wait = min(asked, self.backoff.retry_after_cap)
-                    self._resume_at = max(self._resume_at, time.monotonic() + wait)
-            elif status < 400:
-                limit.answered(seconds)
-            self.usage.limit_now(limit.settled)
-
-    def _paused(self) -> float:
-        """Seconds an ``auto`` call still waits before its next request (a ``Retry-After`` asked)."""
-        return self._resume_at - time.monotonic()
+    def _learn(self, route: RouteLimit, seconds: float, response: httpx.Response) -> None:
+        """Feed ``route`` one answer (see :meth:`RouteLimit.learn`); ``usage`` shows where it settled."""
+        self.usage.limit_now(route.learn(seconds, response, self.backoff.retry_after_cap))
 
     def _attempts(self, request: Request) -> int:
         return self.settings.max_retries + 1 if request.retry else 1
@@ -149,8 +196,9 @@ class TransportBase:
             observation.inject(built.headers)
         return built
 
-    @staticmethod
-    def _check(request: Request, response: httpx.Response) -> httpx.Response:
+    def _check(self, request: Request, response: httpx.Response, *, final: bool) -> httpx.Response:
+        """``response``, or the mapped error when it is an error status (with ``raise_for_status=False``:
+        only a retryable one that another attempt follows, ``final`` False)."""
         if response.status_code in OVERLOAD_STATUSES:
             listener = overload_listener.get()
             if listener is not None:
@@ -161,11 +209,33 @@ class TransportBase:
             if response.status_code >= 400:
                 raise error_from_response(response, task=request.task)
             check_status(response, request.path)
+        elif response.status_code in RETRYABLE_STATUSES and not final:
+            # A probe that reads error statuses is retried like any request: its last answer is returned.
+            error = error_from_response(response, task=request.task)
+            if self._retryable(error):
+                raise error
         return response
 
     def _retryable(self, error: BaseException) -> bool:
         # A Retry-After over the cap ends the retries (the error then names the wait asked for).
         return is_retryable(error) and not self.backoff.refuses_wait(error)
+
+
+def answered(response: httpx.Response, task: TaskName | None = None) -> httpx.Response:
+    """``response`` when it is the server's answer to its request (a probe may keep what it says); the
+    mapped error when its status only says that no answer came now (overloaded, a gateway's, a timeout:
+    :data:`~vllm_tasks.retries.TRANSIENT_STATUSES`), after the request's retries.
+
+    Raises:
+        APIStatusError: the mapped error (``RateLimitError``, ``ServiceUnavailableError``, ...).
+
+    Examples:
+        >>> answered(httpx.Response(400)).status_code
+        400
+    """
+    if response.status_code in TRANSIENT_STATUSES:
+        raise error_from_response(response, task=task)
+    return response
 
 
 def connection_error(method: str, url: httpx.URL | str, error: httpx.TransportError) -> APIConnectionError:

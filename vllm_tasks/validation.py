@@ -17,20 +17,21 @@ def positive_int(field: str, value: object) -> int:
     """Check a count argument (``batch_size``, ``concurrency``, ...): an int >= 1.
 
     Raises:
-        InvalidInputError: for anything else (``bool`` included).
+        InvalidInputError: for anything else (``None`` and ``bool`` included).
 
     Examples:
         >>> positive_int("batch_size", 8)
         8
     """
-    return int_at_least(field, value, 1, f"For example {field}=8.")
+    return _required_int(field, value, 1, f"For example {field}=8.")
 
 
 def concurrency_setting(field: str, value: object) -> int | Literal["auto"]:
     """Check a ``concurrency`` argument: an int >= 1, or ``"auto"`` (a limit tuned from the answers).
 
     Raises:
-        InvalidInputError: for anything else (``0``, ``"fast"``, ``2.5``, ``True``), naming the field.
+        InvalidInputError: for anything else (``None``, ``0``, ``"fast"``, ``2.5``, ``True``), naming the
+            field.
 
     Examples:
         >>> concurrency_setting("concurrency", "auto"), concurrency_setting("concurrency", 8)
@@ -38,7 +39,7 @@ def concurrency_setting(field: str, value: object) -> int | Literal["auto"]:
     """
     if value == "auto" and isinstance(value, str):
         return "auto"
-    return int_at_least(field, value, 1, f'Pass a whole number >= 1 (e.g. {field}=8) or {field}="auto".')
+    return _required_int(field, value, 1, f'Pass a whole number >= 1 (e.g. {field}=8) or {field}="auto".')
 
 
 @overload
@@ -55,8 +56,11 @@ def int_at_least(field: str, value: object, minimum: int, fix: str = "") -> int 
         >>> int_at_least("top_n", 3, 0)
         3
     """
-    if value is None:
-        return None
+    return None if value is None else _required_int(field, value, minimum, fix)
+
+
+def _required_int(field: str, value: object, minimum: int, fix: str) -> int:
+    """``value`` when it is an int >= ``minimum`` (not a bool); else ``InvalidInputError``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InvalidInputError(field, value, f"must be an integer >= {minimum}", fix)
     return value

@@ -23,7 +23,7 @@ from ..discovery import (
 from ..errors import APIConnectionError, APIError, BadRequestError, ServerNotReady
 from ..score_template import template_advisory, template_check_requests, template_missing
 from ..tasks import TASK_ROUTES
-from ..transport import Request
+from ..transport import Request, answered
 from ..types.server import Advisory, ProbeReport, ServerInfo, TaskStatus
 from .transport import AsyncTransport
 
@@ -34,8 +34,10 @@ async def discover(transport: AsyncTransport, base_url: str, *, strict: bool = T
     Args:
         transport: the client's transport.
         base_url: recorded in the result.
-        strict: when True a failing ``/v1/models`` raises (e.g. :class:`AuthenticationError`); when
-            False (probing) it gives an empty model list.
+        strict: when True a failing ``/v1/models`` raises (e.g. :class:`AuthenticationError`), and so
+            does an overloaded answer (429, 503, a gateway's) of any of the three after its retries,
+            which would say nothing about the server; when False (probing) they give an empty model
+            list, no version or no routes.
     """
     version_response, models_response, openapi_response = await transport.send_all(
         [
@@ -45,6 +47,8 @@ async def discover(transport: AsyncTransport, base_url: str, *, strict: bool = T
         ],
         concurrency=3,
     )
+    if strict:
+        version_response, openapi_response = answered(version_response), answered(openapi_response)
     return ServerInfo(
         base_url=base_url,
         version=parse_version_response(version_response),

@@ -7,6 +7,7 @@ The pure parts (input checks, planning, merging) are in ``vllm_tasks.scoring``, 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike, resolve_
 from ..errors import BadRequestError, ContextLengthExceeded, InternalServerError, RequestTooLargeError
 from ..listwise import listwise_prompt
 from ..offload import async_offload
+from ..retries import TRANSIENT_STATUSES
 from ..score_template import (
     SCORE_TEMPLATE_MISSING,
     named_like_llm_reranker,
@@ -35,12 +37,14 @@ from ..scorer_kind import (
     scorer_probe_request,
 )
 from ..scoring import Fallback, ScoreInput, ScoringSetup
-from ..transport import Request
+from ..transport import Request, answered
 from ..types.scoring import RerankResult, ScoreResult, ScorerKind
 from ..types.server import ServerInfo
 from ..validation import int_at_least
 from .base import AsyncClientBase
 from .tokenizing import count_longest, longest_fitting_prefix, truncate_texts
+
+logger = logging.getLogger("vllm_tasks")
 
 Sent = tuple[list[httpx.Response], list[range], ScorerKind]
 """A scoring call's answers, the batches they answer, and the scorer kind."""
@@ -259,14 +263,16 @@ class AsyncScoringMethods(AsyncClientBase):
                 seen = self._server_state
                 kind = seen.get(SCORER_KIND, key)
                 if kind is None:
-                    response = await self._transport.send(scorer_probe_request(name, timeout))
+                    # answered(): an overloaded server's 429/503 after the retries raises, never
+                    # becomes a kind kept for the client's life
+                    response = answered(await self._transport.send(scorer_probe_request(name, timeout)))
                     kind = scorer_from_probe(response, info)
                     if kind is None:  # an old server answered per token: ask whether the model embeds
                         request = scorer_probe_request(name, timeout, task="embed")
-                        kind = scorer_from_embed_probe(await self._transport.send(request))
+                        kind = scorer_from_embed_probe(answered(await self._transport.send(request)))
                     elif needs_list_probe(kind, response):  # a listwise reranker needs two inputs
                         request = scorer_probe_request(name, timeout, listwise=True)
-                        kind = scorer_from_list_probe(await self._transport.send(request))
+                        kind = scorer_from_list_probe(answered(await self._transport.send(request)))
                     self._learn(seen, SCORER_KIND, key, kind)
         return kind
 
@@ -309,6 +315,10 @@ class AsyncScoringMethods(AsyncClientBase):
             if seen.knows(SCORE_TEMPLATE_MISSING, key):
                 return
             responses = await self._transport.send_all(template_check_requests(model, timeout), concurrency=1)
+            if any(response.status_code in TRANSIENT_STATUSES for response in responses):
+                # no answer to keep: checked again by the next call
+                logger.warning("the score template check of %r got no answer (the server is busy)", model)
+                return
             missing = template_missing(responses)
             self._learn(seen, SCORE_TEMPLATE_MISSING, key, missing)
         if missing:

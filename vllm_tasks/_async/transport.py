@@ -16,7 +16,7 @@ import httpx
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from .._backends import AsyncBackend
-from ..adaptive import AdaptiveLimit, Concurrency
+from ..adaptive import Concurrency
 from ..config import ClientSettings
 from ..errors import APIError
 from ..fetching import third_party_request
@@ -25,6 +25,7 @@ from ..telemetry import UsageCounter
 from ..transport import (
     OnResponse,
     Request,
+    RouteLimit,
     TransportBase,
     connection_error,
     headerless,
@@ -48,11 +49,13 @@ class AsyncTransport(TransportBase):
         self.http = http
         self.backend = AsyncBackend()
 
-    async def send(self, request: Request, limit: AdaptiveLimit | None = None) -> httpx.Response:
+    async def send(self, request: Request, route: RouteLimit | None = None) -> httpx.Response:
         """Send with retries; the body is read. Raises the mapped error for an error status.
 
-        With ``limit`` (a ``concurrency="auto"`` call), each attempt's answer feeds it, and an attempt
-        waits out a ``Retry-After`` another answer asked for.
+        A request with ``raise_for_status=False`` is retried on a retryable status too; its last answer
+        is returned. With ``route`` (a ``concurrency="auto"`` call), each attempt waits out a
+        ``Retry-After`` another answer asked for, takes one of the route's slots, and feeds its answer
+        to the route's limit.
         """
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self._attempts(request)),
@@ -62,7 +65,7 @@ class AsyncTransport(TransportBase):
             sleep=self.backend.sleep,
             before_sleep=log_retry,
         )
-        response: httpx.Response = await retrying(self._attempt, request, itertools.count(1), limit)
+        response: httpx.Response = await retrying(self._attempt, request, itertools.count(1), route)
         return response
 
     def _should_retry(self, error: BaseException) -> bool:
@@ -70,15 +73,26 @@ class AsyncTransport(TransportBase):
         return not self.backend.cancelled() and self._retryable(error)
 
     async def _attempt(
-        self, request: Request, attempts: itertools.count[int], limit: AdaptiveLimit | None = None
+        self, request: Request, attempts: itertools.count[int], route: RouteLimit | None = None
     ) -> httpx.Response:
         self.backend.check_cancelled()
-        if limit is not None and self._paused() > 0:
-            await self.backend.sleep(self._paused())
-        with self._observe(request, next(attempts)) as observation:
+        if route is None:
+            return await self._exchange(request, next(attempts))
+        if route.paused() > 0:
+            await self.backend.sleep(route.paused())
+        await self.backend.take_slot(route)
+        try:
+            return await self._exchange(request, next(attempts), route)
+        finally:
+            route.release()
+
+    async def _exchange(
+        self, request: Request, attempt: int, route: RouteLimit | None = None
+    ) -> httpx.Response:
+        with self._observe(request, attempt) as observation:
             built = self._build(self.http, request, observation)
-            if limit is not None:
-                observation.set_attribute("vllm_tasks.concurrency.limit", limit.allowed)
+            if route is not None:
+                observation.set_attribute("vllm_tasks.concurrency.limit", route.limit.allowed)
             failure: APIError
             sent = time.perf_counter()
             try:
@@ -89,9 +103,9 @@ class AsyncTransport(TransportBase):
                 failure, cause = undecodable(request.method, built.url, error), headerless(error)
             else:
                 observation.response = response
-                if limit is not None:
-                    self._learn(limit, time.perf_counter() - sent, response)
-                return self._check(request, response)
+                if route is not None:
+                    self._learn(route, time.perf_counter() - sent, response)
+                return self._check(request, response, final=attempt >= self._attempts(request))
             # Raised after the except block: its __context__ would hold httpx's error, request and all.
             raise failure from cause
 
@@ -100,7 +114,8 @@ class AsyncTransport(TransportBase):
     ) -> list[httpx.Response]:
         """Send ``requests``, at most ``concurrency`` at once; the responses in request order.
 
-        ``concurrency="auto"``: at most the route's :meth:`auto_limit` at once, fed by every answer.
+        ``concurrency="auto"``: the route's :meth:`route_limit`, shared with every other call on this
+        client, bounds the requests in flight (retries included), and every answer feeds it.
         The first failure, or anything raised while waiting (a cancellation, Ctrl-C, an exception from
         ``on_response``), returns at once: requests not yet started are never sent and those in flight
         are not retried.
@@ -108,11 +123,11 @@ class AsyncTransport(TransportBase):
         if concurrency == "auto":
             if not requests:
                 return []
-            limit = self.auto_limit(requests[0].path)
+            route = self.route_limit(requests[0].path)
             return await self.backend.map_bounded(
                 len(requests),
-                lambda: limit.allowed,
-                lambda index: self.send(requests[index], limit),
+                lambda: route.limit.allowed,
+                lambda index: self.send(requests[index], route),
                 on_response,
             )
         return await self.backend.map_bounded(
@@ -134,7 +149,7 @@ class AsyncTransport(TransportBase):
                         await response.aread()
                     finally:
                         await response.aclose()
-                    self._check(request, response)
+                    self._check(request, response, final=True)
             except httpx.TransportError as error:
                 failure, cause = connection_error(request.method, built.url, error), headerless(error)
             except httpx.DecodingError as error:

@@ -24,7 +24,7 @@ from ..discovery import (
 from ..errors import APIConnectionError, APIError, BadRequestError, ServerNotReady
 from ..score_template import template_advisory, template_check_requests, template_missing
 from ..tasks import TASK_ROUTES
-from ..transport import Request
+from ..transport import Request, answered
 from ..types.server import Advisory, ProbeReport, ServerInfo, TaskStatus
 from .transport import SyncTransport
 
@@ -35,8 +35,10 @@ def discover(transport: SyncTransport, base_url: str, *, strict: bool = True) ->
     Args:
         transport: the client's transport.
         base_url: recorded in the result.
-        strict: when True a failing ``/v1/models`` raises (e.g. :class:`AuthenticationError`); when
-            False (probing) it gives an empty model list.
+        strict: when True a failing ``/v1/models`` raises (e.g. :class:`AuthenticationError`), and so
+            does an overloaded answer (429, 503, a gateway's) of any of the three after its retries,
+            which would say nothing about the server; when False (probing) they give an empty model
+            list, no version or no routes.
     """
     version_response, models_response, openapi_response = transport.send_all(
         [
@@ -46,6 +48,8 @@ def discover(transport: SyncTransport, base_url: str, *, strict: bool = True) ->
         ],
         concurrency=3,
     )
+    if strict:
+        version_response, openapi_response = answered(version_response), answered(openapi_response)
     return ServerInfo(
         base_url=base_url,
         version=parse_version_response(version_response),
