@@ -61,6 +61,10 @@ class Vectors(Protocol):
     def width(self, result: Result) -> int:
         """The width of the vectors (sparse: the vocabulary when the answer states it, else 0)."""
 
+    def mismatch(self, result: Result, count: int, width: int) -> str | None:
+        """What in a batch's answer does not fit the job (``count`` rows of ``width``, as
+        :meth:`width` found it at the start), else ``None``."""
+
     def rows(self, count: int, width: int) -> Rows:
         """Empty storage for a chunk of ``count`` rows."""
 
@@ -124,9 +128,10 @@ class SparseRows:
 @dataclass
 class MatrixRows:
     """A chunk's per-token matrices, one ``[n_tokens, width]`` float32 array per row (``None`` until
-    embedded)."""
+    embedded), all of the job's ``width``."""
 
     matrices: list[npt.NDArray[np.float32] | None]
+    width: int
 
     @property
     def nbytes(self) -> int:
@@ -140,11 +145,10 @@ class MatrixRows:
     def arrow(self, pa: Any, failed: npt.NDArray[np.bool_]) -> list[Any]:
         """One ``list<fixed_size_list<float32>[width]>`` column: a row's token vectors in token order."""
         held = [m for m in self.matrices if m is not None]
-        width = held[0].shape[1] if held else 0
         offsets = np.zeros(len(self.matrices) + 1, np.int32)
         np.cumsum([0 if m is None else len(m) for m in self.matrices], out=offsets[1:])
         flat = np.concatenate([np.zeros(0, np.float32), *(m.reshape(-1) for m in held)])
-        tokens = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), width)
+        tokens = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), self.width)
         return [pa.ListArray.from_arrays(pa.array(offsets), tokens, mask=pa.array(failed))]
 
 
@@ -168,6 +172,12 @@ class Dense:
         """The vectors' width."""
         assert isinstance(result, EmbeddingResult)
         return int(result.vectors.shape[1])
+
+    def mismatch(self, result: Result, count: int, width: int) -> str | None:
+        """Not a ``count x width`` matrix."""
+        assert isinstance(result, EmbeddingResult)
+        shape = tuple(result.vectors.shape)
+        return None if shape == (count, width) else f"vectors of shape {list(shape)}, not {[count, width]}"
 
     def rows(self, count: int, width: int) -> DenseRows:
         """A ``count x width`` matrix of NaN."""
@@ -203,6 +213,19 @@ class Sparse:
         """The vocabulary width the answer states (SPLADE), else 0 (BGE-M3's lexical weights)."""
         assert isinstance(result, SparseEmbeddingResult)
         return result.dimension or 0
+
+    def mismatch(self, result: Result, count: int, width: int) -> str | None:
+        """Not ``count`` vectors, another vocabulary than the job's, or a token id outside it."""
+        assert isinstance(result, SparseEmbeddingResult)
+        if len(result.vectors) != count:
+            return f"{len(result.vectors)} vectors for {count} rows"
+        if (result.dimension or 0) != width:
+            return f"a vocabulary of {result.dimension or 'unstated'} ids, not {width or 'unstated'}"
+        for vector in result.vectors:
+            low, high = (int(vector.indices.min()), int(vector.indices.max())) if len(vector) else (0, 0)
+            if low < 0 or (width and high >= width):
+                return f"token id {low if low < 0 else high} outside the vocabulary of {width or 'any'} ids"
+        return None
 
     def rows(self, count: int, width: int) -> SparseRows:
         """``count`` empty rows (no vocabulary-wide storage)."""
@@ -256,9 +279,19 @@ class MultiVector:
             )
         return int(matrix.shape[1])
 
+    def mismatch(self, result: Result, count: int, width: int) -> str | None:
+        """Not ``count`` matrices of ``width``-wide token vectors."""
+        assert isinstance(result, PoolingResult)
+        if len(result.data) != count:
+            return f"{len(result.data)} matrices for {count} rows"
+        for matrix in result.data:
+            if matrix.ndim != 2 or matrix.shape[1] != width:
+                return f"a matrix of shape {list(matrix.shape)}, not [tokens, {width}]"
+        return None
+
     def rows(self, count: int, width: int) -> MatrixRows:
-        """``count`` empty rows."""
-        return MatrixRows([None] * count)
+        """``count`` empty rows of ``width``-wide token vectors."""
+        return MatrixRows([None] * count, width)
 
     def fields(self, pa: Any, width: int) -> list[Any]:
         """``token_embeddings: list<fixed_size_list<float32>[width]>``."""
