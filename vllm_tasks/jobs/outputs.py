@@ -132,6 +132,11 @@ class ParquetSink:
     for failed rows): one part file per chunk in ``folder``, joined in order (one row group per chunk)
     when the job is complete.
 
+    A part holds a ``fixed_size_list`` column as a variable ``list`` (a null row empty), cast back when
+    the parts are joined: pyarrow before 26 cannot read a null ``fixed_size_list`` row from Parquet
+    (apache/arrow#35692), so a job with a refused row failed at its end on pyarrow 16-25; the joined file
+    is read with pyarrow >= 26 (or another Parquet reader). pyarrow 15 cannot write such a row at all.
+
     Args:
         folder: where the part files go.
         width: the embedding width.
@@ -167,6 +172,12 @@ class ParquetSink:
         if id_name not in types:
             fields.insert(0, pa.field(id_name, pa.int64()))
         self._schema = pa.schema([*fields, *vectors.fields(pa, width)])
+        self._part_schema = pa.schema(
+            [
+                pa.field(f.name, pa.list_(f.type.value_type)) if pa.types.is_fixed_size_list(f.type) else f
+                for f in self._schema
+            ]
+        )
 
     def _part(self, index: int) -> Path:
         return self._folder / f"part-{index:08d}.parquet"
@@ -178,7 +189,7 @@ class ParquetSink:
         arrays = [
             pa.array(columns[field.name], field.type) for field in self._schema if field.name in columns
         ]
-        table = pa.Table.from_arrays([*arrays, *rows.arrow(pa, failed)], schema=self._schema)
+        table = pa.Table.from_arrays([*arrays, *rows.arrow(pa, failed)], schema=self._part_schema)
         write_atomically(self._part(chunk.index), lambda handle: self._pq.write_table(table, handle))
 
     def sync(self) -> None:
@@ -190,7 +201,8 @@ class ParquetSink:
         again; a join of other than ``rows`` rows replaces nothing.
 
         Raises:
-            JobError: the parts hold another number of rows than the job counted.
+            JobError: the parts hold another number of rows than the job counted, or this pyarrow cannot
+                write a refused row (a null ``fixed_size_list``, pyarrow 15); the parts are kept.
         """
         parts = sorted(self._folder.glob("part-*.parquet"))
 
@@ -198,7 +210,7 @@ class ParquetSink:
             joined = 0
             with self._pq.ParquetWriter(handle, self._schema) as writer:
                 for part in parts:
-                    table = self._pq.read_table(part, schema=self._schema)
+                    table = self._pq.read_table(part).cast(self._schema)
                     joined += table.num_rows
                     writer.write_table(table)
             if joined != rows:
@@ -207,7 +219,14 @@ class ParquetSink:
                     "was replaced. Run the job again with resume=False (vllm-tasks: --restart)."
                 )
 
-        write_atomically(final, join)
+        try:
+            write_atomically(final, join)
+        except self._pa.ArrowNotImplementedError as error:
+            raise JobError(
+                f"{final}: pyarrow {self._pa.__version__} cannot write the refused rows' null vectors to "
+                f"Parquet ({error}); the finished parts are kept. Upgrade pyarrow (26 or later also reads "
+                "them back) and run the job again to join them."
+            ) from error
 
     def close(self) -> None:
         """Nothing stays open between chunks."""

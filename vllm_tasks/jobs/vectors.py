@@ -43,7 +43,9 @@ class Rows(Protocol):
         """Store the vectors of a batch's answer at rows ``start`` onwards."""
 
     def arrow(self, pa: Any, failed: npt.NDArray[np.bool_]) -> list[Any]:
-        """The Parquet columns of the rows (null where ``failed``), in :meth:`Vectors.fields` order."""
+        """The columns of the rows in a part file (null where ``failed``), in :meth:`Vectors.fields`
+        order; a ``fixed_size_list`` field is a variable ``list`` of the same values there (see
+        :class:`~vllm_tasks.jobs.outputs.ParquetSink`)."""
 
 
 class Vectors(Protocol):
@@ -91,9 +93,13 @@ class DenseRows:
         self.matrix[start : start + len(result.vectors)] = result.vectors
 
     def arrow(self, pa: Any, failed: npt.NDArray[np.bool_]) -> list[Any]:
-        """One ``fixed_size_list<float32>[width]`` column."""
-        values = pa.array(np.ascontiguousarray(self.matrix, dtype=np.float32).reshape(-1))
-        return [pa.FixedSizeListArray.from_arrays(values, self.matrix.shape[1], mask=pa.array(failed))]
+        """One ``list<float32>`` column: each row's ``width`` values, a refused row null and empty."""
+        held = np.ascontiguousarray(self.matrix[~failed], dtype=np.float32)
+        offsets = np.zeros(len(failed) + 1, np.int32)
+        np.cumsum(np.where(failed, 0, self.matrix.shape[1]), out=offsets[1:])
+        return [
+            pa.ListArray.from_arrays(pa.array(offsets), pa.array(held.reshape(-1)), mask=pa.array(failed))
+        ]
 
 
 @dataclass
