@@ -45,8 +45,8 @@ def typed_error(error: OSError, path: Path, needed: int = 0) -> OSError | JobErr
     goes, else ``error`` itself.
 
     Examples:
-        >>> typed_error(OSError(errno.EROFS, "Read-only file system"), Path("/mnt/out.npy")).args[0][:44]
-        '/mnt: cannot be written (Read-only file system'
+        >>> typed_error(OSError(errno.EROFS, "Read-only file system"), Path("/mnt/out.npy")).args[0][:47]
+        '/mnt: cannot be written (Read-only file system)'
     """
     if isinstance(error, JobError):
         return error
