@@ -1,7 +1,8 @@
 """The files a job writes, against FakeVLLM: an output folder that is not there yet is made (API and CLI,
 ``embed_file``, ``ocr_dir``, ``transcribe_dir``); a symlink planted at the lock is refused and at an output
-replaced, its target never written; a full disk mid-run is an ``InsufficientDiskSpace`` (CLI exit 4) and
-the job resumes once there is room; a folder that cannot be written is a ``JobError`` naming it (exit 3)."""
+replaced, its target never written; a full disk mid-run is an ``InsufficientDiskSpace`` (CLI exit 4, for
+``embed_file`` and the folder jobs) and the job resumes once there is room; a folder that cannot be
+written is a ``JobError`` naming it (exit 3)."""
 
 from __future__ import annotations
 
@@ -141,3 +142,18 @@ def test_an_output_folder_that_cannot_be_written_is_a_job_error_naming_it(
         vt.embed_file(fake_embed.fake.url, source, folder / "out.npy")
     argv = ["embed-file", str(source), "--out", str(folder / "out.npy"), "--url", fake_embed.fake.url]
     assert cli.main(argv) == cli.EXIT_JOB_REFUSED
+
+
+def test_a_folder_job_on_a_full_disk_is_insufficient_disk_space(
+    tmp_path: Path, ocr_fake: FakeVLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "scans").mkdir()
+    for index in range(3):
+        (tmp_path / "scans" / f"p{index}.png").write_bytes(PAGE.read_bytes())
+    full_disk_after(monkeypatch, 3)
+    with pytest.raises(vt.jobs.InsufficientDiskSpace, match=str(tmp_path / "md")):
+        vt.ocr_dir(ocr_fake.url, tmp_path / "scans", tmp_path / "md")
+    argv = ["ocr-dir", str(tmp_path / "scans"), "--out", str(tmp_path / "md"), "--url", ocr_fake.url]
+    assert cli.main(argv) == cli.EXIT_DISK_FULL
+    monkeypatch.undo()
+    assert cli.main(argv) == cli.EXIT_OK
