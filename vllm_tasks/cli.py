@@ -103,7 +103,9 @@ def add_embed_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="embed a text, JSONL, CSV or Parquet file of any size into .npy or Parquet, resumably",
     )
     embed_file.add_argument("source", help="the input: text (one text per line), .jsonl, .csv or .parquet")
-    embed_file.add_argument("--out", required=True, help="the output: .npy matrix or .parquet")
+    embed_file.add_argument(
+        "--out", required=True, help="the output: .npy matrix or .parquet (its folder made if missing)"
+    )
     embed_file.add_argument("--input-format", choices=["text", "jsonl", "csv", "parquet"], default=None)
     embed_file.add_argument("--output-format", choices=["npy", "parquet"], default=None)
     embed_file.add_argument(

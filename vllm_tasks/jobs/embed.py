@@ -32,6 +32,7 @@ from ..sparse import SparseEmbedParams
 from ..types.server import ServerInfo
 from ..validation import positive_int
 from .engine import Engine, Plan, error_rows
+from .files import make_folder, read_no_follow, write_atomically
 from .inputs import InputSpec, file_digest, parquet_types, read_chunks, scan
 from .outputs import NpySink, ParquetSink, Sink
 from .progress import JobProgress
@@ -189,7 +190,8 @@ async def aembed_file(
         client: the server(s): a ``Client``/``AsyncClient``, a root URL, or a list of them; batches go to
             the one with the fewest requests in flight; all must serve the same model.
         source: the input. Plain text is one text per line, split on ``\\n`` only (empty lines are rows).
-        out: the output: ``.npy`` (a float32 matrix, row ``i`` = input row ``i``) or ``.parquet``.
+        out: the output: ``.npy`` (a float32 matrix, row ``i`` = input row ``i``) or ``.parquet``; its
+            folder is made when missing.
         input_format: ``text``, ``jsonl``, ``csv`` or ``parquet`` (default: from the suffix; else text).
         text_field: the column or JSON key holding the text (default ``text``).
         id_field: the column holding each row's id (default: the row number).
@@ -244,8 +246,14 @@ async def aembed_file(
             or vector option, or dense where this run asks for sparse vectors (or the reverse); names what
             changed.
         ReplicaMismatch: the servers serve different models.
-        InsufficientDiskSpace: the output does not fit on its disk (before writing any row).
+        InsufficientDiskSpace: the output does not fit on its disk (before writing any row), or the
+            disk filled up during the run (progress is kept: run again once there is room).
+        JobError: a symlink where the lock or a work file goes (never followed), or an output folder
+            that cannot be written (naming it); see :mod:`vllm_tasks.jobs.files`.
         RowFailed: with ``fail_fast``, the first refused row.
+        UnexpectedResponse: (``kind="decode"``) a server kept answering batches of another width (or
+            vocabulary) than the job's probe found, naming the rows and both widths; a server that does
+            it once is set aside and the batch sent again, and nothing of such an answer is written.
         APIError: a fatal answer (401, 404, ...), or every server down for ``give_up_after`` seconds.
             Progress up to there is kept; run again to resume.
 
@@ -317,7 +325,9 @@ async def _locked_run(
     pool: ReplicaPool,
     settings: JobSettings,
 ) -> EmbedFileReport:
-    """Holding the job's lock: the finished report, or the checkpoint resumed (or started) and run."""
+    """Holding the job's lock (its folder made when missing): the finished report, or the checkpoint
+    resumed (or started) and run."""
+    make_folder(paths.out.parent)
     with job_lock(paths.lock, str(paths.out)):
         finished = _finished_job(paths, fingerprint, resume)
         if finished is not None:
@@ -589,7 +599,7 @@ def _finished_job(paths: _Paths, fingerprint: dict[str, Any], resume: bool) -> E
     """
     if not (resume and paths.out.exists() and paths.manifest.exists()):
         return None
-    manifest = orjson.loads(paths.manifest.read_bytes())
+    manifest = orjson.loads(read_no_follow(paths.manifest))
     check_same_job(str(paths.out), manifest.get("fingerprint", {}), fingerprint)
     shutil.rmtree(paths.work, ignore_errors=True)  # left by a run stopped after writing the manifest
     return EmbedFileReport(
@@ -670,15 +680,15 @@ def _finish(
         sink.finish(paths.out, checkpoint.rows)
     refused = error_rows(paths.work / "errors.jsonl")
     if refused:
-        paths.errors.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in refused))
+        write_atomically(paths.errors, b"".join(orjson.dumps(row) + b"\n" for row in refused))
     else:
         paths.errors.unlink(missing_ok=True)
     if spec.id_field is not None and paths.out.suffix.lower() not in (".parquet", ".pq"):
-        temporary = paths.ids.with_name(paths.ids.name + ".tmp")
-        with temporary.open("wb") as handle:
-            for chunk in read_chunks(spec, checkpoint.chunk_rows):
-                handle.write(b"".join(orjson.dumps(row_id) + b"\n" for row_id in chunk.ids))
-        os.replace(temporary, paths.ids)
+        ids = (
+            b"".join(orjson.dumps(row_id) + b"\n" for row_id in chunk.ids)
+            for chunk in read_chunks(spec, checkpoint.chunk_rows)
+        )
+        write_atomically(paths.ids, ids)
     reports = replica_reports(pool, seconds)
     write_json(
         paths.manifest,

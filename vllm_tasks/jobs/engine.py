@@ -10,9 +10,9 @@ the job with ``fail_fast``).
 from __future__ import annotations
 
 import asyncio
-import errno
 import functools
 import logging
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,14 +29,15 @@ from ..batching import plan_batches
 from ..errors import (
     APIError,
     APITimeoutError,
-    InsufficientDiskSpace,
     JobMismatch,
     RowFailed,
+    UnexpectedResponse,
     VLLMTasksError,
     is_about,
 )
+from .files import append_no_follow, disk_errors, open_no_follow, read_no_follow
 from .inputs import Chunk, InputSpec, read_chunks
-from .outputs import Sink, free_bytes
+from .outputs import Sink
 from .progress import JobProgress
 from .replicas import JobClient, Replica, ReplicaPool
 from .state import PROBE_IMAGE, PROBE_MIN_COSINE, PROBE_TEXT, Checkpoint, cosine
@@ -200,8 +201,11 @@ class Engine:
     def _trim_errors(self) -> None:
         """Cut the errors file back to what the checkpoint covers (rows of unfinished chunks go)."""
         if self._errors_path.exists():
-            with self._errors_path.open("r+b") as handle:
-                handle.truncate(self._checkpoint.errors_bytes)
+            handle = open_no_follow(self._errors_path, os.O_WRONLY)
+            try:
+                os.ftruncate(handle, self._checkpoint.errors_bytes)
+            finally:
+                os.close(handle)
 
     async def _embed_chunk(self, chunk: Chunk) -> ChunkWork:
         count = len(chunk.texts)
@@ -289,7 +293,9 @@ class Engine:
 
         async def call(client: JobClient) -> Result:
             # One request: the batch fits the public embed's own plan (see ONE_REQUEST_TOKENS).
-            return await self._plan.embed(client, texts, batch_size=len(texts), concurrency=1)
+            result = await self._plan.embed(client, texts, batch_size=len(texts), concurrency=1)
+            self._check_batch(work, start, stop, result)
+            return result
 
         first = replica or await self._pool.acquire()
         replica, seconds, answer = await self._pool.race(call, first)
@@ -307,6 +313,24 @@ class Engine:
         work.served_by.setdefault(id(replica), (replica, []))[1].append(range(start, stop))
         work.rows.put(start, result)
         self._progress.advance(len(texts), tokens)
+
+    def _check_batch(self, work: ChunkWork, start: int, stop: int, result: Result) -> None:
+        """Refuse a batch's answer of another shape than the job's (its width as the model check found
+        it at the start, one row per row sent): an error about the server, which is set aside (see
+        :meth:`ReplicaPool.race`; a server that changed model is then refused by the model check), and
+        the batch goes to the next free one; nothing of it is written.
+
+        Raises:
+            UnexpectedResponse: (``kind="decode"``) naming the rows, the width expected and what came.
+        """
+        problem = self._plan.vectors.mismatch(result, stop - start, self._checkpoint.width)
+        if problem is not None:
+            first, last = work.chunk.start + start, work.chunk.start + stop - 1
+            raise UnexpectedResponse(
+                f"{self._out}: the answer for rows {first}..{last} holds {problem} (the job's "
+                f"{self._plan.vectors.name} width is {self._checkpoint.width}); nothing of it was written",
+                kind="decode",
+            )
 
     def _refused(self, work: ChunkWork, index: int, error: Exception) -> None:
         """Record a refused row of a chunk in the errors file (or stop the job with ``fail_fast``).
@@ -329,21 +353,16 @@ class Engine:
 
         Raises:
             InsufficientDiskSpace: the disk filled up (the chunk is not recorded: redone on resume).
+            JobError: the work folder cannot be written any more.
         """
-        try:
+        with disk_errors(self._state_path.parent, work.rows.nbytes):
             self._write(work)
-        except OSError as error:
-            if error.errno not in (errno.ENOSPC, errno.EDQUOT) or isinstance(error, InsufficientDiskSpace):
-                raise
-            folder = self._state_path.parent
-            raise InsufficientDiskSpace(str(folder), work.rows.nbytes, free_bytes(folder)) from error
 
     def _write(self, work: ChunkWork) -> None:
         self._sink.write(work.chunk, work.rows, work.failed)
         if work.errors:
-            with self._errors_path.open("ab") as handle:
-                handle.write(b"".join(orjson.dumps(error) + b"\n" for error in work.errors))
-            self._checkpoint.errors_bytes = self._errors_path.stat().st_size
+            lines = b"".join(orjson.dumps(error) + b"\n" for error in work.errors)
+            self._checkpoint.errors_bytes = append_no_follow(self._errors_path, lines)
         self._sink.sync()
         self._checkpoint.failed_rows += len(work.errors)
         self._checkpoint.mark_done(work.chunk.index)
@@ -377,5 +396,5 @@ def error_rows(path: Path) -> list[dict[str, Any]]:
     """The rows of an errors file, in row order."""
     if not path.exists():
         return []
-    rows = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+    rows = [orjson.loads(line) for line in read_no_follow(path).splitlines() if line.strip()]
     return sorted(rows, key=lambda row: int(row["row"]))

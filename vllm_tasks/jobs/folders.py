@@ -39,7 +39,6 @@ import os
 import shutil
 import threading
 import time
-import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -52,11 +51,13 @@ import orjson
 from ..errors import (
     APIStatusError,
     InvalidInputError,
+    JobError,
     VLLMTasksError,
     is_about,
 )
 from ..types.server import ServerInfo
 from .engine import first_error
+from .files import append_no_follow, make_folder, read_no_follow, write_atomically
 from .progress import JobProgress
 from .replicas import JobClient, Replica, ReplicaPool, Servers
 from .scaffold import JobSettings, ReplicaReport, check_same_job, job_servers, replica_reports, served_section
@@ -207,21 +208,6 @@ def output_name(document: Document, suffix: str) -> str:
         'day2/a.srt'
     """
     return Path(document.relative).with_suffix(suffix).as_posix()
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file, ``fsync`` and rename (parents made).
-
-    Examples:
-        >>> write_atomically(Path("out/report.md"), b"# Report\\n")
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    with temporary.open("wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
 
 
 def check_folders(source: Path, out: Path) -> None:
@@ -418,7 +404,7 @@ def locked(out: Path) -> Iterator[None]:
     """
     work = out / WORK
     made = [folder for folder in (work, *work.parents) if not folder.exists()]
-    work.mkdir(parents=True, exist_ok=True)
+    make_folder(work)
     try:
         with job_lock(work / LOCK, str(out)):
             yield
@@ -473,7 +459,7 @@ class OutputFolder:
         from a kill, is skipped)."""
         written: dict[str, set[str]] = {}
         try:
-            lines = self._ledger.read_bytes().splitlines()
+            lines = read_no_follow(self._ledger).splitlines()
         except FileNotFoundError:
             return written
         for line in lines:
@@ -521,18 +507,15 @@ class OutputFolder:
                 if digest in digests:
                     kept[name] = digest
         if kept or self._ledger.exists():
-            self._ledger.parent.mkdir(parents=True, exist_ok=True)
+            make_folder(self._ledger.parent)
             lines = [orjson.dumps({"path": name, "sha256": digest}) + b"\n" for name, digest in kept.items()]
             write_atomically(self._ledger, b"".join(lines))
 
     def _record(self, name: str, digest: str) -> None:
         line = orjson.dumps({"path": name, "sha256": digest}) + b"\n"
         with self._lock:
-            self._ledger.parent.mkdir(parents=True, exist_ok=True)
-            with self._ledger.open("ab") as handle:
-                handle.write(line)
-                handle.flush()
-                os.fsync(handle.fileno())
+            make_folder(self._ledger.parent)
+            append_no_follow(self._ledger, line)
 
     def write(self, name: str, data: bytes) -> Path:
         """Write ``data`` to ``name`` (relative) atomically, listed in the ledger before the rename."""
@@ -545,23 +528,22 @@ class OutputFolder:
         to the output, where it could be a user's ``report.md.tmp``.
         """
         path = self.root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
         temporaries = self.root / WORK / "tmp"
-        temporaries.mkdir(parents=True, exist_ok=True)
-        temporary = temporaries / f"{uuid.uuid4().hex}.tmp"  # not mkstemp: its 0600 would be kept
+        make_folder(path.parent)
+        make_folder(temporaries)
         digest = hashlib.sha256()
-        try:
-            with temporary.open("xb") as handle:
-                for chunk in chunks:
-                    digest.update(chunk)
-                    handle.write(chunk)
-                handle.flush()
-                os.fsync(handle.fileno())
-            self._record(name, digest.hexdigest())
-            os.replace(temporary, path)
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            raise
+
+        def hashed() -> Iterator[bytes]:
+            for chunk in chunks:
+                digest.update(chunk)
+                yield chunk
+
+        write_atomically(
+            path,
+            hashed(),
+            temporaries=temporaries,
+            before_rename=lambda: self._record(name, digest.hexdigest()),
+        )
         return path
 
 
@@ -577,8 +559,8 @@ class _Records:
     def load(self, document: Document, unit: Unit) -> dict[str, Any] | None:
         """The unit's record for the file's current content, else ``None``."""
         try:
-            saved = orjson.loads(self._path(document, unit).read_bytes())
-        except (OSError, orjson.JSONDecodeError):
+            saved = orjson.loads(read_no_follow(self._path(document, unit)))
+        except (OSError, orjson.JSONDecodeError, JobError):
             return None
         record: dict[str, Any] | None = (
             saved.get("record") if saved.get("sha256") == document.sha256 else None
@@ -587,9 +569,9 @@ class _Records:
 
     def save(self, document: Document, unit: Unit, record: dict[str, Any]) -> None:
         """Save a finished unit's record (atomically)."""
-        write_atomically(
-            self._path(document, unit), orjson.dumps({"sha256": document.sha256, "record": record})
-        )
+        path = self._path(document, unit)
+        make_folder(path.parent)
+        write_atomically(path, orjson.dumps({"sha256": document.sha256, "record": record}))
 
 
 async def run_folder_job(
@@ -674,7 +656,7 @@ def _check_state(work: Path, out: Path, fingerprint: dict[str, Any], resume: boo
     """
     state = work / "state.json"
     if resume and state.exists():
-        check_same_job(str(out), orjson.loads(state.read_bytes()).get("fingerprint", {}), fingerprint)
+        check_same_job(str(out), orjson.loads(read_no_follow(state)).get("fingerprint", {}), fingerprint)
         return
     work.mkdir(parents=True, exist_ok=True)
     for entry in work.iterdir():  # all but the list of the files written (they are still there), the lock

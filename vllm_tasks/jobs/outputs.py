@@ -12,13 +12,22 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from ..dependencies import require
 from ..errors import InsufficientDiskSpace, JobError
+from .files import (
+    DISK_FULL,
+    disk_errors,
+    free_bytes,
+    fsync_folder,
+    open_no_follow,
+    typed_error,
+    write_atomically,
+)
 from .inputs import Chunk
 from .vectors import DenseRows, Rows, Vectors
 
@@ -39,12 +48,6 @@ class Sink(Protocol):
         """Release open files; the work folder stays for a resume."""
 
 
-def free_bytes(folder: Path) -> int:
-    """Bytes an unprivileged writer may still use on ``folder``'s filesystem."""
-    stats = os.statvfs(folder)
-    return stats.f_bavail * stats.f_frsize
-
-
 def check_space(path: Path, needed: int) -> None:
     """Raise :class:`InsufficientDiskSpace` when ``needed`` bytes do not fit next to ``path``."""
     free = free_bytes(path.parent)
@@ -53,8 +56,12 @@ def check_space(path: Path, needed: int) -> None:
 
 
 def npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype[Any], int]:
-    """A ``.npy`` file's shape, dtype and data offset, read from its header."""
-    with path.open("rb") as handle:
+    """A ``.npy`` file's shape, dtype and data offset, read from its header (a symlink is refused).
+
+    Raises:
+        JobError: ``path`` is a symlink.
+    """
+    with os.fdopen(open_no_follow(path, os.O_RDONLY), "rb") as handle:
         major, _ = np.lib.format.read_magic(handle)
         read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
         shape, _, dtype = read(handle)
@@ -78,20 +85,22 @@ class NpySink:
         data_bytes = rows * width * 4
         if not (resume and path.exists() and npy_header(path)[:2] == ((rows, width), np.dtype(np.float32))):
             check_space(path, data_bytes + 128)
-            header = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(rows, width))
-            del header  # only the header was written; the data blocks are allocated below
+            header = {"descr": "<f4", "fortran_order": False, "shape": (rows, width)}
+            with os.fdopen(open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as handle:
+                np.lib.format.write_array_header_1_0(handle, header)
         self._offset = npy_header(path)[2]
         self._width = width
-        self._fd = os.open(path, os.O_RDWR)
+        self._fd = open_no_follow(path, os.O_RDWR)
         try:
+            os.ftruncate(self._fd, self._offset + data_bytes)
             os.posix_fallocate(self._fd, self._offset, max(data_bytes, 1))
         except OSError as error:
+            if error.errno in (errno.EOPNOTSUPP, errno.EINVAL):
+                return  # no fallocate here: checked above, written as we go
             os.close(self._fd)
-            if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            if error.errno in DISK_FULL:
                 raise InsufficientDiskSpace(str(path), data_bytes, free_bytes(path.parent)) from error
-            if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
-                raise
-            self._fd = os.open(path, os.O_RDWR)  # no fallocate here: checked above, written as we go
+            raise typed_error(error, path) from error
 
     def write(self, chunk: Chunk, rows: Rows, failed: npt.NDArray[np.bool_]) -> None:
         """Write the chunk's rows at their place (``failed`` rows are NaN)."""
@@ -106,7 +115,9 @@ class NpySink:
     def finish(self, final: Path, rows: int) -> None:
         """Close and rename the matrix (of ``rows`` rows by construction) to ``final``."""
         self.close()
-        os.replace(self.path, final)
+        with disk_errors(final):
+            os.replace(self.path, final)
+            fsync_folder(final.parent)
 
     def close(self) -> None:
         """Close the file (idempotent)."""
@@ -120,6 +131,11 @@ class ParquetSink:
     ``fixed_size_list<float32>[width]`` ``embedding``, or ``sparse_indices`` and ``sparse_values``; null
     for failed rows): one part file per chunk in ``folder``, joined in order (one row group per chunk)
     when the job is complete.
+
+    A part holds a ``fixed_size_list`` column as a variable ``list`` (a null row empty), cast back when
+    the parts are joined: pyarrow before 26 cannot read a null ``fixed_size_list`` row from Parquet
+    (apache/arrow#35692), so a job with a refused row failed at its end on pyarrow 16-25; the joined file
+    is read with pyarrow >= 26 (or another Parquet reader). pyarrow 15 cannot write such a row at all.
 
     Args:
         folder: where the part files go.
@@ -156,6 +172,12 @@ class ParquetSink:
         if id_name not in types:
             fields.insert(0, pa.field(id_name, pa.int64()))
         self._schema = pa.schema([*fields, *vectors.fields(pa, width)])
+        self._part_schema = pa.schema(
+            [
+                pa.field(f.name, pa.list_(f.type.value_type)) if pa.types.is_fixed_size_list(f.type) else f
+                for f in self._schema
+            ]
+        )
 
     def _part(self, index: int) -> Path:
         return self._folder / f"part-{index:08d}.parquet"
@@ -167,18 +189,11 @@ class ParquetSink:
         arrays = [
             pa.array(columns[field.name], field.type) for field in self._schema if field.name in columns
         ]
-        table = pa.Table.from_arrays([*arrays, *rows.arrow(pa, failed)], schema=self._schema)
-        temporary = self._part(chunk.index).with_suffix(".tmp")
-        self._pq.write_table(table, temporary)
-        os.replace(temporary, self._part(chunk.index))
+        table = pa.Table.from_arrays([*arrays, *rows.arrow(pa, failed)], schema=self._part_schema)
+        write_atomically(self._part(chunk.index), lambda handle: self._pq.write_table(table, handle))
 
     def sync(self) -> None:
-        """Part files are complete once renamed; ``fsync`` their folder so the renames last."""
-        folder = os.open(self._folder, os.O_RDONLY)
-        try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
+        """Nothing to do: a part file is durable (its folder ``fsync``-ed) once written."""
 
     def finish(self, final: Path, rows: int) -> None:
         """Join the parts in chunk order into ``final`` (through a temporary name). The parts stay until
@@ -186,22 +201,32 @@ class ParquetSink:
         again; a join of other than ``rows`` rows replaces nothing.
 
         Raises:
-            JobError: the parts hold another number of rows than the job counted.
+            JobError: the parts hold another number of rows than the job counted, or this pyarrow cannot
+                write a refused row (a null ``fixed_size_list``, pyarrow 15); the parts are kept.
         """
-        temporary = self._folder / "joined.parquet.tmp"
-        joined = 0
-        with self._pq.ParquetWriter(temporary, self._schema) as writer:
-            for part in sorted(self._folder.glob("part-*.parquet")):
-                table = self._pq.read_table(part, schema=self._schema)
-                joined += table.num_rows
-                writer.write_table(table)
-        if joined != rows:
-            temporary.unlink()
+        parts = sorted(self._folder.glob("part-*.parquet"))
+
+        def join(handle: BinaryIO) -> None:
+            joined = 0
+            with self._pq.ParquetWriter(handle, self._schema) as writer:
+                for part in parts:
+                    table = self._pq.read_table(part).cast(self._schema)
+                    joined += table.num_rows
+                    writer.write_table(table)
+            if joined != rows:
+                raise JobError(
+                    f"{final}: the finished parts hold {joined} rows where the input has {rows}; nothing "
+                    "was replaced. Run the job again with resume=False (vllm-tasks: --restart)."
+                )
+
+        try:
+            write_atomically(final, join)
+        except self._pa.ArrowNotImplementedError as error:
             raise JobError(
-                f"{final}: the finished parts hold {joined} rows where the input has {rows}; nothing was "
-                "replaced. Run the job again with resume=False (vllm-tasks: --restart)."
-            )
-        os.replace(temporary, final)
+                f"{final}: pyarrow {self._pa.__version__} cannot write the refused rows' null vectors to "
+                f"Parquet ({error}); the finished parts are kept. Upgrade pyarrow (26 or later also reads "
+                "them back) and run the job again to join them."
+            ) from error
 
     def close(self) -> None:
         """Nothing stays open between chunks."""

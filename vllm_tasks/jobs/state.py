@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import JobError
 from ..images import png_from_scanlines
+from .files import disk_errors, open_no_follow, read_no_follow, write_atomically
 
 PROBE_TEXT = "vllm-tasks probe: the quick brown fox jumps over the lazy dog."
 """Embedded on every server at the start of a job: same model, same vector."""
@@ -159,23 +160,21 @@ class Checkpoint:
     def load(cls, path: Path) -> Checkpoint | None:
         """The saved checkpoint, or ``None`` when there is none (or it is from another version)."""
         try:
-            return cls(**json.loads(path.read_text()))
-        except (OSError, ValueError, TypeError):
+            return cls(**json.loads(read_no_follow(path)))
+        except (OSError, ValueError, TypeError, JobError):
             return None
 
 
 def write_json(path: Path, payload: Any) -> None:
-    """Write JSON to ``path`` through a temporary file, ``fsync`` and rename.
+    """Write JSON to ``path`` atomically (:func:`~vllm_tasks.jobs.files.write_atomically`).
+
+    Raises:
+        InsufficientDiskSpace, JobError: see :func:`~vllm_tasks.jobs.files.write_atomically`.
 
     Examples:
         >>> write_json(Path("out.npy.manifest.json"), {"rows": 3})
     """
-    temporary = path.with_name(path.name + ".tmp")
-    with temporary.open("w", encoding="utf-8") as handle:
-        json.dump(payload, handle, indent=1)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    write_atomically(path, json.dumps(payload, indent=1).encode())
 
 
 @contextlib.contextmanager
@@ -185,10 +184,12 @@ def job_lock(path: Path, out: str) -> Iterator[None]:
 
     Raises:
         JobError: another run of the job holds it (naming its pid): two runs would write the same
-            checkpoint, and one's ``resume=False`` would remove the other's work.
+            checkpoint, and one's ``resume=False`` would remove the other's work; or ``path`` is a
+            symlink (never followed), or its folder cannot be written.
+        InsufficientDiskSpace: the disk is full.
     """
     while True:
-        handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        handle = open_no_follow(path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -199,15 +200,16 @@ def job_lock(path: Path, out: str) -> Iterator[None]:
                 "end, or stop it first; then run again to resume."
             ) from None
         try:
-            same = os.fstat(handle).st_ino == os.stat(path).st_ino
+            same = os.fstat(handle).st_ino == os.lstat(path).st_ino
         except FileNotFoundError:
             same = False
         if same:
             break
         os.close(handle)  # its holder removed it as we opened it: lock the new one
-    os.ftruncate(handle, 0)
-    os.pwrite(handle, f"{os.getpid()}\n".encode(), 0)
     try:
+        with disk_errors(path):
+            os.ftruncate(handle, 0)
+            os.pwrite(handle, f"{os.getpid()}\n".encode(), 0)
         yield
     finally:
         path.unlink(missing_ok=True)  # before unlocking: a waiter then retries on a fresh file

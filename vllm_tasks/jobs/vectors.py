@@ -43,7 +43,9 @@ class Rows(Protocol):
         """Store the vectors of a batch's answer at rows ``start`` onwards."""
 
     def arrow(self, pa: Any, failed: npt.NDArray[np.bool_]) -> list[Any]:
-        """The Parquet columns of the rows (null where ``failed``), in :meth:`Vectors.fields` order."""
+        """The columns of the rows in a part file (null where ``failed``), in :meth:`Vectors.fields`
+        order; a ``fixed_size_list`` field is a variable ``list`` of the same values there (see
+        :class:`~vllm_tasks.jobs.outputs.ParquetSink`)."""
 
 
 class Vectors(Protocol):
@@ -60,6 +62,10 @@ class Vectors(Protocol):
 
     def width(self, result: Result) -> int:
         """The width of the vectors (sparse: the vocabulary when the answer states it, else 0)."""
+
+    def mismatch(self, result: Result, count: int, width: int) -> str | None:
+        """What in a batch's answer does not fit the job (``count`` rows of ``width``, as
+        :meth:`width` found it at the start), else ``None``."""
 
     def rows(self, count: int, width: int) -> Rows:
         """Empty storage for a chunk of ``count`` rows."""
@@ -87,9 +93,13 @@ class DenseRows:
         self.matrix[start : start + len(result.vectors)] = result.vectors
 
     def arrow(self, pa: Any, failed: npt.NDArray[np.bool_]) -> list[Any]:
-        """One ``fixed_size_list<float32>[width]`` column."""
-        values = pa.array(np.ascontiguousarray(self.matrix, dtype=np.float32).reshape(-1))
-        return [pa.FixedSizeListArray.from_arrays(values, self.matrix.shape[1], mask=pa.array(failed))]
+        """One ``list<float32>`` column: each row's ``width`` values, a refused row null and empty."""
+        held = np.ascontiguousarray(self.matrix[~failed], dtype=np.float32)
+        offsets = np.zeros(len(failed) + 1, np.int32)
+        np.cumsum(np.where(failed, 0, self.matrix.shape[1]), out=offsets[1:])
+        return [
+            pa.ListArray.from_arrays(pa.array(offsets), pa.array(held.reshape(-1)), mask=pa.array(failed))
+        ]
 
 
 @dataclass
@@ -124,9 +134,10 @@ class SparseRows:
 @dataclass
 class MatrixRows:
     """A chunk's per-token matrices, one ``[n_tokens, width]`` float32 array per row (``None`` until
-    embedded)."""
+    embedded), all of the job's ``width``."""
 
     matrices: list[npt.NDArray[np.float32] | None]
+    width: int
 
     @property
     def nbytes(self) -> int:
@@ -140,11 +151,10 @@ class MatrixRows:
     def arrow(self, pa: Any, failed: npt.NDArray[np.bool_]) -> list[Any]:
         """One ``list<fixed_size_list<float32>[width]>`` column: a row's token vectors in token order."""
         held = [m for m in self.matrices if m is not None]
-        width = held[0].shape[1] if held else 0
         offsets = np.zeros(len(self.matrices) + 1, np.int32)
         np.cumsum([0 if m is None else len(m) for m in self.matrices], out=offsets[1:])
         flat = np.concatenate([np.zeros(0, np.float32), *(m.reshape(-1) for m in held)])
-        tokens = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), width)
+        tokens = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), self.width)
         return [pa.ListArray.from_arrays(pa.array(offsets), tokens, mask=pa.array(failed))]
 
 
@@ -168,6 +178,12 @@ class Dense:
         """The vectors' width."""
         assert isinstance(result, EmbeddingResult)
         return int(result.vectors.shape[1])
+
+    def mismatch(self, result: Result, count: int, width: int) -> str | None:
+        """Not a ``count x width`` matrix."""
+        assert isinstance(result, EmbeddingResult)
+        shape = tuple(result.vectors.shape)
+        return None if shape == (count, width) else f"vectors of shape {list(shape)}, not {[count, width]}"
 
     def rows(self, count: int, width: int) -> DenseRows:
         """A ``count x width`` matrix of NaN."""
@@ -203,6 +219,19 @@ class Sparse:
         """The vocabulary width the answer states (SPLADE), else 0 (BGE-M3's lexical weights)."""
         assert isinstance(result, SparseEmbeddingResult)
         return result.dimension or 0
+
+    def mismatch(self, result: Result, count: int, width: int) -> str | None:
+        """Not ``count`` vectors, another vocabulary than the job's, or a token id outside it."""
+        assert isinstance(result, SparseEmbeddingResult)
+        if len(result.vectors) != count:
+            return f"{len(result.vectors)} vectors for {count} rows"
+        if (result.dimension or 0) != width:
+            return f"a vocabulary of {result.dimension or 'unstated'} ids, not {width or 'unstated'}"
+        for vector in result.vectors:
+            low, high = (int(vector.indices.min()), int(vector.indices.max())) if len(vector) else (0, 0)
+            if low < 0 or (width and high >= width):
+                return f"token id {low if low < 0 else high} outside the vocabulary of {width or 'any'} ids"
+        return None
 
     def rows(self, count: int, width: int) -> SparseRows:
         """``count`` empty rows (no vocabulary-wide storage)."""
@@ -256,9 +285,19 @@ class MultiVector:
             )
         return int(matrix.shape[1])
 
+    def mismatch(self, result: Result, count: int, width: int) -> str | None:
+        """Not ``count`` matrices of ``width``-wide token vectors."""
+        assert isinstance(result, PoolingResult)
+        if len(result.data) != count:
+            return f"{len(result.data)} matrices for {count} rows"
+        for matrix in result.data:
+            if matrix.ndim != 2 or matrix.shape[1] != width:
+                return f"a matrix of shape {list(matrix.shape)}, not [tokens, {width}]"
+        return None
+
     def rows(self, count: int, width: int) -> MatrixRows:
-        """``count`` empty rows."""
-        return MatrixRows([None] * count)
+        """``count`` empty rows of ``width``-wide token vectors."""
+        return MatrixRows([None] * count, width)
 
     def fields(self, pa: Any, width: int) -> list[Any]:
         """``token_embeddings: list<fixed_size_list<float32>[width]>``."""
