@@ -364,8 +364,9 @@ class InsufficientDiskSpace(JobError, OSError):
         self.needed = needed
         self.free = free
         super().__init__(
-            f"{path}: needs {needed:,} bytes but its disk has {free:,} free. Free {needed - free:,} bytes "
-            "or more, or write the output to another disk (the job resumes where it stopped)."
+            f"{path}: needs {needed:,} bytes but its disk has {free:,} free. Free {max(needed - free, 0):,} "
+            "bytes or more (a quota may hold less than the disk shows), or write the output to another "
+            "disk (the job resumes where it stopped)."
         )
 
 

@@ -337,6 +337,7 @@ def merge_pool(
 
     Raises:
         APIError: an answer without ``data``, or with a result count that does not match its batch.
+        UnexpectedResponse: arrays of different shapes in one answer (``kind="decode"``).
     """
     if responses and all(is_binary(response) for response in responses):
         data, usage, served = _merge_binary(responses, batches)
@@ -346,7 +347,11 @@ def merge_pool(
     widths = {(array.ndim, array.shape[-1]) for array in data}
     if len(widths) > 1:  # every pooling task gives one width ([d], or [tokens, d]) for all inputs
         shapes = [array.shape for array in data][:5]
-        raise APIError(f"/pooling: the server returned arrays of different shapes {shapes}")
+        raise UnexpectedResponse(
+            f"/pooling: the server returned arrays of different shapes {shapes}; every input of one "
+            "pooling task has one width",
+            kind="decode",
+        )
     return PoolingResult(data=data, model=model or served or "", usage=usage)
 
 

@@ -12,6 +12,7 @@ import pytest
 from pytest_httpx import HTTPXMock
 
 import vllm_tasks as vt
+from vllm_tasks.jobs import InsufficientDiskSpace
 from vllm_tasks.server_errors import error_from_response, parse_error_body
 
 from .conftest import BASE
@@ -380,3 +381,9 @@ def pickle_round_trip(error: BaseException) -> BaseException:
     import pickle
 
     return pickle.loads(pickle.dumps(error))  # type: ignore[no-any-return]
+
+
+def test_insufficient_disk_space_never_asks_to_free_a_negative_amount() -> None:
+    message = str(InsufficientDiskSpace("/out.npy", needed=100, free=5_000))
+    assert "Free 0 bytes or more" in message
+    assert "-" not in message.split("free.")[1].split("bytes", maxsplit=1)[0]

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import httpx
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+import vllm_tasks as vt
+from vllm_tasks.pooling import merge_pool
 from vllm_tasks.types import PoolingResult
 
 matrices = st.lists(
@@ -43,3 +47,11 @@ def test_vectors_are_stacked_and_the_usage_kept() -> None:
     assert (
         result.normalized().model == "m" and result.normalized().data[0].tolist() == result.mean()[0].tolist()
     )
+
+
+def test_pooling_arrays_of_different_shapes_in_one_answer_are_an_unexpected_answer() -> None:
+    body = {"data": [{"index": 0, "data": [0.5, 0.5]}, {"index": 1, "data": [0.5, 0.5, 0.5]}]}
+    answer = httpx.Response(200, json=body, request=httpx.Request("POST", "http://x/pooling"))
+    with pytest.raises(vt.UnexpectedResponse, match="different shapes") as info:
+        merge_pool([answer], [range(2)], "m")
+    assert info.value.kind == "decode"
