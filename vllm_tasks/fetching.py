@@ -107,7 +107,8 @@ def host_and_port(url: str, target: str) -> tuple[str, int]:
 
 def public_addresses(url: str, host: str, infos: Sequence[tuple[Any, ...]]) -> list[str]:
     """The addresses ``host`` resolved to (``infos``, from ``getaddrinfo``), in the resolver's order, to
-    connect to; a host with any non-public address is refused (``FetchLimits.refuse_private``).
+    connect to; a host with any non-public address is refused (``FetchLimits.refuse_private``). An IPv6
+    address that carries an IPv4 one (:func:`embedded_ipv4`) is refused when that one is not public.
 
     Raises:
         InputFetchError: an address is private, loopback, link-local or otherwise not public, or there
@@ -118,17 +119,59 @@ def public_addresses(url: str, host: str, infos: Sequence[tuple[Any, ...]]) -> l
         address = ipaddress.ip_address(str(info[4][0]).split("%")[0])
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
             address = address.ipv4_mapped
-        if not address.is_global or address.is_multicast:
-            raise InputFetchError(
-                "url",
-                url,
-                f"the host {host} resolves to {address}, a private, loopback or otherwise non-public "
-                "address, refused by FetchLimits(refuse_private=True)",
-            )
+        carried = embedded_ipv4(address) if isinstance(address, ipaddress.IPv6Address) else []
+        for checked in (address, *carried):
+            if not _is_public(checked):
+                shown = address if checked is address else f"{address} (carrying {checked})"
+                raise InputFetchError(
+                    "url",
+                    url,
+                    f"the host {host} resolves to {shown}, a private, loopback or otherwise non-public "
+                    "address, refused by FetchLimits(refuse_private=True)",
+                )
         addresses[str(address)] = None
     if not addresses:
         raise InputFetchError("url", url, f"the host {host} resolves to no address")
     return list(addresses)
+
+
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")
+"""RFC 8215's local-use NAT64 prefix: where it carries an IPv4 address depends on the network's own prefix
+length, so every address in it is refused as not public."""
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+_IPV4_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")
+
+
+def _is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    local_nat64 = isinstance(address, ipaddress.IPv6Address) and address in _LOCAL_NAT64
+    return address.is_global and not address.is_multicast and not local_nat64
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries, which a gateway or a host's stack may connect to:
+    IPv4-mapped (``::ffff:a.b.c.d``), IPv4-translated (``::ffff:0:a.b.c.d``), IPv4-compatible
+    (``::a.b.c.d``), NAT64 (``64:ff9b::a.b.c.d``), 6to4 (``2002:AABB:CCDD::``) and Teredo (``2001::/32``:
+    its server and its de-obfuscated client).
+
+    Examples:
+        >>> embedded_ipv4(ipaddress.IPv6Address("64:ff9b::7f00:1"))
+        [IPv4Address('127.0.0.1')]
+        >>> embedded_ipv4(ipaddress.IPv6Address("2002:c0a8:101::1"))
+        [IPv4Address('192.168.1.1')]
+    """
+    low = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address.ipv4_mapped is not None:
+        return [address.ipv4_mapped]
+    if address in _NAT64 or address in _IPV4_TRANSLATED:
+        return [low]
+    if address in _IPV4_COMPATIBLE and int(address) > 1:  # not :: nor ::1, which are checked as they are
+        return [low]
+    if address.sixtofour is not None:
+        return [address.sixtofour]
+    if address.teredo is not None:
+        return list(address.teredo)
+    return []
 
 
 def unresolvable(url: str, host: str, error: OSError) -> InputFetchError:
