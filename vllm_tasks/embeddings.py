@@ -757,7 +757,7 @@ def v2_inputs(
     elif field_name == "images":
         from .images import image_to_data_url
 
-        items = [item if isinstance(item, str) else image_to_data_url(item) for item in items]
+        items = [image_to_data_url(item, field=f"images[{index}]") for index, item in enumerate(items)]
     return field_name, items
 
 

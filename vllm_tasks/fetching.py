@@ -7,7 +7,7 @@ The download itself, written once, is ``vllm_tasks/_async/fetching.py`` (generat
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -172,6 +172,71 @@ def embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]
     if address.teredo is not None:
         return list(address.teredo)
     return []
+
+
+MEDIA_PARTS = ("image_url", "audio_url", "video_url")
+"""The content parts whose URL the server fetches."""
+
+
+def remote_media(value: Any, field: str) -> dict[str, tuple[str, str]]:
+    """Every ``http(s)`` URL of a content part (:data:`MEDIA_PARTS`) in ``value`` (lists, tuples and
+    mappings, nested): URL -> (where it first is, for messages; its part type).
+
+    Examples:
+        >>> remote_media([{"content": [{"type": "image_url", "image_url": {"url": "https://a/b.png"}}]}], "x")
+        {'https://a/b.png': ('x[0].content[0]', 'image_url')}
+    """
+    found: dict[str, tuple[str, str]] = {}
+    _find_media(value, field, found)
+    return found
+
+
+def with_media_urls(value: Any, urls: Mapping[str, str]) -> Any:
+    """``value`` rebuilt (it is not changed) with each content part's URL that is a key of ``urls`` replaced
+    by its value.
+
+    Examples:
+        >>> with_media_urls([{"image_url": {"url": "https://a/b.png"}}], {"https://a/b.png": "data:..."})
+        [{'image_url': {'url': 'data:...'}}]
+    """
+    if isinstance(value, list | tuple):
+        return type(value)(with_media_urls(item, urls) for item in value)
+    if not isinstance(value, Mapping):
+        return value
+    rebuilt = {key: with_media_urls(item, urls) for key, item in value.items()}
+    for kind in MEDIA_PARTS:
+        url = _part_url(value, kind)
+        if url is not None and url.strip() in urls:
+            inner = value[kind]
+            sent = urls[url.strip()]
+            rebuilt[kind] = {**inner, "url": sent} if isinstance(inner, Mapping) else sent
+    return rebuilt
+
+
+def _find_media(value: Any, field: str, found: dict[str, tuple[str, str]]) -> None:
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            if isinstance(item, Mapping | list | tuple):
+                _find_media(item, f"{field}[{index}]", found)
+        return
+    if not isinstance(value, Mapping):
+        return
+    for kind in MEDIA_PARTS:
+        url = _part_url(value, kind)
+        if url is not None and url.strip().lower().startswith(("http://", "https://")):
+            found.setdefault(url.strip(), (field, kind))
+    for key, item in value.items():
+        if isinstance(item, Mapping | list | tuple):
+            _find_media(item, f"{field}.{key}", found)
+
+
+def _part_url(part: Mapping[Any, Any], kind: str) -> str | None:
+    """The URL of a ``{"type": kind, kind: {"url": ...}}`` part (or ``{kind: "..."}``), else ``None``."""
+    if kind not in part or part.get("type", kind) != kind:
+        return None
+    inner = part[kind]
+    url = inner.get("url") if isinstance(inner, Mapping) else inner
+    return url if isinstance(url, str) else None
 
 
 def unresolvable(url: str, host: str, error: OSError) -> InputFetchError:
