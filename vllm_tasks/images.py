@@ -27,6 +27,7 @@ import stat
 import struct
 import warnings
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,6 +146,25 @@ def image_to_data_url(image: ImageInput, *, field: str = "image") -> str:
     if _is_ndarray(image):
         return _pil_to_data_url(_ndarray_to_pil(image, field))
     return _from_bytes(_encoded_bytes(image, field), field)
+
+
+def checked_part(part: Mapping[str, Any], field: str) -> dict[str, Any]:
+    """A content part the caller wrote, as it is sent: the ``data:`` URL of an ``image_url`` part is checked
+    as :func:`image_to_data_url` checks one (an ``image/*`` type, base64 that decodes).
+
+    Raises:
+        InvalidInputError: ``kind="image_decode"`` (see :func:`data_url_bytes`).
+
+    Examples:
+        >>> checked_part({"type": "image_url", "image_url": {"url": "https://a/b.png"}}, "documents[0]")
+        {'type': 'image_url', 'image_url': {'url': 'https://a/b.png'}}
+    """
+    if part.get("type") == "image_url":
+        inner = part.get("image_url")
+        url = inner.get("url") if isinstance(inner, Mapping) else inner
+        if isinstance(url, str) and url.strip().startswith("data:"):
+            data_url_bytes(url.strip(), field)
+    return dict(part)
 
 
 def image_content_part(image: ImageInput, *, field: str = "image") -> dict[str, Any]:

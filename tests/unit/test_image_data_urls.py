@@ -16,6 +16,10 @@ from vllm_tasks import images
 PNG = b"\x89PNG\r\n\x1a\n" + b"pixels"
 
 
+TEXT_PART = {"type": "image_url", "image_url": {"url": "data:text/plain,hi"}}
+"""A content part the caller wrote, whose data: URL is not an image."""
+
+
 def png_url(data: bytes = PNG, mime: str = "image/png") -> str:
     return f"data:{mime};base64,{base64.b64encode(data).decode()}"
 
@@ -63,9 +67,12 @@ def test_an_image_data_url_is_sent_as_it_is_and_decoded_for_checks() -> None:
     [
         lambda client: client.embed(images=["data:text/plain,hi"]),
         lambda client: client.embed_v2(images=["data:text/plain,hi"]),
-        lambda client: client.rerank("q", [{"content": [images.image_content_part("data:text/plain,hi")]}]),
+        lambda client: client.rerank("q", [{"content": [TEXT_PART]}]),
+        lambda client: client.score("q", [[TEXT_PART]]),
+        lambda client: client.embed(messages=[{"role": "user", "content": [TEXT_PART]}]),
+        lambda client: client.pool(messages=[{"role": "user", "content": [TEXT_PART]}]),
     ],
-    ids=["embed", "embed_v2", "rerank"],
+    ids=["embed", "embed_v2", "rerank(part)", "score(part)", "embed(messages)", "pool(messages)"],
 )
 def test_the_clients_refuse_a_text_data_url_before_sending(call: Any, make_client: Any) -> None:
     """No response is registered: a request sent would fail the test (pytest-httpx)."""
