@@ -38,7 +38,9 @@ class FetchLimits:
         deadline: seconds the whole download may take (redirects included), however slowly the bytes
             come: a server trickling one byte a second cannot hold the call.
         refuse_private: refuse hosts that resolve to private, loopback, link-local or other non-public
-            addresses, redirects to them included (off by default, so local files servers work).
+            addresses, redirects to them included (off by default, so local files servers work). With it
+            on, the ``http(s)`` image URLs of ``embed``, ``pool``, ``rerank`` and ``score``, which the server
+            would fetch unchecked, are fetched by the client too and sent as ``data:`` URLs.
         max_redirects: redirects followed.
 
     Raises:

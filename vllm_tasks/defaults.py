@@ -114,6 +114,9 @@ PDF_MAX_PAGE_PIXELS = 100_000_000
 OCR_PDF_CONCURRENCY = 4
 IMAGE_MAX_SIDE = 4096
 """Images with a longer side are downscaled before upload (DeepSeek-OCR tiles at 1024 px anyway)."""
+IMAGE_MAX_BYTES = 64 * 1024 * 1024
+"""An image file (a path or a file object) larger than this is refused before it is read
+(``kind="image_too_large"``): sent as it is, it would make a request body of over 85 MiB of base64."""
 
 # --- Notebook views (``_repr_html_``) -------------------------------------------------------------------
 VIEW_MAX_ROWS = 50

@@ -656,14 +656,15 @@ def normalize_messages(
 
 
 def _content_with_images(content: Any) -> Any:
-    """Turn ``{"type": "image", "image": <path/bytes/PIL/array/URL>}`` parts into ``image_url`` parts."""
+    """Turn ``{"type": "image", "image": <path/bytes/PIL/array/URL>}`` parts into ``image_url`` parts, and
+    check the ``data:`` URLs of the caller's ``image_url`` parts."""
     if not isinstance(content, list):
         return content
-    from .images import image_content_part
+    from .images import checked_part, image_content_part
 
     return [
-        image_content_part(part["image"])
-        if isinstance(part, Mapping) and part.get("type") == "image"
+        (image_content_part(part["image"]) if part.get("type") == "image" else checked_part(part, "messages"))
+        if isinstance(part, Mapping)
         else part
         for part in content
     ]
@@ -757,7 +758,7 @@ def v2_inputs(
     elif field_name == "images":
         from .images import image_to_data_url
 
-        items = [item if isinstance(item, str) else image_to_data_url(item) for item in items]
+        items = [image_to_data_url(item, field=f"images[{index}]") for index, item in enumerate(items)]
     return field_name, items
 
 

@@ -7,7 +7,7 @@ The download itself, written once, is ``vllm_tasks/_async/fetching.py`` (generat
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -107,7 +107,8 @@ def host_and_port(url: str, target: str) -> tuple[str, int]:
 
 def public_addresses(url: str, host: str, infos: Sequence[tuple[Any, ...]]) -> list[str]:
     """The addresses ``host`` resolved to (``infos``, from ``getaddrinfo``), in the resolver's order, to
-    connect to; a host with any non-public address is refused (``FetchLimits.refuse_private``).
+    connect to; a host with any non-public address is refused (``FetchLimits.refuse_private``). An IPv6
+    address that carries an IPv4 one (:func:`embedded_ipv4`) is refused when that one is not public.
 
     Raises:
         InputFetchError: an address is private, loopback, link-local or otherwise not public, or there
@@ -118,17 +119,124 @@ def public_addresses(url: str, host: str, infos: Sequence[tuple[Any, ...]]) -> l
         address = ipaddress.ip_address(str(info[4][0]).split("%")[0])
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
             address = address.ipv4_mapped
-        if not address.is_global or address.is_multicast:
-            raise InputFetchError(
-                "url",
-                url,
-                f"the host {host} resolves to {address}, a private, loopback or otherwise non-public "
-                "address, refused by FetchLimits(refuse_private=True)",
-            )
+        carried = embedded_ipv4(address) if isinstance(address, ipaddress.IPv6Address) else []
+        for checked in (address, *carried):
+            if not _is_public(checked):
+                shown = address if checked is address else f"{address} (carrying {checked})"
+                raise InputFetchError(
+                    "url",
+                    url,
+                    f"the host {host} resolves to {shown}, a private, loopback or otherwise non-public "
+                    "address, refused by FetchLimits(refuse_private=True)",
+                )
         addresses[str(address)] = None
     if not addresses:
         raise InputFetchError("url", url, f"the host {host} resolves to no address")
     return list(addresses)
+
+
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")
+"""RFC 8215's local-use NAT64 prefix: where it carries an IPv4 address depends on the network's own prefix
+length, so every address in it is refused as not public."""
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+_IPV4_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")
+
+
+def _is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    local_nat64 = isinstance(address, ipaddress.IPv6Address) and address in _LOCAL_NAT64
+    return address.is_global and not address.is_multicast and not local_nat64
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries, which a gateway or a host's stack may connect to:
+    IPv4-mapped (``::ffff:a.b.c.d``), IPv4-translated (``::ffff:0:a.b.c.d``), IPv4-compatible
+    (``::a.b.c.d``), NAT64 (``64:ff9b::a.b.c.d``), 6to4 (``2002:AABB:CCDD::``) and Teredo (``2001::/32``:
+    its server and its de-obfuscated client).
+
+    Examples:
+        >>> embedded_ipv4(ipaddress.IPv6Address("64:ff9b::7f00:1"))
+        [IPv4Address('127.0.0.1')]
+        >>> embedded_ipv4(ipaddress.IPv6Address("2002:c0a8:101::1"))
+        [IPv4Address('192.168.1.1')]
+    """
+    low = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address.ipv4_mapped is not None:
+        return [address.ipv4_mapped]
+    if address in _NAT64 or address in _IPV4_TRANSLATED:
+        return [low]
+    if address in _IPV4_COMPATIBLE and int(address) > 1:  # not :: nor ::1, which are checked as they are
+        return [low]
+    if address.sixtofour is not None:
+        return [address.sixtofour]
+    if address.teredo is not None:
+        return list(address.teredo)
+    return []
+
+
+MEDIA_PARTS = ("image_url", "audio_url", "video_url")
+"""The content parts whose URL the server fetches."""
+
+
+def remote_media(value: Any, field: str) -> dict[str, tuple[str, str]]:
+    """Every ``http(s)`` URL of a content part (:data:`MEDIA_PARTS`) in ``value`` (lists, tuples and
+    mappings, nested): URL -> (where it first is, for messages; its part type).
+
+    Examples:
+        >>> remote_media([{"content": [{"type": "image_url", "image_url": {"url": "https://a/b.png"}}]}], "x")
+        {'https://a/b.png': ('x[0].content[0]', 'image_url')}
+    """
+    found: dict[str, tuple[str, str]] = {}
+    _find_media(value, field, found)
+    return found
+
+
+def with_media_urls(value: Any, urls: Mapping[str, str]) -> Any:
+    """``value`` rebuilt (it is not changed) with each content part's URL that is a key of ``urls`` replaced
+    by its value.
+
+    Examples:
+        >>> with_media_urls([{"image_url": {"url": "https://a/b.png"}}], {"https://a/b.png": "data:..."})
+        [{'image_url': {'url': 'data:...'}}]
+    """
+    if isinstance(value, list | tuple):
+        return type(value)(with_media_urls(item, urls) for item in value)
+    if not isinstance(value, Mapping):
+        return value
+    rebuilt = {key: with_media_urls(item, urls) for key, item in value.items()}
+    for kind in MEDIA_PARTS:
+        url = _part_url(value, kind)
+        if url is not None and url.strip() in urls:
+            inner = value[kind]
+            sent = urls[url.strip()]
+            rebuilt[kind] = {**inner, "url": sent} if isinstance(inner, Mapping) else sent
+    return rebuilt
+
+
+def _find_media(value: Any, field: str, found: dict[str, tuple[str, str]]) -> None:
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            if isinstance(item, Mapping | list | tuple):
+                _find_media(item, f"{field}[{index}]", found)
+        return
+    if not isinstance(value, Mapping):
+        return
+    for kind in MEDIA_PARTS:
+        url = _part_url(value, kind)
+        if url is not None and url.strip().lower().startswith(("http://", "https://")):
+            found.setdefault(url.strip(), (field, kind))
+    for key, item in value.items():
+        if isinstance(item, Mapping | list | tuple):
+            _find_media(item, f"{field}.{key}", found)
+
+
+def _part_url(part: Mapping[Any, Any], kind: str) -> str | None:
+    """The URL of a ``{"type": kind, kind: {"url": ...}}`` part (or ``{kind: "..."}``), else ``None``."""
+    if kind not in part or part.get("type", kind) != kind:
+        return None
+    inner = part[kind]
+    url = inner.get("url") if isinstance(inner, Mapping) else inner
+    return url if isinstance(url, str) else None
 
 
 def unresolvable(url: str, host: str, error: OSError) -> InputFetchError:

@@ -11,8 +11,10 @@ The two public entry points turn anything a user holds into that form:
 - :func:`image_content_part`: the same inputs -> the content-part dict.
 
 Encoded image bytes (PNG, JPEG, GIF, WebP, BMP, TIFF) are sent as they are, without decoding; pillow is
-only needed for PIL images and numpy arrays, which are encoded as PNG. ``http(s)`` URLs are passed on for
-the server to fetch (vLLM answers 422 when it cannot).
+only needed for PIL images and numpy arrays, which are encoded as PNG. Paths are read only when they name
+a regular file (:func:`read_regular_file`: never a FIFO or a device) of at most
+``defaults.IMAGE_MAX_BYTES``. ``http(s)`` URLs are passed on for the server to fetch (vLLM answers 422 when
+it cannot), unless ``FetchLimits(refuse_private=True)``: then the client fetches them itself.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ import base64
 import binascii
 import io
 import os
+import stat
 import struct
 import warnings
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from . import defaults
@@ -112,10 +115,11 @@ def image_to_data_url(image: ImageInput, *, field: str = "image") -> str:
     Args:
         image: one of
             - ``str`` or ``os.PathLike``: a file path (a ``str`` starting with ``data:`` or
-              ``http(s)://`` is taken as a URL instead);
+              ``http(s)://`` is taken as a URL instead); read only if it is a regular file of at most
+              ``defaults.IMAGE_MAX_BYTES`` (see :func:`read_regular_file`);
             - ``bytes`` / ``bytearray`` / ``memoryview``: an encoded image file (PNG, JPEG, GIF, WebP,
               BMP, TIFF);
-            - a binary file object (anything with ``read()``);
+            - a binary file object (anything with ``read()``), read up to ``defaults.IMAGE_MAX_BYTES``;
             - a ``PIL.Image.Image`` (encoded as PNG);
             - a numpy array ``[h, w]``, ``[h, w, 3]`` or ``[h, w, 4]`` of ``uint8`` (encoded as PNG).
         field: the argument name used in error messages (e.g. ``documents[3]``).
@@ -124,41 +128,43 @@ def image_to_data_url(image: ImageInput, *, field: str = "image") -> str:
         A ``data:<mime>;base64,...`` URL, or the ``http(s)``/``data:`` URL unchanged.
 
     Raises:
-        InvalidInputError: for a missing file, unrecognised bytes, or an unsupported type.
+        InvalidInputError: ``kind="argument"``: a missing or unreadable path, one that is not a regular
+            file (a folder, a FIFO, a device), or an unsupported type; ``kind="image_decode"``:
+            unrecognised bytes, a ``data:`` URL of another MIME type than ``image/*`` or whose base64 does
+            not decode; ``kind="image_too_large"``: a file over ``defaults.IMAGE_MAX_BYTES``.
         MissingDependency: for a PIL image or numpy array when pillow is not installed.
     """
     if isinstance(image, str):
         stripped = image.strip()
         if stripped.startswith("data:"):
-            if ";base64," not in stripped:
-                raise InvalidInputError(
-                    field, image, "is a data URL without ';base64,'", "vLLM only decodes base64 data URLs."
-                )
+            data_url_bytes(stripped, field)
             return stripped
-        if stripped.startswith(("http://", "https://")):
+        if is_remote_url(stripped):
             return stripped
-        return _from_path(Path(image), field)
-    if isinstance(image, os.PathLike):
-        return _from_path(Path(os.fspath(image)), field)
-    if isinstance(image, bytes | bytearray | memoryview):
-        return _from_bytes(bytes(image), field)
     if _is_pil_image(image):
         return _pil_to_data_url(image)
     if _is_ndarray(image):
         return _pil_to_data_url(_ndarray_to_pil(image, field))
-    if hasattr(image, "read"):
-        data = image.read()
-        if not isinstance(data, bytes | bytearray):
-            raise InvalidInputError(
-                field, image, "is a text-mode file object", "Open the image with mode 'rb'."
-            )
-        return _from_bytes(bytes(data), field)
-    raise InvalidInputError(
-        field,
-        type(image).__name__,
-        "is not an image",
-        "Pass a path, bytes, a binary file object, a PIL image, a numpy array or a data/http(s) URL.",
-    )
+    return _from_bytes(_encoded_bytes(image, field), field)
+
+
+def checked_part(part: Mapping[str, Any], field: str) -> dict[str, Any]:
+    """A content part the caller wrote, as it is sent: the ``data:`` URL of an ``image_url`` part is checked
+    as :func:`image_to_data_url` checks one (an ``image/*`` type, base64 that decodes).
+
+    Raises:
+        InvalidInputError: ``kind="image_decode"`` (see :func:`data_url_bytes`).
+
+    Examples:
+        >>> checked_part({"type": "image_url", "image_url": {"url": "https://a/b.png"}}, "documents[0]")
+        {'type': 'image_url', 'image_url': {'url': 'https://a/b.png'}}
+    """
+    if part.get("type") == "image_url":
+        inner = part.get("image_url")
+        url = inner.get("url") if isinstance(inner, Mapping) else inner
+        if isinstance(url, str) and url.strip().startswith("data:"):
+            data_url_bytes(url.strip(), field)
+    return dict(part)
 
 
 def image_content_part(image: ImageInput, *, field: str = "image") -> dict[str, Any]:
@@ -180,16 +186,6 @@ def image_content_part(image: ImageInput, *, field: str = "image") -> dict[str, 
         'https://example.com/cat.jpg'
     """
     return {"type": "image_url", "image_url": {"url": image_to_data_url(image, field=field)}}
-
-
-def _from_path(path: Path, field: str) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise InvalidInputError(
-            field, str(path), f"cannot be read ({error.strerror or error})", "Pass an existing image file."
-        ) from error
-    return _from_bytes(data, field)
 
 
 def _from_bytes(data: bytes, field: str) -> str:
@@ -394,48 +390,163 @@ def _data_url(mime: str, data: bytes) -> str:
 
 
 def _encoded_bytes(image: ImageInput, field: str) -> bytes:
+    """The encoded bytes of anything but a PIL image or an array (a ``data:`` URL decoded, a path or a
+    file object read within ``defaults.IMAGE_MAX_BYTES``)."""
     if isinstance(image, str):
         stripped = image.strip()
         if stripped.startswith("data:"):
-            header, _, payload = stripped.partition(",")
-            if not header.endswith(";base64"):
-                raise InvalidInputError(
-                    field, image, "is a data URL without ';base64,'", "vLLM only decodes base64 data URLs."
-                )
-            try:
-                return base64.b64decode(payload, validate=True)
-            except (binascii.Error, ValueError) as error:
-                raise _undecodable(field, image, "is not valid base64", "Encode the image bytes.") from error
+            return data_url_bytes(stripped, field)
         if is_remote_url(stripped):
             raise InvalidInputError(
                 field, image, "is a URL", "Fetch it first (the OCR methods do this unless fetch_urls=False)."
             )
-        image = Path(image)
-    if isinstance(image, os.PathLike):
-        path = Path(os.fspath(image))
-        try:
-            return path.read_bytes()
-        except OSError as error:
-            raise InvalidInputError(
-                field,
-                str(path),
-                f"cannot be read ({error.strerror or error})",
-                "Pass an existing image file.",
-            ) from error
+    if isinstance(image, str | os.PathLike):
+        return read_regular_file(image, field)
     if isinstance(image, bytes | bytearray | memoryview):
         return bytes(image)
     if hasattr(image, "read"):
-        data = image.read()
-        if not isinstance(data, bytes | bytearray):
-            raise InvalidInputError(
-                field, image, "is a text-mode file object", "Open the image with mode 'rb'."
-            )
-        return bytes(data)
+        return _read_capped(image.read, field, getattr(image, "name", image), defaults.IMAGE_MAX_BYTES)
     raise InvalidInputError(
         field,
         type(image).__name__,
         "is not an image",
         "Pass a path, bytes, a binary file object, a PIL image, a numpy array or a data/http(s) URL.",
+    )
+
+
+def data_url_bytes(url: str, field: str = "image") -> bytes:
+    """The image bytes of a ``data:image/<type>;base64,<payload>`` URL, checked strictly.
+
+    Args:
+        url: the ``data:`` URL.
+        field: the argument name used in error messages.
+
+    Returns:
+        The decoded bytes.
+
+    Raises:
+        InvalidInputError: ``kind="image_decode"``: its MIME type is not ``image/*``, or its payload is not
+            valid base64 or is empty; ``kind="argument"``: it is not base64-encoded (vLLM decodes only
+            base64).
+
+    Examples:
+        >>> data_url_bytes("data:image/png;base64,iVBORw0KGgo=")[:4]
+        b'\\x89PNG'
+    """
+    header, comma, payload = url.partition(",")
+    mime = header.removeprefix("data:").split(";")[0].strip().lower() or "text/plain"
+    if not mime.startswith("image/"):
+        raise _undecodable(
+            field, url, f"is a data URL of {mime}, not an image", "Pass a data:image/<type>;base64 URL."
+        )
+    if not comma or not header.lower().endswith(";base64"):
+        raise InvalidInputError(
+            field, url, "is a data URL without ';base64,'", "vLLM only decodes base64 data URLs."
+        )
+    try:
+        data = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError) as error:
+        raise _undecodable(field, url, f"is not valid base64 ({error})", "Encode the image bytes.") from None
+    if not data:
+        raise _undecodable(field, url, "holds no bytes", "Pass a non-empty image.")
+    return data
+
+
+_READ_CHUNK = 1 << 20
+_OPEN_FLAGS = (
+    os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+)
+"""``O_NONBLOCK``: a FIFO put in the place of the file checked does not hold the open waiting for a writer."""
+
+
+def read_regular_file(
+    path: str | os.PathLike[str], field: str, *, max_bytes: int = defaults.IMAGE_MAX_BYTES
+) -> bytes:
+    """The bytes of the regular file at ``path`` (a symlink is followed): anything else is refused before
+    it is opened, and the file opened is checked again (``fstat``), so a FIFO, a device, a socket or a
+    folder is never read from and never blocks; a file over ``max_bytes`` is refused without reading it.
+
+    Args:
+        path: the file's path.
+        field: the argument name used in error messages.
+        max_bytes: the largest file read.
+
+    Returns:
+        The file's bytes.
+
+    Raises:
+        InvalidInputError: naming ``path``: ``kind="argument"`` for a path that does not exist, cannot be
+            read, names no regular file, or cannot be a path (a NUL byte, an unencodable name);
+            ``kind="image_too_large"`` for a file over ``max_bytes``.
+
+    Examples:
+        >>> try:
+        ...     read_regular_file("/dev/zero", "image")
+        ... except InvalidInputError as error:
+        ...     print(error)
+        image='/dev/zero': is a device, not a regular file. Pass the path of a file.
+    """
+    shown = str(path)
+    try:
+        _check_regular(os.stat(path), field, shown, max_bytes)
+        descriptor = os.open(path, _OPEN_FLAGS)
+    except (OSError, ValueError) as error:
+        if isinstance(error, InvalidInputError):
+            raise
+        problem = f"cannot be read ({getattr(error, 'strerror', None) or error})"
+        raise InvalidInputError(field, shown, problem, "Pass an existing image file.") from None
+    with open(descriptor, "rb") as handle:
+        _check_regular(os.fstat(descriptor), field, shown, max_bytes)
+        try:
+            return _read_capped(handle.read, field, shown, max_bytes)
+        except OSError as error:
+            problem = f"cannot be read ({error.strerror or error})"
+            raise InvalidInputError(field, shown, problem, "Pass an existing image file.") from None
+
+
+def _check_regular(info: os.stat_result, field: str, shown: str, max_bytes: int) -> None:
+    mode = info.st_mode
+    if not stat.S_ISREG(mode):
+        what = (
+            "a folder"
+            if stat.S_ISDIR(mode)
+            else "a FIFO (named pipe)"
+            if stat.S_ISFIFO(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "not a file"
+        )
+        raise InvalidInputError(field, shown, f"is {what}, not a regular file", "Pass the path of a file.")
+    if info.st_size > max_bytes:
+        raise _over_cap(field, shown, max_bytes, f"{info.st_size:,} bytes")
+
+
+def _read_capped(read: Any, field: str, value: object, max_bytes: int) -> bytes:
+    """Everything ``read(n)`` gives until it is empty, refused past ``max_bytes``."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = read(_READ_CHUNK)
+        if isinstance(chunk, str):
+            raise InvalidInputError(
+                field, value, "is a text-mode file object", "Open the image with mode 'rb'."
+            )
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > max_bytes:
+            raise _over_cap(field, value, max_bytes, f"over {max_bytes:,} bytes read")
+        chunks.append(bytes(chunk))
+
+
+def _over_cap(field: str, value: object, max_bytes: int, size: str) -> InvalidInputError:
+    return _too_large(
+        field,
+        value,
+        f"is larger ({size}) than the cap on image files of {max_bytes:,} bytes (defaults.IMAGE_MAX_BYTES)",
+        "Resize or recompress the image.",
     )
 
 

@@ -174,7 +174,7 @@ def _to_part(part: Any, field: str) -> dict[str, Any]:
             raise InvalidInputError(
                 field, part, "is a content part without 'type'", "Use {'type': 'text', 'text': ...}."
             )
-        return dict(part)
+        return images.checked_part(part, field)
     return images.image_content_part(part, field=field)
 
 

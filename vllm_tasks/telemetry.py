@@ -26,6 +26,7 @@ from typing import Any, Protocol, Self, cast
 import httpx
 
 from .errors import APIStatusError
+from .redaction import route_url
 from .tasks import task_for_path
 from .types.audio import Transcription
 from .types.common import ClientUsage, Usage
@@ -306,7 +307,7 @@ class Observation:
         span = otel.start_span(name, kind=SpanKind.CLIENT)
         if not span.is_recording():
             return None
-        url = httpx.URL(self.display_url + request.path)
+        url = httpx.URL(route_url(self.display_url, request.path))
         attributes: dict[str, Any] = {
             "http.request.method": request.method,
             "url.full": str(url),

@@ -24,6 +24,7 @@ from .adaptive import OVERLOAD_STATUSES, AdaptiveLimit
 from .calls import CLIENT_DEFAULT, TimeoutLike
 from .config import ClientSettings
 from .errors import APIConnectionError, APITimeoutError, UnexpectedResponse
+from .redaction import route_url
 from .responses import check_status
 from .retries import RETRYABLE_STATUSES, TRANSIENT_STATUSES, Backoff, is_retryable, retry_after_seconds
 from .server_errors import error_from_response
@@ -167,8 +168,7 @@ class TransportBase:
     def _url(self, path: str) -> httpx.URL:
         url = self._urls.get(path)
         if url is None:
-            # Without user:password@ (sent as a Basic auth header instead): httpx logs the URL.
-            url = self._urls[path] = httpx.URL(self.settings.display_url + path)
+            url = self._urls[path] = httpx.URL(route_url(self.settings.base_url, path))
         return url
 
     def _observe(self, request: Request, attempt: int = 1, *, stream: bool = False) -> Observation:

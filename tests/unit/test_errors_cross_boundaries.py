@@ -235,7 +235,7 @@ def assert_no_secret(*texts: str) -> None:
 
 
 def test_redact_url_and_text() -> None:
-    assert redact_url("http://user:pw@host:8000/x?q=1") == "http://host:8000/x?q=1"
+    assert redact_url("http://user:pw@host:8000/x?q=1") == "http://host:8000/x?q=***"
     assert redact_url("http://user:p@ss@host/x") == "http://host/x"
     assert redact_url("http://u:pw@[::1]:8000/x") == "http://[::1]:8000/x"
     assert redact_url("http://host:8000/x") == "http://host:8000/x"

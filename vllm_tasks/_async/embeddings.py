@@ -29,6 +29,7 @@ from ..types.embeddings import EmbeddingResult, EmbeddingType, EmbedV2Result, En
 from ..types.server import ServerInfo
 from ..types.sparse import SparseEmbeddingResult, SparseVector
 from .base import AsyncClientBase
+from .fetching import fetched_media, media_inputs
 from .tokenizing import count_longest
 
 
@@ -140,8 +141,14 @@ class AsyncEmbeddingMethods(AsyncClientBase):
             prompt_name=prompt_name,
         )
         batching = Batching(batch_size, concurrency, show_progress)
-        prompts = embeddings.embed_inputs(input, messages, images)
         conversations = messages is not None or images is not None
+        if conversations:
+            field = "images" if images is not None else "messages"
+            prompts = await media_inputs(
+                self._transport, field, embeddings.embed_inputs, input, messages, images
+            )
+        else:
+            prompts = embeddings.embed_inputs(input, messages, images)
         return self._counted(await self._embed(prompts, params, call, batching, conversations=conversations))
 
     async def _embed(
@@ -553,7 +560,15 @@ class AsyncEmbeddingMethods(AsyncClientBase):
             max_tokens=max_tokens,
             priority=priority,
         )
-        field_name, items = embeddings.v2_inputs(texts, images, inputs)
+        if texts is None:
+            field_name, items = await media_inputs(
+                self._transport, "inputs", embeddings.v2_inputs, texts, images, inputs
+            )
+            if field_name == "images":  # bare URLs: checked as the image parts they stand for
+                parts = await fetched_media(self._transport, [{"image_url": url} for url in items], "images")
+                items = [part["image_url"] for part in parts]
+        else:
+            field_name, items = embeddings.v2_inputs(texts, images, inputs)
         return self._counted(await self._embed_v2(field_name, items, params, call, batching))
 
     async def _embed_v2(

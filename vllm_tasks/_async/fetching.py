@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncGenerator, Sequence
-from typing import cast
+from collections.abc import AsyncGenerator, Callable, Sequence
+from typing import Any, TypeVar, cast
 
 import httpx
 
@@ -25,11 +25,17 @@ from ..fetching import (
     next_hop,
     past_deadline,
     public_addresses,
+    remote_media,
     undecodable,
     unresolvable,
+    with_media_urls,
 )
+from ..images import image_to_data_url
+from ..offload import async_offload
 from ..transport import connection_error, headerless
 from .transport import AsyncTransport
+
+T = TypeVar("T")
 
 
 async def fetch_input(
@@ -66,6 +72,38 @@ async def fetch_input(
     if response.status_code != 200:
         raise InputFetchError(field, url, f"the host answered HTTP {response.status_code}", kind=kind)
     return response.content
+
+
+async def media_inputs(transport: AsyncTransport, field: str, convert: Callable[..., T], *args: Any) -> T:
+    """``convert(*args)``: the caller's inputs as the server takes them, run in a worker thread (it reads
+    image files), then :func:`fetched_media` (``field``: the argument they came from, for messages)."""
+    return await fetched_media(transport, await async_offload(convert, *args), field)
+
+
+async def fetched_media(transport: AsyncTransport, value: T, field: str) -> T:
+    """``value`` (prompts or scoring inputs as the server takes them) with the ``http(s)`` URL of each of
+    its image parts fetched by the client, within ``FetchLimits``, and put in as a ``data:`` URL, when
+    ``FetchLimits.refuse_private`` is on: the server would fetch them unchecked. Else ``value`` itself.
+
+    Raises:
+        InputFetchError: ``kind="image_fetch"``: an image URL refused or not fetched (:func:`fetch_input`);
+            ``kind="url_fetch"``: an audio or video URL, which only the server fetches.
+        InvalidInputError: ``kind="image_decode"``: a fetched body that is not an image.
+    """
+    if not transport.settings.fetch_limits.refuse_private:
+        return value
+    found = remote_media(value, field)
+    urls: dict[str, str] = {}
+    for url, (where, part) in found.items():
+        if part != "image_url":
+            reason = (
+                f"an {part} part is fetched by the server, which FetchLimits(refuse_private=True) cannot "
+                "check; the client fetches image URLs only"
+            )
+            raise InputFetchError(where, url, reason)
+        data = await fetch_input(transport, url, field=where, kind="image_fetch")
+        urls[url] = await async_offload(image_to_data_url, data, field=where)
+    return cast("T", with_media_urls(value, urls)) if urls else value
 
 
 async def fetch_url(transport: AsyncTransport, url: str, *, timeout: float) -> httpx.Response:

@@ -19,6 +19,7 @@ from ..pooling import PoolEncodingFormat
 from ..tasks import TaskName
 from ..types.scoring import ClassificationResult, PoolingResult
 from .base import AsyncClientBase
+from .fetching import media_inputs
 
 T = TypeVar("T")
 
@@ -160,7 +161,13 @@ class AsyncPoolingMethods(AsyncClientBase):
             truncate_prompt_tokens=truncate_prompt_tokens,
             encoding_format=encoding_format,
         )
-        prompts, conversations = pooling.pool_prompts(input, messages, images)
+        if images is None and messages is None:
+            prompts, conversations = pooling.pool_prompts(input, messages, images)
+        else:
+            field = "images" if images is not None else "messages"
+            prompts, conversations = await media_inputs(
+                self._transport, field, pooling.pool_prompts, input, messages, images
+            )
         wire_format = pooling.pool_wire_format(await self.server_info(), params.encoding_format)
         return self._counted(
             await self._pool(

@@ -7,6 +7,7 @@ The pure parts (input checks, planning, merging) are in ``vllm_tasks.scoring``, 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -42,6 +43,7 @@ from ..types.scoring import RerankResult, ScoreResult, ScorerKind
 from ..types.server import ServerInfo
 from ..validation import int_at_least
 from .base import AsyncClientBase
+from .fetching import fetched_media
 from .tokenizing import count_longest, longest_fitting_prefix, truncate_texts
 
 logger = logging.getLogger("vllm_tasks")
@@ -136,6 +138,7 @@ class AsyncScoringMethods(AsyncClientBase):
         )
         int_at_least("top_n", top_n, 0, "Use 0 or None to return every document.")
         docs, pairs = await async_offload(scoring.rerank_inputs, query, documents, params.text_field)
+        pairs = await self._fetched_media(pairs)
         setup = await self._prepare_scoring(pairs, params, call, batching)
         responses, batches, scorer = await self._send_scoring(
             setup, batching, lambda batches: scoring.plan_rerank_requests(setup, batches, top_n)
@@ -214,7 +217,9 @@ class AsyncScoringMethods(AsyncClientBase):
             use_activation=use_activation,
             truncate_prompt_tokens=truncate_prompt_tokens,
         )
-        pairs = await async_offload(scoring.score_inputs, text_1, text_2, params.text_field)
+        pairs = await self._fetched_media(
+            await async_offload(scoring.score_inputs, text_1, text_2, params.text_field)
+        )
         setup = await self._prepare_scoring(pairs, params, call, batching)
         keys = scoring.score_keys(setup.info)
         try:
@@ -279,6 +284,14 @@ class AsyncScoringMethods(AsyncClientBase):
     # ----------------------------------------------------------------------------------------------
     # The flow rerank and score share
     # ----------------------------------------------------------------------------------------------
+
+    async def _fetched_media(self, pairs: scoring.ScorePairs) -> scoring.ScorePairs:
+        """``pairs`` with their image URLs fetched by the client under ``refuse_private`` (see
+        :func:`~vllm_tasks._async.fetching.fetched_media`)."""
+        first, second = pairs.fields
+        firsts = await fetched_media(self._transport, pairs.firsts, first)
+        seconds = await fetched_media(self._transport, pairs.seconds, second)
+        return dataclasses.replace(pairs, firsts=firsts, seconds=seconds)
 
     async def _prepare_scoring(
         self, pairs: scoring.ScorePairs, params: scoring.RerankParams, call: CallOptions, batching: Batching

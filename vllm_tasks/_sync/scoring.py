@@ -8,6 +8,7 @@ The pure parts (input checks, planning, merging) are in ``vllm_tasks.scoring``, 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -43,6 +44,7 @@ from ..types.scoring import RerankResult, ScoreResult, ScorerKind
 from ..types.server import ServerInfo
 from ..validation import int_at_least
 from .base import ClientBase
+from .fetching import fetched_media
 from .tokenizing import count_longest, longest_fitting_prefix, truncate_texts
 
 logger = logging.getLogger("vllm_tasks")
@@ -137,6 +139,7 @@ class ScoringMethods(ClientBase):
         )
         int_at_least("top_n", top_n, 0, "Use 0 or None to return every document.")
         docs, pairs = sync_offload(scoring.rerank_inputs, query, documents, params.text_field)
+        pairs = self._fetched_media(pairs)
         setup = self._prepare_scoring(pairs, params, call, batching)
         responses, batches, scorer = self._send_scoring(
             setup, batching, lambda batches: scoring.plan_rerank_requests(setup, batches, top_n)
@@ -215,7 +218,7 @@ class ScoringMethods(ClientBase):
             use_activation=use_activation,
             truncate_prompt_tokens=truncate_prompt_tokens,
         )
-        pairs = sync_offload(scoring.score_inputs, text_1, text_2, params.text_field)
+        pairs = self._fetched_media(sync_offload(scoring.score_inputs, text_1, text_2, params.text_field))
         setup = self._prepare_scoring(pairs, params, call, batching)
         keys = scoring.score_keys(setup.info)
         try:
@@ -280,6 +283,14 @@ class ScoringMethods(ClientBase):
     # ----------------------------------------------------------------------------------------------
     # The flow rerank and score share
     # ----------------------------------------------------------------------------------------------
+
+    def _fetched_media(self, pairs: scoring.ScorePairs) -> scoring.ScorePairs:
+        """``pairs`` with their image URLs fetched by the client under ``refuse_private`` (see
+        :func:`~vllm_tasks._async.fetching.fetched_media`)."""
+        first, second = pairs.fields
+        firsts = fetched_media(self._transport, pairs.firsts, first)
+        seconds = fetched_media(self._transport, pairs.seconds, second)
+        return dataclasses.replace(pairs, firsts=firsts, seconds=seconds)
 
     def _prepare_scoring(
         self, pairs: scoring.ScorePairs, params: scoring.RerankParams, call: CallOptions, batching: Batching

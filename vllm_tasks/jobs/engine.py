@@ -29,6 +29,7 @@ from ..batching import plan_batches
 from ..errors import (
     APIError,
     APITimeoutError,
+    InvalidInputError,
     JobMismatch,
     RowFailed,
     UnexpectedResponse,
@@ -105,7 +106,12 @@ class Plan:
         if named.startswith(("http://", "https://", "data:")):
             return named
         assert self.images is not None
-        return self.images / Path(named).expanduser()
+        try:
+            return self.images / Path(named).expanduser()
+        except (RuntimeError, ValueError) as error:  # ~user unknown, or a NUL byte in a ~user name
+            raise InvalidInputError(
+                "image", named, f"is not a path ({str(error).rstrip('.')})", "Name an image file."
+            ) from None
 
 
 @dataclass

@@ -411,7 +411,9 @@ def audio_player(audio: Any, max_bytes: int = defaults.VIEW_MAX_MEDIA_BYTES) -> 
     """
     if isinstance(audio, str) and audio.strip().lower().startswith(("http://", "https://")):
         # Without user:password@: the view is saved into the .ipynb (and browsers refuse such a src).
-        return AudioPlayer(f'<audio controls preload="none" src="{esc(redact_url(audio.strip()))}"></audio>')
+        return AudioPlayer(
+            f'<audio controls preload="none" src="{esc(redact_url(audio.strip(), query=False))}"></audio>'
+        )
     if isinstance(audio, str | os.PathLike):
         path = Path(audio)
         if not path.is_file():
