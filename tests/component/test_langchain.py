@@ -271,7 +271,7 @@ def test_bad_settings_are_refused_at_construction() -> None:
         VLLMReranker(base_url="http://h:1", top_n=0)
     with pytest.raises(vt.InvalidInputError, match="client"):
         VLLMEmbeddings(client=vt.AsyncClient("http://h:1"))  # type: ignore[arg-type]
-    with pytest.raises(Exception, match="extra"):
+    with pytest.raises(vt.InvalidInputError, match="batchsize=8: is not an argument of VLLMEmbeddings"):
         VLLMEmbeddings(base_url="http://h:1", batchsize=8)
 
 

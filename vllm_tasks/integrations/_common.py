@@ -17,13 +17,12 @@ import dataclasses
 import os
 import threading
 import weakref
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, TypeAlias
 
 import httpx
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     PlainSerializer,
@@ -43,8 +42,9 @@ from ..errors import InvalidInputError
 from ..scoring import RerankParams
 from ..threaded import ThreadedClient
 from ..types.audio import Transcription
+from ..types.checked import CheckedModel
 from ..types.ocr import OCRBlock, OCRDocument, OCRResult
-from ..validation import int_at_least, positive_int
+from ..validation import concurrency_setting, int_at_least, positive_int
 
 Record = tuple[str, dict[str, Any]]
 """A document before a framework wraps it: its text and its metadata."""
@@ -242,7 +242,7 @@ SettingsField = Annotated[
 SETTING_NAMES = frozenset(field.name for field in dataclasses.fields(ClientSettings))
 
 
-class ConnectionFields(BaseModel):
+class ConnectionFields(CheckedModel):
     """The server connection of an adapter model: one ``ClientSettings`` (a pydantic field, so frameworks
     can serialise it; never with the API key).
 
@@ -257,8 +257,8 @@ class ConnectionFields(BaseModel):
             they change ``settings``.
 
     Raises:
-        InvalidInputError: a bad setting, or a setting given with ``client=`` / ``async_client=`` (whose
-            settings are used).
+        InvalidInputError: a bad setting or field value (naming it; pydantic's ``ValidationError`` never
+            escapes), or a setting given with ``client=`` / ``async_client=`` (whose settings are used).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -341,28 +341,49 @@ EmbedParamsField: TypeAlias = Annotated[
 ]
 
 
+def checked_by(check: Callable[[str, Any], object]) -> PlainValidator:
+    """A pydantic validator running ``check(field name, value)`` on the value as given, before any coercion
+    (so ``True`` or ``"8"`` is not taken for a count)."""
+    return PlainValidator(lambda value, info: check(str(info.field_name), value))
+
+
+def _top_n(field: str, value: object) -> int | None:
+    return int_at_least(field, value, 1, "Use None to keep every document.")
+
+
+_COUNT_SCHEMA = {"type": "integer", "minimum": 1}
+#: A field of requests or documents per call: an int >= 1.
+CountField: TypeAlias = Annotated[int, checked_by(positive_int), WithJsonSchema(_COUNT_SCHEMA)]
+#: A ``concurrency`` field: an int >= 1, or ``"auto"`` (a limit tuned from the server's answers).
+ConcurrencyField: TypeAlias = Annotated[
+    int | Literal["auto"],
+    checked_by(concurrency_setting),
+    WithJsonSchema({"anyOf": [_COUNT_SCHEMA, {"const": "auto"}]}),
+]
+#: A reranker's ``top_n`` field: an int >= 1, or ``None`` for every document.
+TopNField: TypeAlias = Annotated[
+    int | None, checked_by(_top_n), WithJsonSchema({"anyOf": [_COUNT_SCHEMA, {"type": "null"}]})
+]
+
+
 class EmbedOptions(ConnectionFields):
     """The embedding settings every embeddings adapter has, on top of the connection.
 
     Args:
         params: the vector options of every ``embed`` call (``EmbedParams(dimensions=256)``, or a dict of
             its fields), checked at construction.
-        batch_size: texts per request; concurrency: requests in flight.
+        batch_size: texts per request; concurrency: requests in flight (or ``"auto"``).
         extra_body: extra JSON fields for every request.
 
     Raises:
-        InvalidInputError: bad ``params``, ``batch_size`` or ``concurrency`` not an int >= 1, at
-            construction.
+        InvalidInputError: bad ``params``, ``batch_size`` not an int >= 1, or ``concurrency`` neither that
+            nor ``"auto"``, at construction.
     """
 
     params: EmbedParamsField = EmbedParams()
-    batch_size: int = defaults.EMBED_BATCH_SIZE
-    concurrency: int = defaults.CONCURRENCY
+    batch_size: CountField = defaults.EMBED_BATCH_SIZE
+    concurrency: ConcurrencyField = defaults.CONCURRENCY
     extra_body: dict[str, Any] | None = None
-
-    def __init__(self, **data: Any) -> None:
-        super().__init__(**data)
-        check_batching(self.batch_size, self.concurrency)
 
     def _options(self) -> dict[str, Any]:
         """The keyword arguments of ``Client.embed`` these settings stand for."""
@@ -381,8 +402,9 @@ class RerankOptions(ConnectionFields):
     Args:
         params: the options of every ``rerank`` call (``RerankParams(max_tokens_per_doc=512,
             truncate_prompt_tokens=-1)``, or a dict of its fields), checked at construction.
-        top_n: how many documents come back (``None``: all).
-        batch_size: pairs per request; concurrency: requests in flight.
+        top_n: how many documents come back (``None``: all; an adapter redeclaring it keeps
+            :data:`TopNField`).
+        batch_size: pairs per request; concurrency: requests in flight (or ``"auto"``).
         extra_body: extra JSON fields for every request.
 
     Raises:
@@ -390,15 +412,10 @@ class RerankOptions(ConnectionFields):
     """
 
     params: RerankParamsField = RerankParams()
-    top_n: int | None = None
-    batch_size: int = defaults.SCORE_BATCH_SIZE
-    concurrency: int = defaults.CONCURRENCY
+    top_n: TopNField = None
+    batch_size: CountField = defaults.SCORE_BATCH_SIZE
+    concurrency: ConcurrencyField = defaults.CONCURRENCY
     extra_body: dict[str, Any] | None = None
-
-    def __init__(self, **data: Any) -> None:
-        super().__init__(**data)
-        check_batching(self.batch_size, self.concurrency)
-        check_top_n(self.top_n)
 
     def _options(self) -> dict[str, Any]:
         """The keyword arguments of ``Client.rerank`` these settings stand for."""
@@ -457,17 +474,6 @@ def one_text(text: object, field: str = "text") -> str:
     if not isinstance(text, str):
         raise InvalidInputError(field, text, f"is {type(text).__name__}, not a string", "Pass text.")
     return text
-
-
-def check_batching(batch_size: object, concurrency: object) -> None:
-    """``batch_size`` and ``concurrency`` are ints >= 1, else ``InvalidInputError`` at construction."""
-    positive_int("batch_size", batch_size)
-    positive_int("concurrency", concurrency)
-
-
-def check_top_n(top_n: object) -> None:
-    """``top_n`` is ``None`` or an int >= 1."""
-    int_at_least("top_n", top_n, 1, "Use None to keep every document.")
 
 
 # --------------------------------------------------------------------------------------------------

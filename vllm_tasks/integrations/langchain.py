@@ -51,6 +51,7 @@ from ._common import (
     ConnectionFields,
     EmbedOptions,
     RerankOptions,
+    TopNField,
     is_pdf,
     ocr_document_pages,
     ocr_page_records,
@@ -83,13 +84,13 @@ class VLLMEmbeddings(EmbedOptions, Embeddings):
             width, ``truncate_prompt_tokens=-1`` to cut over-long texts to the model's maximum instead
             of raising ``vllm_tasks.ContextLengthExceeded``, ...
         batch_size: texts per request (default 64).
-        concurrency: requests in flight (default 4).
+        concurrency: requests in flight (default 4), or ``"auto"`` (tuned from the server's answers).
         query_prefix: text put before queries (e.g. ``"query: "`` for E5 models).
         document_prefix: text put before documents (e.g. ``"passage: "`` for E5 models).
         extra_body: extra JSON fields for every request.
 
     Raises:
-        InvalidInputError: bad settings, at construction.
+        InvalidInputError: a bad setting or field value (naming it), at construction.
 
     Examples:
         >>> embeddings = VLLMEmbeddings(base_url="http://localhost:8000", model="BAAI/bge-m3")
@@ -152,12 +153,15 @@ class VLLMReranker(RerankOptions, BaseDocumentCompressor):
     Attributes:
         top_n: documents to keep (default 3; ``None`` keeps all, reordered).
         batch_size: documents per request (default 128).
-        concurrency: requests in flight (default 4).
+        concurrency: requests in flight (default 4), or ``"auto"``.
         params: the rerank options (``vllm_tasks.RerankParams(max_tokens_per_doc=512,
             truncate_prompt_tokens=-1)`` or a dict of its fields): ``max_tokens_per_doc`` cuts each document
             to N tokens server-side (vLLM >= 0.20.0), ``truncate_prompt_tokens=-1`` cuts over-long pairs to
             the model's maximum, ...
         extra_body: extra JSON fields for every request.
+
+    Raises:
+        InvalidInputError: a bad setting or field value (naming it), at construction.
 
     Examples:
         >>> reranker = VLLMReranker(base_url="http://localhost:8001", top_n=2)
@@ -166,7 +170,7 @@ class VLLMReranker(RerankOptions, BaseDocumentCompressor):
         0.97
     """
 
-    top_n: int | None = 3
+    top_n: TopNField = 3
 
     def compress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None

@@ -26,7 +26,7 @@ Examples:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, TypeAlias
 
 from ..dependencies import require
 
@@ -38,10 +38,12 @@ from llama_index.core.instrumentation import get_dispatcher  # type: ignore[attr
 from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+from pydantic import WithJsonSchema
 
 from ..errors import InvalidInputError
 from ..types.scoring import RerankResult
-from ._common import EmbedOptions, RerankOptions, one_text, text_list
+from ..validation import positive_int
+from ._common import EmbedOptions, RerankOptions, TopNField, checked_by, one_text, text_list
 
 __all__ = ["VLLMEmbedding", "VLLMRerank"]
 
@@ -51,6 +53,27 @@ LLAMA_INDEX_BATCH = 256
 """Texts LlamaIndex hands to one ``_get_text_embeddings`` call: the SDK splits it into ``batch_size``
 requests sent ``concurrency`` at a time (LlamaIndex's own default of 10 would send one small request at a
 time)."""
+LLAMA_INDEX_MAX_BATCH = 2048
+"""The largest ``embed_batch_size`` LlamaIndex's ``BaseEmbedding`` takes."""
+
+
+def _embed_batch_size(field: str, value: object) -> int:
+    size = positive_int(field, value)
+    if size > LLAMA_INDEX_MAX_BATCH:
+        raise InvalidInputError(
+            field,
+            value,
+            f"must be at most {LLAMA_INDEX_MAX_BATCH} (LlamaIndex's limit)",
+            "Use batch_size= for the request size: the SDK splits each LlamaIndex batch into requests.",
+        )
+    return size
+
+
+EmbedBatchField: TypeAlias = Annotated[
+    int,
+    checked_by(_embed_batch_size),
+    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": LLAMA_INDEX_MAX_BATCH}),
+]
 
 
 class VLLMEmbedding(EmbedOptions, BaseEmbedding):
@@ -72,13 +95,13 @@ class VLLMEmbedding(EmbedOptions, BaseEmbedding):
             width, ``truncate_prompt_tokens=-1`` to cut over-long texts to the model's maximum instead
             of raising ``vllm_tasks.ContextLengthExceeded``, ...
         batch_size: texts per request.
-        concurrency: requests in flight.
+        concurrency: requests in flight, or ``"auto"`` (tuned from the server's answers).
         query_prefix: text put before queries (e.g. ``"query: "`` for E5 models).
         text_prefix: text put before documents (e.g. ``"passage: "`` for E5 models).
         extra_body: extra JSON fields for every request.
 
     Raises:
-        InvalidInputError: bad settings, at construction.
+        InvalidInputError: a bad setting or field value (naming it), at construction.
 
     Examples:
         >>> embed_model = VLLMEmbedding(base_url="http://localhost:8000", model="BAAI/bge-m3")
@@ -86,7 +109,7 @@ class VLLMEmbedding(EmbedOptions, BaseEmbedding):
         >>> vectors = await embed_model.aget_text_embedding_batch(["a", "b"])
     """
 
-    embed_batch_size: int = LLAMA_INDEX_BATCH
+    embed_batch_size: EmbedBatchField = LLAMA_INDEX_BATCH
     query_prefix: str = ""
     text_prefix: str = ""
 
@@ -166,19 +189,22 @@ class VLLMRerank(RerankOptions, BaseNodePostprocessor):
         top_n: nodes to keep (default 2, as LlamaIndex's rerankers; ``None`` keeps all, reordered).
         keep_retrieval_score: copy each node's previous score to ``metadata["retrieval_score"]``.
         batch_size: documents per request.
-        concurrency: requests in flight.
+        concurrency: requests in flight, or ``"auto"``.
         params: the rerank options (``vllm_tasks.RerankParams(max_tokens_per_doc=512,
             truncate_prompt_tokens=-1)`` or a dict of its fields): ``max_tokens_per_doc`` cuts each document
             to N tokens server-side (vLLM >= 0.20.0), ``truncate_prompt_tokens=-1`` cuts over-long pairs to
             the model's maximum, ...
         extra_body: extra JSON fields for every request.
 
+    Raises:
+        InvalidInputError: a bad setting or field value (naming it), at construction.
+
     Examples:
         >>> rerank = VLLMRerank(base_url="http://localhost:8001", top_n=3)
         >>> engine = index.as_query_engine(similarity_top_k=20, node_postprocessors=[rerank])
     """
 
-    top_n: int | None = 2
+    top_n: TopNField = 2
     keep_retrieval_score: bool = False
 
     @classmethod

@@ -7,10 +7,12 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict, Field, field_validator
 
 from .. import defaults
+from ..errors import InvalidInputError
 from ..views import Shown, card, count, esc, note, shape_text, table
+from .checked import CheckedModel
 from .common import Usage
 
 EncodingFormat = Literal["auto", "float", "base64", "bytes", "bytes_only"]
@@ -18,7 +20,7 @@ EmbeddingType = Literal["float", "binary", "ubinary", "base64"]
 Truncate = Literal["END", "START", "NONE"]
 
 
-class EmbeddingResult(BaseModel):
+class EmbeddingResult(CheckedModel):
     """Embeddings of every input, in input order.
 
     Attributes:
@@ -26,6 +28,10 @@ class EmbeddingResult(BaseModel):
         model: the served model name that answered.
         usage: prompt tokens summed over all batches.
         encoding_format: the transport actually used (``"auto"`` resolves to bytes or base64).
+
+    Raises:
+        InvalidInputError: built with a field of the wrong type, or ``vectors`` not a 2-D array (naming the
+            field).
 
     Examples:
         >>> result = client.embed(["a", "b"])
@@ -40,15 +46,31 @@ class EmbeddingResult(BaseModel):
     usage: Usage
     encoding_format: str
 
+    @field_validator("vectors")
+    @classmethod
+    def _one_row_per_input(cls, vectors: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        if vectors.ndim != 2:
+            raise InvalidInputError(
+                "vectors",
+                shape_text(vectors),
+                "must be a 2-D array",
+                "Pass ndarray[n, d], one row per input.",
+            )
+        return vectors
+
     @property
     def vector(self) -> npt.NDArray[Any]:
         """The single vector, for a call with one input.
 
         Raises:
-            ValueError: when the call had several inputs (use ``vectors``).
+            InvalidInputError: (also a ``ValueError``) the result holds no vector or several (use
+                ``vectors``).
         """
-        if self.vectors.shape[0] != 1:
-            raise ValueError(f"this result holds {self.vectors.shape[0]} vectors; use .vectors")
+        rows = int(self.vectors.shape[0])
+        if rows != 1:
+            raise InvalidInputError(
+                "vector", rows, f"this result holds {rows} vectors, not one", "Use .vectors."
+            )
         return np.asarray(self.vectors[0])
 
     def __len__(self) -> int:
@@ -74,7 +96,7 @@ class EmbeddingResult(BaseModel):
         return self.to_html()
 
 
-class EmbedV2Result(BaseModel):
+class EmbedV2Result(CheckedModel):
     """``/v2/embed`` embeddings, one array per requested type (``None`` for types not requested).
 
     Attributes:
@@ -86,6 +108,9 @@ class EmbedV2Result(BaseModel):
         billed_units: ``{"input_tokens": ..., "image_tokens": ...}`` summed over batches.
 
     Use :func:`vllm_tasks.unpackbits` to expand ``binary``/``ubinary`` to 0/1 bits.
+
+    Raises:
+        InvalidInputError: built with a field of the wrong type (naming it).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
@@ -95,7 +120,7 @@ class EmbedV2Result(BaseModel):
     ubinary: npt.NDArray[np.uint8] | None = None
     base64: npt.NDArray[np.float32] | None = None
     texts: list[str] | None = None
-    billed_units: dict[str, int] = {}
+    billed_units: dict[str, int] = Field(default_factory=dict)
     id: str | None = None
 
 
@@ -181,6 +206,8 @@ def _preview(vectors: np.ndarray[Any, Any], max_rows: int, max_columns: int) -> 
 
 
 def _number(value: Any) -> str:
+    if isinstance(value, complex | np.complexfloating):  # float() would drop the imaginary part, and warn
+        return f"{complex(value):.4g}"
     try:
         return f"{float(value):.4g}"
     except (TypeError, ValueError):

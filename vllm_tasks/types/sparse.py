@@ -13,35 +13,14 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from ..dependencies import require
 from ..errors import InvalidInputError
+from .checked import CheckedModel
 from .common import Usage
 
 _VOCABULARY_FIX = "the model's vocabulary size: 30522 for a BERT SPLADE, 250002 for BAAI/bge-m3"
-
-
-class _Checked(BaseModel):
-    """A model whose construction refuses bad values with :class:`~vllm_tasks.InvalidInputError` (pydantic's
-    ``ValidationError`` is not part of the error tree)."""
-
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as invalid:
-            raise _input_error(type(self).__name__, invalid) from None
-
-
-def _input_error(model: str, invalid: ValidationError) -> InvalidInputError:
-    """The first error of ``invalid``: the validator's own :class:`InvalidInputError`, or one naming the
-    field pydantic refused."""
-    first = invalid.errors()[0]
-    cause = first.get("ctx", {}).get("error")
-    if isinstance(cause, InvalidInputError):
-        return cause
-    field = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"]).lstrip(".")
-    return InvalidInputError(field or model, first.get("input"), first["msg"], f"See {model}'s attributes.")
 
 
 def _index_array(value: Any) -> npt.NDArray[np.int64]:
@@ -94,7 +73,7 @@ def _weight_array(value: Any) -> npt.NDArray[np.float32]:
     return weights
 
 
-class SparseVector(_Checked):
+class SparseVector(CheckedModel):
     """One input's sparse vector: the non-zero weights and the token ids they belong to.
 
     Attributes:
@@ -193,7 +172,7 @@ class SparseVector(_Checked):
         )
 
 
-class SparseEmbeddingResult(_Checked):
+class SparseEmbeddingResult(CheckedModel):
     """Sparse vectors of every input, in input order.
 
     Attributes:
