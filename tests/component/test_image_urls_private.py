@@ -119,3 +119,13 @@ def test_with_refuse_private_a_media_url_only_the_server_fetches_is_refused(
     with pytest.raises(vt.InputFetchError, match="the client fetches image URLs only") as caught:
         client.embed(messages=[{"role": "user", "content": [part("https://cdn.test/a.bin", kind)]}])
     assert caught.value.field == "messages[0][0].content[0]"
+
+
+def test_with_refuse_private_ocr_does_not_let_the_server_fetch_a_url(
+    make_client: Any, fake_vllm: FakeVLLM, host: ImageHost
+) -> None:
+    client = make_client(fake_vllm.url, fetch_limits=FetchLimits(refuse_private=True))
+    with pytest.raises(vt.InvalidInputError, match="refuse_private") as caught:
+        client.ocr(f"{host.url}/page.png", fetch_urls=False)
+    assert caught.value.field == "fetch_urls"
+    assert host.paths == [] and fake_vllm.received("/v1/chat/completions") == []

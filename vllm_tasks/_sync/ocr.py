@@ -16,6 +16,7 @@ from .. import defaults, pdf
 from .. import ocr as ocr_parts
 from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
 from ..discovery import NGRAM_PROCESSOR, missing_processor_message
+from ..errors import InvalidInputError
 from ..images import ImageInput, PreparedImage, is_remote_url, prepare_image
 from ..offload import sync_offload
 from ..progress import Progress
@@ -71,7 +72,8 @@ class OCRMethods(ClientBase):
             require_ngram_processor: raise :class:`UnsupportedByServer` instead of warning when the
                 server lacks the processor.
             fetch_urls: fetch ``http(s)`` images client-side (the server can only reach what it can
-                reach, and answers 500 after 5 s otherwise).
+                reach, and answers 500 after 5 s otherwise). ``False`` is refused under
+                ``FetchLimits(refuse_private=True)``: the server would fetch the URL unchecked.
             max_side: longest side sent, in pixels (``None``: no limit).
             downscale: False refuses an image over ``max_side`` instead of downscaling it.
             model: served model name (default: the client's, else the server's first).
@@ -137,6 +139,15 @@ class OCRMethods(ClientBase):
         if is_remote_url(image):
             url = str(image).strip()
             if not fetch_urls:
+                if self._transport.settings.fetch_limits.refuse_private:
+                    raise InvalidInputError(
+                        "fetch_urls",
+                        fetch_urls,
+                        "lets the server fetch the image URL unchecked, which "
+                        "FetchLimits(refuse_private=True) refuses",
+                        "leave fetch_urls on (the client fetches and checks the URL), or download the image "
+                        "yourself and pass the bytes",
+                    )
                 return url
             image = fetch_input(
                 self._transport, url, field="image", kind="image_fetch", timeout=defaults.FETCH_TIMEOUT
