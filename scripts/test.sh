@@ -26,7 +26,8 @@ step "ruff check"; "$PY" -m ruff check .
 step "ruff format --check"; "$PY" -m ruff format --check .
 step "mypy --strict vllm_tasks"; "$PY" -m mypy --strict vllm_tasks
 step "unasync --check (vllm_tasks/_sync/ is generated from vllm_tasks/_async/)"; "$PY" scripts/unasync.py --check
-step "mkdocs build --strict (into site/, ignored by git)"; NO_MKDOCS_2_WARNING=1 "$PY" -m mkdocs build --strict --quiet
+step "mkdocs build --strict (into site/, ignored by git; a warning fails it)"
+VLLM_TASKS_PYTHON="$PY" bash scripts/docs-build.sh
 case "$tier" in
     unit) ;;
     component) step "nginx (server-fixtures/setup --nginx-only)"; server-fixtures/setup --nginx-only ;;
