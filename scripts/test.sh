@@ -4,7 +4,9 @@
 #   unit       pure functions and pytest-httpx with recorded exchanges      (no server)
 #   component  the SDK's glue against FakeVLLM over real HTTP, nginx, Ray  (no vLLM)
 #   contract   real CPU vLLM servers from server-fixtures/ (built here on first use)
-# Usage: scripts/test.sh [--tier unit|component|contract|all] [extra pytest args]   (default: all)
+# With all three, scripts/lowest-versions.sh also runs the jobs' and decoders' tests at the lowest versions
+# pyproject.toml accepts (`--tier lowest`: that run alone).
+# Usage: scripts/test.sh [--tier unit|component|contract|lowest|all] [extra pytest args]   (default: all)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -15,8 +17,8 @@ if [ "${1:-}" = "--tier" ]; then
 fi
 case "$tier" in
     unit | component | contract) paths=("tests/$tier") ;;
-    all) ;;  # the three tiers: unit + component beside contract (below)
-    *) echo "scripts/test.sh: unknown tier '$tier' (unit, component, contract or all)" >&2; exit 2 ;;
+    lowest | all) ;;  # all: the three tiers, unit + component (then lowest) beside contract (below)
+    *) echo "scripts/test.sh: unknown tier '$tier' (unit, component, contract, lowest or all)" >&2; exit 2 ;;
 esac
 start=$SECONDS
 step() { echo "== $1 (at $((SECONDS - start)) s)"; }
@@ -26,32 +28,45 @@ step "ruff check"; "$PY" -m ruff check .
 step "ruff format --check"; "$PY" -m ruff format --check .
 step "mypy --strict vllm_tasks"; "$PY" -m mypy --strict vllm_tasks
 step "unasync --check (vllm_tasks/_sync/ is generated from vllm_tasks/_async/)"; "$PY" scripts/unasync.py --check
-step "mkdocs build --strict (into site/, ignored by git)"; NO_MKDOCS_2_WARNING=1 "$PY" -m mkdocs build --strict --quiet
+step "mkdocs build --strict (into site/, ignored by git; a warning fails it)"
+VLLM_TASKS_PYTHON="$PY" bash scripts/docs-build.sh
 case "$tier" in
-    unit) ;;
+    unit | lowest) ;;
     component) step "nginx (server-fixtures/setup --nginx-only)"; server-fixtures/setup --nginx-only ;;
     *) step "fixture setup"; server-fixtures/setup ;;
 esac
 status=0
 if [ "$tier" = all ]; then
-    # The unit and component tiers run beside the contract tier: a vLLM server starting (most of the
-    # contract tier's time) keeps one core busy importing, the other would idle. Two pytest processes; the
-    # background one's output follows the contract tier's. Either failing (exit 5, no tests, included)
-    # fails the run.
-    step "pytest (unit + component in the background, contract in the foreground)"
+    # The unit and component tiers, then the lowest-versions run, go beside the contract tier: a vLLM
+    # server starting (most of the contract tier's time) keeps one core busy importing, the other would
+    # idle. The background job's output follows the contract tier's. Any of them failing (exit 5, no
+    # tests, included) fails the run.
+    step "pytest (unit + component, then lowest versions, in the background; contract in the foreground)"
     fast_log="$(mktemp "${TMPDIR:-/tmp}/vllm-tasks-fast-tiers.XXXXXX")"
-    "$PY" -m pytest tests/unit tests/component -p no:cacheprovider "$@" >"$fast_log" 2>&1 &
+    background() {
+        local tiers=0 lowest=0
+        "$PY" -m pytest tests/unit tests/component -p no:cacheprovider "$@" || tiers=$?
+        step "lowest versions (scripts/lowest-versions.sh)"
+        bash scripts/lowest-versions.sh || lowest=$?
+        echo "== pytest exit: unit + component $tiers, lowest versions $lowest"
+        return $((tiers != 0 ? tiers : lowest))
+    }
+    background "$@" >"$fast_log" 2>&1 &
     fast_pid=$!
-    trap 'kill "$fast_pid" 2>/dev/null || true' EXIT  # Ctrl-C or a failed step: no pytest left behind
+    # Ctrl-C or a failed step: no pytest left behind (the background job's children, then the job)
+    trap 'pkill -P "$fast_pid" 2>/dev/null; kill "$fast_pid" 2>/dev/null || true' EXIT
     contract_status=0
     "$PY" -m pytest tests/contract "$@" || contract_status=$?
     fast_status=0
     wait "$fast_pid" || fast_status=$?
-    echo "== unit + component tiers (run beside the contract tier):"
+    echo "== unit + component tiers and lowest versions (run beside the contract tier):"
     cat "$fast_log"
     rm -f "$fast_log"
-    echo "== pytest exit: unit + component $fast_status, contract $contract_status"
+    echo "== pytest exit: unit + component + lowest versions $fast_status, contract $contract_status"
     status=$((fast_status != 0 ? fast_status : contract_status))
+elif [ "$tier" = lowest ]; then
+    step "lowest versions (scripts/lowest-versions.sh)"
+    bash scripts/lowest-versions.sh "$@" || status=$?
 else
     step "pytest (tier: $tier)"
     "$PY" -m pytest "${paths[@]}" "$@" || status=$?

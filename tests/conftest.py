@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from .clients import left_open_at_collection
 
@@ -32,6 +33,11 @@ if _SERVER_FIXTURES not in sys.path:
 # predates the entry point, and is a no-op otherwise (the entry point is named after the module). pytester:
 # tests/unit/test_testing_kit.py runs that plugin and docs/testing.md's example in an inner session.
 pytest_plugins = ["pytest_plugin", "vllm_tasks.testing.pytest_plugin", "pytester"]
+
+# No per-example time limit for hypothesis: an example's first run pays for imports and warm-up, and the
+# tiers share CI's 2 cores, so a correct test can take over the default 200 ms once.
+settings.register_profile("shared-cores", deadline=None)
+settings.load_profile("shared-cores")
 
 
 TIERS = ("unit", "component", "contract")

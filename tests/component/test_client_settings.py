@@ -31,7 +31,7 @@ from vllm_tasks.testing import EMBEDDING_TASKS, OCR_TASKS, RERANKER_TASKS, SPEEC
 ROOT = Path(__file__).parents[2]
 PAGE, FOX = ROOT / "examples/data/page.png", ROOT / "tests/data/audio/fox.wav"
 MARK = "x-through"
-pytestmark = pytest.mark.filterwarnings("ignore::vllm_tasks.OCRTruncatedWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::vllm_tasks.ocr.OCRTruncatedWarning")
 
 
 def _stamp(request: httpx.Request) -> None:

@@ -42,7 +42,7 @@ PAGE, REPORT = DATA / "examples/data/page.png", DATA / "examples/data/report.pdf
 FOX, NUMBERS = DATA / "tests/data/audio/fox.wav", DATA / "tests/data/audio/numbers.wav"
 CHAT, AUDIO = "/v1/chat/completions", "/v1/audio/transcriptions"
 FAST = {"retry_replica_after": 0.05, "give_up_after": 0.5}
-pytestmark = pytest.mark.filterwarnings("ignore::vllm_tasks.OCRTruncatedWarning")  # the fake's long page
+pytestmark = pytest.mark.filterwarnings("ignore::vllm_tasks.ocr.OCRTruncatedWarning")  # the fake's long page
 
 
 def page_requests(fake: FakeVLLM) -> list[ReceivedRequest]:

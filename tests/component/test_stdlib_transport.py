@@ -42,10 +42,14 @@ def test_embeddings_are_the_same_as_over_httpx_transport(
 
 def test_a_streamed_transcription_arrives_in_pieces(stdlib_http: httpx.Client) -> None:
     """FakeVLLM streams server-sent events with chunked transfer encoding."""
-    with fake_like("stt") as server, vt.Client(server.base_url, http_client=stdlib_http) as client:
+    with (
+        fake_like("stt") as server,
+        vt.Client(server.base_url, http_client=stdlib_http) as client,
+        vt.Client(server.base_url) as usual_client,
+    ):
         stream = client.transcribe_stream(FOX)
         deltas = [delta.text for delta in stream]
-        usual = vt.Client(server.base_url).transcribe(FOX)
+        usual = usual_client.transcribe(FOX)
     assert len(deltas) > 2 and "".join(deltas[:-1]) == deltas[-1] == usual.text  # the deltas, then the result
 
 

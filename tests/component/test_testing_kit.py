@@ -600,6 +600,8 @@ def test_the_entry_point_gives_the_fixture(
     pytester.makeconftest('pytest_plugins = ["vllm_tasks.testing.pytest_plugin"]')
     # A basename no module of ours has: a full run has already imported tests/component/test_plugin.py.
     pytester.makepyfile(test_fake_vllm_entry_point=PLUGIN_TEST)
-    result = pytester.runpytest_inprocess("--strict-markers", "-p", "no:cacheprovider")
+    # no:asyncio: pytest-asyncio (installed with langchain-tests) warns in a session without its loop
+    # scope set; this one has no async tests.
+    result = pytester.runpytest_inprocess("--strict-markers", "-p", "no:cacheprovider", "-p", "no:asyncio")
     result.assert_outcomes(passed=3)
     assert "VLLM_TASKS_BASE_URL" not in os.environ

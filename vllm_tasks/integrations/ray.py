@@ -624,12 +624,12 @@ class Transcriber(_BatchCallable):
         output_column: the column the transcripts go to (strings).
         segments_column: also write the timed segments, as JSON text
             (``[{"start": 0.0, "end": 2.1, "text": "..."}]``); ``None`` (default): not written.
-        language: ISO-639-1 code (default: detected per file).
         concurrency: rows in flight per actor, or ``"auto"`` (a limit tuned from the rows' latencies,
             x0.7 on each 429 or 503 answer, retried ones included; kept for the actor's life, so that the
             next batch starts where this one settled: :attr:`concurrency_limit`).
-        params: the speech options (``vllm_tasks.TranscribeParams(language="de", prompt=...)``, or a dict
-            of its fields), checked at construction; with ``segments_column`` its ``response_format`` is
+        params: the speech options: the language (ISO-639-1; default: detected per file), a prompt, ...
+            (``vllm_tasks.TranscribeParams(language="de", prompt=...)``, or a dict of its fields), checked
+            at construction; with ``segments_column`` its ``response_format`` is
             the class's.
         extra_body: extra form fields for every request.
         on_error: as for :class:`Embedder` (a failing row's transcript is ``""``).
@@ -717,14 +717,14 @@ class OCR(_BatchCallable):
         output_column: the column the markdown goes to (strings).
         blocks_column: also write the layout blocks, as JSON text (``[{"label", "text", "boxes",
             "boxes_normalized", "complete", "page"}]``, ``page`` 0-based); ``None`` (default): not written.
-        prompt: the OCR prompt (``"markdown"``, ``"ocr"``, ``"free"``, ...; see ``docs/ocr.md``).
-        max_tokens: output limit per page.
         concurrency: rows in flight per actor, or ``"auto"`` (as for :class:`Transcriber`; a PDF row is
             one row, and its seconds are all its pages': among images, PDFs may look like a queue and
-            hold the limit back, where a fixed number does better); pdf_concurrency: pages in flight
-            per PDF row.
-        params: the OCR options (``vllm_tasks.OCRParams(prompt="free", max_tokens=2048)``, or a dict of its
-            fields), checked at construction; they apply to PDF pages too.
+            hold the limit back, where a fixed number does better).
+        pdf_concurrency: pages in flight per PDF row.
+        params: the OCR options: the prompt (``"markdown"``, ``"ocr"``, ``"free"``, ...; see
+            ``docs/ocr.md``), the output limit per page, ... (``vllm_tasks.OCRParams(prompt="free",
+            max_tokens=2048)``, or a dict of its fields), checked at construction; they apply to PDF pages
+            too.
         extra_body: extra JSON fields for every request.
         on_error: as for :class:`Embedder` (a failing row's markdown is ``""``).
         error_column: as for :class:`Embedder`.
