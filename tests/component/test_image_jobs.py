@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -23,6 +24,10 @@ from vllm_tasks.jobs import JobMismatch
 from vllm_tasks.jobs.state import PROBE_IMAGE
 
 from ..fakes import fake_like
+
+PYARROW_READS_NULL_VECTORS = int(pa.__version__.split(".")[0]) >= 26
+"""pyarrow 25 writes a null ``fixed_size_list`` row but cannot read it back (apache/arrow#35692,
+docs/jobs.md); scripts/lowest-versions.sh runs this file on it."""
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -80,11 +85,17 @@ def test_image_rows_are_embedded_as_embed_images_row_by_row(tmp_path: Path) -> N
         with vt.Client(url) as client:
             expected = client.embed(images=[image for image in images if image is not None]).vectors
         again = vt.embed_file(url, source, out, text_field="path", id_field="id", images=True, chunk_rows=3)
-    table = pq.read_table(out)
-    assert table.column("id").to_pylist() == [f"r{i}" for i in range(7)]
-    column = table.column("embedding").to_pylist()
-    assert [row is None for row in column] == [image is None for image in images]
-    np.testing.assert_array_equal(np.array([row for row in column if row is not None], np.float32), expected)
+    assert pq.read_table(out, columns=["id"]).column("id").to_pylist() == [f"r{i}" for i in range(7)]
+    metadata = pq.ParquetFile(out).metadata  # the nulls as written, on any pyarrow
+    nulls = [
+        metadata.row_group(group).column(1).statistics.null_count for group in range(metadata.num_row_groups)
+    ]
+    assert nulls == [1, 1, 0]  # rows 2 and 4 of chunks of 3
+    if PYARROW_READS_NULL_VECTORS:
+        column = pq.read_table(out).column("embedding").to_pylist()
+        assert [row is None for row in column] == [image is None for image in images]
+        got = np.array([row for row in column if row is not None], np.float32)
+        np.testing.assert_array_equal(got, expected)
     assert (report.texts, report.failed_rows, report.dimensions) == (7, 2, expected.shape[1])
     sent = sent_images(requests)
     assert len(sent) == 5 and all(len(urls) == 1 for urls in sent)  # the 5 images, one per request

@@ -134,8 +134,8 @@ class ParquetSink:
 
     A part holds a ``fixed_size_list`` column as a variable ``list`` (a null row empty), cast back when
     the parts are joined: pyarrow before 26 cannot read a null ``fixed_size_list`` row from Parquet
-    (apache/arrow#35692), so a job with a refused row failed at its end on pyarrow 16-25; the joined file
-    is read with pyarrow >= 26 (or another Parquet reader). pyarrow 15 cannot write such a row at all.
+    (apache/arrow#35692), so a job with a refused row would fail at its end on pyarrow 16-25; the joined
+    file is read with pyarrow >= 26 (or another Parquet reader).
 
     Args:
         folder: where the part files go.
@@ -201,8 +201,7 @@ class ParquetSink:
         again; a join of other than ``rows`` rows replaces nothing.
 
         Raises:
-            JobError: the parts hold another number of rows than the job counted, or this pyarrow cannot
-                write a refused row (a null ``fixed_size_list``, pyarrow 15); the parts are kept.
+            JobError: the parts hold another number of rows than the job counted.
         """
         parts = sorted(self._folder.glob("part-*.parquet"))
 
@@ -219,14 +218,7 @@ class ParquetSink:
                     "was replaced. Run the job again with resume=False (vllm-tasks: --restart)."
                 )
 
-        try:
-            write_atomically(final, join)
-        except self._pa.ArrowNotImplementedError as error:
-            raise JobError(
-                f"{final}: pyarrow {self._pa.__version__} cannot write the refused rows' null vectors to "
-                f"Parquet ({error}); the finished parts are kept. Upgrade pyarrow (26 or later also reads "
-                "them back) and run the job again to join them."
-            ) from error
+        write_atomically(final, join)
 
     def close(self) -> None:
         """Nothing stays open between chunks."""
