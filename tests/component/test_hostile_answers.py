@@ -14,7 +14,15 @@ from vllm_tasks.testing import FakeVLLM
 
 from ..hostile.answers import ANSWER_CASES, Hits
 from ..hostile.registry import REGISTRY, SERVERS, Env
-from ..hostile.run import TIME_LIMIT, bounded, comparable
+from ..hostile.run import TIME_LIMIT, bounded, capped_memory, comparable
+
+
+@pytest.fixture(scope="module", autouse=True)
+def memory_cap() -> Iterator[None]:
+    """A call that reads ``/dev/zero`` whole gets a MemoryError, not the machine's memory."""
+    with capped_memory():
+        yield
+
 
 ATTACKS = [
     pytest.param(name, index, case, id=f"{name}{'[' + call.label + ']' if call.label else ''}-{case}")

@@ -128,13 +128,14 @@ def resolve(name: str) -> Any:
 
 @dataclass
 class Env:
-    """Where one call runs: its FakeVLLM and a fresh folder."""
+    """Where one call runs: its FakeVLLM (``None`` for a call without a server) and a fresh folder."""
 
-    fake: FakeVLLM
+    fake: FakeVLLM | None
     tmp: Path
 
     @property
     def url(self) -> str:
+        assert self.fake is not None, "this call has no server"
         return self.fake.url
 
     def settings(self) -> vt.ClientSettings:
@@ -305,7 +306,7 @@ UNORDERED = tuple(case for case in CLIENT_CASES if case != "rows-reordered")
 client_twins("scorer_kind", lambda m, env: m(), server="listwise", label="listwise", cases=UNORDERED,
              check=kind_or_unknown)  # fmt: skip
 client_twins("wait_until_ready", lambda m, env: m(5.0, interval=0.01), cases=TRANSIENT_CASES)
-client_twins("verify", lambda m, env: m(Reference(env.fake), texts=TEXTS))
+client_twins("verify", lambda m, env: m(Reference(env.fake), texts=TEXTS))  # type: ignore[arg-type]
 
 # Local to the client: they send nothing (the calls they make are the entries above).
 for _method in ("close", "with_options", "from_settings"):
@@ -317,3 +318,6 @@ def size() -> tuple[int, int]:
     """(calls, attacks): the registry's calls, and the (call, case) pairs the harness runs."""
     calls = [call for calls in REGISTRY.values() for call in calls]
     return len(calls), sum(len(call.cases) or 1 for call in calls)
+
+
+from . import inputs  # noqa: E402, F401  (registers its calls)

@@ -3,11 +3,13 @@ outcome judged against the same call on a clean server."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
+import resource
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ import pydantic
 SERVER_MADE = frozenset({"id", "created", "request_id"})
 """Fields the server makes up per answer (random ids, clocks): not part of a result's content."""
 
-TIME_LIMIT = 20.0
+TIME_LIMIT = 10.0
 """Seconds a hostile call may take before it counts as a hang."""
 
 
@@ -83,3 +85,34 @@ def comparable(value: Any) -> Any:
     if hasattr(value, "__dataclass_fields__"):
         return (type(value).__name__, {k: comparable(getattr(value, k)) for k in value.__dataclass_fields__})
     return value
+
+
+def input_verdict(
+    outcome: Outcome, errors: tuple[type[BaseException], ...], check: Callable[[Any], bool]
+) -> str:
+    """Why a hostile input's outcome is wrong ("" when it is right: a typed error, or a value ``check``
+    accepts, within the time limit)."""
+    if outcome.hung:
+        return f"no answer after {TIME_LIMIT} s"
+    if outcome.error is not None:
+        return "" if isinstance(outcome.error, errors) else f"untyped error:\n{outcome.trace}"
+    return "" if check(outcome.value) else f"a wrong result, not refused: {outcome.value!r:.300}"
+
+
+MEMORY_HEADROOM = 3 << 30
+"""Bytes of address space a hostile call may add before it gets a MemoryError (``/dev/zero`` read whole
+would otherwise take the machine's memory)."""
+
+
+@contextlib.contextmanager
+def capped_memory() -> Iterator[None]:
+    """Cap this process's address space at its current size plus :data:`MEMORY_HEADROOM`."""
+    with open("/proc/self/statm") as statm:
+        size = int(statm.read().split()[0]) * resource.getpagesize()
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = size + MEMORY_HEADROOM
+    resource.setrlimit(resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
