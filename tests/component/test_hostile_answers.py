@@ -50,6 +50,7 @@ def clean_run(name: str, index: int, fake: FakeVLLM, tmp: Path) -> tuple[Any, li
         fake.clear_requests()
         outcome = bounded(lambda: REGISTRY[name][index].run(Env(fake, tmp)))
         assert not outcome.hung and outcome.error is None, f"the clean call failed:\n{outcome.trace}"
+        assert getattr(outcome.value, "code", 0) == 0, f"the clean command failed: {outcome.value}"
         _CLEAN[name, index] = (comparable(outcome.value), [r.path for r in fake.requests], outcome.value)
     return _CLEAN[name, index]
 

@@ -95,8 +95,8 @@ def cli_commands() -> list[str]:
 def public_names() -> set[str]:
     """Every public entry point, by the name the registry files it under."""
     names = set(_module_names(vt, ""))
-    jobs = _module_names(vllm_tasks.jobs, "jobs.")
-    names |= {name for name in jobs if name.split(".")[1] not in vt.__all__}  # vt re-exports the fronts
+    job_names = _module_names(vllm_tasks.jobs, "jobs.")
+    names |= {name for name in job_names if name.split(".")[1] not in vt.__all__}  # vt re-exports the fronts
     names |= set(_module_names(vllm_tasks.types, "types."))
     for integration in INTEGRATIONS:
         module = __import__(f"vllm_tasks.integrations.{integration}", fromlist=["__all__"])
@@ -320,4 +320,4 @@ def size() -> tuple[int, int]:
     return len(calls), sum(len(call.cases) or 1 for call in calls)
 
 
-from . import inputs  # noqa: E402, F401  (registers its calls)
+from . import inputs, integrations, jobs  # noqa: E402, F401  (they register their calls)

@@ -71,6 +71,8 @@ def comparable(value: Any) -> Any:
         fields = {k: getattr(value, k) for k in type(value).model_fields}
         return (type(value).__name__, comparable(fields))
     if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            return ("objects", value.shape, [comparable(item) for item in value.ravel()])
         return ("array", value.dtype.str, value.shape, value.tobytes())
     if isinstance(value, dict):
         return {str(k): comparable(v) for k, v in value.items() if k not in SERVER_MADE}
