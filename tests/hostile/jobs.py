@@ -373,9 +373,10 @@ def command(
 
 CLI_CASES = ("transient", "truncated", "html-200", "nan", "retry-after-garbage")
 CLI_PLAIN = ("transient", "truncated", "html-200", "retry-after-garbage")
-CLI_JOBS = ("transient", "retry-after-garbage")
-"""A folder job given broken answers retries them for its default ``give_up_after`` (120 s; the command has
-no option for it): the API's jobs take those cases with a short one."""
+CLI_JOBS = ("transient",)
+"""A folder job retries what failed after its default ``retry_replica_after`` (5 s) and gives up after
+``give_up_after`` (120 s; the command has no option for them): the API's jobs take the other cases with short
+ones."""
 PIPES = frozenset({"fifo", "dev-zero", "dev-zero-link"})
 """Text read from ``--file`` may come from a pipe (``--file <(cmd)``): it is read as it comes."""
 

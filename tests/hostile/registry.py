@@ -261,7 +261,7 @@ UNINDEXED = (*NUMBERS, "width", "row-missing")
 """Rows without an ``index`` (``/v2/embed``'s lists): a duplicate or a new order cannot be told from the
 answer."""
 SCORES = tuple(case for case in CLIENT_CASES if case != "width")
-ASYNC_CASES = frozenset({"transient", "truncated", "nan", "row-missing", "retry-after-garbage"})
+ASYNC_CASES = frozenset({"transient", "truncated", "nan", "row-missing"})
 """The async twin runs the same generated code as the sync one but for the I/O backend: it gets one case
 of each family (the whole set runs on the sync twin), to keep the harness inside its time budget."""
 
