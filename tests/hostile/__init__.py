@@ -6,3 +6,5 @@ raise a typed error (``vt.VLLMTasksError`` or the entry's documented one) within
 The tests: tests/unit/test_hostile_registry.py (the registry covers the public surface),
 tests/component/test_hostile_answers.py and tests/component/test_hostile_inputs.py.
 """
+
+from . import registry  # noqa: F401  (first: the registry imports the modules that register into it)
