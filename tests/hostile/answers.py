@@ -126,6 +126,32 @@ def _narrower(payload: Any) -> Any:
     return payload
 
 
+def _wider(payload: Any) -> Any:
+    """Every vector of the batch twice as wide (a 32-wide answer to a 16-wide model), each consistent."""
+    lists: list[list[Any]] = []
+    _float_lists(payload, lists)
+    if not lists:
+        return None
+    for numbers in lists:
+        numbers.extend(list(numbers))
+    return payload
+
+
+def _binary_wider(rows: list[dict[str, Any]], body: bytearray) -> bytearray | None:
+    if not rows or any(
+        row.get("embed_dtype", "float32") != "float32" or not row.get("shape") for row in rows
+    ):
+        return None
+    wider = bytearray()
+    for row in sorted(rows, key=lambda row: row["start"]):
+        array = np.frombuffer(bytes(body[row["start"] : row["end"]]), np.float32).reshape(row["shape"])
+        doubled = np.concatenate([array, array], axis=-1)
+        row["start"], row["shape"] = len(wider), list(doubled.shape)
+        wider += doubled.tobytes()
+        row["end"] = len(wider)
+    return wider
+
+
 def _row_missing(payload: Any) -> Any:
     lists: list[list[Any]] = []
     _row_lists(payload, lists)
@@ -272,6 +298,7 @@ class AnswerCase:
         retry_after: the ``Retry-After`` header of those statuses.
         every_path: the status hits every path once (else only the call's task paths, the POSTs).
         must_succeed: only the right result is accepted (a retried transient failure).
+        second_only: the rewrite hits the second answer alone (the first one set the width).
     """
 
     name: str
@@ -280,6 +307,7 @@ class AnswerCase:
     retry_after: str | None = None
     every_path: bool = False
     must_succeed: bool = False
+    second_only: bool = False
     notes: str = field(default="", compare=False)
 
     def apply(self, fake: FakeVLLM, paths: Sequence[str], hits: Hits) -> None:
@@ -287,7 +315,8 @@ class AnswerCase:
         every = list(dict.fromkeys(paths))
         tasks = [p for p in every if p not in DISCOVERY] or every  # server_info's are all discovery
         if self.mutation is not None:
-            fake.mutate(self.mutation(hits), path=tasks, times=None)
+            once = {"times": 1, "after": 1} if self.second_only else {"times": None}
+            fake.mutate(self.mutation(hits), path=tasks, **once)
             return
         assert self.status is not None
         targets = every if self.every_path else tasks
@@ -312,6 +341,9 @@ ANSWER_CASES: dict[str, AnswerCase] = {
         _rows_case("nan", _non_finite(math.nan), _binary_non_finite(math.nan), "NaN"),
         _rows_case("inf", _non_finite(math.inf), _binary_non_finite(math.inf), "1e999"),
         _rows_case("width", _narrower, _binary_narrower),
+        AnswerCase(
+            "batch-wider", lambda hits: _rows_rewrite(_wider, _binary_wider, hits, ""), second_only=True
+        ),
         _rows_case("row-missing", _row_missing, _binary_missing),
         _rows_case("row-duplicated", _row_duplicated, _binary_duplicated),
         _rows_case("rows-reordered", _rows_reordered, _binary_reordered),

@@ -24,7 +24,8 @@ from vllm_tasks.testing import Reply
 from .inputs import HOSTILE_PATHS, refused
 from .registry import ASYNC_CASES, TEXTS, Call, Env, png, register, wav
 
-JOB_CASES = ("transient", "nan", "width", "row-missing", "truncated", "html-200", "retry-after-garbage")
+JOB_CASES = ("transient", "nan", "width", "batch-wider", "row-missing", "truncated", "html-200",
+             "retry-after-garbage")  # fmt: skip
 FOLDER_CASES = ("transient", "truncated", "html-200", "retry-after-garbage")
 STATE = frozenset({"manifest.json", ".vllm-tasks"})
 """Job bookkeeping (clocks, counts): not part of the output compared with a clean run's."""
@@ -140,8 +141,24 @@ def job_twins(
 # A job retries what a server fails to answer, on every replica, until `give_up_after`: short here, as every
 # answer of a case is broken.
 GIVE_UP = {"give_up_after": 2.0, "retry_replica_after": 0.2}
-job_twins("embed_file", text_source, "all", JOB_CASES, out="out.npy", **GIVE_UP)
+job_twins("embed_file", text_source, "all", JOB_CASES, out="out.npy", batch_size=2, **GIVE_UP)
 job_twins("ocr_dir", image_folder, "ocr", FOLDER_CASES, **GIVE_UP)
+
+
+def _multi_vector(env: Env) -> JobOutput:
+    """Per-token rows in Parquet: a batch of another width must not be cut into rows of the model's."""
+    with env.client() as client:
+        source = text_source(env)
+        report = vt.embed_file(
+            client, source, env.tmp / "mv.parquet", multi_vector=True, batch_size=2, **GIVE_UP
+        )
+    return JobOutput(written(env.tmp), report.failed_rows)
+
+
+MULTI_VECTOR_CASES = ("width", "batch-wider", "nan", "row-missing", "transient")
+register(
+    "embed_file", Call(_multi_vector, "late", MULTI_VECTOR_CASES, label="multi-vector", accepts=refused_rows)
+)
 job_twins("transcribe_dir", audio_folder, "all", FOLDER_CASES, **GIVE_UP)
 
 # --------------------------------------------------------------------------------- hostile job inputs

@@ -47,6 +47,7 @@ SERVERS: dict[str, dict[str, Any]] = {
     "sparse": {"tasks": EMBEDDING_TASKS, "sparse": True, "width": 1000},
     "lexical": {"tasks": frozenset({"embed", "embed_v2", "pooling"}), "lexical": True, "width": 64},
     "listwise": {"tasks": LISTWISE_TASKS, "scorer": "listwise", "width": 64},
+    "late": {"tasks": EMBEDDING_TASKS, "scorer": "late-interaction", "width": 16},
 }
 """The FakeVLLM servers the entries run against, by name (one of each per test module)."""
 
@@ -286,7 +287,9 @@ client_twins("rerank", lambda m, env: m("query", ["a doc", "b doc", "c"]), cases
 client_twins("rerank", lambda m, env: m("query", ["a doc", "b doc", "c"], batch_size=1), server="listwise",
              label="listwise", cases=SCORES)  # fmt: skip
 client_twins("classify", lambda m, env: m(["good", "bad"]))
-client_twins("pool", lambda m, env: m(["hello world", "x"]))
+client_twins(
+    "pool", lambda m, env: m(["hello world", "x"]), server="late", cases=(*CLIENT_CASES, "batch-wider")
+)
 client_twins("tokenize", lambda m, env: m("hello world"), cases=PLAIN)
 client_twins("detokenize", lambda m, env: m([1, 2, 3]), cases=PLAIN)
 client_twins("transcribe", lambda m, env: m(wav()), cases=PLAIN)
