@@ -13,7 +13,7 @@ import pytest
 from vllm_tasks.testing import FakeVLLM
 
 from ..hostile.answers import ANSWER_CASES, Hits
-from ..hostile.registry import REGISTRY, SERVERS, Env
+from ..hostile.registry import REGISTRY, Env, started_servers
 from ..hostile.run import TIME_LIMIT, bounded, capped_memory, comparable
 
 
@@ -35,12 +35,8 @@ _CLEAN: dict[tuple[str, int], tuple[Any, list[str], Any]] = {}
 
 @pytest.fixture(scope="module")
 def fakes() -> Iterator[dict[str, FakeVLLM]]:
-    servers = {name: FakeVLLM(**settings).start() for name, settings in SERVERS.items()}
-    try:
+    with started_servers() as servers:
         yield servers
-    finally:
-        for server in servers.values():
-            server.stop()
 
 
 def clean_run(name: str, index: int, fake: FakeVLLM, tmp: Path) -> tuple[Any, list[str], Any]:

@@ -12,7 +12,7 @@ import pytest
 from vllm_tasks.testing import FakeVLLM
 
 from ..hostile.inputs import release
-from ..hostile.registry import REGISTRY, SERVERS, Env
+from ..hostile.registry import REGISTRY, Env, started_servers
 from ..hostile.run import bounded, capped_memory, input_verdict
 
 
@@ -33,12 +33,8 @@ REMOTE = [
 
 @pytest.fixture(scope="module")
 def fakes() -> Iterator[dict[str, FakeVLLM]]:
-    servers = {name: FakeVLLM(**settings).start() for name, settings in SERVERS.items()}
-    try:
+    with started_servers() as servers:
         yield servers
-    finally:
-        for server in servers.values():
-            server.stop()
 
 
 @pytest.mark.parametrize(("name", "index"), REMOTE)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import inspect
 import io
@@ -50,6 +51,17 @@ SERVERS: dict[str, dict[str, Any]] = {
     "late": {"tasks": EMBEDDING_TASKS, "scorer": "late-interaction", "width": 16},
 }
 """The FakeVLLM servers the entries run against, by name (one of each per test module)."""
+
+
+@contextlib.contextmanager
+def started_servers() -> Iterator[dict[str, FakeVLLM]]:
+    """One started FakeVLLM per :data:`SERVERS` entry, stopped afterwards."""
+    servers = {name: FakeVLLM(**settings).start() for name, settings in SERVERS.items()}
+    try:
+        yield servers
+    finally:
+        for server in servers.values():
+            server.stop()
 
 
 # ------------------------------------------------------------------------------------- public names
