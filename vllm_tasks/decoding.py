@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from .errors import UnexpectedResponse
+from .errors import InvalidInputError, UnexpectedResponse
 
 _json_loads: Callable[[str], Any] = orjson.loads
 
@@ -554,6 +554,13 @@ def unpackbits(packed: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
     ``ubinary`` bytes are the bits of ``value >= 0`` packed 8 per byte; ``binary`` is the same byte
     minus 128. The result has 8 times as many columns.
 
+    Args:
+        packed: int8 (``binary``) or uint8 (``ubinary``) rows; other integer types are read as ``ubinary``
+            bytes (0 to 255).
+
+    Raises:
+        InvalidInputError: not integers (floats, strings), or integers that are not bytes.
+
     Examples:
         >>> unpackbits(np.array([[128]], dtype=np.uint8))
         array([[1, 0, 0, 0, 0, 0, 0, 0]], dtype=uint8)
@@ -562,5 +569,12 @@ def unpackbits(packed: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
     if array.dtype == np.int8:
         array = (array.astype(np.int16) + 128).astype(np.uint8)
     elif array.dtype != np.uint8:
+        if array.dtype.kind not in "iu" or (array.size and (array.min() < 0 or array.max() > 255)):
+            raise InvalidInputError(
+                "packed",
+                f"{array.dtype}[{', '.join(map(str, array.shape))}]",
+                "is not packed bits: bytes 0 to 255 (ubinary), or int8 (binary)",
+                "Pass the result's .binary or .ubinary rows as they are.",
+            )
         array = array.astype(np.uint8)
     return np.unpackbits(array, axis=-1)

@@ -5,7 +5,8 @@ that speaks vLLM's routes and shapes: discovery (``/version``, ``/v1/models``, `
 ``/openapi.json``), ``/tokenize``, embeddings (``/v1/embeddings`` in every encoding, ``/v2/embed``),
 scoring (``/score``, ``/rerank``), ``/classify``, ``/pooling``, speech-to-text (``/v1/audio/*``, streams
 included) and DeepSeek-OCR-style ``/v1/chat/completions``. Answers are deterministic; requests are
-recorded; faults (error statuses, ``Retry-After``, latency, connection resets) can be injected.
+recorded; faults (error statuses, ``Retry-After``, latency, connection resets, rewritten answers) can be
+injected.
 
 With pytest, the ``fake_vllm`` fixture (registered on install) gives a started server per test; see
 ``docs/testing.md``.
@@ -30,7 +31,7 @@ from .settings import (
     SPEECH_TASKS,
     FakeSettings,
 )
-from .wire import ReceivedRequest, UploadedFile
+from .wire import ReceivedRequest, Reply, UploadedFile
 
 __all__ = [
     "ALL_TASKS",
@@ -46,6 +47,7 @@ __all__ = [
     "FakeVLLM",
     "Fault",
     "ReceivedRequest",
+    "Reply",
     "UploadedFile",
     "grounding_output",
 ]

@@ -12,7 +12,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -38,8 +38,8 @@ JOIN_TIMEOUT = 5.0
 @dataclass
 class Fault:
     """A failure the fake server injects into matching requests; made by :meth:`FakeVLLM.fail`,
-    :meth:`FakeVLLM.slow` and :meth:`FakeVLLM.drop`. Faults are checked in the order they were added;
-    the first that takes a request applies to it alone.
+    :meth:`FakeVLLM.slow`, :meth:`FakeVLLM.drop` and :meth:`FakeVLLM.mutate`. Faults are checked in the
+    order they were added; the first that takes a request applies to it alone.
 
     Attributes:
         paths: the paths it applies to (empty: every path, discovery and ``/health`` included).
@@ -52,6 +52,7 @@ class Fault:
         message: the error message (default: the status's phrase).
         body: a raw body (bytes) instead of vLLM's error object, e.g. a proxy's HTML page.
         content_type: the raw body's content type.
+        mutation: rewrites the normal answer (status, body, headers) before it is sent.
         hits: how many requests it has hit so far.
     """
 
@@ -65,6 +66,7 @@ class Fault:
     message: str | None = None
     body: bytes | None = None
     content_type: str = "text/html"
+    mutation: Callable[[Reply], Reply] | None = None
     hits: int = 0
     _passed: int = field(default=0, repr=False)
 
@@ -531,6 +533,41 @@ class FakeVLLM:
         """
         return self._add(Fault(reset=True), path, times, after, delay)
 
+    def mutate(
+        self,
+        mutation: Callable[[Reply], Reply],
+        *,
+        path: str | Sequence[str] | None = None,
+        times: int | None = 1,
+        after: int = 0,
+    ) -> Fault:
+        """Rewrite the normal answers to the next matching requests before they are sent: a hostile server
+        or proxy (NaN in a vector, a row missing, a truncated body, a wrong content type, a false
+        ``Content-Encoding``).
+
+        Args:
+            mutation: takes the answer the fake would send (a :class:`Reply`: ``status``, ``body``,
+                ``headers``, and ``stream`` for server-sent events) and returns the one to send instead.
+                An exception it raises is answered as a 500 naming it.
+            path: the path(s) it applies to (default: every request, discovery included).
+            times: how many answers are rewritten (``None``: all of them until :meth:`clear_faults`).
+            after: let this many matching requests through first.
+
+        Returns:
+            The :class:`Fault`; its ``hits`` counts the answers it rewrote.
+
+        Raises:
+            InvalidInputError: ``mutation`` is not callable, or negative counts.
+
+        Examples:
+            >>> def html(reply: Reply) -> Reply:
+            ...     return Reply(200, b"<html>Sign in</html>", {"content-type": "text/html"})
+            >>> fake.mutate(html, path="/v1/embeddings")  # a captive portal's page, with 200
+        """
+        if not callable(mutation):
+            raise InvalidInputError("mutation", mutation, "is not callable", "Pass a function of a Reply.")
+        return self._add(Fault(mutation=mutation), path, times, after, 0.0)
+
     def clear_faults(self) -> None:
         """Remove every injected fault (those still pending included).
 
@@ -619,6 +656,8 @@ class FakeVLLM:
             latency = 0.0  # spent in a slot
         try:
             reply = routes.answer(request, self.settings, self.vocabulary)
+            if fault is not None and fault.mutation is not None:
+                reply = fault.mutation(reply)
         except Exception as error:  # a bug here or in a user's callable: say so instead of hanging up
             reply = error_reply(500, f"FakeVLLM failed to answer {request.path}: {error!r}")
         return _Outcome(reply, latency + (fault.delay if fault else 0.0))
