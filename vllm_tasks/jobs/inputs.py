@@ -8,6 +8,7 @@ trailing ``\\r`` of a CRLF line is dropped, a lone ``\\r`` inside a line is kept
 
 from __future__ import annotations
 
+import codecs
 import csv
 import hashlib
 import itertools
@@ -38,7 +39,8 @@ def text_lines(handle: BinaryIO, name: str) -> Iterator[str]:
     """The lines of a UTF-8 byte stream, split on ``\\n`` only (the one rule of every text input).
 
     A trailing ``\\r`` (CRLF files) is dropped; a ``\\r`` anywhere else stays in its line. A last line
-    without ``\\n`` is a line; an empty stream has none.
+    without ``\\n`` is a line; an empty stream has none. A UTF-8 byte order mark opening the stream (as
+    Windows editors write) is not part of the first line.
 
     Args:
         handle: a binary file (or ``sys.stdin.buffer``).
@@ -56,6 +58,8 @@ def text_lines(handle: BinaryIO, name: str) -> Iterator[str]:
     """
     for number, raw in enumerate(handle, start=1):
         line = raw[:-1] if raw.endswith(b"\n") else raw
+        if number == 1:
+            line = line.removeprefix(codecs.BOM_UTF8)
         if line.endswith(b"\r"):
             line = line[:-1]
         try:
@@ -268,7 +272,8 @@ def _as_text(value: Any) -> str | None:
 
 def _json_lines(spec: InputSpec) -> Iterator[tuple[int, Any]]:
     with spec.path.open("rb") as handle:
-        for number, line in enumerate(handle, start=1):
+        for number, raw in enumerate(handle, start=1):
+            line = raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw
             if not line.strip():
                 continue
             try:

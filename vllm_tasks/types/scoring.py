@@ -141,7 +141,24 @@ class ScoreResult(BaseModel):
         """Keep (by reference, not copied, not pickled) the scored texts for :meth:`to_html`; returns self.
 
         Kept only when every input is a string: encoded images would hold memory for a view.
+
+        Args:
+            firsts: the ``text_1`` side (one input, broadcast, or one per pair).
+            seconds: the ``text_2`` side, one per score.
+            mode: how they paired: ``"1:1"``, ``"1:N"`` or ``"N:N"``.
+
+        Raises:
+            InvalidInputError: sides or a mode that do not pair into this result's scores.
         """
+        pairs, width = np.asarray(self.scores).size, len(seconds)
+        expected = "1:1" if len(firsts) == width == 1 else "1:N" if len(firsts) == 1 else "N:N"
+        if width != pairs or len(firsts) not in (1, width) or mode != expected:
+            raise InvalidInputError(
+                "inputs",
+                f"{len(firsts)} x {width} ({mode})",
+                f"do not pair into the {pairs} scores of this result",
+                "Pass the sides score() was called with, and their mode (1:1, 1:N or N:N).",
+            )
         if all(type(item) is str for item in firsts) and all(type(item) is str for item in seconds):
             self._inputs = Attachment((firsts, seconds, mode))
         return self
