@@ -299,9 +299,10 @@ client_twins("rerank", lambda m, env: m("query", ["a doc", "b doc", "c"]), cases
 client_twins("rerank", lambda m, env: m("query", ["a doc", "b doc", "c"], batch_size=1), server="listwise",
              label="listwise", cases=SCORES)  # fmt: skip
 client_twins("classify", lambda m, env: m(["good", "bad"]))
-client_twins(
-    "pool", lambda m, env: m(["hello world", "x"]), server="late", cases=(*CLIENT_CASES, "batch-wider")
-)
+client_twins("pool", lambda m, env: m(["hello world", "x"]), server="late")
+# one input a request: the second answer is the second batch, the one made wider
+client_twins("pool", lambda m, env: m(["hello world", "x"], batch_size=1), server="late", label="batches",
+             cases=("batch-wider",))  # fmt: skip
 client_twins("tokenize", lambda m, env: m("hello world"), cases=PLAIN)
 client_twins("detokenize", lambda m, env: m([1, 2, 3]), cases=PLAIN)
 client_twins("transcribe", lambda m, env: m(wav()), cases=PLAIN)
