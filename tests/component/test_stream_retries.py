@@ -4,6 +4,7 @@ connection that fails before the answer); a stream that breaks once output was r
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,30 @@ from vllm_tasks.testing import FakeVLLM, Reply
 
 FOX = Path(__file__).resolve().parents[1] / "data" / "audio" / "fox.wav"
 
-STREAMS = [
-    pytest.param("transcribe_stream", "transcribe", "/v1/audio/transcriptions", id="transcribe_stream"),
-    pytest.param("translate_stream", "translate", "/v1/audio/translations", id="translate_stream"),
-]
+
+@dataclass(frozen=True)
+class Call:
+    """A streamed method, its unstreamed twin and the path both post to."""
+
+    method: str
+    whole: str
+    path: str
+
+
+@pytest.fixture(
+    params=[
+        Call("transcribe_stream", "transcribe", "/v1/audio/transcriptions"),
+        Call("translate_stream", "translate", "/v1/audio/translations"),
+    ],
+    ids=["transcribe_stream", "translate_stream"],
+)
+def call(request: pytest.FixtureRequest) -> Call:
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def client(stt_fake: FakeVLLM, make_client: Callable[..., Any]) -> Any:
+    return make_client(stt_fake.url, max_retries=2)
 
 
 def _read(client: Any, method: str, received: list[Any] | None = None) -> list[Any]:
@@ -37,38 +58,24 @@ def _read(client: Any, method: str, received: list[Any] | None = None) -> list[A
     return events
 
 
-@pytest.mark.parametrize(("method", "whole", "path"), STREAMS)
 def test_a_503_before_the_stream_is_retried(
-    stt_fake: FakeVLLM,
-    make_client: Callable[..., Any],
-    no_sleep: list[float],
-    method: str,
-    whole: str,
-    path: str,
+    stt_fake: FakeVLLM, client: Any, call: Call, no_sleep: list[float]
 ) -> None:
-    client = make_client(stt_fake.url, max_retries=2)
-    expected = getattr(client, whole)(FOX).text
+    expected = getattr(client, call.whole)(FOX).text
     stt_fake.clear_requests()
-    stt_fake.fail(503, path=path, retry_after=1)
-    events = _read(client, method)
+    stt_fake.fail(503, path=call.path, retry_after=1)
+    events = _read(client, call.method)
     assert "".join(event.text for event in events[:-1]) == events[-1].text == expected
-    assert len(stt_fake.received(path)) == 2 and no_sleep == [1.0]
+    assert len(stt_fake.received(call.path)) == 2 and no_sleep == [1.0]
 
 
-@pytest.mark.parametrize(("method", "whole", "path"), STREAMS)
 def test_a_persistent_503_raises_after_the_retries(
-    stt_fake: FakeVLLM,
-    make_client: Callable[..., Any],
-    no_sleep: list[float],
-    method: str,
-    whole: str,
-    path: str,
+    stt_fake: FakeVLLM, client: Any, call: Call, no_sleep: list[float]
 ) -> None:
-    client = make_client(stt_fake.url, max_retries=2)
-    stt_fake.fail(503, path=path, times=None)
+    stt_fake.fail(503, path=call.path, times=None)
     with pytest.raises(vt.ServiceUnavailableError):
-        _read(client, method)
-    assert len(stt_fake.received(path)) == 3 and len(no_sleep) == 2
+        _read(client, call.method)
+    assert len(stt_fake.received(call.path)) == 3 and len(no_sleep) == 2
 
 
 def _broken_after_first_event(reply: Reply) -> Reply:
@@ -82,36 +89,22 @@ def _broken_after_first_event(reply: Reply) -> Reply:
     return Reply(reply.status, reply.body, dict(reply.headers), stream=events())
 
 
-@pytest.mark.parametrize(("method", "whole", "path"), STREAMS)
 def test_a_stream_that_breaks_after_the_first_delta_is_not_retried(
-    stt_fake: FakeVLLM,
-    make_client: Callable[..., Any],
-    no_sleep: list[float],
-    method: str,
-    whole: str,
-    path: str,
+    stt_fake: FakeVLLM, client: Any, call: Call, no_sleep: list[float]
 ) -> None:
-    client = make_client(stt_fake.url, max_retries=2)
-    stt_fake.mutate(_broken_after_first_event, path=path)
+    stt_fake.mutate(_broken_after_first_event, path=call.path)
     received: list[Any] = []
     with pytest.raises(vt.APIConnectionError):
-        _read(client, method, received)
+        _read(client, call.method, received)
     assert len(received) == 1 and received[0].text
-    assert len(stt_fake.received(path)) == 1 and no_sleep == []
+    assert len(stt_fake.received(call.path)) == 1 and no_sleep == []
 
 
-@pytest.mark.parametrize(("method", "whole", "path"), STREAMS)
 def test_a_connection_reset_before_the_answer_is_retried(
-    stt_fake: FakeVLLM,
-    make_client: Callable[..., Any],
-    no_sleep: list[float],
-    method: str,
-    whole: str,
-    path: str,
+    stt_fake: FakeVLLM, client: Any, call: Call, no_sleep: list[float]
 ) -> None:
-    client = make_client(stt_fake.url, max_retries=2)
-    expected = getattr(client, whole)(FOX).text
+    expected = getattr(client, call.whole)(FOX).text
     stt_fake.clear_requests()
-    stt_fake.drop(path=path)
-    assert _read(client, method)[-1].text == expected
-    assert len(stt_fake.received(path)) == 2 and len(no_sleep) == 1
+    stt_fake.drop(path=call.path)
+    assert _read(client, call.method)[-1].text == expected
+    assert len(stt_fake.received(call.path)) == 2 and len(no_sleep) == 1
