@@ -238,6 +238,12 @@ def answered(response: httpx.Response, task: TaskName | None = None) -> httpx.Re
     return response
 
 
+def streamed(response: httpx.Response) -> bool:
+    """Whether a streamed ``response`` is one to read as it arrives (a 2xx with a body to come); any
+    other answer is read whole and checked as an unstreamed one is."""
+    return 200 <= response.status_code < 300 and response.status_code != 204
+
+
 def connection_error(method: str, url: httpx.URL | str, error: httpx.TransportError) -> APIConnectionError:
     """The SDK's error for an httpx transport error (``APITimeoutError`` for a timeout)."""
     kind = APITimeoutError if isinstance(error, httpx.TimeoutException) else APIConnectionError

@@ -32,6 +32,7 @@ from ..transport import (
     headerless,
     log_retry,
     stream_broke,
+    streamed,
     undecodable,
 )
 
@@ -58,7 +59,11 @@ class SyncTransport(TransportBase):
         ``Retry-After`` another answer asked for, takes one of the route's slots, and feeds its answer
         to the route's limit.
         """
-        retrying = Retrying(
+        response: httpx.Response = self._retrying(request)(self._attempt, request, itertools.count(1), route)
+        return response
+
+    def _retrying(self, request: Request) -> Retrying:
+        return Retrying(
             stop=stop_after_attempt(self._attempts(request)),
             wait=self.backoff,
             retry=retry_if_exception(self._should_retry),
@@ -66,44 +71,58 @@ class SyncTransport(TransportBase):
             sleep=self.backend.sleep,
             before_sleep=log_retry,
         )
-        response: httpx.Response = retrying(self._attempt, request, itertools.count(1), route)
-        return response
 
     def _should_retry(self, error: BaseException) -> bool:
         # Work given up on (a failed send_all, Ctrl-C) starts no further attempt.
         return not self.backend.cancelled() and self._retryable(error)
 
     def _attempt(
-        self, request: Request, attempts: itertools.count[int], route: RouteLimit | None = None
+        self,
+        request: Request,
+        attempts: itertools.count[int],
+        route: RouteLimit | None = None,
+        *,
+        stream: bool = False,
     ) -> httpx.Response:
         self.backend.check_cancelled()
         if route is None:
-            return self._exchange(request, next(attempts))
+            return self._exchange(request, next(attempts), stream=stream)
         if route.paused() > 0:
             self.backend.sleep(route.paused())
         self.backend.take_slot(route)
         try:
-            return self._exchange(request, next(attempts), route)
+            return self._exchange(request, next(attempts), route, stream=stream)
         finally:
             route.release()
 
-    def _exchange(self, request: Request, attempt: int, route: RouteLimit | None = None) -> httpx.Response:
-        with self._observe(request, attempt) as observation:
+    def _exchange(
+        self, request: Request, attempt: int, route: RouteLimit | None = None, *, stream: bool = False
+    ) -> httpx.Response:
+        """One attempt. ``stream``: the body of a successful answer is left unread (the caller reads and
+        closes it); any other answer is read whole and closed."""
+        with self._observe(request, attempt, stream=stream) as observation:
             built = self._build(self.http, request, observation)
             if route is not None:
                 observation.set_attribute("vllm_tasks.concurrency.limit", route.limit.allowed)
             failure: APIError
             sent = time.perf_counter()
             try:
-                response = self.http.send(built)
+                response = self.http.send(built, stream=stream)
+                observation.response = response
+                if stream and not streamed(response):
+                    try:
+                        response.read()
+                    finally:
+                        response.close()
             except httpx.TransportError as error:
                 failure, cause = connection_error(request.method, built.url, error), headerless(error)
             except httpx.DecodingError as error:
                 failure, cause = undecodable(request.method, built.url, error), headerless(error)
             else:
-                observation.response = response
                 if route is not None:
                     self._learn(route, time.perf_counter() - sent, response)
+                if stream and streamed(response):
+                    return response
                 return self._check(request, response, final=attempt >= self._attempts(request))
             # Raised after the except block: its __context__ would hold httpx's error, request and all.
             raise failure from cause
@@ -134,28 +153,16 @@ class SyncTransport(TransportBase):
         )
 
     def open_stream(self, request: Request) -> LineStream:
-        """Send once (a retry after output began would repeat it) and return the body's lines as they
-        arrive. An error status is read in full and raised as the mapped error.
+        """Open a streamed answer with the retries of :meth:`send` and return the body's lines as they
+        arrive. An error status is read in full and raised as the mapped error (after the retries).
+
+        Only the opening is retried (an error status, a connection that fails before the answer): once
+        output has been read, a stream that breaks raises, since another attempt would repeat the output.
         """
-        with self._observe(request, stream=True) as observation:
-            built = self._build(self.http, request, observation)
-            failure: APIError
-            try:
-                response = self.http.send(built, stream=True)
-                observation.response = response
-                if not 200 <= response.status_code < 300 or response.status_code == 204:
-                    try:
-                        response.read()
-                    finally:
-                        response.close()
-                    self._check(request, response, final=True)
-            except httpx.TransportError as error:
-                failure, cause = connection_error(request.method, built.url, error), headerless(error)
-            except httpx.DecodingError as error:
-                failure, cause = undecodable(request.method, built.url, error), headerless(error)
-            else:
-                return LineStream(response)
-            raise failure from cause  # after the except block: no __context__ (see _attempt)
+        response: httpx.Response = self._retrying(request)(
+            self._attempt, request, itertools.count(1), stream=True
+        )
+        return LineStream(response)
 
     def open_third_party(self, url: str, timeout: float, address: str | None = None) -> httpx.Response:
         """Start a GET of a user-given URL (an image or audio file) on another host; the caller reads
