@@ -30,7 +30,7 @@ from typing import IO, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from . import defaults
+from . import defaults, media_files
 from .dependencies import require
 from .errors import InvalidInputError, MissingDependency
 
@@ -75,9 +75,15 @@ class AudioSource:
         return len(self.data) if self.data is not None else None
 
     def read_bytes(self) -> bytes:
-        """The raw bytes (a path is read); samples have none."""
+        """The raw bytes (a path is read, as a regular file within ``defaults.AUDIO_MAX_FILE_BYTES``);
+        samples have none.
+
+        Raises:
+            InvalidInputError: ``kind="audio_decode"``: the path no longer names a readable regular file;
+                ``kind="argument"``: the file grew over the cap.
+        """
         if self.path is not None:
-            return self.path.read_bytes()
+            return media_files.read_regular_file(self.path, "audio", **_PATH_RULES)
         if self.data is None:
             raise ValueError("an array source has no encoded bytes")
         return self.data
@@ -137,8 +143,10 @@ def resolve(audio: AudioInput) -> AudioSource:
     """Classify an input (URLs excluded: fetch them first and pass the bytes with ``name=url``).
 
     Raises:
-        InvalidInputError: ``kind="audio_decode"``: a path that does not exist or cannot be read, an empty
-            input; ``kind="argument"``: an unsupported type or a malformed ``(array, rate)`` pair.
+        InvalidInputError: ``kind="audio_decode"``: a path that does not exist, cannot be read or names
+            no regular file (a folder, a FIFO, a device; see :mod:`vllm_tasks.media_files`), an empty
+            input; ``kind="argument"``: an unsupported type, a malformed ``(array, rate)`` pair, a file
+            over ``defaults.AUDIO_MAX_FILE_BYTES``.
     """
     if isinstance(audio, tuple):
         return _from_array(audio)
@@ -149,10 +157,7 @@ def resolve(audio: AudioInput) -> AudioSource:
         return AudioSource(name="<bytes>", data=data)
     if isinstance(audio, str | os.PathLike):
         path = Path(audio)
-        if not path.is_file():
-            why = "it is a directory" if path.is_dir() else "no such file"
-            raise InvalidInputError.audio_decode(str(path), why)
-        if path.stat().st_size == 0:
+        if media_files.check_regular_file(path, "audio", **_PATH_RULES) == 0:
             raise InvalidInputError.audio_decode(str(path), "the file is empty (0 bytes)")
         return AudioSource(name=str(path), path=path)
     if hasattr(audio, "read"):
@@ -180,6 +185,28 @@ def from_url_bytes(url: str, data: bytes) -> AudioSource:
     if not data:
         raise InvalidInputError.audio_decode(url, "the URL returned no bytes")
     return AudioSource(name=url, data=data)
+
+
+def _audio_refusal(field: str, path: str, problem: str, fix: str) -> InvalidInputError:
+    return InvalidInputError.audio_decode(path, problem)
+
+
+def _over_audio_cap(field: str, value: object, max_bytes: int, size: str) -> InvalidInputError:
+    return InvalidInputError(
+        field,
+        value,
+        f"is larger ({size}) than the cap on audio files of {max_bytes:,} bytes "
+        "(defaults.AUDIO_MAX_FILE_BYTES)",
+        "Pass an audio file (or cut it into pieces).",
+    )
+
+
+_PATH_RULES: dict[str, Any] = {
+    "max_bytes": defaults.AUDIO_MAX_FILE_BYTES,
+    "too_large": _over_audio_cap,
+    "refused": _audio_refusal,
+}
+"""How an audio path is checked and read (:mod:`vllm_tasks.media_files`)."""
 
 
 def _from_array(pair: tuple[Any, int]) -> AudioSource:

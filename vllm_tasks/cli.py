@@ -20,7 +20,7 @@ from typing import Literal, cast
 
 import numpy as np
 
-from . import defaults
+from . import defaults, media_files
 from ._sync.client import Client
 from .config import ClientSettings
 from .errors import (
@@ -195,7 +195,9 @@ def _read_text_lines(path: str) -> list[str]:
     """One text per line, split as ``embed-file`` splits (on ``\\n`` only)."""
     if path == "-":
         return list(text_lines(sys.stdin.buffer, "<stdin>"))
-    with open(path, "rb") as handle:
+    if "\0" in path:
+        raise InvalidInputError("--file", path, "cannot be a path (a NUL byte)", "Pass a text file.")
+    with open(path, "rb") as handle:  # not media_files: `--file <(command)` is a FIFO, and fine
         return list(text_lines(handle, path))
 
 
@@ -379,7 +381,7 @@ def _boxes_path(template: str, page: int) -> str:
 
 
 def _starts_like_pdf(path: str) -> bool:
-    with open(path, "rb") as handle:
+    with media_files.open_regular_file(path, "file", max_bytes=None) as handle:
         return handle.read(5) == b"%PDF-"
 
 
@@ -391,11 +393,7 @@ def run_ocr(args: argparse.Namespace, client: Client) -> int:
 
     source = args.file
     is_url = source.startswith(("http://", "https://"))
-    try:
-        is_pdf = not is_url and _starts_like_pdf(source)
-    except OSError as error:
-        print(f"vllm-tasks ocr: cannot read {source}: {error.strerror or error}", file=sys.stderr)
-        return EXIT_USAGE
+    is_pdf = not is_url and _starts_like_pdf(source)
     if args.pages is not None and not is_pdf:
         print("vllm-tasks ocr: --pages applies to PDFs only", file=sys.stderr)
         return EXIT_USAGE

@@ -86,6 +86,9 @@ AUDIO_CONCURRENCY = 8
 """Client-side audio pieces transcribed at once."""
 AUDIO_SIZE_LIMIT = 25 * 1024 * 1024
 """vLLM's default ``VLLM_MAX_AUDIO_CLIP_FILESIZE_MB`` (25 MiB)."""
+AUDIO_MAX_FILE_BYTES = 3 << 30
+"""An audio file path over this (3 GiB) is refused before it is opened: four hours of 48 kHz 16-bit stereo
+WAV are 2.6 GiB; a larger "audio file" is most likely not one (a disk image, a sparse file)."""
 AUDIO_STREAM_LIMIT_SECONDS = 600.0
 """vLLM's default ``VLLM_MAX_AUDIO_DECODE_DURATION_S``: a stream of longer audio is split client-side."""
 AUDIO_CHUNK_SECONDS = 30.0

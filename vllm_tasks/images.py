@@ -23,7 +23,6 @@ import base64
 import binascii
 import io
 import os
-import stat
 import struct
 import warnings
 import zlib
@@ -31,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import defaults
+from . import defaults, media_files
 from .dependencies import require
 from .errors import InvalidInputError
 
@@ -405,7 +404,9 @@ def _encoded_bytes(image: ImageInput, field: str) -> bytes:
     if isinstance(image, bytes | bytearray | memoryview):
         return bytes(image)
     if hasattr(image, "read"):
-        return _read_capped(image.read, field, getattr(image, "name", image), defaults.IMAGE_MAX_BYTES)
+        return media_files.read_capped(
+            image.read, field, getattr(image, "name", image), defaults.IMAGE_MAX_BYTES, _over_cap
+        )
     raise InvalidInputError(
         field,
         type(image).__name__,
@@ -452,19 +453,11 @@ def data_url_bytes(url: str, field: str = "image") -> bytes:
     return data
 
 
-_READ_CHUNK = 1 << 20
-_OPEN_FLAGS = (
-    os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-)
-"""``O_NONBLOCK``: a FIFO put in the place of the file checked does not hold the open waiting for a writer."""
-
-
 def read_regular_file(
     path: str | os.PathLike[str], field: str, *, max_bytes: int = defaults.IMAGE_MAX_BYTES
 ) -> bytes:
-    """The bytes of the regular file at ``path`` (a symlink is followed): anything else is refused before
-    it is opened, and the file opened is checked again (``fstat``), so a FIFO, a device, a socket or a
-    folder is never read from and never blocks; a file over ``max_bytes`` is refused without reading it.
+    """The bytes of the image file at ``path``: :func:`vllm_tasks.media_files.read_regular_file` (never
+    a FIFO, a device or a folder; a file over ``max_bytes`` is refused without reading it).
 
     Args:
         path: the file's path.
@@ -486,59 +479,7 @@ def read_regular_file(
         ...     print(error)
         image='/dev/zero': is a device, not a regular file. Pass the path of a file.
     """
-    shown = str(path)
-    try:
-        _check_regular(os.stat(path), field, shown, max_bytes)
-        descriptor = os.open(path, _OPEN_FLAGS)
-    except (OSError, ValueError) as error:
-        if isinstance(error, InvalidInputError):
-            raise
-        problem = f"cannot be read ({getattr(error, 'strerror', None) or error})"
-        raise InvalidInputError(field, shown, problem, "Pass an existing image file.") from None
-    with open(descriptor, "rb") as handle:
-        _check_regular(os.fstat(descriptor), field, shown, max_bytes)
-        try:
-            return _read_capped(handle.read, field, shown, max_bytes)
-        except OSError as error:
-            problem = f"cannot be read ({error.strerror or error})"
-            raise InvalidInputError(field, shown, problem, "Pass an existing image file.") from None
-
-
-def _check_regular(info: os.stat_result, field: str, shown: str, max_bytes: int) -> None:
-    mode = info.st_mode
-    if not stat.S_ISREG(mode):
-        what = (
-            "a folder"
-            if stat.S_ISDIR(mode)
-            else "a FIFO (named pipe)"
-            if stat.S_ISFIFO(mode)
-            else "a device"
-            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "a socket"
-            if stat.S_ISSOCK(mode)
-            else "not a file"
-        )
-        raise InvalidInputError(field, shown, f"is {what}, not a regular file", "Pass the path of a file.")
-    if info.st_size > max_bytes:
-        raise _over_cap(field, shown, max_bytes, f"{info.st_size:,} bytes")
-
-
-def _read_capped(read: Any, field: str, value: object, max_bytes: int) -> bytes:
-    """Everything ``read(n)`` gives until it is empty, refused past ``max_bytes``."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        chunk = read(_READ_CHUNK)
-        if isinstance(chunk, str):
-            raise InvalidInputError(
-                field, value, "is a text-mode file object", "Open the image with mode 'rb'."
-            )
-        if not chunk:
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > max_bytes:
-            raise _over_cap(field, value, max_bytes, f"over {max_bytes:,} bytes read")
-        chunks.append(bytes(chunk))
+    return media_files.read_regular_file(path, field, max_bytes=max_bytes, too_large=_over_cap)
 
 
 def _over_cap(field: str, value: object, max_bytes: int, size: str) -> InvalidInputError:

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import defaults
+from . import defaults, media_files
 from .dependencies import require
 from .errors import InvalidInputError
 
@@ -82,15 +82,15 @@ def open_pdf(pdf: Any) -> Any:
     """A ``pypdfium2.PdfDocument`` for a path, ``bytes`` or binary file object.
 
     Raises:
-        InvalidInputError: the file cannot be read or is not a PDF.
+        InvalidInputError: the file cannot be read, names no regular file (a FIFO, a device, a folder) or
+            is not a PDF.
         MissingDependency: pypdfium2 is not installed.
     """
     pypdfium2 = require("pypdfium2", "image", "OCR of PDFs")
     source: Any = pdf
     if isinstance(pdf, os.PathLike | str):
         path = Path(os.fspath(pdf))
-        if not path.is_file():
-            raise InvalidInputError("pdf", str(path), "is not a file", "Pass the path of a PDF file.")
+        media_files.check_regular_file(path, "pdf", max_bytes=None)  # pdfium opens it: never a FIFO
         source = str(path)
     elif isinstance(pdf, bytearray | memoryview):
         source = bytes(pdf)

@@ -78,14 +78,14 @@ def test_invalid_inputs_name_the_field(value: Any, field: str) -> None:
 
 
 def test_missing_empty_and_directory_paths_raise_decode_errors_naming_the_file(tmp_path: Path) -> None:
-    with pytest.raises(InvalidInputError, match="no such file") as caught:
+    with pytest.raises(InvalidInputError, match="No such file") as caught:
         audio.resolve(tmp_path / "missing.wav")
     assert caught.value.kind == "audio_decode" and str(caught.value.source).endswith("missing.wav")
     empty = tmp_path / "empty.wav"
     empty.write_bytes(b"")
     with pytest.raises(InvalidInputError, match="empty"):
         audio.resolve(empty)
-    with pytest.raises(InvalidInputError, match="directory"):
+    with pytest.raises(InvalidInputError, match="is a folder"):
         audio.resolve(tmp_path)
     with pytest.raises(InvalidInputError, match="empty"):
         audio.resolve(b"")

@@ -76,7 +76,7 @@ def test_pdf_pages_out_file_and_truncation_note(
 
 def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["ocr", str(tmp_path / "missing.png"), "--url", BASE]) == cli.EXIT_USAGE
-    assert "cannot read" in capsys.readouterr().err
+    assert "missing.png': cannot be read" in capsys.readouterr().err
     assert cli.main(["ocr", str(png(tmp_path / "p.png")), "--url", BASE, "--pages", "1"]) == cli.EXIT_USAGE
     garbage = tmp_path / "g.png"
     garbage.write_bytes(b"not an image at all")

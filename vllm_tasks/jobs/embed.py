@@ -33,7 +33,7 @@ from ..types.server import ServerInfo
 from ..validation import positive_int
 from .engine import Engine, Plan, error_rows
 from .files import make_folder, read_no_follow, write_atomically
-from .inputs import InputSpec, file_digest, parquet_types, read_chunks, scan
+from .inputs import InputSpec, check_regular, file_digest, parquet_types, read_chunks, scan
 from .outputs import NpySink, ParquetSink, Sink
 from .progress import JobProgress
 from .replicas import Replica, ReplicaPool, Servers, run_in_own_loop
@@ -273,6 +273,7 @@ async def aembed_file(
         source, format=input_format, text_field=text_field, id_field=id_field, keep_columns=keep_columns
     )
     paths = _Paths.of(Path(out))
+    check_regular(spec.path)
     paths.check_apart_from(spec.path)
     chosen_output = _output_format(output_format, paths.out)
     vectors = _vectors(sparse, multi_vector, chosen_output, output_format, paths.out)

@@ -215,9 +215,10 @@ def check_folders(source: Path, out: Path) -> None:
 
     Raises:
         InvalidInputError: ``out`` is ``source`` (its outputs would be mixed with the inputs), or
-            names a file (or anything but a folder).
+            names a file (or anything but a folder); either cannot be a path (a NUL byte, a name over
+            ``NAME_MAX``).
     """
-    if out.resolve() == source.resolve():
+    if _resolved("out", out) == _resolved("source", source):
         raise InvalidInputError(
             "out",
             str(out),
@@ -231,6 +232,15 @@ def check_folders(source: Path, out: Path) -> None:
             "exists and is not a folder",
             "Pass a folder (made if missing), or move that file away.",
         )
+
+
+def _resolved(field: str, path: Path) -> Path:
+    """``path.resolve()``; a path that cannot be one (a NUL byte, a name over ``NAME_MAX``) refused."""
+    try:
+        return path.resolve()
+    except (OSError, ValueError) as error:
+        problem = f"cannot be a path ({getattr(error, 'strerror', None) or error})"
+        raise InvalidInputError(field, str(path), problem, "Pass the path of a folder.") from None
 
 
 def find_inputs(source: Path, out: Path, suffixes: frozenset[str]) -> list[Path]:

@@ -20,6 +20,7 @@ from typing import Any, BinaryIO, Literal, cast, get_args
 
 import orjson
 
+from .. import media_files
 from ..dependencies import require
 from ..errors import InvalidInputError
 
@@ -186,16 +187,13 @@ def file_digest(path: Path) -> str:
 
 
 def check_regular(path: Path) -> None:
-    """Refuse what is not a regular file (a FIFO or ``/dev/zero`` would never end).
+    """Refuse what is not a regular file (a FIFO or ``/dev/zero`` would never end), or cannot be a path
+    (:func:`vllm_tasks.media_files.check_regular_file`).
 
     Raises:
         InvalidInputError: naming the path and what it is.
     """
-    if not path.exists():
-        raise InvalidInputError("source", str(path), "does not exist", "Pass an existing file.")
-    if not path.is_file():
-        kind = "a folder" if path.is_dir() else "not a regular file (a FIFO, a device, ...)"
-        raise InvalidInputError("source", str(path), f"is {kind}", "Pass a regular file.")
+    media_files.check_regular_file(path, "source", max_bytes=None)
 
 
 def read_chunks(spec: InputSpec, chunk_rows: int, skip: frozenset[int] = frozenset()) -> Iterator[Chunk]:

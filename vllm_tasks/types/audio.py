@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from .. import defaults
+from .. import defaults, media_files
 from ..audio import sniff_audio, wav_bytes
 from ..errors import InvalidInputError
 from ..redaction import redact_url
@@ -405,8 +405,10 @@ def audio_player(audio: Any, max_bytes: int = defaults.VIEW_MAX_MEDIA_BYTES) -> 
     is saved with the notebook).
 
     Raises:
-        ValueError: the audio is over ``max_bytes`` (it would be embedded in the notebook), a path is
-            not a readable file, or samples are empty or not 1-D/2-D.
+        InvalidInputError: naming the audio (a ``ValueError``): it is over ``max_bytes`` (it would be
+            embedded in the notebook), or a path names no readable regular file (a FIFO, a device and a
+            folder are never read; see :mod:`vllm_tasks.media_files`).
+        ValueError: samples are empty or not 1-D/2-D.
         TypeError: for another kind of input (a file object: pass its bytes).
     """
     if isinstance(audio, str) and audio.strip().lower().startswith(("http://", "https://")):
@@ -416,10 +418,8 @@ def audio_player(audio: Any, max_bytes: int = defaults.VIEW_MAX_MEDIA_BYTES) -> 
         )
     if isinstance(audio, str | os.PathLike):
         path = Path(audio)
-        if not path.is_file():
-            raise ValueError(f"no audio file at {path}")
-        _check_size(path.stat().st_size, max_bytes, str(path))
-        data, name = path.read_bytes(), path.name
+        data = media_files.read_regular_file(path, "audio", max_bytes=max_bytes, too_large=_over_view_cap)
+        name = path.name
     elif isinstance(audio, bytes | bytearray | memoryview):
         _check_size(len(audio), max_bytes, "the audio")
         data, name = bytes(audio), ""
@@ -440,10 +440,16 @@ def audio_player(audio: Any, max_bytes: int = defaults.VIEW_MAX_MEDIA_BYTES) -> 
 
 def _check_size(size: int, max_bytes: int, what: str) -> None:
     if size > max_bytes:
-        raise ValueError(
-            f"{what} is {size:,} bytes, over max_bytes={max_bytes:,}: a notebook keeps every output it shows "
-            "(pass a larger max_bytes to embed it anyway)"
-        )
+        raise _over_view_cap("audio", what, max_bytes, f"{size:,} bytes")
+
+
+def _over_view_cap(field: str, value: object, max_bytes: int, size: str) -> InvalidInputError:
+    return InvalidInputError(
+        field,
+        value,
+        f"is {size}, over max_bytes={max_bytes:,}: a notebook keeps every output it shows",
+        "Pass a larger max_bytes to embed it anyway.",
+    )
 
 
 def _player_or_note(audio: Any, max_bytes: int) -> str:
