@@ -199,6 +199,11 @@ class FolderJob(ABC):
         """A file's outputs' paths relative to the output folder (POSIX)."""
         return [output_name(document, suffix) for suffix in self.output_suffixes]
 
+    def max_bytes(self, document: Document) -> int | None:
+        """The largest file the job takes as ``document`` (``None``: no limit); a larger one is refused
+        before it is read or hashed."""
+        return None
+
 
 def output_name(document: Document, suffix: str) -> str:
     """A file's output with ``suffix``, relative to the output folder: its relative path, suffix replaced.
@@ -302,8 +307,10 @@ def take_documents(
         error = unnameable(job, document, folders, name_max)
         if error is None:
             try:
-                found.append(dataclasses.replace(document, sha256=_sha256(document.path)))
-                continue
+                error = oversized(document, job.max_bytes(document))
+                if error is None:
+                    found.append(dataclasses.replace(document, sha256=_sha256(document.path)))
+                    continue
             except OSError as problem:
                 error = unreadable(document, problem)
         refused[document.relative] = error
@@ -348,6 +355,23 @@ def unnameable(
                 "Rename one of them, or move it into another folder.",
             )
     return None
+
+
+def oversized(document: Document, max_bytes: int | None) -> InvalidInputError | None:
+    """The failure of a file over ``max_bytes`` (read from its size alone), else ``None``.
+
+    Raises:
+        OSError: its size cannot be read.
+    """
+    size = document.path.stat().st_size
+    if max_bytes is None or size <= max_bytes:
+        return None
+    return InvalidInputError(
+        "source",
+        document.relative,
+        f"is {size:,} bytes, over the {max_bytes:,} this job takes",
+        "Shrink or split it, or take it out of the folder (the rest of the job is done).",
+    )
 
 
 def unreadable(document: Document, error: OSError) -> InvalidInputError:

@@ -56,6 +56,10 @@ class _OCRJob(FolderJob):
     def fingerprint(self) -> dict[str, Any]:
         return {**self._params.changed(), "dpi": self._dpi}
 
+    def max_bytes(self, document: Document) -> int | None:
+        """An image is capped (``defaults.IMAGE_MAX_BYTES``); a PDF is read page by page."""
+        return None if _is_pdf(document.path) else defaults.IMAGE_MAX_BYTES
+
     def units(self, document: Document) -> list[Unit]:
         if not _is_pdf(document.path):
             return [1]
@@ -135,6 +139,9 @@ class _TranscribeJob(FolderJob):
         # The chunking joins the fingerprint only when it is not the default: earlier runs resume.
         chunking = {} if self._chunking == ChunkingOptions() else {"chunking": repr(self._chunking)}
         return {**self._params.changed(), "translate": self._translate, **chunking}
+
+    def max_bytes(self, document: Document) -> int | None:
+        return defaults.AUDIO_MAX_FILE_BYTES
 
     def units(self, document: Document) -> list[Unit]:
         return [None]
