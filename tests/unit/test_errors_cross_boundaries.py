@@ -216,7 +216,7 @@ def test_exception_crosses_process_pool_executor(
 def test_exception_crosses_multiprocessing_pool(name: str, mp_pool: multiprocessing.pool.Pool) -> None:
     result = mp_pool.apply_async(raise_in_worker, (name,))
     with pytest.raises(BaseException) as info:  # the exact type is checked below
-        result.get(timeout=30)  # before the fix: the pool's result thread died and this hung
+        result.get(timeout=30)  # a pool whose result thread dies leaves this waiting: the timeout fails it
     assert not isinstance(info.value, multiprocessing.TimeoutError)
     assert_same(info.value, build(name))
 
