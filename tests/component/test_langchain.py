@@ -435,7 +435,7 @@ def test_ocr_loader_single_mode_async_pages_and_images(ocr_server: FakeVLLM, tmp
 
 
 def test_ocr_loader_refuses_before_sending(ocr_server: FakeVLLM, tmp_path: Path) -> None:
-    with pytest.raises(vt.InvalidInputError, match="not a file"):
+    with pytest.raises(vt.InvalidInputError, match="cannot be read"):
         VLLMOCRLoader(tmp_path / "missing.pdf", base_url=ocr_server.url)
     image = tmp_path / "scan.png"
     from PIL import Image

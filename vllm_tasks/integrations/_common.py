@@ -18,7 +18,6 @@ import os
 import threading
 import weakref
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, TypeAlias
 
 import httpx
@@ -39,6 +38,7 @@ from ..calls import TaskParams, plain
 from ..config import ClientSettings, FetchLimits
 from ..embeddings import EmbedParams
 from ..errors import InvalidInputError
+from ..media_files import open_regular_file
 from ..scoring import RerankParams
 from ..threaded import ThreadedClient
 from ..types.audio import Transcription
@@ -490,15 +490,13 @@ def is_pdf(source: str | os.PathLike[str]) -> bool:
     """Whether a local file is a PDF (by its first bytes; a ``.pdf`` name that is not one is refused).
 
     Raises:
-        InvalidInputError: the file does not exist.
+        InvalidInputError: the path names no readable regular file (missing, a folder, a FIFO, a device, a
+            name over ``NAME_MAX``, a NUL byte).
     """
     text = os.fspath(source)
     if text.startswith(("http://", "https://", "data:")):
         return False
-    path = Path(text)
-    if not path.is_file():
-        raise InvalidInputError("file_path", text, "is not a file", "Pass the path of a PDF or an image.")
-    with path.open("rb") as handle:
+    with open_regular_file(text, "file_path", max_bytes=None) as handle:
         return handle.read(5) == b"%PDF-"
 
 
