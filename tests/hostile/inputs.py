@@ -14,14 +14,17 @@ import contextlib
 import json
 import math
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pydantic
 
 import vllm_tasks as vt
+from vllm_tasks._backends import SyncBackend
 from vllm_tasks.types import (
     OCRBlock,
     OCRResult,
@@ -41,7 +44,7 @@ from vllm_tasks.types import (
     Usage,
 )
 
-from .registry import Call, Env, png, register
+from .registry import TEXTS, Call, Env, png, register
 
 TYPED = (vt.VLLMTasksError,)
 BUILT = (vt.VLLMTasksError, pydantic.ValidationError)
@@ -355,3 +358,38 @@ for _params in ("EmbedParams", "EmbedV2Params", "PoolParams", "ClassifyParams", 
     for _view in ("changed", "keywords", "fields", "body_fields", "embed_params"):
         if hasattr(_cls, _view):
             register(f"{_params}.{_view}")
+
+# ------------------------------------------------------------------------- after an over-cap wait
+
+PROMPT = 5.0
+"""Seconds a call may take after another one on the same client was refused an over-cap wait."""
+SLEEP = SyncBackend.sleep
+"""The client's own sleep (the component tier's ``no_sleep`` records sleeps instead: a wait the client
+held on to would not show)."""
+
+
+def _after_over_cap(env: Env) -> str:
+    """A ``concurrency="auto"`` call answered ``429`` with a ``Retry-After`` past the cap (refused, typed),
+    then calls on the same client (another route, then the same one): they must be answered, promptly."""
+    assert env.fake is not None
+    env.fake.fail(429, path="/v1/embeddings", times=1, retry_after="99999999999")
+    with mock.patch.object(SyncBackend, "sleep", SLEEP), vt.Client.from_settings(env.settings()) as client:
+        try:
+            client.embed(TEXTS, batch_size=1, concurrency="auto")
+        except vt.VLLMTasksError:
+            pass
+        else:
+            return "the over-cap wait was not refused"
+        finally:
+            env.fake.clear_faults()
+        start = time.monotonic()
+        client.rerank("query", TEXTS, concurrency="auto")
+        client.embed(TEXTS, batch_size=1, concurrency="auto")
+        elapsed = time.monotonic() - start
+    return "prompt" if elapsed < PROMPT else f"answered after {elapsed:.1f} s"
+
+
+register(
+    "Client.embed",
+    Call(_after_over_cap, label="after-over-cap-retry-after", check=lambda v: v == "prompt", errors=()),
+)

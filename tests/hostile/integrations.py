@@ -11,6 +11,7 @@ import numpy as np
 
 from vllm_tasks.integrations import langchain, llama_index, ray
 
+from .inputs import HOSTILE_PATHS, refused
 from .registry import ASYNC_CASES, TEXTS, Call, Env, png, register, wav
 
 ADAPTER_CASES = ("transient", "nan", "width", "row-missing", "truncated", "html-200", "retry-after-garbage")
@@ -195,6 +196,94 @@ register(
     RAY + "Transcriber.__call__",
     Call(_ray(ray.Transcriber, lambda env: {"audio": np.array([wav()], dtype=object)}), "all", PLAIN_CASES),
 )
+
+
+# ------------------------------------------------------------------------------- hostile inputs
+
+
+def _loads(loader: Any, lazy: str, make: Callable[[Any], Any]) -> Callable[[Env], Any]:
+    """A LangChain loader built on ``make``'s hostile path and run to its end (sync or async)."""
+
+    def run(env: Env) -> Any:
+        env.tmp.mkdir(parents=True, exist_ok=True)
+        documents = getattr(loader(make(env.tmp), base_url=env.url, **CONNECTION), lazy)()
+        return _loaded(documents if lazy == "lazy_load" else asyncio.run(_collect(documents)))
+
+    return run
+
+
+for _name, _make in HOSTILE_PATHS.items():
+    for _lazy in ("lazy_load", "alazy_load"):
+        register(
+            f"{LC}VLLMOCRLoader.{_lazy}",
+            Call(_loads(langchain.VLLMOCRLoader, _lazy, _make), "ocr", label=_name, check=refused),
+        )
+        register(
+            f"{LC}VLLMTranscriptLoader.{_lazy}",
+            Call(_loads(langchain.VLLMTranscriptLoader, _lazy, _make), "all", label=_name, check=refused),
+        )
+
+
+def _row_refused(error_column: str = "error") -> Callable[[Any], bool]:
+    """A batch of a hostile row then a good one: the first row's error in the error column, the second's
+    result."""
+
+    def check(result: Any) -> bool:
+        errors = list(result[error_column])
+        return len(errors) == 2 and bool(errors[0]) and errors[1] == ""
+
+    return check
+
+
+def _hostile_row(cls: Any, columns: Callable[[Env, Any], dict[str, Any]], bad: Callable[[Env], Any]) -> Any:
+    """``cls(on_error="column")`` on a batch whose first row holds ``bad(env)`` and second a good value."""
+
+    def run(env: Env) -> Any:
+        env.tmp.mkdir(parents=True, exist_ok=True)
+        callable_ = cls(settings=env.settings(), on_error="column")
+        try:
+            return callable_(columns(env, bad(env)))
+        finally:
+            callable_.close()
+
+    return run
+
+
+def _column(*values: Any) -> Any:
+    column = np.empty(len(values), dtype=object)
+    column[:] = values
+    return column
+
+
+BAD_CELLS: dict[str, Callable[[Env], Any]] = {
+    "none": lambda env: None,
+    "number": lambda env: 7,
+    "nan": lambda env: float("nan"),
+    "garbage-bytes": lambda env: b"\x00not a file of any kind\xff" * 4,
+}
+MEDIA_CELLS = {
+    **BAD_CELLS,
+    **{name: lambda env, m=make: str(m(env.tmp)) for name, make in HOSTILE_PATHS.items()},
+}
+"""What a Ray callable's column may hold that is no row's value (media columns: hostile paths too)."""
+Batch = Callable[[Env, Any], dict[str, Any]]
+RAY_ROWS: dict[str, tuple[Any, str, Batch, dict[str, Callable[[Env], Any]]]] = {
+    "Embedder": (ray.Embedder, "all", lambda env, bad: {"text": _column(bad, TEXTS[0])}, BAD_CELLS),
+    "Scorer": (
+        ray.Scorer,
+        "all",
+        lambda env, bad: {"query": _column("q", "q"), "document": _column(bad, TEXTS[0])},
+        BAD_CELLS,
+    ),
+    "OCR": (ray.OCR, "ocr", lambda env, bad: {"image": _column(bad, png())}, MEDIA_CELLS),
+    "Transcriber": (ray.Transcriber, "all", lambda env, bad: {"audio": _column(bad, wav())}, MEDIA_CELLS),
+}
+for _cls_name, (_cls, _server, _batch, _cells) in RAY_ROWS.items():
+    for _name, _bad in _cells.items():
+        register(
+            f"{RAY}{_cls_name}.__call__",
+            Call(_hostile_row(_cls, _batch, _bad), _server, label=f"row-{_name}", check=_row_refused()),
+        )
 
 # Closing an adapter (or a Ray callable) closes its own clients: nothing a server says reaches it.
 for _name in ("VLLMEmbeddings.close", "VLLMEmbeddings.aclose", "VLLMReranker.close", "VLLMReranker.aclose"):

@@ -145,20 +145,49 @@ job_twins("embed_file", text_source, "all", JOB_CASES, out="out.npy", batch_size
 job_twins("ocr_dir", image_folder, "ocr", FOLDER_CASES, **GIVE_UP)
 
 
-def _multi_vector(env: Env) -> JobOutput:
-    """Per-token rows in Parquet: a batch of another width must not be cut into rows of the model's."""
+def _parquet_job(out: str, **options: Any) -> Callable[[Env], JobOutput]:
+    """``embed_file`` on :func:`text_source` into ``out`` under the call's folder, with ``options``."""
+
+    def run(env: Env) -> JobOutput:
+        with env.client() as client:
+            source = text_source(env)
+            report = vt.embed_file(client, source, env.tmp / out, batch_size=2, **options, **GIVE_UP)
+        return JobOutput(written(env.tmp), report.failed_rows)
+
+    return run
+
+
+def image_rows(env: Env) -> Path:
+    """A listing of four image rows, each a distinct PNG file beside it."""
+    env.tmp.mkdir(parents=True, exist_ok=True)
+    names = []
+    for index in range(4):
+        name = f"{index}.png"
+        (env.tmp / name).write_bytes(png(200 + index))
+        names.append(name)
+    listing = env.tmp / "images.txt"
+    listing.write_text("\n".join(names) + "\n")
+    return listing
+
+
+def _image_job(env: Env) -> JobOutput:
     with env.client() as client:
-        source = text_source(env)
-        report = vt.embed_file(
-            client, source, env.tmp / "mv.parquet", multi_vector=True, batch_size=2, **GIVE_UP
-        )
+        report = vt.embed_file(client, image_rows(env), env.tmp / "o.npy", images=True, **GIVE_UP)
     return JobOutput(written(env.tmp), report.failed_rows)
 
 
 MULTI_VECTOR_CASES = ("width", "batch-wider", "nan", "row-missing", "transient")
+# Per-token rows in Parquet: a batch of another width must not be cut into rows of the model's.
 register(
-    "embed_file", Call(_multi_vector, "late", MULTI_VECTOR_CASES, label="multi-vector", accepts=refused_rows)
-)
+    "embed_file",
+    Call(_parquet_job("mv.parquet", multi_vector=True), "late", MULTI_VECTOR_CASES, label="multi-vector",
+         accepts=refused_rows),
+    Call(_parquet_job("sparse.parquet", sparse=True), "sparse", (*MULTI_VECTOR_CASES, "truncated"),
+         label="sparse", accepts=refused_rows),
+    # one image a request: each answer holds one row, so no row can go missing or differ from another's width
+    Call(_image_job, "all", ("batch-wider", "nan", "truncated", "transient"), label="images",
+         accepts=refused_rows),
+)  # fmt: skip
 job_twins("transcribe_dir", audio_folder, "all", FOLDER_CASES, **GIVE_UP)
 
 # --------------------------------------------------------------------------------- hostile job inputs

@@ -226,11 +226,12 @@ def client_twins(
 
 
 @functools.cache
-def png() -> bytes:
+def png(shade: int = 255) -> bytes:
+    """A 64x48 grey PNG (white by default; another ``shade`` for another image)."""
     from PIL import Image
 
     buffer = io.BytesIO()
-    Image.new("RGB", (64, 48), "white").save(buffer, format="PNG")
+    Image.new("RGB", (64, 48), (shade, shade, shade)).save(buffer, format="PNG")
     return buffer.getvalue()
 
 
