@@ -54,7 +54,8 @@ if [ "$tier" = all ]; then
     background "$@" >"$fast_log" 2>&1 &
     fast_pid=$!
     # Ctrl-C or a failed step: no pytest left behind (the background job's children, then the job)
-    trap 'pkill -P "$fast_pid" 2>/dev/null; kill "$fast_pid" 2>/dev/null || true' EXIT
+    # (each command may fail, none may end the trap: under set -e a failing one would be the exit status)
+    trap 'pkill -P "$fast_pid" 2>/dev/null || true; kill "$fast_pid" 2>/dev/null || true' EXIT
     contract_status=0
     "$PY" -m pytest tests/contract "$@" || contract_status=$?
     fast_status=0
