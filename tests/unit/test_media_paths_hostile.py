@@ -14,6 +14,7 @@ import pytest
 
 import vllm_tasks as vt
 from vllm_tasks import audio, cli, defaults, media_files
+from vllm_tasks.pdf import open_pdf
 from vllm_tasks.types.audio import audio_player
 
 from ..hostile.inputs import release
@@ -105,9 +106,6 @@ def test_the_audio_player_refuses_a_file_over_its_cap_unread(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("case", PATHS)
 def test_a_pdf_path_is_checked_before_pdfium_opens_it(case: str, tmp_path: Path) -> None:
-    pytest.importorskip("pypdfium2")
-    from vllm_tasks.pdf import open_pdf
-
     path = PATHS[case](tmp_path)
     error = refused(lambda: open_pdf(path), tmp_path)
     assert error.field == "pdf" and error.value == path and PROBLEMS[case] in str(error)
