@@ -526,44 +526,18 @@ for _name, _make in HOSTILE_PATHS.items():
     )
     cli_input("ocr", _name, lambda env, make=_make: ["ocr", "--url", env.url, str(make(env.tmp))], "ocr")
     cli_input("verify", _name, lambda env, make=_make: ["verify", env.url, "--reference", str(make(env.tmp))])
-    if _name != "huge-sparse-file":  # a 4 GiB text source is a long job, not a hostile one (as above)
+    for _job, _out, _server in (("embed-file", "o.npy", "all"), ("ocr-dir", "out", "ocr"),
+                                ("transcribe-dir", "out", "all")):  # fmt: skip
+        if _job == "embed-file" and _name == "huge-sparse-file":
+            continue  # a 4 GiB text source is a long job, not a hostile one (as above)
         cli_input(
-            "embed-file",
+            _job,
             _name,
-            lambda env, make=_make: [
-                "embed-file",
-                "--url",
-                env.url,
-                str(make(env.tmp)),
-                "--out",
-                str(env.tmp / "o.npy"),
+            lambda env, job=_job, out=_out, make=_make: [
+                job, "--url", env.url, str(make(env.tmp)), "--out", str(env.tmp / out)
             ],
-        )
-    cli_input(
-        "ocr-dir",
-        _name,
-        lambda env, make=_make: [
-            "ocr-dir",
-            "--url",
-            env.url,
-            str(make(env.tmp)),
-            "--out",
-            str(env.tmp / "out"),
-        ],
-        "ocr",
-    )
-    cli_input(
-        "transcribe-dir",
-        _name,
-        lambda env, make=_make: [
-            "transcribe-dir",
-            "--url",
-            env.url,
-            str(make(env.tmp)),
-            "--out",
-            str(env.tmp / "out"),
-        ],
-    )
+            _server,
+        )  # fmt: skip
 cli_input(
     "embed-file",
     "out-folder-missing",
