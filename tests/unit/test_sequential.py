@@ -254,8 +254,11 @@ def test_options_are_checked(options: dict[str, Any], field: str) -> None:
 
 
 def test_chunking_modes() -> None:
-    assert transcription.chunking_options("auto").long_form == transcription.LONG_FORM_DEFAULT == "sequential"
-    assert transcription.chunking_options("client").long_form == "client"
+    whisper, voxtral = transcription.WHISPER, transcription.VOXTRAL
+    assert transcription.long_form(transcription.chunking_options("auto"), whisper) == "sequential"
+    assert transcription.long_form(transcription.chunking_options("auto"), voxtral) == "client"
+    assert transcription.long_form(transcription.chunking_options("client"), whisper) == "client"
+    assert transcription.long_form(transcription.chunking_options("sequential"), voxtral) == "sequential"
     custom = SequentialOptions(search_seconds=0)
     options = transcription.chunking_options(custom)
     assert options.mode == "sequential" and options.sequential is custom

@@ -12,15 +12,17 @@ from types import TracebackType
 from typing import Any, Self
 
 from .. import audio as audio_io
-from .. import defaults, transcription
+from .. import transcription
 from ..audio import AudioInput, PrepareMode
 from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
 from ..offload import async_offload
 from ..transcription import (
     Chunking,
     ChunkingOptions,
+    PresetChoice,
     Requests,
     SequentialOptions,
+    SpeechPreset,
     StreamParser,
     Task,
     TranscribeParams,
@@ -138,6 +140,7 @@ class AsyncAudioMethods(AsyncClientBase):
         vllm_xargs: Mapping[str, Any] | None = None,
         chunking: Chunking = "auto",
         prepare: PrepareMode = "auto",
+        preset: PresetChoice = None,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -182,6 +185,10 @@ class AsyncAudioMethods(AsyncClientBase):
                 ``SequentialOptions`` (``diarized_json``: always sent whole).
             prepare: ``"auto"`` decodes locally (soundfile/PyAV) to catch unreadable files and sends
                 mono 16 kHz FLAC when the input is anything else; ``"never"`` sends the bytes as given.
+            preset: the model family's :class:`~vllm_tasks.transcription.SpeechPreset` or its name
+                (``"whisper"``, ``"voxtral"``, ``"qwen3-asr"``, ...); ``None`` recognises it from the served
+                model's name. It says what the model accepts (checked before sending) and how its long
+                audio is transcribed.
             model: served model name (default: the client's, else the server's first).
             extra_body: more form fields, sent as given (dicts as JSON).
             extra_headers: more HTTP headers.
@@ -194,7 +201,9 @@ class AsyncAudioMethods(AsyncClientBase):
         Raises:
             InvalidInputError: (``kind="audio_decode"``) the input cannot be read or decoded (before any
                 upload); (``kind="audio_fetch"``, an ``InputFetchError``) an audio URL cannot be fetched;
-                ``chunking="client"`` or ``"sequential"`` with ``diarized_json``.
+                ``chunking="client"`` or ``"sequential"`` with ``diarized_json``; what the model's preset
+                refuses (``prompt`` for a model that drops it, ``verbose_json``/``srt``/``vtt`` or
+                ``chunking="sequential"`` for a model without timed segments), checked before sending.
             UnsupportedByServer: beam search on vLLM < 0.18.0; ``diarized_json`` on vLLM < 0.27.0
                 (checked before sending).
             NotFoundError: (``kind="model_not_found"``) ``model`` is not served.
@@ -224,7 +233,9 @@ class AsyncAudioMethods(AsyncClientBase):
             vllm_xargs=vllm_xargs,
         )
         return self._counted(
-            await self._transcribe(audio, params, call, task="transcribe", chunking=chunking, prepare=prepare)
+            await self._transcribe(
+                audio, params, call, task="transcribe", chunking=chunking, prepare=prepare, preset=preset
+            )
         )
 
     async def translate(
@@ -247,6 +258,7 @@ class AsyncAudioMethods(AsyncClientBase):
         vllm_xargs: Mapping[str, Any] | None = None,
         chunking: Chunking = "auto",
         prepare: PrepareMode = "auto",
+        preset: PresetChoice = None,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -287,7 +299,9 @@ class AsyncAudioMethods(AsyncClientBase):
             vllm_xargs=vllm_xargs,
         )
         return self._counted(
-            await self._transcribe(audio, params, call, task="translate", chunking=chunking, prepare=prepare)
+            await self._transcribe(
+                audio, params, call, task="translate", chunking=chunking, prepare=prepare, preset=preset
+            )
         )
 
     async def transcribe_stream(
@@ -309,6 +323,7 @@ class AsyncAudioMethods(AsyncClientBase):
         include_usage: bool = True,
         chunking: Chunking = "auto",
         prepare: PrepareMode = "auto",
+        preset: PresetChoice = None,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -372,6 +387,7 @@ class AsyncAudioMethods(AsyncClientBase):
             task="transcribe",
             chunking=chunking,
             prepare=prepare,
+            preset=preset,
             include_usage=include_usage,
         )
 
@@ -394,6 +410,7 @@ class AsyncAudioMethods(AsyncClientBase):
         include_usage: bool = True,
         chunking: Chunking = "auto",
         prepare: PrepareMode = "auto",
+        preset: PresetChoice = None,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -438,6 +455,7 @@ class AsyncAudioMethods(AsyncClientBase):
             task="translate",
             chunking=chunking,
             prepare=prepare,
+            preset=preset,
             include_usage=include_usage,
         )
 
@@ -460,28 +478,33 @@ class AsyncAudioMethods(AsyncClientBase):
         task: Task,
         chunking: Chunking,
         prepare: PrepareMode,
+        preset: PresetChoice,
         stream: bool,
-    ) -> tuple[audio_io.AudioSource, ChunkingOptions, audio_io.Upload | None, str | None]:
+    ) -> tuple[audio_io.AudioSource, ChunkingOptions, audio_io.Upload | None, str | None, SpeechPreset]:
         """Check the call, read the input (and decode it, unless prepare="never": a bad input fails
-        before any request), and gate it on the server; returns the source, the chunking options, the
-        upload (``None`` when it is split client-side) and the model to name.
+        before any request), and check it against the server and the model's preset; returns the
+        source, the chunking options, the upload (``None`` when it is split client-side), the model to
+        name and its preset.
         """
         transcription.validate(params, task=task, stream=stream)
         options = transcription.diarized_chunking(params, transcription.chunking_options(chunking))
         if stream:
             options = transcription.stream_chunking(options)
         source = await self._audio_source(audio, call)
-        # A stream is split client-side only past vLLM's decode limit: the server splits it at 30 s.
-        limit = defaults.AUDIO_STREAM_LIMIT_SECONDS if stream else transcription.SERVER_CHUNK_SECONDS
-        split = await async_offload(transcription.should_split, source, options, prepare, limit_seconds=limit)
+        duration = await async_offload(transcription.measure, source, options, prepare)
+        info = await self.server_info()
+        model = resolve_model(info, call.model, self.model)
+        chosen = transcription.speech_preset(info, model, preset)
+        transcription.check_preset(chosen, params, options, task=task)
+        transcription.check_server(params, info)
+        limit = transcription.split_seconds(chosen, stream=stream)
+        split = transcription.should_split(source, duration, options, limit_seconds=limit)
         upload = (
             None
             if split
             else await async_offload(audio_io.prepare_upload, source, prepare, size_limit=options.size_limit)
         )
-        info = await self.server_info()
-        transcription.check_server(params, info)
-        return source, options, upload, resolve_model(info, call.model, self.model)
+        return source, options, upload, model, chosen
 
     async def _transcribe(
         self,
@@ -492,14 +515,15 @@ class AsyncAudioMethods(AsyncClientBase):
         task: Task,
         chunking: Chunking,
         prepare: PrepareMode,
+        preset: PresetChoice,
     ) -> Transcription:
         """One request, sequential windows (Whisper's long-form algorithm), or client-side pieces sent
         concurrently and merged."""
-        source, options, upload, model = await self._prepare(
-            audio, params, call, task=task, chunking=chunking, prepare=prepare, stream=False
+        source, options, upload, model, chosen = await self._prepare(
+            audio, params, call, task=task, chunking=chunking, prepare=prepare, preset=preset, stream=False
         )
         if upload is None:
-            if options.long_form == "sequential":
+            if transcription.long_form(options, chosen) == "sequential":
                 result = await self._transcribe_sequential(
                     source, params, call, options.sequential, task=task, model=model
                 )
@@ -662,11 +686,12 @@ class AsyncAudioMethods(AsyncClientBase):
         task: Task,
         chunking: Chunking,
         prepare: PrepareMode,
+        preset: PresetChoice,
         include_usage: bool,
     ) -> AsyncTranscriptionStream:
         """Open the stream of the first piece (the whole file, or its first client-side piece)."""
-        source, options, upload, model = await self._prepare(
-            audio, params, call, task=task, chunking=chunking, prepare=prepare, stream=True
+        source, options, upload, model, _ = await self._prepare(
+            audio, params, call, task=task, chunking=chunking, prepare=prepare, preset=preset, stream=True
         )
         split = upload is None
         duration = upload.duration if upload is not None else None

@@ -13,15 +13,17 @@ from types import TracebackType
 from typing import Any, Self
 
 from .. import audio as audio_io
-from .. import defaults, transcription
+from .. import transcription
 from ..audio import AudioInput, PrepareMode
 from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
 from ..offload import sync_offload
 from ..transcription import (
     Chunking,
     ChunkingOptions,
+    PresetChoice,
     Requests,
     SequentialOptions,
+    SpeechPreset,
     StreamParser,
     Task,
     TranscribeParams,
@@ -139,6 +141,7 @@ class AudioMethods(ClientBase):
         vllm_xargs: Mapping[str, Any] | None = None,
         chunking: Chunking = "auto",
         prepare: PrepareMode = "auto",
+        preset: PresetChoice = None,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -183,6 +186,10 @@ class AudioMethods(ClientBase):
                 ``SequentialOptions`` (``diarized_json``: always sent whole).
             prepare: ``"auto"`` decodes locally (soundfile/PyAV) to catch unreadable files and sends
                 mono 16 kHz FLAC when the input is anything else; ``"never"`` sends the bytes as given.
+            preset: the model family's :class:`~vllm_tasks.transcription.SpeechPreset` or its name
+                (``"whisper"``, ``"voxtral"``, ``"qwen3-asr"``, ...); ``None`` recognises it from the served
+                model's name. It says what the model accepts (checked before sending) and how its long
+                audio is transcribed.
             model: served model name (default: the client's, else the server's first).
             extra_body: more form fields, sent as given (dicts as JSON).
             extra_headers: more HTTP headers.
@@ -195,7 +202,9 @@ class AudioMethods(ClientBase):
         Raises:
             InvalidInputError: (``kind="audio_decode"``) the input cannot be read or decoded (before any
                 upload); (``kind="audio_fetch"``, an ``InputFetchError``) an audio URL cannot be fetched;
-                ``chunking="client"`` or ``"sequential"`` with ``diarized_json``.
+                ``chunking="client"`` or ``"sequential"`` with ``diarized_json``; what the model's preset
+                refuses (``prompt`` for a model that drops it, ``verbose_json``/``srt``/``vtt`` or
+                ``chunking="sequential"`` for a model without timed segments), checked before sending.
             UnsupportedByServer: beam search on vLLM < 0.18.0; ``diarized_json`` on vLLM < 0.27.0
                 (checked before sending).
             NotFoundError: (``kind="model_not_found"``) ``model`` is not served.
@@ -225,7 +234,9 @@ class AudioMethods(ClientBase):
             vllm_xargs=vllm_xargs,
         )
         return self._counted(
-            self._transcribe(audio, params, call, task="transcribe", chunking=chunking, prepare=prepare)
+            self._transcribe(
+                audio, params, call, task="transcribe", chunking=chunking, prepare=prepare, preset=preset
+            )
         )
 
     def translate(
@@ -248,6 +259,7 @@ class AudioMethods(ClientBase):
         vllm_xargs: Mapping[str, Any] | None = None,
         chunking: Chunking = "auto",
         prepare: PrepareMode = "auto",
+        preset: PresetChoice = None,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -288,7 +300,9 @@ class AudioMethods(ClientBase):
             vllm_xargs=vllm_xargs,
         )
         return self._counted(
-            self._transcribe(audio, params, call, task="translate", chunking=chunking, prepare=prepare)
+            self._transcribe(
+                audio, params, call, task="translate", chunking=chunking, prepare=prepare, preset=preset
+            )
         )
 
     def transcribe_stream(
@@ -310,6 +324,7 @@ class AudioMethods(ClientBase):
         include_usage: bool = True,
         chunking: Chunking = "auto",
         prepare: PrepareMode = "auto",
+        preset: PresetChoice = None,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -373,6 +388,7 @@ class AudioMethods(ClientBase):
             task="transcribe",
             chunking=chunking,
             prepare=prepare,
+            preset=preset,
             include_usage=include_usage,
         )
 
@@ -395,6 +411,7 @@ class AudioMethods(ClientBase):
         include_usage: bool = True,
         chunking: Chunking = "auto",
         prepare: PrepareMode = "auto",
+        preset: PresetChoice = None,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -439,6 +456,7 @@ class AudioMethods(ClientBase):
             task="translate",
             chunking=chunking,
             prepare=prepare,
+            preset=preset,
             include_usage=include_usage,
         )
 
@@ -459,28 +477,33 @@ class AudioMethods(ClientBase):
         task: Task,
         chunking: Chunking,
         prepare: PrepareMode,
+        preset: PresetChoice,
         stream: bool,
-    ) -> tuple[audio_io.AudioSource, ChunkingOptions, audio_io.Upload | None, str | None]:
+    ) -> tuple[audio_io.AudioSource, ChunkingOptions, audio_io.Upload | None, str | None, SpeechPreset]:
         """Check the call, read the input (and decode it, unless prepare="never": a bad input fails
-        before any request), and gate it on the server; returns the source, the chunking options, the
-        upload (``None`` when it is split client-side) and the model to name.
+        before any request), and check it against the server and the model's preset; returns the
+        source, the chunking options, the upload (``None`` when it is split client-side), the model to
+        name and its preset.
         """
         transcription.validate(params, task=task, stream=stream)
         options = transcription.diarized_chunking(params, transcription.chunking_options(chunking))
         if stream:
             options = transcription.stream_chunking(options)
         source = self._audio_source(audio, call)
-        # A stream is split client-side only past vLLM's decode limit: the server splits it at 30 s.
-        limit = defaults.AUDIO_STREAM_LIMIT_SECONDS if stream else transcription.SERVER_CHUNK_SECONDS
-        split = sync_offload(transcription.should_split, source, options, prepare, limit_seconds=limit)
+        duration = sync_offload(transcription.measure, source, options, prepare)
+        info = self.server_info()
+        model = resolve_model(info, call.model, self.model)
+        chosen = transcription.speech_preset(info, model, preset)
+        transcription.check_preset(chosen, params, options, task=task)
+        transcription.check_server(params, info)
+        limit = transcription.split_seconds(chosen, stream=stream)
+        split = transcription.should_split(source, duration, options, limit_seconds=limit)
         upload = (
             None
             if split
             else sync_offload(audio_io.prepare_upload, source, prepare, size_limit=options.size_limit)
         )
-        info = self.server_info()
-        transcription.check_server(params, info)
-        return source, options, upload, resolve_model(info, call.model, self.model)
+        return source, options, upload, model, chosen
 
     def _transcribe(
         self,
@@ -491,14 +514,15 @@ class AudioMethods(ClientBase):
         task: Task,
         chunking: Chunking,
         prepare: PrepareMode,
+        preset: PresetChoice,
     ) -> Transcription:
         """One request, sequential windows (Whisper's long-form algorithm), or client-side pieces sent
         concurrently and merged."""
-        source, options, upload, model = self._prepare(
-            audio, params, call, task=task, chunking=chunking, prepare=prepare, stream=False
+        source, options, upload, model, chosen = self._prepare(
+            audio, params, call, task=task, chunking=chunking, prepare=prepare, preset=preset, stream=False
         )
         if upload is None:
-            if options.long_form == "sequential":
+            if transcription.long_form(options, chosen) == "sequential":
                 result = self._transcribe_sequential(
                     source, params, call, options.sequential, task=task, model=model
                 )
@@ -661,11 +685,12 @@ class AudioMethods(ClientBase):
         task: Task,
         chunking: Chunking,
         prepare: PrepareMode,
+        preset: PresetChoice,
         include_usage: bool,
     ) -> TranscriptionStream:
         """Open the stream of the first piece (the whole file, or its first client-side piece)."""
-        source, options, upload, model = self._prepare(
-            audio, params, call, task=task, chunking=chunking, prepare=prepare, stream=True
+        source, options, upload, model, _ = self._prepare(
+            audio, params, call, task=task, chunking=chunking, prepare=prepare, preset=preset, stream=True
         )
         split = upload is None
         duration = upload.duration if upload is not None else None

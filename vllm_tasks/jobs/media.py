@@ -15,7 +15,14 @@ from .. import defaults, pdf
 from ..adaptive import Concurrency
 from ..integrations._common import block_metadata
 from ..ocr import OCRParams
-from ..transcription import Chunking, ChunkingOptions, TranscribeParams, chunking_options, segment_keywords
+from ..transcription import (
+    Chunking,
+    ChunkingOptions,
+    TranscribeParams,
+    chunking_options,
+    segment_keywords,
+    speech_preset,
+)
 from ..types.audio import Transcription
 from ..validation import positive_number
 from .folders import (
@@ -147,9 +154,15 @@ class _TranscribeJob(FolderJob):
         return [None]
 
     def process(self, client: JobClient, document: Document, unit: Unit) -> Awaitable[dict[str, Any]]:
+        return self._transcript(client, document)
+
+    async def _transcript(self, client: JobClient, document: Document) -> dict[str, Any]:
+        """The recording's transcript, with timed segments where the model gives them (a model without,
+        such as Voxtral, gives its text: SRT and VTT then hold one cue)."""
         method = client.translate if self._translate else client.transcribe
-        keywords = segment_keywords(self._params)
-        return _transcript_record(method(document.path, chunking=self._chunking, **keywords))
+        preset = speech_preset(await client.server_info(), client.model)
+        keywords = segment_keywords(self._params) if preset.segments is not False else self._params.keywords()
+        return await _transcript_record(method(document.path, chunking=self._chunking, **keywords))
 
     def render(self, document: Document, records: list[dict[str, Any]]) -> dict[str, bytes]:
         result = Transcription.model_validate(records[0])

@@ -237,6 +237,8 @@ class FakeVLLM:
         input_types: accepted ``/v2/embed`` ``input_type`` values.
         transcript: the text of every transcription (or a function of the :class:`ReceivedRequest`).
         language: the language ``verbose_json`` reports by default.
+        segments: False answers ``verbose_json`` with vLLM's 400, as a speech model without timed segments
+            (Voxtral, Qwen3-ASR) does.
         ocr_output: DeepSeek-OCR's raw grounded output (or a function of the request).
         ngram_processor: whether DeepSeek-OCR's n-gram processor is loaded.
         api_key: require ``Authorization: Bearer <key>`` on ``/v1`` and ``/v2`` routes.
@@ -279,6 +281,7 @@ class FakeVLLM:
         input_types: Sequence[str] = (),
         transcript: TextSource = content.DEFAULT_TRANSCRIPT,
         language: str = "en",
+        segments: bool = True,
         ocr_output: TextSource = content.DEFAULT_OCR_OUTPUT,
         ngram_processor: bool = True,
         score_template: bool = True,
@@ -296,7 +299,8 @@ class FakeVLLM:
             model=model, tasks=frozenset(tasks), version=version, width=width, max_model_len=max_model_len,
             matryoshka=matryoshka, scorer=scorer, sparse=sparse, lexical=lexical,
             labels=labels, input_types=input_types,
-            transcript=transcript, language=language, ocr_output=ocr_output, ngram_processor=ngram_processor,
+            transcript=transcript, language=language, segments=segments, ocr_output=ocr_output,
+            ngram_processor=ngram_processor,
             score_template=score_template, api_key=api_key, openapi=openapi, latency=latency,
         )  # fmt: skip
         self.vocabulary = Vocabulary()

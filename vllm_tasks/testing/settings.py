@@ -60,6 +60,8 @@ class FakeSettings:
         input_types: the ``/v2/embed`` ``input_type`` values accepted (others get vLLM's 400).
         transcript: the text every transcription and translation answers (or a function of the request).
         language: the language ``verbose_json`` reports when the request names none.
+        segments: whether the speech model gives timed segments (Whisper); False answers ``verbose_json``
+            with vLLM's 400, as a Voxtral or Qwen3-ASR server does.
         ocr_output: DeepSeek-OCR's raw output for the markdown prompt (or a function of the request);
             build one with :func:`grounding_output`.
         ngram_processor: whether DeepSeek-OCR's n-gram logits processor is "loaded" (it refuses
@@ -87,6 +89,7 @@ class FakeSettings:
     input_types: Sequence[str] = ()
     transcript: TextSource = DEFAULT_TRANSCRIPT
     language: str = "en"
+    segments: bool = True
     ocr_output: TextSource = DEFAULT_OCR_OUTPUT
     ngram_processor: bool = True
     score_template: bool = True

@@ -107,6 +107,9 @@ def _check_options(call: Call, fmt: str, stream: bool, task: str) -> None:
         raise bad_request(
             "Currently only support response_format: `text`, `json`, `verbose_json` or `diarized_json`"
         )
+    if fmt == "verbose_json" and not call.settings.segments:
+        model = form_text(call.body.get("model")) or call.settings.model
+        raise bad_request(f"Currently do not support verbose_json for {model}")
     if stream and call.flag("use_beam_search"):
         raise bad_request("Streaming is not currently supported with beam search")
     for option in ("stream_include_usage", "stream_continuous_usage_stats"):

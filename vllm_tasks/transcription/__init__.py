@@ -2,6 +2,7 @@
 
 One module per concern: :mod:`.params` (``TranscribeParams``, ``ChunkingOptions``, checks, the multipart
 request), :mod:`.sequential` (Whisper's long-form algorithm: windows decoded one after another),
+:mod:`.presets` (what each speech model family accepts and how its long audio goes),
 :mod:`.parsing` (answers read into a ``Transcription``), :mod:`.merge` (joining the pieces of
 long audio), :mod:`.stream` (the event stream parser) and :mod:`.chunking` (splitting long audio
 client-side). The client's flows (``vllm_tasks/_async/audio.py``) call these and run the CPU-bound ones
@@ -30,6 +31,7 @@ from .chunking import (
     chunk_upload,
     complete_pieces,
     log_server_chunking,
+    measure,
     next_request,
     next_wave,
     parse_pieces,
@@ -42,7 +44,6 @@ from .chunking import (
 from .merge import ChunkResult, complete_segments, merge_chunks, merge_texts, overlap_words, text_missing
 from .params import (
     CHUNKING_MODES,
-    LONG_FORM_DEFAULT,
     PATHS,
     RESPONSE_FORMATS,
     SERVER_CHUNK_SECONDS,
@@ -66,6 +67,22 @@ from .params import (
     validate,
 )
 from .parsing import clean_text, keep_audio, parse_body, parse_response
+from .presets import (
+    GENERIC,
+    GLM_ASR,
+    GRANITE_SPEECH,
+    PRESETS,
+    QWEN3_ASR,
+    VOXTRAL,
+    WHISPER,
+    PresetChoice,
+    SpeechPreset,
+    check_preset,
+    long_form,
+    preset_named,
+    speech_preset,
+    split_seconds,
+)
 from .sequential import (
     Attempt,
     SampleReader,
@@ -80,29 +97,38 @@ from .stream import StreamParser
 
 __all__ = [
     "CHUNKING_MODES",
-    "LONG_FORM_DEFAULT",
+    "GENERIC",
+    "GLM_ASR",
+    "GRANITE_SPEECH",
     "PATHS",
+    "PRESETS",
+    "QWEN3_ASR",
     "RESPONSE_FORMATS",
     "SERVER_CHUNK_SECONDS",
     "TASK_NAMES",
     "TEMPERATURES",
+    "VOXTRAL",
+    "WHISPER",
     "Attempt",
     "ChunkResult",
     "ChunkUpload",
     "Chunking",
     "ChunkingMode",
     "ChunkingOptions",
+    "PresetChoice",
     "Requests",
     "SampleReader",
     "SequentialDecoder",
     "SequentialOptions",
     "ServerFormat",
+    "SpeechPreset",
     "StreamParser",
     "Task",
     "TranscribeParams",
     "Window",
     "audible",
     "build_request",
+    "check_preset",
     "check_server",
     "chunk_seconds",
     "chunk_upload",
@@ -116,6 +142,8 @@ __all__ = [
     "form_fields",
     "keep_audio",
     "log_server_chunking",
+    "long_form",
+    "measure",
     "merge_chunks",
     "merge_texts",
     "next_request",
@@ -126,9 +154,12 @@ __all__ = [
     "parse_response",
     "pieces_missing_text",
     "plan_chunks",
+    "preset_named",
     "segment_keywords",
     "server_format",
     "should_split",
+    "speech_preset",
+    "split_seconds",
     "stream_chunking",
     "stream_requests",
     "text_missing",

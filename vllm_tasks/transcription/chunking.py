@@ -27,28 +27,40 @@ Requests = Iterable[Request]
 _NO_SAMPLES = np.zeros(0, dtype=np.float32)
 
 
-def should_split(
-    source: audio_io.AudioSource, options: ChunkingOptions, prepare: str, *, limit_seconds: float
-) -> bool:
-    """Whether to transcribe ``source`` client-side (in pieces or sequential windows): always for
-    ``client``/``sequential``; for ``auto``, when longer than ``limit_seconds`` or over the size limit.
+def measure(source: audio_io.AudioSource, options: ChunkingOptions, prepare: str) -> float | None:
+    """The length of ``source`` in seconds where it decides how the audio is sent, else ``None``
+    (``server`` mode, ``prepare="never"``, or no decoder installed: the server decides and splits).
 
     Reads the header (``chunking="client"`` too, so that an undecodable input fails here, before any
-    request). Undecodable without a decoder installed: sent whole (the server decides).
+    request).
 
     Raises:
         InvalidInputError: (``kind="audio_decode"``) the input cannot be decoded.
     """
     if options.mode == "server" or prepare == "never":
+        return None
+    if (
+        options.mode not in ("client", "sequential")
+        and source.samples is None
+        and not audio_io.have_decoder()
+    ):
+        return None
+    return audio_io.info(source).duration
+
+
+def should_split(
+    source: audio_io.AudioSource, duration: float | None, options: ChunkingOptions, *, limit_seconds: float
+) -> bool:
+    """Whether to transcribe ``source`` client-side (in pieces or sequential windows): always for
+    ``client``/``sequential``; for ``auto``, when longer than ``limit_seconds`` or over the size limit;
+    never when its length was not measured (:func:`measure`).
+    """
+    if duration is None:
         return False
     if options.mode in ("client", "sequential"):
-        audio_io.info(source)  # raises for undecodable input
         return True
-    if source.samples is None and not audio_io.have_decoder():
-        return False  # cannot measure it: the server decides (and splits)
-    meta = audio_io.info(source)
     size = source.size()
-    return meta.duration > limit_seconds or (size is not None and size > options.size_limit)
+    return duration > limit_seconds or (size is not None and size > options.size_limit)
 
 
 def plan_chunks(

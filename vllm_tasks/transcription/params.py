@@ -132,8 +132,10 @@ class ChunkingOptions:
     """How long audio is transcribed.
 
     Attributes:
-        mode: ``auto`` (the default) transcribes audio over 30 s (or over ``size_limit`` bytes) with
-            :data:`LONG_FORM_DEFAULT` (``sequential``); ``sequential`` is Whisper's long-form algorithm
+        mode: ``auto`` (the default) transcribes long audio as the model's preset says
+            (:class:`~vllm_tasks.transcription.SpeechPreset`: Whisper's audio over 30 s ``sequential``;
+            the other models' audio whole up to vLLM's limits, then in ``client`` pieces) and audio over
+            ``size_limit`` bytes in pieces too; ``sequential`` is Whisper's long-form algorithm
             (30 s windows one after another, each seeking on the previous one's timestamps and
             conditioned on its text: :class:`SequentialOptions`); ``client`` splits at quiet points
             up front and sends the pieces concurrently (faster, less accurate); ``server`` sends the
@@ -185,19 +187,7 @@ class ChunkingOptions:
                 "Pass sequential=vllm_tasks.transcription.SequentialOptions(...).",
             )
 
-    @property
-    def long_form(self) -> Literal["client", "sequential"]:
-        """How audio that is split client-side is transcribed: ``sequential`` or ``client``
-        (``auto`` resolves to :data:`LONG_FORM_DEFAULT`)."""
-        if self.mode == "auto":
-            return LONG_FORM_DEFAULT
-        return "client" if self.mode == "client" else "sequential"
 
-
-LONG_FORM_DEFAULT: Literal["client", "sequential"] = "sequential"
-"""What ``chunking="auto"`` does with audio over 30 s: Whisper's sequential long-form algorithm, chosen
-by ``benchmarks/transcribe_accuracy.py`` (the lowest mean and worst-case WER of the SDK's modes on its
-four recordings: 7.9% and 11.9%, client-side pieces 11.9% and 21.6%; see docs/speech-to-text.md)."""
 _MODES_FIX = "Use 'auto', 'sequential', 'client' or 'server'."
 
 Chunking = ChunkingMode | ChunkingOptions | SequentialOptions
