@@ -141,6 +141,15 @@ def build_bge_m3_tiny(out: Path) -> None:
     build(out)
 
 
+def build_voxtral_tiny(out: Path) -> None:
+    """Voxtral's architecture (Whisper-style audio encoder, projector, Llama LM, Tekken vocabulary), tiny and
+    seeded, in both the Hugging Face and the mistral format; see build_voxtral.py."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_voxtral import build
+
+    build(out)
+
+
 def main(argv: list[str]) -> int:
     out_dir = Path(argv[1])
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -103,6 +103,29 @@ STT_ARGS: tuple[str, ...] = (
 )
 
 
+#: The Voxtral fixture's cap on generated tokens per request (the random tiny model never writes EOS).
+VOXTRAL_MAX_NEW_TOKENS = 24
+
+#: Voxtral as its model card serves it (the mistral tokenizer, config and weights), plus float32, eager and
+#: a small context for the 2-core machine: one 30 s audio window is 375 prompt tokens.
+VOXTRAL_ARGS: tuple[str, ...] = (
+    *IN_PROCESS_ENGINE_ARGS,
+    "--tokenizer-mode",
+    "mistral",
+    "--config-format",
+    "mistral",
+    "--load-format",
+    "mistral",
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--max-model-len",
+    "2048",
+    "--override-generation-config",
+    json.dumps({"max_new_tokens": VOXTRAL_MAX_NEW_TOKENS}),
+)
+
+
 #: The model-family zoo (build_zoo.py): tiny seeded checkpoints served with their family's production flags,
 #: plus what lets them start in about 30 s on 2 cores (float32, eager).
 ZOO_ARGS: tuple[str, ...] = (
@@ -413,6 +436,15 @@ FIXTURES: dict[str, Fixture] = {
             served_model_name="whisper-base",
             args=STT_ARGS,
             description="openai/whisper-base from CTranslate2 files: /v1/audio/transcriptions, /translations",
+        ),
+        Fixture(
+            name="voxtral",
+            model_dir="voxtral-tiny",
+            served_model_name="voxtral-tiny",
+            args=VOXTRAL_ARGS,
+            description="Voxtral's architecture (VoxtralForConditionalGeneration), tiny, seeded, in the "
+            "mistral format: /v1/audio/transcriptions (text follows the recording, 24 tokens), "
+            "/translations, /v1/chat/completions with audio",
         ),
     )
 }

@@ -309,6 +309,35 @@ def bge_m3_colbert(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     return {"matrices": matrices}
 
 
+def voxtral(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"audio": [PATH, ...], "language": "en", "max_new_tokens": N}`` -> ``{"texts": [...], "token_ids":
+    [[...], ...]}``: each recording transcribed by transformers' Voxtral on the same weights, greedy, the
+    prompt from ``VoxtralProcessor.apply_transcription_request`` (mistral_common's transcription request,
+    as vLLM builds it), the text decoded without special tokens."""
+    import soundfile
+    import torch
+    from transformers import VoxtralForConditionalGeneration, VoxtralProcessor
+
+    processor = VoxtralProcessor.from_pretrained(model_dir)
+    model = VoxtralForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32).eval()
+    texts, token_ids = [], []
+    for path in request["audio"]:
+        audio, rate = soundfile.read(path, dtype="float32")
+        inputs = processor.apply_transcription_request(
+            audio=audio,
+            sampling_rate=rate,
+            format="wav",
+            language=request.get("language"),
+            model_id=str(model_dir),
+        )
+        with torch.no_grad():
+            out = model.generate(**inputs, do_sample=False, max_new_tokens=request["max_new_tokens"])
+        ids = out[0, inputs["input_ids"].shape[1] :].tolist()
+        token_ids.append(ids)
+        texts.append(processor.tokenizer.decode(ids, skip_special_tokens=True))
+    return {"texts": texts, "token_ids": token_ids}
+
+
 def main(argv: list[str]) -> int:
     family, model_dir = argv[1], Path(argv[2])
     compute = globals()[family.replace("-", "_")]
