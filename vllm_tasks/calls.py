@@ -158,6 +158,17 @@ def resolve_model(info: ServerInfo, requested: str | None, client_model: str | N
     return requested or client_model or info.default_model
 
 
+def max_model_len(info: ServerInfo, model: str | None) -> int | None:
+    """The context length of ``model`` (a LoRA card: its base model's), when the server states it."""
+    try:
+        card = info.model_card(model)
+    except KeyError:
+        return None
+    if card.max_model_len is None and card.parent is not None:
+        return max_model_len(info, card.parent)
+    return card.max_model_len
+
+
 AUTO_WINDOW = 16
 """With ``concurrency="auto"``, the requests whose work is held at once where it must be bounded ahead."""
 

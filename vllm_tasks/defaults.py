@@ -91,6 +91,9 @@ AUDIO_MAX_FILE_BYTES = 3 << 30
 WAV are 2.6 GiB; a larger "audio file" is most likely not one (a disk image, a sparse file)."""
 AUDIO_STREAM_LIMIT_SECONDS = 600.0
 """vLLM's default ``VLLM_MAX_AUDIO_DECODE_DURATION_S``: a stream of longer audio is split client-side."""
+AUDIO_OUTPUT_TOKENS = 448
+"""Tokens left for the transcript when a whole recording must fit the context as one prompt (Voxtral):
+Whisper's decoder length, ample for 30 s of speech."""
 AUDIO_CHUNK_SECONDS = 30.0
 """Longest client-side piece, overlap included (Whisper's window)."""
 AUDIO_SEGMENT_CHUNK_SECONDS = 20.0

@@ -25,7 +25,7 @@ import httpx
 import numpy as np
 
 from . import gates, images, listwise
-from .calls import CallOptions, TaskParams, resolve_model
+from .calls import CallOptions, TaskParams, max_model_len, resolve_model
 from .errors import (
     APIStatusError,
     BadRequestError,
@@ -383,17 +383,6 @@ def request_body(
     if extra_body:
         body.update(extra_body)
     return body
-
-
-def max_model_len(info: ServerInfo, model: str | None) -> int | None:
-    """The context length of ``model`` (a LoRA card: its base model's), when the server states it."""
-    try:
-        card = info.model_card(model)
-    except KeyError:
-        return None
-    if card.max_model_len is None and card.parent is not None:
-        return max_model_len(info, card.parent)
-    return card.max_model_len
 
 
 def answer_data(

@@ -36,12 +36,25 @@ def test_whisper_long_audio_goes_in_sequential_windows() -> None:
 @pytest.mark.parametrize("model", ["mistralai/Voxtral-Mini-3B-2507", "Qwen/Qwen3-ASR-1.7B", "my-asr"])
 def test_other_models_get_long_audio_whole(model: str) -> None:
     with (
-        FakeVLLM(model=model, tasks=SPEECH_TASKS, segments=False) as fake,
+        FakeVLLM(model=model, tasks=SPEECH_TASKS, segments=False, max_model_len=32768) as fake,
         vt.Client(fake.url) as client,
     ):
         result = client.transcribe(LONG, language="en")
         assert uploads(fake) == 1 and result.text
         assert formats(fake) == {"json"}
+
+
+def test_voxtral_audio_over_its_context_goes_in_pieces(tmp_path: Path) -> None:
+    """With 1024 tokens of context, Voxtral takes one 30 s window with room to write: 45 s goes in pieces."""
+    with (
+        FakeVLLM(model="voxtral", tasks=SPEECH_TASKS, segments=False, max_model_len=1024) as fake,
+        vt.Client(fake.url) as client,
+    ):
+        client.transcribe(LONG, language="en")
+        assert uploads(fake) == 2
+        fake.clear_requests()
+        client.transcribe(AUDIO / "fox.wav", language="en")
+        assert uploads(fake) == 1
 
 
 def test_the_served_model_refuses_what_its_preset_refuses() -> None:

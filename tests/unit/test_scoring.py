@@ -12,7 +12,7 @@ import pytest
 from pytest_httpx import HTTPXMock
 
 import vllm_tasks as vt
-from vllm_tasks import defaults, pooling, scorer_kind, scoring
+from vllm_tasks import calls, defaults, pooling, scorer_kind, scoring
 from vllm_tasks.calls import CallOptions
 from vllm_tasks.types.scoring import ScorerKind
 
@@ -880,10 +880,10 @@ def test_max_model_len_of_the_requested_model_and_of_a_loras_base() -> None:
         ),
         routes=None,
     )
-    assert scoring.max_model_len(info, "long") == 8192
-    assert scoring.max_model_len(info, "lora") == 256
-    assert scoring.max_model_len(info, None) == 256
-    assert scoring.max_model_len(info, "unknown") is None
+    assert calls.max_model_len(info, "long") == 8192
+    assert calls.max_model_len(info, "lora") == 256
+    assert calls.max_model_len(info, None) == 256
+    assert calls.max_model_len(info, "unknown") is None
     limits = scoring.split_token_limits(
         info, max_tokens_per_doc=1000, max_tokens_per_query=None, fallback="error", model="long"
     )

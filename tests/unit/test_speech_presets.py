@@ -131,3 +131,14 @@ def test_long_audio_strategy_per_preset() -> None:
     assert transcription.split_seconds(WHISPER, stream=True) == 600.0
     assert transcription.split_seconds(VOXTRAL, stream=False) == 600.0
     assert transcription.split_seconds(GENERIC, stream=False) == 600.0
+
+
+def test_voxtral_audio_sent_whole_fits_the_served_context() -> None:
+    """Voxtral's recording is one prompt of 375 tokens per started 30 s window: 4 windows leave the
+    transcript its tokens in 2048, 86 fill 32768 (over vLLM's 10-minute decode limit, which binds)."""
+    assert transcription.split_seconds(VOXTRAL, stream=False, max_model_len=2048) == 120.0
+    assert transcription.split_seconds(VOXTRAL, stream=True, max_model_len=2048) == 120.0
+    assert transcription.split_seconds(VOXTRAL, stream=False, max_model_len=2048, max_tokens=24) == 150.0
+    assert transcription.split_seconds(VOXTRAL, stream=False, max_model_len=32768) == 600.0
+    assert transcription.split_seconds(VOXTRAL, stream=False, max_model_len=300) == 30.0
+    assert transcription.split_seconds(QWEN3_ASR, stream=False, max_model_len=2048) == 600.0

@@ -15,7 +15,7 @@ from typing import Any, Self
 from .. import audio as audio_io
 from .. import transcription
 from ..audio import AudioInput, PrepareMode
-from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
+from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, max_model_len, resolve_model
 from ..offload import sync_offload
 from ..transcription import (
     Chunking,
@@ -496,7 +496,12 @@ class AudioMethods(ClientBase):
         chosen = transcription.speech_preset(info, model, preset)
         transcription.check_preset(chosen, params, options, task=task)
         transcription.check_server(params, info)
-        limit = transcription.split_seconds(chosen, stream=stream)
+        limit = transcription.split_seconds(
+            chosen,
+            stream=stream,
+            max_model_len=max_model_len(info, model),
+            max_tokens=params.max_completion_tokens,
+        )
         split = transcription.should_split(source, duration, options, limit_seconds=limit)
         upload = (
             None

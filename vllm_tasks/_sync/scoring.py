@@ -18,7 +18,7 @@ import httpx
 from .. import defaults, scoring
 from ..adaptive import Concurrency
 from ..batching import plan_batches, smaller_batches
-from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike, resolve_model
+from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike, max_model_len, resolve_model
 from ..errors import BadRequestError, ContextLengthExceeded, InternalServerError, RequestTooLargeError
 from ..listwise import listwise_prompt
 from ..offload import sync_offload
@@ -415,7 +415,7 @@ class ScoringMethods(ClientBase):
 
     def _explain_list_too_long(self, error: ContextLengthExceeded, setup: ScoringSetup) -> None:
         """Say on ``error`` how many of a listwise list's first documents fit the context (``/tokenize``)."""
-        limit = error.max_model_len or scoring.max_model_len(setup.info, setup.model)
+        limit = error.max_model_len or max_model_len(setup.info, setup.model)
         query, documents = setup.pairs.firsts[0], setup.pairs.seconds
         fitting = None
         if limit is not None and isinstance(query, str) and all(isinstance(doc, str) for doc in documents):
@@ -434,7 +434,7 @@ class ScoringMethods(ClientBase):
         self, error: ContextLengthExceeded, setup: ScoringSetup, kind: ScorerKind | None
     ) -> None:
         """Name the input that made a pair too long (measured with ``/tokenize``) and how to cut it."""
-        limit = error.max_model_len or scoring.max_model_len(setup.info, setup.model)
+        limit = error.max_model_len or max_model_len(setup.info, setup.model)
         first_counts: dict[int, int] = {}
         second_counts: dict[int, int] = {}
         if limit is not None:

@@ -45,6 +45,9 @@ class SpeechPreset:
             splits it at quiet points, or the model encodes it in windows itself). Audio over vLLM's
             decode limit (10 minutes) or its upload limit (25 MiB) is split client-side either way.
         window_seconds: the audio the model sees at once.
+        window_tokens: prompt tokens per started window of audio, where the whole recording is one
+            prompt (Voxtral: 375, 12.5 per second), so that audio sent whole fits the served context
+            (``max_model_len``); ``None``: vLLM splits it, each piece a prompt of its own.
         serve_flags: the ``vllm serve`` flags the model needs (shown in errors and docs).
 
     Examples:
@@ -59,6 +62,7 @@ class SpeechPreset:
     translate: bool | None
     long_form: LongForm
     window_seconds: float = 30.0
+    window_tokens: int | None = None
     serve_flags: str = ""
 
     def __post_init__(self) -> None:
@@ -101,6 +105,7 @@ VOXTRAL = SpeechPreset(
     prompt=False,
     translate=False,
     long_form="server",
+    window_tokens=375,
     serve_flags="--tokenizer-mode mistral --config-format mistral --load-format mistral",
 )
 QWEN3_ASR = SpeechPreset(
@@ -139,6 +144,10 @@ GENERIC = SpeechPreset(
 
 PRESETS: tuple[SpeechPreset, ...] = (WHISPER, VOXTRAL, QWEN3_ASR, GRANITE_SPEECH, GLM_ASR, GENERIC)
 """Every speech preset, in the order a served model is matched against them."""
+
+VOXTRAL_PROMPT_TOKENS = 8
+"""The tokens of a Voxtral transcription prompt beside its audio (mistral_common's request: begin, audio
+markers, ``lang:xx``, ``[TRANSCRIBE]``)."""
 
 PresetChoice = str | SpeechPreset | None
 """A call's ``preset=``: a preset, a preset's name, or ``None`` (recognised from the served model)."""
@@ -255,17 +264,29 @@ def check_preset(
         )
 
 
-def split_seconds(preset: SpeechPreset, *, stream: bool) -> float:
+def split_seconds(
+    preset: SpeechPreset, *, stream: bool, max_model_len: int | None = None, max_tokens: int | None = None
+) -> float:
     """How long audio may be before ``chunking="auto"`` transcribes it client-side: the model's window
-    for a ``sequential`` preset, else vLLM's decode limit (a stream: always the decode limit).
+    for a ``sequential`` preset; else vLLM's decode limit, or less where the whole recording is one prompt
+    (``window_tokens``) that must fit ``max_model_len`` with ``max_tokens`` (default
+    :data:`~vllm_tasks.defaults.AUDIO_OUTPUT_TOKENS`) left to write. A stream: the same without the
+    sequential window.
 
     Examples:
         >>> split_seconds(WHISPER, stream=False), split_seconds(VOXTRAL, stream=False)
         (30.0, 600.0)
+        >>> split_seconds(VOXTRAL, stream=False, max_model_len=2048)  # 4 windows of 375 tokens fit
+        120.0
     """
     if preset.long_form == "sequential" and not stream:
         return preset.window_seconds
-    return defaults.AUDIO_STREAM_LIMIT_SECONDS
+    limit = defaults.AUDIO_STREAM_LIMIT_SECONDS
+    if preset.window_tokens and max_model_len:
+        room = max_model_len - VOXTRAL_PROMPT_TOKENS - (max_tokens or defaults.AUDIO_OUTPUT_TOKENS)
+        windows = max(room // preset.window_tokens, 1)
+        limit = min(limit, windows * preset.window_seconds)
+    return limit
 
 
 def long_form(options: ChunkingOptions, preset: SpeechPreset) -> Literal["client", "sequential"]:
