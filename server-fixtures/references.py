@@ -309,6 +309,31 @@ def bge_m3_colbert(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     return {"matrices": matrices}
 
 
+def qwen3_asr(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"audio": path, "language"?: ISO code, "prompt"?: str, "max_new_tokens": n, "samples"?: [a, b]}`` ->
+    ``{"ids": [...], "text": str, "prompt_tokens": n}``: transformers' greedy generation on the recording
+    (or its samples a..b), prompted as ``Qwen3ASRProcessor.apply_transcription_request`` prompts it (the
+    language forced in the assistant turn, the prompt as a system turn); ``text`` decoded without special
+    tokens."""
+    import soundfile as sf
+    import torch
+    from transformers import AutoProcessor, Qwen3ASRForConditionalGeneration
+
+    processor = AutoProcessor.from_pretrained(model_dir)
+    model = Qwen3ASRForConditionalGeneration.from_pretrained(model_dir).eval()
+    audio, _ = sf.read(request["audio"], dtype="float32")
+    if request.get("samples"):
+        audio = audio[slice(*request["samples"])]
+    inputs = processor.apply_transcription_request(
+        audio=audio, language=request.get("language"), prompt=request.get("prompt")
+    )
+    with torch.no_grad():
+        out = model.generate(**inputs, max_new_tokens=request["max_new_tokens"], do_sample=False)
+    n = inputs["input_ids"].shape[1]
+    ids = out[0, n:].tolist()
+    return {"ids": ids, "text": processor.decode(ids, skip_special_tokens=True), "prompt_tokens": n}
+
+
 def main(argv: list[str]) -> int:
     family, model_dir = argv[1], Path(argv[2])
     compute = globals()[family.replace("-", "_")]
