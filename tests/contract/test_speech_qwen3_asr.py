@@ -10,7 +10,8 @@ weights); two recordings give two different texts.
 
 Realtime (vLLM 0.32, ``qwen3_asr_realtime.py``): every 5 s of audio is a new prompt without a language
 (``<|im_start|>user\\n<audio><|im_end|>\\n<|im_start|>assistant\\n``) answered with 64 tokens
-(``realtime_max_tokens``); the sessions are recorded in tests/data/realtime/ (record.py there).
+(``realtime_max_tokens``), after the context so far (``references.py qwen3-asr`` with ``segment_seconds``
+reproduces it); the sessions are recorded in tests/data/realtime/ (record.py there).
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ pytestmark = [
 DATA = Path(__file__).resolve().parent.parent / "data"
 FOX, NUMBERS = DATA / "audio" / "fox.wav", DATA / "audio" / "numbers.wav"
 REALTIME = DATA / "realtime"
-#: Tokens per realtime segment (vLLM's Qwen3ASRRealtimeGeneration.realtime_max_tokens) and its samples.
-REALTIME_TOKENS, SEGMENT = 64, 5 * 16000
+#: Tokens per realtime segment (vLLM's Qwen3ASRRealtimeGeneration.realtime_max_tokens) and its seconds.
+REALTIME_TOKENS, SEGMENT_SECONDS = 64, 5
 
 
 def _load_recorder() -> ModuleType:
@@ -62,11 +63,15 @@ REQUESTS: dict[str, dict[str, Any]] = {
     },
     "fox-no-language": {"audio": str(FOX), "max_new_tokens": QWEN3_ASR_MAX_NEW_TOKENS},
     "fox-german": {"audio": str(FOX), "language": "de", "max_new_tokens": QWEN3_ASR_MAX_NEW_TOKENS},
-    "fox-realtime": {"audio": str(FOX), "max_new_tokens": REALTIME_TOKENS},
-    "numbers-realtime-segment-1": {
+    "fox-realtime": {
+        "audio": str(FOX),
+        "max_new_tokens": REALTIME_TOKENS,
+        "segment_seconds": SEGMENT_SECONDS,
+    },
+    "numbers-realtime": {
         "audio": str(NUMBERS),
         "max_new_tokens": REALTIME_TOKENS,
-        "samples": [0, SEGMENT],
+        "segment_seconds": SEGMENT_SECONDS,
     },
 }
 
@@ -162,7 +167,7 @@ def _joined(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_realtime_session_equals_the_recording_and_transformers(
     vllm_qwen3_asr: Any, reference: dict[str, str]
 ) -> None:
-    """numbers.wav (6.6 s) is two segments: the first 5 s answered as one prompt, then the rest."""
+    """numbers.wav (6.6 s) is two segments: the first 5 s answered as one prompt, then the rest after it."""
     recorded = json.loads((REALTIME / "numbers.json").read_text())
     live = record.transcribe(vllm_qwen3_asr.base_url, vllm_qwen3_asr.model, ["numbers.wav"])
     assert live["client"] == recorded["client"]
@@ -171,7 +176,7 @@ def test_realtime_session_equals_the_recording_and_transformers(
     assert created["type"] == "session.created" and done["type"] == "transcription.done"
     assert deltas["delta"] == done["text"]
     assert done["usage"]["completion_tokens"] == 2 * REALTIME_TOKENS
-    assert served(done["text"]).startswith(reference["numbers-realtime-segment-1"] + " ")
+    assert served(done["text"]) == reference["numbers-realtime"]
 
 
 def test_realtime_errors_leave_the_session_open(vllm_qwen3_asr: Any, reference: dict[str, str]) -> None:
@@ -201,4 +206,4 @@ def test_realtime_errors_leave_the_session_open(vllm_qwen3_asr: Any, reference: 
     assert "".join(e["delta"] for e in session.server if e["type"] == "transcription.delta") == done["text"]
     assert served(done["text"]) == reference["fox-realtime"]
     assert served(done["text"]).startswith(reference["fox-no-language"])
-    assert reference["fox-realtime"] != reference["numbers-realtime-segment-1"]
+    assert reference["fox-realtime"] != reference["numbers-realtime"]
