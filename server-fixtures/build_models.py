@@ -150,6 +150,15 @@ def build_voxtral_tiny(out: Path) -> None:
     build(out)
 
 
+def build_qwen3_asr_tiny(out: Path) -> None:
+    """Qwen3-ASR's architecture (Qwen3ASRForConditionalGeneration: audio encoder, Qwen3 LM), tiny and seeded,
+    with its processor; see build_qwen3_asr.py (its tokenizer reads build_zoo's MiniLM words)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_qwen3_asr import build
+
+    build(out)
+
+
 def main(argv: list[str]) -> int:
     out_dir = Path(argv[1])
     out_dir.mkdir(parents=True, exist_ok=True)

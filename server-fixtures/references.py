@@ -338,6 +338,61 @@ def voxtral(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     return {"texts": texts, "token_ids": token_ids}
 
 
+def qwen3_asr(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"audio": path, "language"?: ISO code, "prompt"?: str, "max_new_tokens": n, "segment_seconds"?: s}``
+    -> ``{"ids": [...], "text": str, "prompt_tokens": n}``: transformers' greedy generation on the recording,
+    prompted as ``Qwen3ASRProcessor.apply_transcription_request`` prompts it (the language forced in the
+    assistant turn, the prompt as a system turn); ``text`` decoded without special tokens.
+
+    With ``segment_seconds``, vLLM's realtime session (``Qwen3ASRRealtimeGeneration``): the audio in pieces
+    of that length, each a prompt without a language (``<|im_start|>user\\n<audio><|im_end|>\\n<|im_start|>
+    assistant\\n``) answered with ``max_new_tokens``; each piece's prompt follows the whole context before it,
+    in which the previous piece's answer lacks its last token (vLLM's scheduler keeps only the output tokens
+    it has computed). ``ids`` and ``prompt_tokens`` are then per piece."""
+    import soundfile as sf
+    import torch
+    from transformers import AutoProcessor, Qwen3ASRForConditionalGeneration
+
+    processor = AutoProcessor.from_pretrained(model_dir)
+    model = Qwen3ASRForConditionalGeneration.from_pretrained(model_dir).eval()
+    audio, rate = sf.read(request["audio"], dtype="float32")
+    n_new = request["max_new_tokens"]
+    if "segment_seconds" not in request:
+        inputs = processor.apply_transcription_request(
+            audio=audio, language=request.get("language"), prompt=request.get("prompt")
+        )
+        with torch.no_grad():
+            out = model.generate(**inputs, max_new_tokens=n_new, do_sample=False)
+        n = inputs["input_ids"].shape[1]
+        ids = out[0, n:].tolist()
+        return {"ids": ids, "text": processor.decode(ids, skip_special_tokens=True), "prompt_tokens": n}
+    step = int(request["segment_seconds"] * rate)
+    pieces = [audio[i : i + step] for i in range(0, len(audio), step)]
+    turns = [[{"role": "user", "content": [{"type": "audio", "audio": piece}]}] for piece in pieces]
+    inputs = processor.apply_chat_template(
+        turns, tokenize=True, return_dict=True, add_generation_prompt=True, padding=True
+    )
+    context: list[int] = []
+    answers: list[list[int]] = []
+    prompts: list[int] = []
+    for i in range(len(pieces)):
+        prompt = inputs["input_ids"][i][inputs["attention_mask"][i].bool()].tolist()
+        context += (answers[-1][:-1] if answers else []) + prompt
+        with torch.no_grad():
+            out = model.generate(
+                input_ids=torch.tensor([context]),
+                attention_mask=torch.ones(1, len(context), dtype=torch.long),
+                input_features=inputs["input_features"][: i + 1],
+                input_features_mask=inputs["input_features_mask"][: i + 1],
+                max_new_tokens=n_new,
+                do_sample=False,
+            )
+        answers.append(out[0, len(context) :].tolist())
+        prompts.append(len(prompt))
+    text = processor.decode([t for answer in answers for t in answer], skip_special_tokens=True)
+    return {"ids": answers, "text": text, "prompt_tokens": prompts}
+
+
 def main(argv: list[str]) -> int:
     family, model_dir = argv[1], Path(argv[2])
     compute = globals()[family.replace("-", "_")]
