@@ -141,4 +141,18 @@ def test_voxtral_audio_sent_whole_fits_the_served_context() -> None:
     assert transcription.split_seconds(VOXTRAL, stream=False, max_model_len=2048, max_tokens=24) == 150.0
     assert transcription.split_seconds(VOXTRAL, stream=False, max_model_len=32768) == 600.0
     assert transcription.split_seconds(VOXTRAL, stream=False, max_model_len=300) == 30.0
-    assert transcription.split_seconds(QWEN3_ASR, stream=False, max_model_len=2048) == 600.0
+    assert transcription.split_seconds(QWEN3_ASR, stream=False, max_model_len=2048) == 120.0
+    assert transcription.split_seconds(QWEN3_ASR, stream=False, max_model_len=65536) == 600.0
+    assert transcription.split_seconds(GENERIC, stream=False, max_model_len=2048) == 600.0
+
+
+def test_a_translation_names_its_target_where_the_model_reads_one() -> None:
+    call = vt.calls.CallOptions(extra_body={"seed": 1})
+    assert transcription.preset_call(QWEN3_ASR, call, task="translate").extra_body == {
+        "to_language": "en",
+        "seed": 1,
+    }
+    mine = vt.calls.CallOptions(extra_body={"to_language": "de"})
+    assert transcription.preset_call(QWEN3_ASR, mine, task="translate").extra_body == {"to_language": "de"}
+    assert transcription.preset_call(QWEN3_ASR, call, task="transcribe") is call
+    assert transcription.preset_call(WHISPER, call, task="translate") is call

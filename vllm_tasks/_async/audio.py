@@ -19,10 +19,10 @@ from ..offload import async_offload
 from ..transcription import (
     Chunking,
     ChunkingOptions,
+    Prepared,
     PresetChoice,
     Requests,
     SequentialOptions,
-    SpeechPreset,
     StreamParser,
     Task,
     TranscribeParams,
@@ -480,12 +480,9 @@ class AsyncAudioMethods(AsyncClientBase):
         prepare: PrepareMode,
         preset: PresetChoice,
         stream: bool,
-    ) -> tuple[audio_io.AudioSource, ChunkingOptions, audio_io.Upload | None, str | None, SpeechPreset]:
+    ) -> Prepared:
         """Check the call, read the input (and decode it, unless prepare="never": a bad input fails
-        before any request), and check it against the server and the model's preset; returns the
-        source, the chunking options, the upload (``None`` when it is split client-side), the model to
-        name and its preset.
-        """
+        before any request), and check it against the server and the model's preset."""
         transcription.validate(params, task=task, stream=stream)
         options = transcription.diarized_chunking(params, transcription.chunking_options(chunking))
         if stream:
@@ -509,7 +506,8 @@ class AsyncAudioMethods(AsyncClientBase):
             if split
             else await async_offload(audio_io.prepare_upload, source, prepare, size_limit=options.size_limit)
         )
-        return source, options, upload, model, chosen
+        call = transcription.preset_call(chosen, call, task=task)
+        return Prepared(source, options, upload, model, chosen, call)
 
     async def _transcribe(
         self,
@@ -524,7 +522,7 @@ class AsyncAudioMethods(AsyncClientBase):
     ) -> Transcription:
         """One request, sequential windows (Whisper's long-form algorithm), or client-side pieces sent
         concurrently and merged."""
-        source, options, upload, model, chosen = await self._prepare(
+        source, options, upload, model, chosen, call = await self._prepare(
             audio, params, call, task=task, chunking=chunking, prepare=prepare, preset=preset, stream=False
         )
         if upload is None:
@@ -695,7 +693,7 @@ class AsyncAudioMethods(AsyncClientBase):
         include_usage: bool,
     ) -> AsyncTranscriptionStream:
         """Open the stream of the first piece (the whole file, or its first client-side piece)."""
-        source, options, upload, model, _ = await self._prepare(
+        source, options, upload, model, _, call = await self._prepare(
             audio, params, call, task=task, chunking=chunking, prepare=prepare, preset=preset, stream=True
         )
         split = upload is None

@@ -20,10 +20,10 @@ from ..offload import sync_offload
 from ..transcription import (
     Chunking,
     ChunkingOptions,
+    Prepared,
     PresetChoice,
     Requests,
     SequentialOptions,
-    SpeechPreset,
     StreamParser,
     Task,
     TranscribeParams,
@@ -479,12 +479,9 @@ class AudioMethods(ClientBase):
         prepare: PrepareMode,
         preset: PresetChoice,
         stream: bool,
-    ) -> tuple[audio_io.AudioSource, ChunkingOptions, audio_io.Upload | None, str | None, SpeechPreset]:
+    ) -> Prepared:
         """Check the call, read the input (and decode it, unless prepare="never": a bad input fails
-        before any request), and check it against the server and the model's preset; returns the
-        source, the chunking options, the upload (``None`` when it is split client-side), the model to
-        name and its preset.
-        """
+        before any request), and check it against the server and the model's preset."""
         transcription.validate(params, task=task, stream=stream)
         options = transcription.diarized_chunking(params, transcription.chunking_options(chunking))
         if stream:
@@ -508,7 +505,8 @@ class AudioMethods(ClientBase):
             if split
             else sync_offload(audio_io.prepare_upload, source, prepare, size_limit=options.size_limit)
         )
-        return source, options, upload, model, chosen
+        call = transcription.preset_call(chosen, call, task=task)
+        return Prepared(source, options, upload, model, chosen, call)
 
     def _transcribe(
         self,
@@ -523,7 +521,7 @@ class AudioMethods(ClientBase):
     ) -> Transcription:
         """One request, sequential windows (Whisper's long-form algorithm), or client-side pieces sent
         concurrently and merged."""
-        source, options, upload, model, chosen = self._prepare(
+        source, options, upload, model, chosen, call = self._prepare(
             audio, params, call, task=task, chunking=chunking, prepare=prepare, preset=preset, stream=False
         )
         if upload is None:
@@ -694,7 +692,7 @@ class AudioMethods(ClientBase):
         include_usage: bool,
     ) -> TranscriptionStream:
         """Open the stream of the first piece (the whole file, or its first client-side piece)."""
-        source, options, upload, model, _ = self._prepare(
+        source, options, upload, model, _, call = self._prepare(
             audio, params, call, task=task, chunking=chunking, prepare=prepare, preset=preset, stream=True
         )
         split = upload is None

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import Literal, NamedTuple
 
+from .. import audio as audio_io
 from .. import defaults
+from ..calls import CallOptions
 from ..discovery import model_matches
 from ..errors import InvalidInputError
 from ..types.server import ServerInfo
@@ -45,9 +47,13 @@ class SpeechPreset:
             splits it at quiet points, or the model encodes it in windows itself). Audio over vLLM's
             decode limit (10 minutes) or its upload limit (25 MiB) is split client-side either way.
         window_seconds: the audio the model sees at once.
+        translate_to: the ``to_language`` a translation sends where the model reads it (Qwen3-ASR,
+            Granite Speech and GLM-ASR write the target language into their prompt; without it they are
+            told no target); ``extra_body={"to_language": ...}`` names another.
         window_tokens: prompt tokens per started window of audio, where the whole recording is one
             prompt (Voxtral: 375, 12.5 per second), so that audio sent whole fits the served context
             (``max_model_len``); ``None``: vLLM splits it, each piece a prompt of its own.
+        prompt_tokens: the prompt's tokens beside the audio, where ``window_tokens`` is set.
         serve_flags: the ``vllm serve`` flags the model needs (shown in errors and docs).
 
     Examples:
@@ -62,7 +68,9 @@ class SpeechPreset:
     translate: bool | None
     long_form: LongForm
     window_seconds: float = 30.0
+    translate_to: str | None = None
     window_tokens: int | None = None
+    prompt_tokens: int = 0
     serve_flags: str = ""
 
     def __post_init__(self) -> None:
@@ -106,6 +114,7 @@ VOXTRAL = SpeechPreset(
     translate=False,
     long_form="server",
     window_tokens=375,
+    prompt_tokens=8,  # mistral_common's request: begin, audio markers, lang:xx, [TRANSCRIBE]
     serve_flags="--tokenizer-mode mistral --config-format mistral --load-format mistral",
 )
 QWEN3_ASR = SpeechPreset(
@@ -115,6 +124,11 @@ QWEN3_ASR = SpeechPreset(
     prompt=True,
     translate=True,
     long_form="server",
+    translate_to="en",
+    # Served as Qwen3ASRRealtimeGeneration (the same checkpoint), vLLM never splits: the recording is one
+    # prompt of 13 tokens per second. The offline class splits at 30 s, where this only costs earlier pieces.
+    window_tokens=390,
+    prompt_tokens=32,
 )
 GRANITE_SPEECH = SpeechPreset(
     name="granite-speech",
@@ -123,6 +137,7 @@ GRANITE_SPEECH = SpeechPreset(
     prompt=False,
     translate=True,
     long_form="server",
+    translate_to="en",
 )
 GLM_ASR = SpeechPreset(
     name="glm-asr",
@@ -131,6 +146,7 @@ GLM_ASR = SpeechPreset(
     prompt=False,
     translate=True,
     long_form="server",
+    translate_to="en",
 )
 GENERIC = SpeechPreset(
     name="generic",
@@ -144,10 +160,6 @@ GENERIC = SpeechPreset(
 
 PRESETS: tuple[SpeechPreset, ...] = (WHISPER, VOXTRAL, QWEN3_ASR, GRANITE_SPEECH, GLM_ASR, GENERIC)
 """Every speech preset, in the order a served model is matched against them."""
-
-VOXTRAL_PROMPT_TOKENS = 8
-"""The tokens of a Voxtral transcription prompt beside its audio (mistral_common's request: begin, audio
-markers, ``lang:xx``, ``[TRANSCRIBE]``)."""
 
 PresetChoice = str | SpeechPreset | None
 """A call's ``preset=``: a preset, a preset's name, or ``None`` (recognised from the served model)."""
@@ -283,7 +295,7 @@ def split_seconds(
         return preset.window_seconds
     limit = defaults.AUDIO_STREAM_LIMIT_SECONDS
     if preset.window_tokens and max_model_len:
-        room = max_model_len - VOXTRAL_PROMPT_TOKENS - (max_tokens or defaults.AUDIO_OUTPUT_TOKENS)
+        room = max_model_len - preset.prompt_tokens - (max_tokens or defaults.AUDIO_OUTPUT_TOKENS)
         windows = max(room // preset.window_tokens, 1)
         limit = min(limit, windows * preset.window_seconds)
     return limit
@@ -300,3 +312,28 @@ def long_form(options: ChunkingOptions, preset: SpeechPreset) -> Literal["client
     if options.mode == "auto":
         return "sequential" if preset.long_form == "sequential" else "client"
     return "client" if options.mode == "client" else "sequential"
+
+
+def preset_call(preset: SpeechPreset, call: CallOptions, *, task: Task) -> CallOptions:
+    """The call's options with what the preset adds to each request: a translation's ``to_language``
+    where the model reads it (the caller's ``extra_body`` wins).
+
+    Examples:
+        >>> preset_call(QWEN3_ASR, CallOptions(), task="translate").extra_body
+        {'to_language': 'en'}
+    """
+    if task != "translate" or preset.translate_to is None:
+        return call
+    return replace(call, extra_body={"to_language": preset.translate_to, **(call.extra_body or {})})
+
+
+class Prepared(NamedTuple):
+    """A speech call ready to send: its audio, chunking, the upload (``None``: split client-side), the
+    model named, its preset and the call's options as the preset completes them."""
+
+    source: audio_io.AudioSource
+    options: ChunkingOptions
+    upload: audio_io.Upload | None
+    model: str | None
+    preset: SpeechPreset
+    call: CallOptions
