@@ -26,6 +26,7 @@ from ..transcription import (
     TranscribeParams,
 )
 from ..types.audio import ResponseFormat, Transcription, TranscriptionStreamEvent
+from .alignment import AsyncAlignmentMethods, checked_aligner
 from .base import AsyncClientBase
 from .fetching import fetch_input
 from .transport import AsyncLineStream, AsyncTransport
@@ -138,6 +139,7 @@ class AsyncAudioMethods(AsyncClientBase):
         vllm_xargs: Mapping[str, Any] | None = None,
         chunking: Chunking = "auto",
         prepare: PrepareMode = "auto",
+        aligner: AsyncAlignmentMethods | None = None,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -182,6 +184,10 @@ class AsyncAudioMethods(AsyncClientBase):
                 ``SequentialOptions`` (``diarized_json``: always sent whole).
             prepare: ``"auto"`` decodes locally (soundfile/PyAV) to catch unreadable files and sends
                 mono 16 kHz FLAC when the input is anything else; ``"never"`` sends the bytes as given.
+            aligner: a client of a forced-aligner server (:meth:`align`): ``result.words`` is filled by
+                aligning the text with the audio, one aligner request per window of segments (up to 30 s;
+                the whole audio when there are no segments), and ``to_srt(words=True)`` writes a cue
+                per word. ``language`` must be one the aligner supports.
             model: served model name (default: the client's, else the server's first).
             extra_body: more form fields, sent as given (dicts as JSON).
             extra_headers: more HTTP headers.
@@ -189,7 +195,7 @@ class AsyncAudioMethods(AsyncClientBase):
 
         Returns:
             Transcription: ``text``, ``language``, ``duration``, ``segments``, ``usage``
-            (``speaker_segments`` for ``diarized_json``).
+            (``speaker_segments`` for ``diarized_json``; ``words`` with ``aligner``).
 
         Raises:
             InvalidInputError: (``kind="audio_decode"``) the input cannot be read or decoded (before any
@@ -223,9 +229,13 @@ class AsyncAudioMethods(AsyncClientBase):
             max_completion_tokens=max_completion_tokens,
             vllm_xargs=vllm_xargs,
         )
-        return self._counted(
+        checked = None if aligner is None else checked_aligner(aligner, language)
+        result = self._counted(
             await self._transcribe(audio, params, call, task="transcribe", chunking=chunking, prepare=prepare)
         )
+        if checked is None:
+            return result
+        return await checked._word_times(audio, result, language=language, call=CallOptions(timeout=timeout))
 
     async def translate(
         self,

@@ -27,6 +27,7 @@ from ..transcription import (
     TranscribeParams,
 )
 from ..types.audio import ResponseFormat, Transcription, TranscriptionStreamEvent
+from .alignment import AlignmentMethods, checked_aligner
 from .base import ClientBase
 from .fetching import fetch_input
 from .transport import LineStream, SyncTransport
@@ -139,6 +140,7 @@ class AudioMethods(ClientBase):
         vllm_xargs: Mapping[str, Any] | None = None,
         chunking: Chunking = "auto",
         prepare: PrepareMode = "auto",
+        aligner: AlignmentMethods | None = None,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -183,6 +185,10 @@ class AudioMethods(ClientBase):
                 ``SequentialOptions`` (``diarized_json``: always sent whole).
             prepare: ``"auto"`` decodes locally (soundfile/PyAV) to catch unreadable files and sends
                 mono 16 kHz FLAC when the input is anything else; ``"never"`` sends the bytes as given.
+            aligner: a client of a forced-aligner server (:meth:`align`): ``result.words`` is filled by
+                aligning the text with the audio, one aligner request per window of segments (up to 30 s;
+                the whole audio when there are no segments), and ``to_srt(words=True)`` writes a cue
+                per word. ``language`` must be one the aligner supports.
             model: served model name (default: the client's, else the server's first).
             extra_body: more form fields, sent as given (dicts as JSON).
             extra_headers: more HTTP headers.
@@ -190,7 +196,7 @@ class AudioMethods(ClientBase):
 
         Returns:
             Transcription: ``text``, ``language``, ``duration``, ``segments``, ``usage``
-            (``speaker_segments`` for ``diarized_json``).
+            (``speaker_segments`` for ``diarized_json``; ``words`` with ``aligner``).
 
         Raises:
             InvalidInputError: (``kind="audio_decode"``) the input cannot be read or decoded (before any
@@ -224,9 +230,13 @@ class AudioMethods(ClientBase):
             max_completion_tokens=max_completion_tokens,
             vllm_xargs=vllm_xargs,
         )
-        return self._counted(
+        checked = None if aligner is None else checked_aligner(aligner, language)
+        result = self._counted(
             self._transcribe(audio, params, call, task="transcribe", chunking=chunking, prepare=prepare)
         )
+        if checked is None:
+            return result
+        return checked._word_times(audio, result, language=language, call=CallOptions(timeout=timeout))
 
     def translate(
         self,
