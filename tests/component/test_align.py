@@ -160,3 +160,12 @@ def test_an_aligner_of_the_other_kind_is_refused_before_transcribing(fake: FakeV
     with pytest.raises(vt.InvalidInputError, match="aligner"):
         asyncio.run(transcribe())
     assert not fake.received("/v1/audio/transcriptions")
+
+
+@pytest.mark.parametrize(("name", "text", "rows"), [("fox.wav", TEXT, 78), ("numbers.wav", TEXT, 115)])
+def test_the_fake_answers_as_many_rows_as_vllm(fake: FakeVLLM, name: str, text: str, rows: int) -> None:
+    """vLLM 0.32's qwen3-aligner fixture answered 78 and 115 rows (49 and 86 audio tokens) for these
+    (tests/contract/test_speech_aligner.py checks the same count against transformers' prompt)."""
+    with vt.Client(fake.url) as client:
+        client.align(AUDIO / name, text)
+        assert client.usage.prompt_tokens == rows
