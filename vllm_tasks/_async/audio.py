@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from .. import audio as audio_io
 from .. import defaults, transcription
@@ -26,10 +26,13 @@ from ..transcription import (
     TranscribeParams,
 )
 from ..types.audio import ResponseFormat, Transcription, TranscriptionStreamEvent
-from .alignment import AsyncAlignmentMethods, checked_aligner
+from .alignment import checked_aligner
 from .base import AsyncClientBase
 from .fetching import fetch_input
 from .transport import AsyncLineStream, AsyncTransport
+
+if TYPE_CHECKING:
+    from .client import AsyncClient
 
 
 class AsyncTranscriptionStream:
@@ -139,7 +142,7 @@ class AsyncAudioMethods(AsyncClientBase):
         vllm_xargs: Mapping[str, Any] | None = None,
         chunking: Chunking = "auto",
         prepare: PrepareMode = "auto",
-        aligner: AsyncAlignmentMethods | None = None,
+        aligner: AsyncClient | None = None,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,

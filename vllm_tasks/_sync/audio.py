@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from .. import audio as audio_io
 from .. import defaults, transcription
@@ -27,10 +27,13 @@ from ..transcription import (
     TranscribeParams,
 )
 from ..types.audio import ResponseFormat, Transcription, TranscriptionStreamEvent
-from .alignment import AlignmentMethods, checked_aligner
+from .alignment import checked_aligner
 from .base import ClientBase
 from .fetching import fetch_input
 from .transport import LineStream, SyncTransport
+
+if TYPE_CHECKING:
+    from .client import Client
 
 
 class TranscriptionStream:
@@ -140,7 +143,7 @@ class AudioMethods(ClientBase):
         vllm_xargs: Mapping[str, Any] | None = None,
         chunking: Chunking = "auto",
         prepare: PrepareMode = "auto",
-        aligner: AlignmentMethods | None = None,
+        aligner: Client | None = None,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
