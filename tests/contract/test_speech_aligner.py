@@ -21,6 +21,7 @@ import pytest
 import vllm_tasks as vt
 from tests.zoo import reference as zoo_reference
 from vllm_tasks.testing import FakeVLLM
+from vllm_tasks.testing.wire import Reply
 from vllm_tasks.transcription import alignment
 
 pytestmark = [
@@ -29,6 +30,7 @@ pytestmark = [
 ]
 
 AUDIO = Path(__file__).resolve().parents[1] / "data" / "audio"
+RECORDED = Path(__file__).resolve().parents[1] / "recorded" / "stt"
 TRANSCRIPTS = json.loads((AUDIO / "transcripts.json").read_text())
 RECORDINGS = ("fox.wav", "numbers.wav")
 #: One text aligned with both recordings: the answers differ by the audio alone.
@@ -99,3 +101,24 @@ def test_a_long_transcription_is_aligned_window_by_window(aligner: vt.Client) ->
     for window in windows:
         inside = [w for w in result.words if window.start <= w.start <= w.end <= window.end]
         assert len(inside) == len(alignment.split_words(window.text))
+
+
+def test_real_whisper_segments_are_aligned_in_order(aligner: vt.Client) -> None:
+    """whisper-base's own verbose_json answer for long45.wav (recorded from the `stt` fixture: one segment,
+    29.8-44.8 s) aligned by the real aligner: every word of the segment once, in order, within it."""
+    recorded = json.loads((RECORDED / "transcription_verbose_json_long.json").read_text())["response"]
+
+    def whisper(reply: Reply) -> Reply:
+        return Reply(200, recorded["body_text"].encode(), {"content-type": "application/json"})
+
+    with FakeVLLM(tasks={"transcription"}) as stt, vt.Client(stt.url) as client:
+        stt.mutate(whisper, path="/v1/audio/transcriptions", times=None)
+        result = client.transcribe(
+            AUDIO / "long45.wav", response_format="verbose_json", chunking="server", aligner=aligner
+        )
+    (segment,) = result.segments
+    assert result.words is not None
+    assert [w.word for w in result.words] == alignment.split_words(segment.text)
+    flat = [t for w in result.words for t in (w.start, w.end)]
+    assert all(a <= b for a, b in itertools.pairwise(flat))
+    assert segment.start <= flat[0] and flat[-1] <= segment.end
