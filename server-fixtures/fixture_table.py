@@ -422,7 +422,7 @@ FIXTURES: dict[str, Fixture] = {
             # vLLM's Qwen3-ASR classes import the Qwen2.5-Omni chain, which imports torchvision.
             env=TORCHVISION_STANDIN_ENV,
             description="Qwen3-ForcedAligner's layout (Qwen3ASRForcedAlignerForTokenClassification: the "
-            "Qwen3-ASR audio tower and LM with a 500-class time head), tiny, seeded: /pooling "
+            "Qwen3-ASR audio tower and LM with a 40-class time head), tiny, seeded: /pooling "
             "token_classify with audio, one row of class scores per prompt token",
         ),
         Fixture(
