@@ -159,6 +159,15 @@ def build_qwen3_asr_tiny(out: Path) -> None:
     build(out)
 
 
+def build_qwen3_forcedaligner_tiny(out: Path) -> None:
+    """Qwen3-ForcedAligner's layout (word timestamps on /pooling), tiny and seeded; see
+    build_qwen3_aligner.py (its tokenizer: build_zoo's recipe)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_qwen3_aligner import build_qwen3_forcedaligner_tiny as build
+
+    build(out)
+
+
 def main(argv: list[str]) -> int:
     out_dir = Path(argv[1])
     out_dir.mkdir(parents=True, exist_ok=True)

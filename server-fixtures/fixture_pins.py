@@ -72,6 +72,7 @@ MODELS: tuple[str, ...] = (
     "colpali-tiny",
     "voxtral-tiny",
     "qwen3-asr-tiny",
+    "qwen3-forcedaligner-tiny",
 )
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.
@@ -81,6 +82,7 @@ BUILDER_MODULES: tuple[str, ...] = (
     "build_zoo.py",
     "build_voxtral.py",
     "build_qwen3_asr.py",
+    "build_qwen3_aligner.py",
 )
 
 # --------------------------------------------------------------------------------------------------

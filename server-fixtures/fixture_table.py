@@ -452,6 +452,24 @@ FIXTURES: dict[str, Fixture] = {
             description="`ocr` without --logits-processors: vllm_xargs are silently ignored",
         ),
         Fixture(
+            name="qwen3-aligner",
+            model_dir="qwen3-forcedaligner-tiny",
+            served_model_name="qwen3-forcedaligner-tiny",
+            args=(
+                *ZOO_ARGS,
+                "--max-model-len",
+                "2048",
+                # vLLM's recipe (examples/pooling/token_classify/forced_alignment_online.py): the client
+                # sends the aligner's raw prompt as the request's chat template.
+                "--trust-request-chat-template",
+            ),
+            # vLLM's Qwen3-ASR classes import the Qwen2.5-Omni chain, which imports torchvision.
+            env=TORCHVISION_STANDIN_ENV,
+            description="Qwen3-ForcedAligner's layout (Qwen3ASRForcedAlignerForTokenClassification: the "
+            "Qwen3-ASR audio tower and LM with a 40-class time head), tiny, seeded: /pooling "
+            "token_classify with audio, one row of class scores per prompt token",
+        ),
+        Fixture(
             name="stt",
             model_dir="whisper-base",
             served_model_name="whisper-base",

@@ -393,6 +393,39 @@ def qwen3_asr(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     return {"ids": answers, "text": text, "prompt_tokens": prompts}
 
 
+def qwen3_aligner(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"audio": path, "text", "language"?}`` -> ``{"words": [{"text", "start_time", "end_time"}],
+    "classes": [...], "prompt_tokens": n, "duration": s}``: transformers' forced alignment on the same
+    weights (``Qwen3ASRForTokenClassification``): the words from ``split_words_for_alignment``, vLLM's
+    prompt (audio placeholder, then each word and two ``<timestamp>``), the argmax class at each marker,
+    and ``decode_forced_alignment``'s word times (seconds)."""
+    import soundfile
+    import torch
+    from build_qwen3_aligner import TIMESTAMP_TOKEN_ID, transformers_model
+    from transformers import AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(model_dir)
+    model = transformers_model(model_dir)
+    samples, rate = soundfile.read(request["audio"], dtype="float32")
+    words = processor.split_words_for_alignment(request["text"], request.get("language"))
+    prompt = "<|audio_start|><|audio_pad|><|audio_end|>" + "".join(
+        f"{w}<timestamp><timestamp>" for w in words
+    )
+    inputs = processor(text=[prompt], audio=[samples], sampling_rate=rate)
+    names = ("input_ids", "attention_mask", "input_features", "input_features_mask")
+    with torch.no_grad():
+        logits = model(**{k: v for k, v in inputs.items() if k in names}).logits
+    ids = inputs["input_ids"]
+    classes = logits.argmax(-1)[0][ids[0] == TIMESTAMP_TOKEN_ID].tolist()
+    timed = processor.decode_forced_alignment(logits, ids, [words], TIMESTAMP_TOKEN_ID)[0]
+    return {
+        "words": timed,
+        "classes": classes,
+        "prompt_tokens": ids.shape[1],
+        "duration": len(samples) / rate,
+    }
+
+
 def main(argv: list[str]) -> int:
     family, model_dir = argv[1], Path(argv[2])
     compute = globals()[family.replace("-", "_")]

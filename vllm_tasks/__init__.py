@@ -121,8 +121,9 @@ _MOVED: dict[str, tuple[str, str, str]] = {
     **{
         name: ("vllm_tasks.types", name, "")
         for name in _types.__all__
-        if name not in ("TranscriptionWord", "SpeakerSegment", "SparseEmbeddingResult", "SparseVector")
-        # never top-level names (the sparse results are newer than 0.1)
+        if name
+        not in ("TranscriptionWord", "SpeakerSegment", "SparseEmbeddingResult", "SparseVector", "Alignment")
+        # never top-level names (the sparse results and Alignment are newer than 0.1)
     },
     **{name: ("vllm_tasks.jobs", name, "") for name in _JOBS.split()},
     **{name: ("vllm_tasks.ocr", name, "") for name in _OCR.split()},

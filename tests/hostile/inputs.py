@@ -26,6 +26,7 @@ import pydantic
 import vllm_tasks as vt
 from vllm_tasks._backends import SyncBackend
 from vllm_tasks.types import (
+    Alignment,
     OCRBlock,
     OCRResult,
     PoolingResult,
@@ -41,6 +42,7 @@ from vllm_tasks.types import (
     TaskStatus,
     Transcription,
     TranscriptionSegment,
+    TranscriptionWord,
     Usage,
 )
 
@@ -311,6 +313,7 @@ def _path_calls(name: str, make: Callable[[Path], Any]) -> None:
     register("Client.rerank", client(lambda c, path: c.rerank("q", [Path(path)])))
     register("Client.ocr", client(lambda c, path: c.ocr(path), "ocr"))
     register("Client.transcribe", client(lambda c, path: c.transcribe(path)))
+    register("Client.align", client(lambda c, path: c.align(path, "hello there"), "aligner"))
 
 
 for _name, _make in HOSTILE_PATHS.items():
@@ -333,6 +336,7 @@ def _url_calls(name: str, url: str) -> None:
     register("Client.rerank", Call(run(lambda c: c.rerank("q", [document])), label=name, check=refused))
     register("Client.ocr", Call(run(lambda c: c.ocr(url)), "ocr", label=name, check=refused))
     register("Client.transcribe", Call(run(lambda c: c.transcribe(url)), label=name, check=refused))
+    register("Client.align", Call(run(lambda c: c.align(url, "hi")), "aligner", label=name, check=refused))
 
 
 for _name, _url in {**PRIVATE_URLS, **WRONG_DATA_URLS}.items():
@@ -393,3 +397,50 @@ register(
     "Client.embed",
     Call(_after_over_cap, label="after-over-cap-retry-after", check=lambda v: v == "prompt", errors=()),
 )
+
+# ------------------------------------------------------------------------------- forced alignment
+
+
+def _aligned(invoke: Callable[[vt.Client], Any]) -> Callable[[Env], Any]:
+    def run(env: Env) -> Any:
+        with vt.Client.from_settings(env.settings()) as client:
+            return invoke(client)
+
+    return run
+
+
+_FOX = Path(__file__).resolve().parents[1] / "data" / "audio" / "fox.wav"
+_BAD_ALIGN_ARGS: dict[str, Callable[[vt.Client], Any]] = {
+    "empty-text": lambda c: c.align(_FOX, ""),
+    "punctuation-only": lambda c: c.align(_FOX, "?! ... --"),
+    "word-without-letters": lambda c: c.align(_FOX, ["fine", "?!"]),
+    "not-text": lambda c: c.align(_FOX, 42),  # type: ignore[arg-type]
+    "japanese-one-string": lambda c: c.align(_FOX, "こんにちは世界", language="ja"),
+    "unsupported-language": lambda c: c.align(_FOX, "hallo", language="nl"),
+    "nan-segment-ms": lambda c: c.align(_FOX, "hi", segment_ms=math.nan),
+    "zero-segment-ms": lambda c: c.align(_FOX, "hi", segment_ms=0),
+    "silence-only": lambda c: c.align((np.zeros(0, np.float32), 16000), "hi"),
+}
+for _label, _invoke in _BAD_ALIGN_ARGS.items():
+    register("Client.align", Call(_aligned(_invoke), "aligner", label=_label, check=refused))
+register(
+    "Client.transcribe",
+    Call(_aligned(lambda c: c.transcribe(_FOX, aligner=object())), "aligner", label="aligner-not-a-client",  # type: ignore[arg-type]
+         check=refused),
+)  # fmt: skip
+
+
+def alignment(word: str, start: float = 0.0, end: float = 1.0) -> Alignment:
+    return Alignment(words=[TranscriptionWord(word=word, start=start, end=end)], text=word)
+
+
+conversion("Alignment.to_srt", "nan-times", lambda: alignment("hi", math.nan).to_srt(), no_nan_text)
+conversion("Alignment.to_srt", "negative-times", lambda: alignment("hi", -5.0, -1.0).to_srt(),
+           lambda text: "-0" not in text and "--:" not in text)  # fmt: skip
+conversion("Alignment.to_vtt", "markup", lambda: alignment(MARKUP).to_vtt(), escaped)
+conversion("Alignment.to_vtt", "end-before-start", lambda: alignment("hi", 2.0, 1.0).to_vtt(),
+           lambda text: "00:00:02.000 --> 00:00:02.000" in text)  # fmt: skip
+_NAN_WORD = TranscriptionWord.model_construct(word="hi", start=math.nan, end=1.0)  # past validation
+conversion("Transcription.to_srt", "words-nan-times",
+           lambda: transcription("hi").model_copy(update={"words": [_NAN_WORD]}).to_srt(words=True),
+           no_nan_text)  # fmt: skip

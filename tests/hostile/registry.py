@@ -49,6 +49,7 @@ SERVERS: dict[str, dict[str, Any]] = {
     "lexical": {"tasks": frozenset({"embed", "embed_v2", "pooling"}), "lexical": True, "width": 64},
     "listwise": {"tasks": LISTWISE_TASKS, "scorer": "listwise", "width": 64},
     "late": {"tasks": EMBEDDING_TASKS, "scorer": "late-interaction", "width": 16},
+    "aligner": {"aligner": True, "width": 500},
 }
 """The FakeVLLM servers the entries run against, by name (one of each per test module)."""
 
@@ -311,6 +312,12 @@ client_twins("transcribe", lambda m, env: m(wav()), cases=PLAIN)
 # segments carry no index: one missing or twice cannot be told from the answer
 client_twins("transcribe", lambda m, env: m(wav(), response_format="verbose_json"), cases=NUMBERS,
              label="verbose")  # fmt: skip
+# one binary answer of one per-token matrix: no second row or item to drop, repeat or narrow (too few or
+# too many rows: tests/component/test_align_answers.py)
+client_twins("align", lambda m, env: m(wav(), "the quick brown fox jumps"), server="aligner", cases=NUMBERS)
+# the server aligns its own transcript: the aligner is the transcribing client itself
+client_twins("transcribe", lambda m, env: m(wav(), response_format="verbose_json", aligner=m.__self__),
+             server="aligner", label="aligner", cases=NUMBERS)  # fmt: skip
 client_twins("translate", lambda m, env: m(wav()), cases=PLAIN)
 client_twins("transcribe_stream", lambda m, env: m(wav()), cases=PLAIN)
 client_twins("translate_stream", lambda m, env: m(wav()), cases=PLAIN)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from .. import audio as audio_io
 from .. import transcription
@@ -28,9 +28,13 @@ from ..transcription import (
     TranscribeParams,
 )
 from ..types.audio import ResponseFormat, Transcription, TranscriptionStreamEvent
+from .alignment import checked_aligner
 from .base import AsyncClientBase
 from .fetching import fetch_input
 from .transport import AsyncLineStream, AsyncTransport
+
+if TYPE_CHECKING:
+    from .client import AsyncClient
 
 
 class AsyncTranscriptionStream:
@@ -141,6 +145,7 @@ class AsyncAudioMethods(AsyncClientBase):
         chunking: Chunking = "auto",
         prepare: PrepareMode = "auto",
         preset: PresetChoice = None,
+        aligner: AsyncClient | None = None,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -189,6 +194,10 @@ class AsyncAudioMethods(AsyncClientBase):
                 (``"whisper"``, ``"voxtral"``, ``"qwen3-asr"``, ...); ``None`` recognises it from the served
                 model's name. It says what the model accepts (checked before sending) and how its long
                 audio is transcribed.
+            aligner: a client of a forced-aligner server (:meth:`align`): ``result.words`` is filled by
+                aligning the text with the audio, one aligner request per window of segments (up to 30 s;
+                the whole audio when there are no segments), and ``to_srt(words=True)`` writes a cue
+                per word. ``language`` must be one the aligner supports.
             model: served model name (default: the client's, else the server's first).
             extra_body: more form fields, sent as given (dicts as JSON).
             extra_headers: more HTTP headers.
@@ -196,7 +205,7 @@ class AsyncAudioMethods(AsyncClientBase):
 
         Returns:
             Transcription: ``text``, ``language``, ``duration``, ``segments``, ``usage``
-            (``speaker_segments`` for ``diarized_json``).
+            (``speaker_segments`` for ``diarized_json``; ``words`` with ``aligner``).
 
         Raises:
             InvalidInputError: (``kind="audio_decode"``) the input cannot be read or decoded (before any
@@ -232,11 +241,15 @@ class AsyncAudioMethods(AsyncClientBase):
             max_completion_tokens=max_completion_tokens,
             vllm_xargs=vllm_xargs,
         )
-        return self._counted(
+        checked = None if aligner is None else checked_aligner(aligner, language)
+        result = self._counted(
             await self._transcribe(
                 audio, params, call, task="transcribe", chunking=chunking, prepare=prepare, preset=preset
             )
         )
+        if checked is None:
+            return result
+        return await checked._word_times(audio, result, language=language, call=CallOptions(timeout=timeout))
 
     async def translate(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .alignment import AsyncAlignmentMethods
 from .audio import AsyncAudioMethods
 from .base import AsyncClientBase
 from .embeddings import AsyncEmbeddingMethods
@@ -19,6 +20,7 @@ class AsyncClient(
     AsyncPoolingMethods,
     AsyncOCRMethods,
     AsyncAudioMethods,
+    AsyncAlignmentMethods,
     AsyncTokenizerMethods,
     AsyncClientBase,
 ):

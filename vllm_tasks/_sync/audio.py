@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from .. import audio as audio_io
 from .. import transcription
@@ -29,9 +29,13 @@ from ..transcription import (
     TranscribeParams,
 )
 from ..types.audio import ResponseFormat, Transcription, TranscriptionStreamEvent
+from .alignment import checked_aligner
 from .base import ClientBase
 from .fetching import fetch_input
 from .transport import LineStream, SyncTransport
+
+if TYPE_CHECKING:
+    from .client import Client
 
 
 class TranscriptionStream:
@@ -142,6 +146,7 @@ class AudioMethods(ClientBase):
         chunking: Chunking = "auto",
         prepare: PrepareMode = "auto",
         preset: PresetChoice = None,
+        aligner: Client | None = None,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -190,6 +195,10 @@ class AudioMethods(ClientBase):
                 (``"whisper"``, ``"voxtral"``, ``"qwen3-asr"``, ...); ``None`` recognises it from the served
                 model's name. It says what the model accepts (checked before sending) and how its long
                 audio is transcribed.
+            aligner: a client of a forced-aligner server (:meth:`align`): ``result.words`` is filled by
+                aligning the text with the audio, one aligner request per window of segments (up to 30 s;
+                the whole audio when there are no segments), and ``to_srt(words=True)`` writes a cue
+                per word. ``language`` must be one the aligner supports.
             model: served model name (default: the client's, else the server's first).
             extra_body: more form fields, sent as given (dicts as JSON).
             extra_headers: more HTTP headers.
@@ -197,7 +206,7 @@ class AudioMethods(ClientBase):
 
         Returns:
             Transcription: ``text``, ``language``, ``duration``, ``segments``, ``usage``
-            (``speaker_segments`` for ``diarized_json``).
+            (``speaker_segments`` for ``diarized_json``; ``words`` with ``aligner``).
 
         Raises:
             InvalidInputError: (``kind="audio_decode"``) the input cannot be read or decoded (before any
@@ -233,11 +242,15 @@ class AudioMethods(ClientBase):
             max_completion_tokens=max_completion_tokens,
             vllm_xargs=vllm_xargs,
         )
-        return self._counted(
+        checked = None if aligner is None else checked_aligner(aligner, language)
+        result = self._counted(
             self._transcribe(
                 audio, params, call, task="transcribe", chunking=chunking, prepare=prepare, preset=preset
             )
         )
+        if checked is None:
+            return result
+        return checked._word_times(audio, result, language=language, call=CallOptions(timeout=timeout))
 
     def translate(
         self,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from .alignment import AlignmentMethods
 from .audio import AudioMethods
 from .base import ClientBase
 from .embeddings import EmbeddingMethods
@@ -20,6 +21,7 @@ class Client(
     PoolingMethods,
     OCRMethods,
     AudioMethods,
+    AlignmentMethods,
     TokenizerMethods,
     ClientBase,
 ):

@@ -128,6 +128,68 @@ class Vocabulary:
         return " ".join(token for i, token in zip(ids, self.strings(ids), strict=True) if i > SEP_ID)
 
 
+# ------------------------------------------------------------------------------------ forced aligner
+
+ALIGNER_TOKENS = {
+    "<|audio_start|>": 151669,
+    "<|audio_end|>": 151670,
+    "<|audio_pad|>": 151676,
+    "<timestamp>": 151705,
+}
+"""Qwen3-ForcedAligner's special tokens at their real ids."""
+TIMESTAMP_ID = ALIGNER_TOKENS["<timestamp>"]
+AUDIO_PAD_ID = ALIGNER_TOKENS["<|audio_pad|>"]
+_ALIGNER_RE = re.compile("|".join(re.escape(token) for token in ALIGNER_TOKENS))
+
+
+def aligner_ids(vocabulary: Vocabulary, text: str) -> list[int]:
+    """Token ids of ``text`` for a Qwen3-ForcedAligner tokenizer: its special tokens whole, no [CLS]/[SEP].
+
+    Examples:
+        >>> aligner_ids(Vocabulary(), "hi<timestamp>")[1:]
+        [151705]
+    """
+    ids: list[int] = []
+    last = 0
+    for match in _ALIGNER_RE.finditer(text):
+        ids += vocabulary.encode(text[last : match.start()])
+        ids.append(ALIGNER_TOKENS[match.group()])
+        last = match.end()
+    return ids + vocabulary.encode(text[last:])
+
+
+def audio_token_count(seconds: float) -> int:
+    """Tokens Qwen3-ASR's encoder gives for ``seconds`` of audio (vLLM's ``_get_feat_extract_output_lengths``
+    on 100 mel frames a second: 13 tokens per full second)."""
+    frames = max(1, round(seconds * 100))
+    rest = frames % 100
+    tail = ((((rest - 1) // 2 + 1) - 1) // 2 + 1 - 1) // 2 + 1 if rest else 0
+    return tail + (frames // 100) * 13
+
+
+def aligner_rows(
+    ids: Sequence[int], seconds: float, classes: int, segment_ms: float = 80.0
+) -> list[list[float]]:
+    """The fake aligner's probabilities: one row of ``classes`` per token. The ``k``-th ``<timestamp>``
+    peaks at the class of boundary ``k // 2 + k % 2`` of the words spread evenly over ``seconds`` (a
+    word's start, then its end); other rows peak at a class hashed from their id."""
+    markers = sum(1 for i in ids if i == TIMESTAMP_ID)
+    words = max(1, markers // 2)
+    rows = []
+    seen = 0
+    for token in ids:
+        if token == TIMESTAMP_ID:
+            boundary = seen // 2 + seen % 2
+            peak = min(classes - 1, round(boundary * seconds / words * 1000 / segment_ms))
+            seen += 1
+        else:
+            peak = token % classes
+        row = np.full(classes, 0.5 / classes)
+        row[peak] += 0.5
+        rows.append(row.tolist())
+    return rows
+
+
 # ------------------------------------------------------------------------------------------ vectors
 
 

@@ -360,6 +360,8 @@ def pooling(call: Call) -> Reply:
     ``lexical``)."""
     if call.settings.lexical:
         return _lexical_pooling(call)
+    if call.settings.aligner:
+        return _aligner_pooling(call)
     active = ACTIVE_TASKS[call.settings.scorer_kind]
     task = call.body.get("task")
     if task is not None and task != active:
@@ -379,6 +381,11 @@ def pooling(call: Call) -> Reply:
     else:
         rows = [content.class_probabilities(text, call.settings.labels) for text in texts]
     tokens = sum(content.count_tokens(text) for text in texts)
+    return _rows_answer(call, rows, tokens)
+
+
+def _rows_answer(call: Call, rows: list[Any], tokens: int) -> Reply:
+    """``/pooling``'s answer of one array per input, as JSON or (``encoding_format="bytes"``) raw bytes."""
     if call.choice("encoding_format", ENCODING_FORMATS, "float") == "bytes":
         dtype = call.choice("embed_dtype", EMBED_DTYPES, "float32")
         order = call.choice("endianness", ENDIANNESS, "native")
@@ -389,6 +396,59 @@ def pooling(call: Call) -> Reply:
     data = [{"index": i, "object": "pooling", "data": row} for i, row in enumerate(rows)]
     return json_reply({"id": call.response_id("pooling"), "object": "list", "created": call.created(),
                        "model": call.settings.model, "data": data, "usage": usage(tokens)})  # fmt: skip
+
+
+def _aligner_pooling(call: Call) -> Reply:
+    """Qwen3-ForcedAligner with ``token_classify`` active: one conversation whose text is the aligner's
+    prompt and whose audio part fills its ``<|audio_pad|>``; one row of time-class probabilities per
+    prompt token, the audio's tokens included (vLLM's ``token_classify`` pooler returns them all)."""
+    task = call.body.get("task")
+    if task is not None and task != "token_classify":
+        raise bad_request(
+            f"Try switching the model's pooling_task via --pooler-config.task {task}. (parameter=task)",
+            "task",
+        )
+    messages = call.body.get("messages")
+    if not isinstance(messages, list) or not messages or not isinstance(messages[0], dict):
+        raise bad_request("The forced aligner reads one conversation with an audio part (`messages`).")
+    parts = messages[0].get("content")
+    parts = parts if isinstance(parts, list) else [{"type": "text", "text": str(parts)}]
+    text = "\n".join(str(p.get("text", "")) for p in parts if isinstance(p, dict) and p.get("type") == "text")
+    audio = [p for p in parts if isinstance(p, dict) and p.get("type") == "audio_url"]
+    placeholder = "<|audio_start|><|audio_pad|><|audio_end|>"
+    if text.count(placeholder) > len(audio):
+        raise bad_request(
+            f"Found more '{placeholder}' placeholders in input prompt than actual multimodal data items.",
+            "messages",
+        )
+    seconds = [_data_url_seconds(p.get("audio_url")) for p in audio]
+    duration = sum(seconds)
+    prompt = placeholder * (len(audio) - text.count(placeholder)) + text
+    if call.body.get("chat_template") is None:  # the model's own template: a chat turn around it
+        prompt = f"<|im_start|>user\n{prompt}<|im_end|>\n"
+    ids: list[int] = []
+    for token in content.aligner_ids(call.vocabulary, prompt):
+        if token == content.AUDIO_PAD_ID and seconds:
+            ids += [token] * content.audio_token_count(seconds.pop(0))
+        else:
+            ids.append(token)
+    rows = content.aligner_rows(ids, duration, call.settings.width)
+    return _rows_answer(call, [rows], len(ids))
+
+
+def _data_url_seconds(value: Any) -> float:
+    """The duration of a ``data:`` audio URL's file; vLLM's 400 for one it cannot read."""
+    url = value.get("url") if isinstance(value, dict) else None
+    if not isinstance(url, str) or not url.startswith("data:") or "," not in url:
+        raise bad_request("The fake aligner reads audio from data: URLs only.", "messages")
+    try:
+        data = base64.b64decode(url.split(",", 1)[1], validate=True)
+    except ValueError:
+        raise bad_request("Invalid base64 audio data.", "messages") from None
+    seconds = content.audio_seconds(data)
+    if seconds is None:
+        raise bad_request("Failed to load audio: the data is not an audio file vLLM can decode.", "messages")
+    return seconds
 
 
 def _lexical_pooling(call: Call) -> Reply:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from . import chat, pooling, speech
-from .content import Vocabulary
+from .content import Vocabulary, aligner_ids
 from .inputs import Call, input_texts
 from .settings import FakeSettings
 from .wire import ReceivedRequest, Refusal, Reply, error_reply, json_reply, not_found, validation_error
@@ -86,7 +86,10 @@ def tokenize(call: Call) -> Reply:
     """``POST /tokenize``: the fake tokenizer's ids (and strings with ``return_token_strs``)."""
     chat_form = "prompt" not in call.body and "messages" in call.body
     text = input_texts(call, "prompt")[0]
-    ids = call.vocabulary.encode(text, special=call.flag("add_special_tokens", not chat_form))
+    if call.settings.aligner:  # a Qwen tokenizer: no special tokens added, the markers kept whole
+        ids = aligner_ids(call.vocabulary, text)
+    else:
+        ids = call.vocabulary.encode(text, special=call.flag("add_special_tokens", not chat_form))
     strings = call.vocabulary.strings(ids) if call.flag("return_token_strs") else None
     return json_reply(
         {

@@ -233,6 +233,8 @@ class FakeVLLM:
             mostly zeros (``embed_sparse``); use ``width`` as the vocabulary size.
         lexical: BGE-M3 with ``token_classify`` active: ``/pooling`` answers one weight per token
             (``embed_sparse`` reads them), ``/v1/embeddings`` answers 501.
+        aligner: a forced aligner (Qwen3-ForcedAligner, ``token_classify``): ``/pooling`` answers the
+            time-class rows ``align`` reads; use ``width`` as the number of classes.
         labels: the classifier's labels.
         input_types: accepted ``/v2/embed`` ``input_type`` values.
         transcript: the text of every transcription (or a function of the :class:`ReceivedRequest`).
@@ -277,6 +279,7 @@ class FakeVLLM:
         scorer: Scorer | None = None,
         sparse: bool = False,
         lexical: bool = False,
+        aligner: bool = False,
         labels: Sequence[str] = ("negative", "positive"),
         input_types: Sequence[str] = (),
         transcript: TextSource = content.DEFAULT_TRANSCRIPT,
@@ -297,7 +300,7 @@ class FakeVLLM:
     ) -> None:
         self.settings = FakeSettings(
             model=model, tasks=frozenset(tasks), version=version, width=width, max_model_len=max_model_len,
-            matryoshka=matryoshka, scorer=scorer, sparse=sparse, lexical=lexical,
+            matryoshka=matryoshka, scorer=scorer, sparse=sparse, lexical=lexical, aligner=aligner,
             labels=labels, input_types=input_types,
             transcript=transcript, language=language, segments=segments, ocr_output=ocr_output,
             ngram_processor=ngram_processor,

@@ -56,6 +56,11 @@ class FakeSettings:
             non-negative weights, mostly zeros and not normalised (what ``embed_sparse`` reads).
         lexical: BGE-M3 served with ``token_classify`` active: ``/pooling`` answers one weight per token
             ([CLS]/[SEP] rows left out), ``/v1/embeddings`` and ``/v2/embed`` answer 501.
+        aligner: Qwen3-ForcedAligner served with ``token_classify`` active (``client.align``): ``/pooling``
+            reads one conversation holding the aligner's prompt and an audio part and answers a row of
+            ``width`` time-class probabilities per prompt token (audio tokens included; the ``k``-th
+            ``<timestamp>``'s argmax puts the words evenly over the audio, at 80 ms per class);
+            ``/tokenize`` keeps the aligner's markers as one token each.
         labels: the classifier's labels (``/classify``).
         input_types: the ``/v2/embed`` ``input_type`` values accepted (others get vLLM's 400).
         transcript: the text every transcription and translation answers (or a function of the request).
@@ -85,6 +90,7 @@ class FakeSettings:
     scorer: Scorer | None = None
     sparse: bool = False
     lexical: bool = False
+    aligner: bool = False
     labels: Sequence[str] = ("negative", "positive")
     input_types: Sequence[str] = ()
     transcript: TextSource = DEFAULT_TRANSCRIPT

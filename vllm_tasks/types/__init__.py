@@ -6,6 +6,7 @@ Examples:
 
 from ..versions import ServerVersion
 from .audio import (
+    Alignment,
     SpeakerSegment,
     Transcription,
     TranscriptionDelta,
@@ -23,6 +24,7 @@ from .tokens import TokenizeResult
 
 __all__ = [
     "Advisory",
+    "Alignment",
     "ClassificationResult",
     "ClientUsage",
     "EmbedV2Result",

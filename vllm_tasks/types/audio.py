@@ -80,7 +80,8 @@ class SpeakerSegment(BaseModel):
 
 
 class TranscriptionWord(BaseModel):
-    """One word with timings (OpenAI servers; vLLM 0.32 always sends ``words: null``)."""
+    """One word with its start and end in seconds: from ``client.align`` or ``transcribe(...,
+    aligner=...)`` (a forced aligner), or from an OpenAI server (vLLM 0.32 always sends ``words: null``)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -143,15 +144,31 @@ class Transcription(BaseModel):
         """The transcript as plain text (stripped)."""
         return self.text.strip()
 
-    def to_srt(self) -> str:
+    def to_srt(self, *, words: bool = False) -> str:
         """The segments as SubRip subtitles (``HH:MM:SS,mmm``); one cue for the text if no segments.
-        Speaker segments (``diarized_json``) start each cue with the label: ``[S01] Hello.``."""
-        return render_srt(self._cues())
+        Speaker segments (``diarized_json``) start each cue with the label: ``[S01] Hello.``.
 
-    def to_vtt(self) -> str:
+        Args:
+            words: one cue per word (``words`` filled by ``transcribe(..., aligner=...)``); the segments'
+                cues when there are no words.
+
+        Examples:
+            >>> print(result.to_srt(words=True))  # doctest: +SKIP
+            1
+            00:00:00,320 --> 00:00:00,560
+            Hello
+        """
+        return render_srt(self._cues(words=words))
+
+    def to_vtt(self, *, words: bool = False) -> str:
         """The segments as WebVTT (``WEBVTT`` header, ``HH:MM:SS.mmm``). Speaker segments
-        (``diarized_json``) carry WebVTT's voice span: ``<v S01>Hello.``."""
-        return render_vtt(self._cues())
+        (``diarized_json``) carry WebVTT's voice span: ``<v S01>Hello.``.
+
+        Args:
+            words: one cue per word (``words`` filled by ``transcribe(..., aligner=...)``); the segments'
+                cues when there are no words.
+        """
+        return render_vtt(self._cues(words=words))
 
     def to_json(self) -> str:
         """The result as JSON (the ``verbose_json`` shape plus this SDK's fields)."""
@@ -237,7 +254,9 @@ class Transcription(BaseModel):
         if self.requests != 1:
             yield "requests", self.requests
 
-    def _cues(self) -> list[Cue]:
+    def _cues(self, *, words: bool = False) -> list[Cue]:
+        if words and self.words:
+            return [(w.start, w.end, w.word) for w in self.words]
         if self.speaker_segments:
             return [(s.start, s.end, s.text, s.speaker) for s in self.speaker_segments]
         if self.segments:
@@ -245,6 +264,47 @@ class Transcription(BaseModel):
         if self.text.strip():
             return [(0.0, self.duration or 0.0, self.text)]
         return []
+
+
+class Alignment(BaseModel):
+    """What :meth:`Client.align` returns: each word of a known text with its time in the audio.
+
+    Attributes:
+        words: one :class:`TranscriptionWord` per word aligned, in order; times are non-decreasing and
+            within ``[0, duration]``.
+        text: the text as given.
+        language: the aligner's name of the language given (``"English"``), or ``None``.
+        duration: seconds of audio.
+        model: the aligner model.
+
+    Examples:
+        >>> alignment = client.align("fox.wav", "the quick brown fox")
+        >>> [(w.word, w.start, w.end) for w in alignment.words][:1]
+        [('the', 0.24, 0.4)]
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    words: list[TranscriptionWord]
+    text: str
+    language: str | None = None
+    duration: Seconds | None = None
+    model: str | None = None
+
+    def to_srt(self) -> str:
+        """One SubRip cue per word (``HH:MM:SS,mmm``).
+
+        Examples:
+            >>> print(alignment.to_srt())  # doctest: +SKIP
+            1
+            00:00:00,240 --> 00:00:00,400
+            the
+        """
+        return render_srt([(w.start, w.end, w.word) for w in self.words])
+
+    def to_vtt(self) -> str:
+        """One WebVTT cue per word (``WEBVTT`` header, ``HH:MM:SS.mmm``)."""
+        return render_vtt([(w.start, w.end, w.word) for w in self.words])
 
 
 class TranscriptionDelta(BaseModel):
