@@ -153,10 +153,12 @@ class AsyncAudioMethods(AsyncClientBase):
     ) -> Transcription:
         """Transcribe speech with ``POST /v1/audio/transcriptions``; any input form, any length.
 
-        Audio over 30 s (or over 25 MiB) is transcribed with Whisper's long-form algorithm
-        (``chunking="auto"``, i.e. ``"sequential"``): 30 s windows one after another, each starting at
-        the end of the previous one's last complete segment, decoded again at a higher temperature when
-        its text loops or its log-probability is low; segment times offset to the whole file.
+        Long audio goes as the model's preset says (``chunking="auto"``; ``preset``): Whisper's audio over
+        30 s (or over 25 MiB) with Whisper's long-form algorithm (``"sequential"``): 30 s windows one
+        after another, each starting at the end of the previous one's last complete segment, decoded
+        again at a higher temperature when its text loops or its log-probability is low; segment times
+        offset to the whole file. Other models' audio is sent whole while vLLM takes it (10 minutes, the
+        served context), then in pieces.
         ``chunking="client"`` cuts at quiet points up front and sends the pieces concurrently (faster,
         less accurate); ``"server"`` lets vLLM split. ``srt``/``vtt`` (which vLLM refuses) are rendered from
         segments: ``result.to_srt()``, ``result.to_vtt()``, or ``result.formatted()``.
