@@ -1,5 +1,6 @@
-"""The first rerank() of any LLM reranker whose template vLLM ships checks for it, and the warning names the
-family's own flags (FakeVLLM reading pairs as the bare concatenation, as vLLM does without --chat-template)."""
+"""The first rerank() of any LLM reranker whose template vLLM ships checks for it, and the warning names
+the family's own flags (FakeVLLM reads pairs as the bare concatenation, as vLLM does without
+--chat-template)."""
 
 from __future__ import annotations
 
