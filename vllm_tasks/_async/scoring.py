@@ -364,6 +364,7 @@ class AsyncScoringMethods(AsyncClientBase):
         its bytes: each of its scores depends on the whole list.
         """
         kind = await self._scorer_kind_of(setup.info, setup.model, setup.call.timeout)
+        scoring.refuse_listwise_truncation(kind, setup.fields)
         sizes = scoring.json_sizes(setup.pairs.seconds)
         if scoring.is_one_list(kind, setup.pairs):
             batches = [range(len(sizes))]
