@@ -106,6 +106,7 @@ class _AdvisoryRule:
     applies: Callable[[ServerInfo, dict[str, TaskStatus]], bool]
     message: str
     reference: str | None = None
+    message_for: Callable[[ServerInfo], str] | None = None  # a message naming the served model's fix
 
 
 def _version_below(info: ServerInfo, version: str) -> bool:
@@ -127,8 +128,161 @@ def model_matches(info: ServerInfo, pattern: str, model: str | None = None) -> b
 
 
 _QWEN3_LAST_POOLING = r"qwen3[-_]?(reranker|embedding)"
-QWEN3_RERANKER = r"qwen3[-_ ]?(vl[-_ ]?)?reranker"
-"""Names of Qwen3-Reranker (and its VL sibling): an LLM reranker that needs its score template."""
+
+SCORE_TEMPLATE_DIR = "examples/pooling/score/template"
+"""Where vLLM keeps its score templates: in its source distribution and repository, not in the wheel."""
+
+
+@dataclass(frozen=True)
+class RerankerTemplate:
+    """An LLM-based reranker that vLLM scores right only through its score template (``--chat-template``).
+
+    Without the template vLLM reads each pair as the bare concatenation ``query + document``, and with no
+    error the scores mean nothing (``vllm_tasks.score_template`` tells it from token counts).
+
+    Attributes:
+        family: the name users know the model by.
+        pattern: a regular expression (case-insensitive) over the served model's name or ``/v1/models`` root.
+        template: the template's file in :data:`SCORE_TEMPLATE_DIR`.
+        flags: the other serve flags (``--hf-overrides`` that turn an original checkpoint into a one-score
+            classifier, ``--trust-remote-code``).
+    """
+
+    family: str
+    pattern: str
+    template: str
+    flags: str
+
+    @property
+    def serve_flags(self) -> str:
+        """Every flag the model is served with, its ``--chat-template`` last.
+
+        Examples:
+            >>> RERANKER_TEMPLATES[-1].serve_flags
+            '--runner pooling --chat-template examples/pooling/score/template/zerank2.jinja'
+        """
+        return f"{self.flags} --chat-template {SCORE_TEMPLATE_DIR}/{self.template}"
+
+    @property
+    def needs_overrides(self) -> bool:
+        """Whether an original checkpoint is a one-score classifier only with its ``--hf-overrides``."""
+        return "--hf-overrides" in self.flags
+
+
+def _classifier_overrides(architecture: str, tokens: Sequence[str], **extra: object) -> str:
+    overrides = {"architectures": [architecture], "classifier_from_token": list(tokens), **extra}
+    return f"--hf-overrides '{orjson.dumps(overrides).decode()}'"
+
+
+RERANKER_TEMPLATES: tuple[RerankerTemplate, ...] = (
+    # vLLM 0.32.0-0.34.0 sdists: examples/pooling/score/using_template_online.py (serve lines),
+    # docs/models/pooling_models/scoring.md and specific_models.md; the first match wins.
+    RerankerTemplate(
+        "Qwen3-VL-Reranker",
+        r"qwen3[-_ ]?vl[-_ ]?reranker",
+        "qwen3_vl_reranker.jinja",
+        "--runner pooling "
+        + _classifier_overrides(
+            "Qwen3VLForSequenceClassification", ("no", "yes"), is_original_qwen3_reranker=True
+        ),
+    ),
+    RerankerTemplate(
+        "Qwen3-Reranker (converted to sequence classification)",
+        r"qwen3[-_ ]?reranker.*seq[-_]?cls",
+        "qwen3_reranker.jinja",
+        "--runner pooling",
+    ),
+    RerankerTemplate(
+        "Qwen3-Reranker",
+        r"qwen3[-_ ]?reranker",
+        "qwen3_reranker.jinja",
+        "--runner pooling --convert classify "
+        + _classifier_overrides(
+            "Qwen3ForSequenceClassification", ("no", "yes"), is_original_qwen3_reranker=True
+        ),
+    ),
+    RerankerTemplate(
+        "bge-reranker-v2-gemma",
+        r"bge[-_ ]?reranker[-_ ]?v2[-_ ]?gemma",
+        "bge-reranker-v2-gemma.jinja",
+        "--runner pooling "
+        + _classifier_overrides("GemmaForSequenceClassification", ("Yes",), method="no_post_processing"),
+    ),
+    RerankerTemplate(
+        "mxbai-rerank-v2",
+        r"mxbai[-_ ]?rerank[-_ ]?(xsmall|base|large)?[-_ ]?v2",
+        "mxbai_rerank_v2.jinja",
+        "--runner pooling "
+        + _classifier_overrides("Qwen2ForSequenceClassification", ("0", "1"), method="from_2_way_softmax"),
+    ),
+    RerankerTemplate(
+        "Llama Nemotron VL reranker",
+        r"nemotron[-_ ]?rerank[-_ ]?vl",
+        "nemotron-vl-rerank.jinja",
+        "--runner pooling --trust-remote-code",
+    ),
+    RerankerTemplate(
+        "Llama Nemotron reranker",
+        r"nemotron[-_ ]?rerank",
+        "nemotron-rerank.jinja",
+        "--runner pooling --trust-remote-code",
+    ),
+    RerankerTemplate("zerank-2", r"zerank[-_ ]?2", "zerank2.jinja", "--runner pooling"),
+)
+"""The rerankers whose score template vLLM ships (``examples/pooling/score/template/``), most specific first.
+From vLLM 0.33.0 a checkpoint whose Sentence Transformers config declares its template (a ``CrossEncoder``
+with the ``message`` modality, e.g. nvidia/llama-nemotron-rerank-vl-1b-v2 from October 2026) needs no
+``--chat-template``: the token-count check sees the template either way."""
+
+
+def reranker_template(info: ServerInfo, model: str | None = None) -> RerankerTemplate | None:
+    """The :data:`RERANKER_TEMPLATES` entry whose pattern the served model's name (or root) matches.
+
+    Args:
+        info: the server's description (its model cards).
+        model: only this served model (its name itself when no card lists it); ``None``: any.
+
+    Returns:
+        The first matching entry, or None for a model that needs no template vLLM ships.
+
+    Examples:
+        >>> card = ModelCard(id="BAAI/bge-reranker-v2-gemma")
+        >>> info = ServerInfo(base_url="http://h", version=None, models=(card,), routes=None)
+        >>> reranker_template(info).template
+        'bge-reranker-v2-gemma.jinja'
+        >>> reranker_template(info, "BAAI/bge-reranker-v2-m3") is None
+        True
+    """
+    return next((entry for entry in RERANKER_TEMPLATES if model_matches(info, entry.pattern, model)), None)
+
+
+def _overrides_missing(info: ServerInfo, tasks: dict[str, TaskStatus]) -> bool:
+    entry = reranker_template(info)
+    return (
+        entry is not None
+        and entry.needs_overrides
+        and tasks.get("classify") is TaskStatus.SERVED
+        and tasks.get("rerank") is TaskStatus.NOT_SERVED
+    )
+
+
+def overrides_missing_message(info: ServerInfo) -> str:
+    """The advisory for an LLM reranker served as a classifier without its ``--hf-overrides``.
+
+    Examples:
+        >>> card = ModelCard(id="Qwen/Qwen3-Reranker-4B")
+        >>> info = ServerInfo(base_url="http://h", version=None, models=(card,), routes=None)
+        >>> "classifier_from_token" in overrides_missing_message(info)
+        True
+    """
+    entry = reranker_template(info)
+    family, flags = (entry.family, entry.serve_flags) if entry else ("This reranker", "its --hf-overrides")
+    return (
+        f"{family} served with --convert classify but without its --hf-overrides is a two-label classifier "
+        f"with an untrained head: /score and /rerank answer 404. Start it with {flags} (docs/scoring.md, "
+        '"Serving Qwen3-Reranker").'
+    )
+
 
 ADVISORIES: tuple[_AdvisoryRule, ...] = (
     _AdvisoryRule(
@@ -139,17 +293,7 @@ ADVISORIES: tuple[_AdvisoryRule, ...] = (
         "vLLM issue #48901",
     ),
     _AdvisoryRule(
-        "qwen3-reranker-overrides-missing",
-        lambda info, tasks: (
-            model_matches(info, QWEN3_RERANKER)
-            and tasks.get("classify") is TaskStatus.SERVED
-            and tasks.get("rerank") is TaskStatus.NOT_SERVED
-        ),
-        "Qwen3-Reranker served with --convert classify but without its --hf-overrides is a two-label "
-        "classifier with an untrained head: /score and /rerank answer 404. Start it with --hf-overrides "
-        '\'{"architectures":["Qwen3ForSequenceClassification"],"classifier_from_token":["no","yes"],'
-        '"is_original_qwen3_reranker":true}\' and its --chat-template (docs/scoring.md, "Serving '
-        'Qwen3-Reranker").',
+        "qwen3-reranker-overrides-missing", _overrides_missing, "", message_for=overrides_missing_message
     ),
     _AdvisoryRule(
         "dimensions-unchecked",
@@ -196,7 +340,11 @@ def advisories_for(info: ServerInfo, tasks: tuple[TaskProbe, ...]) -> list[Advis
     """The advisories of :data:`ADVISORIES` that apply to this server."""
     statuses = {probe.task: probe.status for probe in tasks}
     return [
-        Advisory(id=rule.id, message=rule.message, reference=rule.reference)
+        Advisory(
+            id=rule.id,
+            message=rule.message_for(info) if rule.message_for else rule.message,
+            reference=rule.reference,
+        )
         for rule in ADVISORIES
         if rule.applies(info, statuses)
     ]

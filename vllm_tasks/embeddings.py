@@ -46,6 +46,7 @@ from .responses import (
     unexpected,
     usage_of,
 )
+from .server_errors import TOKEN_EMBED_ACTIVE
 from .server_state import Fact
 from .transport import Request
 from .types.common import Usage
@@ -240,6 +241,8 @@ def _decode_json_body(
     if problem is not None:
         raise decode_error(problem)
     rows = [item.get("embedding") for item in in_index_order(data)]
+    if rows and all(isinstance(row, list) and row and isinstance(row[0], list) for row in rows):
+        raise decode_error(f"one matrix per input, not one vector: {TOKEN_EMBED_ACTIVE}")
     if all(isinstance(row, str) for row in rows):
         matrix = decode_base64_rows(cast(list[str], rows), embed_dtype, endianness, widen=widen)
     elif all(isinstance(row, list) for row in rows):

@@ -78,6 +78,14 @@ FEATURES: dict[str, Feature] = {
         Feature("score_multimodal_late_interaction", "0.17.0", "PR #34574"),
         Feature("batched_chat_embeddings", "0.25.0", "`messages` as a list of conversations"),
         Feature(
+            "late_chunking",
+            "0.33.0",
+            "`late_chunking_params` on /v1/embeddings, served by a token_embed model only: absent in the "
+            "0.32.0 wheel; 0.33.0 wheel entrypoints/pooling/token_embed/protocol.py:23-55, "
+            "factories.py:132-136 (unchanged in 0.34.0)",
+            server_flag="""--pooler-config '{"task": "token_embed"}'""",
+        ),
+        Feature(
             "use_activation",
             "0.12.0",
             "a real 0.11.0 server answers /classify with use_activation=false as if it were unset "

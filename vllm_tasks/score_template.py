@@ -1,11 +1,13 @@
-"""Whether a reranker reads each (query, document) pair through a score template: Qwen3-Reranker's pitfall.
+"""Whether a reranker reads each (query, document) pair through a score template: the LLM rerankers' pitfall.
 
 An LLM-based reranker such as Qwen3-Reranker (a causal LM served with ``--convert classify`` and the yes/no
 ``--hf-overrides``) was trained on one prompt layout: a system line, the instruction, the query and the
-document in a chat turn. vLLM lays the pair out that way only when the server was started with
-``--chat-template``; without it vLLM reads the bare concatenation ``query + document``, drops any
-``instruction`` and answers scores that look plausible but mean nothing, with no error (vLLM >= 0.30 logs a
-warning at startup, which clients never see).
+document in a chat turn. vLLM ships the templates of those it knows (bge-reranker-v2-gemma, mxbai-rerank-v2,
+Llama Nemotron, zerank-2, Qwen3-Reranker and Qwen3-VL-Reranker: ``discovery.RERANKER_TEMPLATES``). vLLM lays
+the pair out that way only when the server was started with ``--chat-template`` (or, from vLLM 0.33.0, when
+the checkpoint's Sentence Transformers config declares its template); without it vLLM reads the bare
+concatenation ``query + document``, drops any ``instruction`` and answers scores that look plausible but mean
+nothing, with no error (vLLM >= 0.30 logs a warning at startup, which clients never see).
 
 No answer names the template, so the check reads it from token counts (three small requests): one ``/rerank``
 of one pair, and ``/tokenize`` of the two texts joined, with and without the tokenizer's special tokens.
@@ -24,7 +26,7 @@ import httpx
 import orjson
 
 from .calls import CLIENT_DEFAULT, TimeoutLike
-from .discovery import QWEN3_RERANKER, model_matches
+from .discovery import RERANKER_TEMPLATES, SCORE_TEMPLATE_DIR, reranker_template
 from .server_state import Fact
 from .transport import Request
 from .types.server import Advisory, ServerInfo
@@ -40,21 +42,16 @@ SCORE_TEMPLATE_MISSING: Fact[str, bool | None] = Fact("score template missing", 
 and document), False, or None (inconclusive); learned by ``probe()`` or the first ``rerank()`` / ``score()``
 of a model whose name says Qwen3-Reranker."""
 
-QWEN3_RERANKER_FLAGS = (
-    "--runner pooling --convert classify --hf-overrides "
-    '\'{"architectures":["Qwen3ForSequenceClassification"],"classifier_from_token":["no","yes"],'
-    '"is_original_qwen3_reranker":true}\' --chat-template qwen3_reranker.jinja'
-)
-"""The flags Qwen3-Reranker is served with (the template: vLLM's examples/pooling/score/template/)."""
-
 
 class ScoreTemplateMissingWarning(UserWarning):
     """The server's reranker reads each pair as the bare concatenation of query and document: an LLM-based
-    reranker (Qwen3-Reranker) started without its ``--chat-template``, whose scores are meaningless."""
+    reranker (Qwen3-Reranker, bge-reranker-v2-gemma, ...) started without its ``--chat-template``, whose
+    scores are meaningless."""
 
 
 def named_like_llm_reranker(info: ServerInfo, model: str | None) -> bool:
-    """Whether ``model`` (its name or its ``/v1/models`` root) names a reranker that needs a score template.
+    """Whether ``model`` (its name or its ``/v1/models`` root) names a reranker that needs a score template
+    (one of ``discovery.RERANKER_TEMPLATES``).
 
     The first ``rerank()`` / ``score()`` of such a model runs the template check; ``probe()`` runs it for
     every cross-encoder.
@@ -64,7 +61,9 @@ def named_like_llm_reranker(info: ServerInfo, model: str | None) -> bool:
         model: the served model name the call uses (``None``: the server's first).
 
     Returns:
-        True for a Qwen3-Reranker name (``Qwen/Qwen3-Reranker-0.6B``, ``qwen3-vl-reranker``, ...).
+        True for a name such as ``Qwen/Qwen3-Reranker-0.6B``, ``qwen3-vl-reranker``,
+        ``BAAI/bge-reranker-v2-gemma``, ``mixedbread-ai/mxbai-rerank-base-v2``,
+        ``nvidia/llama-nemotron-rerank-1b-v2`` or ``zerank-2``.
 
     Examples:
         >>> from vllm_tasks.types.server import ModelCard
@@ -73,7 +72,7 @@ def named_like_llm_reranker(info: ServerInfo, model: str | None) -> bool:
         >>> named_like_llm_reranker(info, "Qwen/Qwen3-Reranker-4B"), named_like_llm_reranker(info, "bge")
         (True, False)
     """
-    return model_matches(info, QWEN3_RERANKER, model)
+    return reranker_template(info, model) is not None
 
 
 def template_check_requests(model: str | None, timeout: TimeoutLike = CLIENT_DEFAULT) -> list[Request]:
@@ -149,34 +148,45 @@ def template_missing(responses: Sequence[httpx.Response]) -> bool | None:
     return pair in joined
 
 
-def missing_template_message(model: str | None) -> str:
+def missing_template_message(model: str | None, info: ServerInfo | None = None) -> str:
     """The advisory and warning text for a reranker that reads pairs without a score template.
 
     Args:
         model: the served model name, named in the text.
+        info: the server's description, to find the model's family (its name or root) in
+            ``discovery.RERANKER_TEMPLATES``; None: by ``model`` alone.
 
     Returns:
-        str: what is wrong, the flags that fix it (``--chat-template``, ``--hf-overrides``) and the docs.
+        str: what is wrong, the flags that fix it (the family's ``--hf-overrides`` and ``--chat-template``,
+        or the templates vLLM ships) and the docs.
 
     Examples:
-        >>> "--chat-template" in missing_template_message("qwen3-reranker")
+        >>> "bge-reranker-v2-gemma.jinja" in missing_template_message("BAAI/bge-reranker-v2-gemma")
+        True
+        >>> "zerank2.jinja" in missing_template_message("my-reranker")
         True
     """
+    described = info or ServerInfo(base_url="", version=None, models=(), routes=None)
+    entry = reranker_template(described, model)
+    if entry is not None:
+        fix = f"{entry.family} is served with {entry.serve_flags}"
+    else:
+        shipped = ", ".join(sorted({entry.template for entry in RERANKER_TEMPLATES}))
+        fix = f"vLLM ships those of the LLM rerankers it knows in {SCORE_TEMPLATE_DIR}/ ({shipped})"
     return (
         f"The reranker {model or '(default model)'} reads each (query, document) pair as the bare "
         "concatenation of the two texts: the server was started without a score template, so its scores "
-        "are meaningless and `instruction` is ignored (vLLM raises no error). Restart it with the model's "
-        f"template; Qwen3-Reranker needs {QWEN3_RERANKER_FLAGS} (the template is vLLM's "
-        "examples/pooling/score/template/qwen3_reranker.jinja). See docs/scoring.md, "
-        '"Serving Qwen3-Reranker".'
+        f"are meaningless and `instruction` is ignored (vLLM raises no error). Restart it with the model's "
+        f'template: {fix}. See docs/scoring.md, "Serving Qwen3-Reranker".'
     )
 
 
-def template_advisory(model: str | None) -> Advisory:
+def template_advisory(model: str | None, info: ServerInfo | None = None) -> Advisory:
     """The ``probe()`` advisory for a reranker without its score template (:func:`missing_template_message`).
 
     Args:
         model: the served model name, named in the message.
+        info: the server's description (the model's root names its family too).
 
     Returns:
         Advisory: id ``score-template-missing``, the message, and the docs page as its reference.
@@ -185,15 +195,17 @@ def template_advisory(model: str | None) -> Advisory:
         >>> template_advisory("m").id
         'score-template-missing'
     """
-    return Advisory(id=ADVISORY_ID, message=missing_template_message(model), reference="docs/scoring.md")
+    message = missing_template_message(model, info)
+    return Advisory(id=ADVISORY_ID, message=message, reference="docs/scoring.md")
 
 
-def warn_template_missing(model: str | None, stacklevel: int) -> None:
+def warn_template_missing(model: str | None, stacklevel: int, info: ServerInfo | None = None) -> None:
     """Warn with :class:`ScoreTemplateMissingWarning` (once per model and client: the caller checks).
 
     Args:
         model: the served model name, named in the message.
         stacklevel: the caller's frames above this function (1: the line that called it).
+        info: the server's description (the model's root names its family too).
 
     Examples:
         >>> import warnings
@@ -203,4 +215,5 @@ def warn_template_missing(model: str | None, stacklevel: int) -> None:
         >>> caught[0].category.__name__
         'ScoreTemplateMissingWarning'
     """
-    warnings.warn(missing_template_message(model), ScoreTemplateMissingWarning, stacklevel=stacklevel + 1)
+    message = missing_template_message(model, info)
+    warnings.warn(message, ScoreTemplateMissingWarning, stacklevel=stacklevel + 1)

@@ -697,6 +697,35 @@ def is_one_list(kind: ScorerKind, pairs: ScorePairs) -> bool:
     return kind is ScorerKind.LISTWISE and pairs.mode != "N:N"
 
 
+def refuse_listwise_truncation(kind: ScorerKind, fields: Mapping[str, Any]) -> None:
+    """Refuse ``truncate_prompt_tokens`` for a listwise reranker (vLLM's ``JinaForRanking``).
+
+    vLLM renders one prompt per list, the query and its embedding token last: vLLM 0.32-0.33 cut that whole
+    prompt (the query first, so the scores mean nothing, with no error), and 0.34 answers 400 ("JinaForRanking
+    does not support truncate_prompt_tokens", ``entrypoints/pooling/scoring/io_processor.py``).
+
+    Raises:
+        InvalidInputError: ``truncate_prompt_tokens`` set for a listwise reranker.
+
+    Examples:
+        >>> refuse_listwise_truncation(ScorerKind.CROSS_ENCODER, {"truncate_prompt_tokens": 8})
+        >>> try:
+        ...     refuse_listwise_truncation(ScorerKind.LISTWISE, {"truncate_prompt_tokens": 8})
+        ... except InvalidInputError as error:
+        ...     print(error.field)
+        truncate_prompt_tokens
+    """
+    value = fields.get("truncate_prompt_tokens")
+    if kind is ScorerKind.LISTWISE and value is not None:
+        raise InvalidInputError(
+            "truncate_prompt_tokens",
+            value,
+            "is not supported by a listwise reranker (vLLM's JinaForRanking reads the whole list as one "
+            "prompt, the query last)",
+            "Use max_tokens_per_doc and max_tokens_per_query, or shorten the texts.",
+        )
+
+
 def explain_list_too_long(error: APIStatusError, count: int, fitting: int | None, limit: int | None) -> None:
     """Put in front of a listwise list's context-length error how many documents fit and what to do."""
     error.message = f"{listwise.too_long_message(count, fitting, limit)} ({error.message})"

@@ -71,6 +71,15 @@ _CONTEXT_TOKENS_RE = re.compile(
 _PARAM_SUFFIX_RE = re.compile(r"\(parameter=(?P<param>[^,]+), value=.*\)\s*$", re.DOTALL)
 # vLLM 0.11 answers a mounted route of an inactive task with 400 where later versions say 501.
 _INACTIVE_TASK_RE = re.compile(r"The model does not support \w+ API")
+# vLLM >= 0.33 serves /v1/embeddings of a token_embed model with a handler that takes "float" only
+# (entrypoints/pooling/token_embed/protocol.py): anything else fails its validation with this.
+_TOKEN_EMBED_ROUTE_PARAM = "body.encoding_format"
+_TOKEN_EMBED_ROUTE_MESSAGE = "Input should be 'float'"
+TOKEN_EMBED_ACTIVE = (
+    "This server's model has token_embed active, which vLLM >= 0.33 serves on /v1/embeddings as one vector "
+    'per token (float only): use pool(task="token_embed") for those, or serve the model with '
+    '--pooler-config \'{"task": "embed"}\' for one vector per input.'
+)
 # "only supports [128, 256, 384] matryoshka dimensions" (up to 0.25) and the 0.26+ wordings.
 _MATRYOSHKA_RE = re.compile(
     r"does not support matryoshka|only supports .*matryoshka dimensions|only supports dimensions in range"
@@ -169,6 +178,15 @@ def error_from_response(
         not_served = EndpointNotServed(_not_served_message(status, route, path), **kwargs)
         not_served.task = route.task if route else None
         not_served.reason = "not_mounted" if status == 404 else "inactive"
+        return not_served
+    if (
+        status == 400
+        and path == "/v1/embeddings"
+        and param == _TOKEN_EMBED_ROUTE_PARAM
+        and _TOKEN_EMBED_ROUTE_MESSAGE in message
+    ):
+        not_served = EndpointNotServed(f"{TOKEN_EMBED_ACTIVE} ({message})", **kwargs)
+        not_served.task, not_served.reason = "embed", "inactive"
         return not_served
     if status == 404 and "does not exist" in lowered and "model" in lowered:
         return NotFoundError(message, kind="model_not_found", **kwargs)

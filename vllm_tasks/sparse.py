@@ -22,19 +22,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import numpy as np
 import numpy.typing as npt
 
-from . import gates
-from .calls import TaskParams
+from . import defaults, gates
+from .batching import plan_batches
+from .calls import CallOptions, TaskParams
 from .decoding import check_finite
 from .embeddings import EmbedParams, EmbedPlan
 from .errors import InvalidInputError, UnexpectedResponse, UnsupportedByServer
 from .responses import in_index_order, index_problem, json_object, usage_of
+from .scoring import json_sizes, request_body
 from .server_state import Fact
+from .transport import Request
 from .types.common import Usage
 from .types.server import ServerInfo
 from .types.sparse import SparseVector
@@ -48,12 +51,18 @@ LEXICAL_FLAGS = (
     """--pooler-config '{"task": "token_classify"}'"""
 )
 """How BAAI/bge-m3 is served for its lexical (sparse) weights."""
+PLUGIN_FLAGS = (
+    """--runner pooling --hf-overrides '{"architectures": ["BgeM3EmbeddingModel"]}' """
+    "--io-processor-plugin bge_m3_sparse_plugin"
+)
+"""How BAAI/bge-m3 is served with vLLM's sparse IO-processor plugin (``pip install`` it first from vLLM's
+source tree, ``tests/plugins/bge_m3_sparse_plugin``)."""
 SPECIAL_TOKENS = frozenset({"<s>", "</s>", "<pad>", "<unk>", "[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]"})
 """Token strings left out of lexical weights (FlagEmbedding leaves out the CLS, EOS, PAD and UNK ids)."""
 
 SPARSE_SOURCE: Fact[str, str] = Fact("sparse source", key="model")
-"""Where a model's sparse vectors come from: ``"splade"`` (``/v1/embeddings``) or ``"lexical"``
-(``/pooling`` ``token_classify``, BGE-M3)."""
+"""Where a model's sparse vectors come from: ``"splade"`` (``/v1/embeddings``), ``"lexical"``
+(``/pooling`` ``token_classify``, BGE-M3) or ``"plugin"`` (``/pooling`` through BGE-M3's sparse plugin)."""
 
 NOT_SPARSE: Fact[str, str] = Fact("not a sparse model", key="model")
 """Models that answered ``/v1/embeddings`` with dense vectors (the reason, for the error): a later
@@ -134,7 +143,7 @@ def not_sparse_error(info: ServerInfo, reason: str) -> UnsupportedByServer:
         required_version=None,
         server_flag=SPLADE_FLAGS,
         detail=f"{reason}. Serve a SPLADE checkpoint (a BertForMaskedLM, e.g. naver/splade-v3) so, or "
-        f"BAAI/bge-m3 with {LEXICAL_FLAGS}",
+        f"BAAI/bge-m3 with {LEXICAL_FLAGS} (or with {PLUGIN_FLAGS})",
     )
 
 
@@ -222,6 +231,120 @@ def lexical_vector(
     order = sorted(best)
     tokens = None if strings is None else tuple(str(best[i][1]) for i in order)
     return SparseVector(indices=order, values=[best[i][0] for i in order], tokens=tokens)
+
+
+def plugin_requests(
+    prompts: Sequence[Any], params: SparseEmbedParams, model: str, call: CallOptions, *, batch_size: int
+) -> tuple[list[Request], list[range]]:
+    """The batched ``/pooling`` requests to BGE-M3's sparse IO-processor plugin, and the batches they carry.
+
+    Token strings are always asked for (they cost the server nothing): special tokens are told by them.
+
+    Raises:
+        InvalidInputError: ``add_special_tokens=False`` (the plugin's server always adds them).
+
+    Examples:
+        >>> requests, _ = plugin_requests(["a b"], SparseEmbedParams(), "m", CallOptions(), batch_size=8)
+        >>> requests[0].json["data"]
+        {'input': ['a b'], 'embed_task': 'sparse', 'return_tokens': True}
+    """
+    if params.add_special_tokens is False:
+        raise InvalidInputError(
+            "add_special_tokens",
+            False,
+            "is not supported by BGE-M3's sparse plugin (its server always adds them)",
+            "Leave add_special_tokens unset.",
+        )
+    batches = plan_batches(json_sizes(prompts), batch_size, defaults.SCORE_MAX_REQUEST_BYTES)
+    requests = [
+        Request(
+            "POST",
+            "/pooling",
+            json=request_body(
+                {"model": model, "task": "plugin", "truncate_prompt_tokens": params.truncate_prompt_tokens},
+                call.extra_body,
+                data={"input": [prompts[i] for i in batch], "embed_task": "sparse", "return_tokens": True},
+            ),
+            headers=call.extra_headers,
+            timeout=call.timeout,
+            task="pooling",
+        )
+        for batch in batches
+    ]
+    return requests, batches
+
+
+def parse_plugin(response: httpx.Response, expected_items: int) -> tuple[list[SparseVector], Usage]:
+    """The sparse vectors of one answer of BGE-M3's sparse plugin, in input order.
+
+    Each item's ``sparse_embedding`` (``{"token_id", "weight", "token"}`` entries, in first-occurrence order)
+    becomes a :class:`SparseVector` with ascending ids: weights <= 0 and special tokens left out, the largest
+    weight kept where an id repeats.
+
+    Raises:
+        UnexpectedResponse: (``kind="decode"``) not the plugin's shape, not one item per input, or an entry
+            that is not an id, a finite weight and a token string (or null).
+
+    Examples:
+        >>> cat = {"token_id": 7, "weight": 0.5, "token": "cat"}
+        >>> a = {"token_id": 2, "weight": 0.0, "token": "a"}
+        >>> item = {"index": 0, "sparse_embedding": [cat, a]}
+        >>> body = {"data": {"data": [item], "usage": {"prompt_tokens": 4}}}
+        >>> vectors, usage = parse_plugin(httpx.Response(200, json=body), 1)
+        >>> vectors[0].to_dict(), usage.prompt_tokens
+        ({'cat': 0.5}, 4)
+    """
+    payload = json_object(response, "/pooling")
+    inner = payload.get("data")
+    items = inner.get("data") if isinstance(inner, dict) else None
+    if not isinstance(items, list) or len(items) != expected_items:
+        raise UnexpectedResponse(
+            f"/pooling: expected BGE-M3's sparse plugin answer, `data.data` with {expected_items} items",
+            kind="decode",
+        )
+    problem = index_problem(items)
+    if problem is not None:
+        raise UnexpectedResponse(f"/pooling: {problem}", kind="decode")
+    vectors = [_plugin_vector(item.get("sparse_embedding")) for item in in_index_order(items)]
+    return vectors, usage_of(response, "/pooling", cast(dict[str, Any], inner).get("usage"))
+
+
+def _plugin_vector(entries: object) -> SparseVector:
+    if not isinstance(entries, list):
+        raise UnexpectedResponse("/pooling: an item's `sparse_embedding` is not a list", kind="decode")
+    best: dict[int, tuple[float, str | None]] = {}
+    for entry in entries:
+        token_id = entry.get("token_id") if isinstance(entry, dict) else None
+        weight = _finite_weight(entry.get("weight")) if isinstance(entry, dict) else None
+        token = entry.get("token") if isinstance(entry, dict) else None
+        if (
+            not isinstance(token_id, int)
+            or isinstance(token_id, bool)
+            or not 0 <= token_id < 2**63
+            or weight is None
+            or not (token is None or isinstance(token, str))
+        ):
+            raise UnexpectedResponse(
+                f"/pooling: a sparse entry is not a token id, a finite weight and a token: {str(entry)[:99]}",
+                kind="decode",
+            )
+        if weight > 0 and token not in SPECIAL_TOKENS and weight > best.get(token_id, (0.0, None))[0]:
+            best[token_id] = (weight, token)
+    order = sorted(best)
+    strings = [best[i][1] for i in order]
+    tokens = tuple(str(t) for t in strings) if all(t is not None for t in strings) else None
+    return SparseVector(indices=order, values=[best[i][0] for i in order], tokens=tokens)
+
+
+def _finite_weight(value: object) -> float | None:
+    """``value`` as a float that is finite in float32, or None (not a number, NaN, infinite, too large)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        weight = float(value)
+    except OverflowError:
+        return None
+    return weight if abs(weight) <= float(np.finfo(np.float32).max) else None
 
 
 def not_lexical(model: str, what: str) -> UnexpectedResponse:

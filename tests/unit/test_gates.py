@@ -36,6 +36,7 @@ REFERENCE_ROWS = {
     "batched_chat_embeddings": "0.25.0",
     "truncation_side": "0.18.0",
     "diarized_json": "0.27.0",  # not in §10: vLLM PR #48543, first released in 0.27.0 (gates.FEATURES)
+    "late_chunking": "0.33.0",  # §11 item 1; docs/compatibility.md "vLLM 0.33.0"
 }
 
 

@@ -72,3 +72,19 @@ def test_a_413_for_a_listwise_list_is_not_split(make_client: Any, httpx_mock: HT
     assert caught.value.status_code == 413
     reranks = [r for r in httpx_mock.get_requests() if r.url.path == "/rerank"]
     assert len(reranks) == 1 and len(json.loads(reranks[0].content)["documents"]) == 300
+
+
+def test_truncating_a_listwise_list_is_refused_before_it_is_sent(
+    make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    """vLLM 0.32-0.33 cut the one list prompt, the query last (meaningless scores, no error); vLLM 0.34.0
+    answers 400 ("JinaForRanking does not support truncate_prompt_tokens"). The SDK refuses it on all."""
+    mock_server(httpx_mock, "listwise")
+    add_recorded(httpx_mock, "listwise", "error_pooling_one_input")
+    add_recorded(httpx_mock, "listwise", "pooling_list")
+    client = make_client()
+    for call in (client.rerank, client.score):
+        with pytest.raises(vt.InvalidInputError, match="max_tokens_per_doc") as caught:
+            call(QUERY, ["Paris.", "Bananas."], truncate_prompt_tokens=64)
+        assert caught.value.field == "truncate_prompt_tokens"
+    assert [r.url.path for r in httpx_mock.get_requests() if r.url.path in ("/rerank", "/score")] == []

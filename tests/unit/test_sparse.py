@@ -308,7 +308,8 @@ def test_bge_m3_before_its_first_version_is_refused(make_client: Any, httpx_mock
 
 
 def test_a_cross_encoder_is_not_sparse(make_client: Any, httpx_mock: HTTPXMock) -> None:
-    """No /v1/embeddings route: the lexical path; the model refuses the token_classify task."""
+    """No /v1/embeddings route: the lexical path; the model refuses the token_classify task, then the sparse
+    plugin's request (no plugin installed)."""
     mock_server(httpx_mock, "rerank")
     tokens = {"tokens": [101, 7592, 102], "token_strs": ["[CLS]", "hello", "[SEP]"]}
     httpx_mock.add_response(url=f"{BASE}/tokenize", json={"count": 3, "max_model_len": 256, **tokens})
@@ -318,13 +319,19 @@ def test_a_cross_encoder_is_not_sparse(make_client: Any, httpx_mock: HTTPXMock) 
         json={"error": {"message": "Try switching the model's pooling_task via --pooler-config.task "
               "token_classify. (parameter=task)", "type": "BadRequestError", "param": "task", "code": 400}},
     )  # fmt: skip
+    no_plugin = "No IOProcessor plugin installed. (parameter=task)"
+    httpx_mock.add_response(
+        url=f"{BASE}/pooling",
+        status_code=400,
+        json={"error": {"message": no_plugin, "type": "BadRequestError", "param": "task", "code": 400}},
+    )
     client = make_client()
     with pytest.raises(vt.UnsupportedByServer, match="BgeM3EmbeddingModel") as caught:
         client.embed_sparse("hello")
     assert caught.value.feature == "sparse_embeddings"
     with pytest.raises(vt.UnsupportedByServer):
         client.embed_sparse("hello")  # known: refused before sending
-    assert len(sent(httpx_mock, "/pooling")) == 1
+    assert [body.get("task") for body in sent(httpx_mock, "/pooling")] == ["token_classify", "plugin"]
 
 
 @pytest.mark.parametrize(

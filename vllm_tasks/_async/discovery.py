@@ -112,7 +112,7 @@ async def probe(transport: AsyncTransport, base_url: str) -> ProbeReport:
     if {"rerank", "classify"} <= served:  # a cross-encoder: its active task is classify
         bare_pairs = await check_score_template(transport)
         if bare_pairs:
-            advisories.append(template_advisory(info.models[0].id if info.models else None))
+            advisories.append(template_advisory(info.models[0].id if info.models else None, info))
     return ProbeReport(
         server=info,
         tasks=tasks,

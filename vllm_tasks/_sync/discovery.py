@@ -113,7 +113,7 @@ def probe(transport: SyncTransport, base_url: str) -> ProbeReport:
     if {"rerank", "classify"} <= served:  # a cross-encoder: its active task is classify
         bare_pairs = check_score_template(transport)
         if bare_pairs:
-            advisories.append(template_advisory(info.models[0].id if info.models else None))
+            advisories.append(template_advisory(info.models[0].id if info.models else None, info))
     return ProbeReport(
         server=info,
         tasks=tasks,

@@ -266,7 +266,11 @@ class EmbeddingMethods(ClientBase):
         --pooler-config '{"task": "token_classify"}'`` (vLLM >= 0.16.0). ``/v1/embeddings`` answers 501; the
         client then tokenizes the texts (``/tokenize``), reads one weight per token from ``/pooling`` and
         reduces them as FlagEmbedding's ``lexical_weights`` do (special tokens and weights <= 0 left out,
-        the largest weight of a repeated id kept). The model's kind is remembered after the first call.
+        the largest weight of a repeated id kept). BGE-M3 served with vLLM's sparse IO-processor plugin
+        (``--io-processor-plugin bge_m3_sparse_plugin``, installed from vLLM's source tree) refuses
+        ``token_classify``; the client then asks the plugin (``/pooling`` ``task=plugin``), which pairs ids
+        and weights itself, and reduces its answer the same way. The model's kind is remembered after the
+        first call.
 
         Long lists are batched and sent ``concurrency`` at a time, like ``embed``.
 
@@ -299,7 +303,8 @@ class EmbeddingMethods(ClientBase):
                 negative weight) or refused ``token_classify``; the message names the flags that serve
                 SPLADE and BGE-M3. A model found not sparse is refused before sending on later calls.
                 (``feature="sparse_lexical_weights"``) BGE-M3 on a server older than vLLM 0.16.0.
-            InvalidInputError: ``truncate_prompt_tokens`` on BGE-M3.
+            InvalidInputError: ``truncate_prompt_tokens`` on BGE-M3 (``token_classify``);
+                ``add_special_tokens=False`` on BGE-M3's sparse plugin.
             UnexpectedResponse: (``kind="decode"``) BGE-M3 weights that do not line up with the token ids.
             ContextLengthExceeded: an input is over ``max_model_len`` (``input_index`` names it).
 
@@ -343,8 +348,28 @@ class EmbeddingMethods(ClientBase):
             else:
                 self._learn(state, sparse.SPARSE_SOURCE, name, "splade")
                 return result
-        result = self._lexical(prompts, params, call, batching, state=state, name=name)
-        self._learn(state, sparse.SPARSE_SOURCE, name, "lexical")
+        refused: BadRequestError | None = None
+        if source == "lexical":
+            try:
+                result = self._lexical(prompts, params, call, batching, state=state, name=name)
+            except BadRequestError as error:
+                if "task" not in str(error):
+                    raise
+                refused = error  # another active task: BGE-M3 with its sparse plugin, or not sparse at all
+            else:
+                self._learn(state, sparse.SPARSE_SOURCE, name, "lexical")
+                return result
+        try:
+            result = self._sparse_plugin(prompts, params, call, batching, info=info, name=name)
+        except BadRequestError as error:
+            if "task" not in str(error):
+                raise
+            cause = refused or error
+            task = "token_classify" if refused is not None else "its sparse plugin"
+            reason = f"model {name!r} does not answer /pooling with task={task} ({cause.message})"
+            self._learn(state, sparse.NOT_SPARSE, name, reason)
+            raise sparse.not_sparse_error(info, reason) from None
+        self._learn(state, sparse.SPARSE_SOURCE, name, "plugin")
         return result
 
     def _splade(
@@ -424,20 +449,13 @@ class EmbeddingMethods(ClientBase):
             call,
             batch_size=batching.batch_size,
         )
-        try:
-            responses = self._send_batches(
-                requests,
-                concurrency=batching.concurrency,
-                counts=[len(batch) for batch in batches],
-                show_progress=batching.show_progress,
-                description="embed_sparse",
-            )
-        except BadRequestError as error:
-            if "task" not in str(error):
-                raise
-            reason = f"model {name!r} does not answer /pooling with task=token_classify ({error.message})"
-            self._learn(state, sparse.NOT_SPARSE, name, reason)
-            raise sparse.not_sparse_error(info, reason) from None
+        responses = self._send_batches(
+            requests,
+            concurrency=batching.concurrency,
+            counts=[len(batch) for batch in batches],
+            show_progress=batching.show_progress,
+            description="embed_sparse",
+        )
         vectors: list[SparseVector] = []
         usage = Usage()
         for batch, response in zip(batches, responses, strict=True):
@@ -445,6 +463,37 @@ class EmbeddingMethods(ClientBase):
             usage += batch_usage
             for i, row in zip(batch, rows, strict=True):
                 vectors.append(sparse.lexical_vector(row, ids[i], strings[i], name))
+        vectors = sparse.pruned(vectors, params)
+        return SparseEmbeddingResult(vectors=vectors, dimension=None, model=name, usage=usage)
+
+    def _sparse_plugin(
+        self,
+        prompts: list[Any],
+        params: sparse.SparseEmbedParams,
+        call: CallOptions,
+        batching: Batching,
+        *,
+        info: ServerInfo,
+        name: str,
+    ) -> SparseEmbeddingResult:
+        """BGE-M3 with vLLM's sparse IO-processor plugin: ``/pooling`` ``task=plugin``, which pairs ids and
+        weights on the server."""
+        gates.require(info, [sparse.LEXICAL_FEATURE])
+        size = batching.batch_size
+        requests, batches = sparse.plugin_requests(prompts, params, name, call, batch_size=size)
+        responses = self._send_batches(
+            requests,
+            concurrency=batching.concurrency,
+            counts=[len(batch) for batch in batches],
+            show_progress=batching.show_progress,
+            description="embed_sparse",
+        )
+        vectors: list[SparseVector] = []
+        usage = Usage()
+        for batch, response in zip(batches, responses, strict=True):
+            batch_vectors, batch_usage = sparse.parse_plugin(response, len(batch))
+            vectors += batch_vectors
+            usage += batch_usage
         vectors = sparse.pruned(vectors, params)
         return SparseEmbeddingResult(vectors=vectors, dimension=None, model=name, usage=usage)
 

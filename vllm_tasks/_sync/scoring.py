@@ -313,7 +313,7 @@ class ScoringMethods(ClientBase):
         return setup.with_inputs(firsts, seconds)
 
     def _check_score_template(self, info: ServerInfo, model: str | None, timeout: TimeoutLike) -> None:
-        """Once per model whose name says Qwen3-Reranker (a cross-encoder): warn with
+        """Once per model whose name says an LLM reranker with a score template (a cross-encoder): warn with
         ``ScoreTemplateMissingWarning`` when the server reads pairs without a score template (three small
         requests, ``vllm_tasks.score_template``)."""
         key = model or ""
@@ -335,7 +335,7 @@ class ScoringMethods(ClientBase):
             self._learn(seen, SCORE_TEMPLATE_MISSING, key, missing)
         if missing:
             # stacklevel: _check_score_template < _prepare_scoring < rerank / score < the caller
-            warn_template_missing(model, stacklevel=4)
+            warn_template_missing(model, stacklevel=4, info=info)
 
     def _truncate(
         self, setup: ScoringSetup, inputs: list[ScoreInput], limit: int | None, batching: Batching
@@ -363,6 +363,7 @@ class ScoringMethods(ClientBase):
         its bytes: each of its scores depends on the whole list.
         """
         kind = self._scorer_kind_of(setup.info, setup.model, setup.call.timeout)
+        scoring.refuse_listwise_truncation(kind, setup.fields)
         sizes = scoring.json_sizes(setup.pairs.seconds)
         if scoring.is_one_list(kind, setup.pairs):
             batches = [range(len(sizes))]
