@@ -8,6 +8,7 @@ from .base import ClientBase
 from .embeddings import EmbeddingMethods
 from .ocr import OCRMethods
 from .pooling import PoolingMethods
+from .realtime import RealtimeMethods
 from .scoring import ScoringMethods
 from .tokenizing import TokenizerMethods
 from .verify import VerifyMethods
@@ -19,6 +20,7 @@ class Client(
     ScoringMethods,
     PoolingMethods,
     OCRMethods,
+    RealtimeMethods,
     AudioMethods,
     TokenizerMethods,
     ClientBase,
