@@ -128,12 +128,12 @@ def chunks_float(seconds: float, rate: int, size: int) -> Iterator[np.ndarray]:
             lambda: ((c * 32767).astype(np.int16) for c in chunks_float(1.5, 16000, 999)),
             None,
             id="int16-16k",
-        ),  # fmt: skip
+        ),
         pytest.param(
             lambda: ((c * 32767).astype("<i2").tobytes() for c in chunks_float(1.5, 8000, 333)),
             8000,
             id="pcm16-bytes-8k",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_iterators_of_chunks(
@@ -278,7 +278,7 @@ def test_a_session_closed_before_done(fake: FakeVLLM) -> None:
         return reply
 
     fake.mutate(closes, path="/v1/realtime")
-    with vt.Client(fake.url) as client, pytest.raises(vt.StreamError, match="before transcription.done"):
+    with vt.Client(fake.url) as client, pytest.raises(vt.StreamError, match=r"before transcription\.done"):
         client.transcribe_realtime(FOX).until_done()
 
 
@@ -330,9 +330,12 @@ def test_usage_is_counted(fake: FakeVLLM) -> None:
 def test_an_http_client_is_refused(fake: FakeVLLM) -> None:
     import httpx
 
-    with httpx.Client() as http, vt.Client(fake.url, http_client=http) as client:
-        with pytest.raises(vt.InvalidInputError, match="http_client"):
-            client.transcribe_realtime(FOX)
+    with (
+        httpx.Client() as http,
+        vt.Client(fake.url, http_client=http) as client,
+        pytest.raises(vt.InvalidInputError, match="http_client"),
+    ):
+        client.transcribe_realtime(FOX)
 
 
 def test_without_websockets_the_extra_is_named(fake: FakeVLLM, monkeypatch: pytest.MonkeyPatch) -> None:
