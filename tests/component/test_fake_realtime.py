@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosedError, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from vllm_tasks.testing import REALTIME_TASKS, SPEECH_TASKS, FakeVLLM
@@ -54,7 +54,7 @@ def test_a_whole_session(fake: FakeVLLM) -> None:
     with ws(fake) as connection:
         created = event(connection)
         assert list(created) == ["type", "id", "created"]  # SessionCreated's fields, in order
-        assert created["type"] == "session.created" and created["id"].startswith("sess-")
+        assert created["type"] == "session.created" and len(created["id"]) == len("sess-") + 16
         assert isinstance(created["created"], int)
         send(connection, {"type": "session.update", "model": MODEL})
         send(connection, {"type": "input_audio_buffer.commit"})
@@ -124,7 +124,32 @@ def test_an_append_without_audio_is_a_processing_error(fake: FakeVLLM) -> None:
         event(connection)
         send(connection, {"type": "input_audio_buffer.append"})
         received = event(connection)
-        assert received["code"] == "processing_error" and "validation error" in received["error"]
+        assert received["code"] == "processing_error"
+        assert received["error"].startswith(
+            "1 validation error for InputAudioBufferAppend\naudio\n  Field required"
+        )
+
+
+def test_the_end_of_the_audio_before_the_first_commit_waits_for_it(fake: FakeVLLM) -> None:
+    with ws(fake) as connection:
+        event(connection)
+        send(connection, {"type": "session.update", "model": MODEL})
+        send(connection, {"type": "input_audio_buffer.append", "audio": pcm(0.5)})
+        send(connection, {"type": "input_audio_buffer.commit", "final": True})
+        with pytest.raises(TimeoutError):
+            connection.recv(timeout=0.2)  # nothing until a plain commit
+        send(connection, {"type": "input_audio_buffer.commit"})
+        while event(connection)["type"] != "transcription.done":
+            pass
+
+
+def test_a_binary_frame_drops_the_connection(fake: FakeVLLM) -> None:
+    with ws(fake) as connection:
+        event(connection)
+        connection.send(b"\x00\x01")
+        with pytest.raises(ConnectionClosedError) as dropped:
+            connection.recv(timeout=5)
+    assert dropped.value.rcvd is None  # no close frame, as vLLM's handler failing on receive_text()
 
 
 def handshake(fake: FakeVLLM, path: str = "/v1/realtime", key: str | None = None) -> bytes:

@@ -10,7 +10,8 @@ WebSocket request to another path, 101 otherwise. The session then follows vLLM'
 - ``input_audio_buffer.append`` takes base64 PCM16 (``invalid_audio`` for what does not decode, or no
   samples); a JSON error is ``invalid_json``, an unknown type ``unknown_event``, an append without audio
   ``processing_error``; no error ends the session;
-- the first ``input_audio_buffer.commit`` starts the transcription, ``{"final": true}`` ends the audio:
+- the first ``input_audio_buffer.commit`` starts the transcription, ``{"final": true}`` ends the audio (sent
+  before that commit, it waits for it):
   the transcript (``FakeSettings.transcript``, or its function of a request whose ``file`` is the audio
   received as a 16 kHz WAV, as ``/v1/audio/transcriptions`` would get it) goes out as one
   ``transcription.delta`` per word, then ``transcription.done`` with the whole text and token usage. A fixed
@@ -121,6 +122,7 @@ class RealtimeSession:
         self._validated = False
         self._model = ""
         self._generating = False
+        self._ended = False
         self._words: list[str] = []
         self._said = 0
         self._wfile: BufferedIOBase | None = None
@@ -129,7 +131,7 @@ class RealtimeSession:
         """Run the session on an upgraded connection until it closes."""
         self._wfile = wfile
         try:
-            self._send(json.dumps({"type": "session.created", "id": f"sess-{secrets.token_hex(16)}",
+            self._send(json.dumps({"type": "session.created", "id": f"sess-{secrets.token_hex(8)}",
                                    "created": int(time.time())}))  # fmt: skip
             while True:
                 message = self._receive(rfile)
@@ -178,7 +180,9 @@ class RealtimeSession:
         audio = event.get("audio")
         if not isinstance(audio, str):
             self._error(
-                "1 validation error for InputAudioBufferAppend\naudio\n  Field required [type=missing]",
+                "1 validation error for InputAudioBufferAppend\naudio\n  Field required [type=missing, "
+                f"input_value={event!r}, input_type=dict]\n    For further information visit "
+                "https://errors.pydantic.dev/2.14/v/missing",
                 "processing_error",
             )
             return
@@ -202,10 +206,15 @@ class RealtimeSession:
         elif event.get("final") is True:
             if self._generating:
                 self._finish()
+            else:  # vLLM queues the end of the audio: the next plain commit transcribes it all at once
+                self._ended = True
         elif not self._generating:
             self._generating, self._said = True, 0
             text = self.settings.transcript
             self._words = [] if callable(text) else content.stream_pieces(text)
+            if self._ended:
+                self._ended = False
+                self._finish()
 
     def _finish(self) -> None:
         """The audio ended: the rest of the text, then ``transcription.done``; ready for another utterance."""
@@ -288,8 +297,9 @@ class RealtimeSession:
                 continue
             if opcode == PONG:
                 continue
-            if opcode == BINARY:  # vLLM reads text only: its handler fails and the session ends
-                self._frame(CLOSE, struct.pack("!H", 1011))
+            if (
+                opcode == BINARY
+            ):  # vLLM reads text only: its handler fails, the connection drops (no close frame)
                 raise _HungUp
             parts.append(payload)
             if first & 0x80:
