@@ -177,8 +177,9 @@ def pace_value(value: float | None) -> float | None:
 
 
 def pcm16(samples: npt.NDArray[np.float32]) -> bytes:
-    """Mono float samples in -1..1 as PCM16 little-endian bytes (clipped, rounded, as ``audio.wav_bytes``)."""
-    return (np.clip(samples, -1.0, 1.0) * 32767.0).round().astype("<i2").tobytes()
+    """Mono float samples in -1..1 as PCM16 little-endian bytes: the inverse of vLLM's ``int16 / 32768``, so
+    int16 audio arrives unchanged (rounded, clipped to the int16 range)."""
+    return np.clip(np.round(samples * np.float32(32768.0)), -32768, 32767).astype("<i2").tobytes()
 
 
 class ChunkReader:
