@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import vllm_tasks as vt
-from vllm_tasks.testing import REALTIME_TASKS, SPEECH_TASKS, FakeVLLM, ReceivedRequest
+from vllm_tasks.testing import REALTIME_TASKS, SPEECH_TASKS, FakeVLLM, ReceivedRequest, Reply
 from vllm_tasks.testing import content as fake_content
 from vllm_tasks.testing.realtime import CloseFrame, RealtimeSession
 from vllm_tasks.types.audio import Transcription, TranscriptionDelta
@@ -37,14 +37,14 @@ def fake() -> Iterator[FakeVLLM]:
         yield server
 
 
-def run_sync(fake: FakeVLLM, source: Any, **options: Any) -> list[Any]:
-    with vt.Client(fake.url) as client:
+def run_sync(fake: FakeVLLM, source: Any, api_key: str | None = None, **options: Any) -> list[Any]:
+    with vt.Client(fake.url, api_key=api_key) as client:
         return list(client.transcribe_realtime(source, **options))
 
 
-def run_async(fake: FakeVLLM, source: Any, **options: Any) -> list[Any]:
+def run_async(fake: FakeVLLM, source: Any, api_key: str | None = None, **options: Any) -> list[Any]:
     async def go() -> list[Any]:
-        async with vt.AsyncClient(fake.url) as client:
+        async with vt.AsyncClient(fake.url, api_key=api_key) as client:
             return [event async for event in await client.transcribe_realtime(source, **options)]
 
     return asyncio.run(go())
@@ -345,3 +345,21 @@ def test_without_websockets_the_extra_is_named(fake: FakeVLLM, monkeypatch: pyte
     with vt.Client(fake.url) as client, pytest.raises(vt.MissingDependency) as missing:
         client.transcribe_realtime(FOX)
     assert missing.value.extra == "realtime"
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_a_redirect_never_carries_the_key_to_another_origin(
+    run: Callable[..., list[Any]], fake: FakeVLLM
+) -> None:
+    """The reason for websockets >= 17.0: 16.0's asyncio client sent Authorization on a cross-origin
+    redirect."""
+    with FakeVLLM(model=MODEL, tasks=REALTIME_TASKS, api_key="other-key") as other:
+        target = other.url.replace("http", "ws") + "/v1/realtime"
+
+        def redirect(reply: Any) -> Any:
+            return Reply(307, b"", {"location": target})
+
+        fake.mutate(redirect, path="/v1/realtime", times=None)
+        with pytest.raises((vt.AuthenticationError, vt.UnexpectedResponse)):
+            run(fake, FOX, api_key="sk-mine")
+        assert all("authorization" not in r.headers for r in other.received("/v1/realtime"))
