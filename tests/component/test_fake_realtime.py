@@ -1,7 +1,7 @@
 """FakeVLLM's /v1/realtime held to vLLM 0.32's session (vllm/entrypoints/speech_to_text/realtime/:
 protocol.py's event models, connection.py's handling and error codes, uvicorn's handshake refusals), with a
-plain WebSocket client. No recording of a real session is in this branch yet: the shapes come from vLLM's
-source."""
+plain WebSocket client; test_fake_realtime_recorded.py holds it to the sessions recorded from a real
+server."""
 
 from __future__ import annotations
 
