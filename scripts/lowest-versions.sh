@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The declared lower bounds, exercised: the decoders', transports' and jobs' tests on a separate venv that
 # holds the LOWEST version each `>=` in pyproject.toml allows, for the runtime dependencies and the parquet,
-# sparse, progress and image extras (pyarrow, scipy, tqdm, pillow, pypdfium2), with the test tools at what
-# pip picks beside them. The venv is made once per set of requirements, under $VLLM_TASKS_FIXTURE_CACHE
-# (default ~/.cache/vllm-tasks-fixtures). scripts/test.sh runs it (the whole suite, or --tier lowest).
+# sparse, progress, image and realtime extras (pyarrow, scipy, tqdm, pillow, pypdfium2, websockets), with
+# the test tools at what pip picks beside them. The venv is made once per set of requirements, under
+# $VLLM_TASKS_FIXTURE_CACHE (default ~/.cache/vllm-tasks-fixtures). scripts/test.sh runs it (the whole
+# suite, or --tier lowest).
 # Usage: scripts/lowest-versions.sh [extra pytest args]
 #   VLLM_TASKS_PYTHON=/path/to/python   the python the venv is made from (default: python3)
 set -euo pipefail
@@ -24,6 +25,8 @@ TESTS=(
     tests/component/test_sparse_jobs.py
     tests/component/test_multi_vector_jobs.py
     tests/component/test_image_jobs.py
+    tests/unit/test_realtime_protocol.py
+    tests/component/test_fake_realtime.py
 )
 
 # One requirement a line: each bound pinned to its lowest version (a dependency without a `>=` bound stops
@@ -35,7 +38,7 @@ import tomllib
 
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
 extras = project["optional-dependencies"]
-tested_extras = ("parquet", "sparse", "progress", "image")
+tested_extras = ("parquet", "sparse", "progress", "image", "realtime")
 for spec in project["dependencies"] + [spec for name in tested_extras for spec in extras[name]]:
     bound = re.fullmatch(r"([A-Za-z0-9_.\-]+)\s*>=\s*([^,;\s]+).*", spec)
     if bound is None:
@@ -56,7 +59,8 @@ if [ ! -f "$VENV/.installed" ]; then
     touch "$VENV/.installed"
 fi
 echo "== lowest versions: $("$VENV/bin/python" -m pip freeze --disable-pip-version-check |
-    grep -i -E '^(httpx|pydantic|numpy|orjson|tenacity|pyarrow|scipy|tqdm|pillow|pypdfium2)==' | tr '\n' ' ')"
+    grep -i -E '^(httpx|pydantic|numpy|orjson|tenacity|pyarrow|scipy|tqdm|pillow|pypdfium2|websockets)==' |
+    tr '\n' ' ')"
 # From the checkout (python -m puts it first on sys.path): the SDK is not installed in this venv.
 # pytest-asyncio is not either (the full venv has it from langchain-tests): its ini option is unknown here.
 # The jobs' kill -9 and Ctrl-C tests (half of these files' time, in CLI subprocesses) test the process's

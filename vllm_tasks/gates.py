@@ -73,6 +73,12 @@ FEATURES: dict[str, Feature] = {
             """--pooler-config '{"task": "token_classify"}'""",
         ),
         Feature("/v2/rerank", "0.7.0", "absent in 0.6.4; PR #12376"),
+        Feature(
+            "realtime",
+            "0.16.0",
+            "the /v1/realtime WebSocket (vllm/entrypoints/openai/realtime/): absent in the 0.14.1 sdist, "
+            "present in 0.16.0 (no 0.15 release on PyPI); PR #33187, merged 2026-01",
+        ),
         Feature("score_multimodal", "0.10.0", "text_1/text_2 accept {content: [...]} since PR #20260"),
         Feature("score_queries_documents", "0.16.0", "queries/documents/items and data_1/data_2 forms"),
         Feature("score_multimodal_late_interaction", "0.17.0", "PR #34574"),

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from vllm_tasks.testing import FakeVLLM, Reply
+from vllm_tasks.testing.realtime import CloseFrame, RealtimeSession
 
 TRANSIENT_STATUSES = (429, 500, 503, 502, 504)
 """A transient case's statuses, one per path in turn (429 with ``Retry-After: 0``)."""
@@ -285,6 +286,54 @@ def _broken_gzip(reply: Reply) -> Reply:
     return Reply(reply.status, reply.body, {**reply.headers, "content-encoding": "gzip"})
 
 
+def _session_rewrite(rewrite: Callable[[str], Any], hits: Hits) -> Callable[[Reply], Reply]:
+    """The mutation of a ``/v1/realtime`` case: ``rewrite`` applied to each message the session sends (see
+    ``RealtimeSession.rewrite``); other answers untouched."""
+
+    def mutation(reply: Reply) -> Reply:
+        if not isinstance(reply.upgrade, RealtimeSession):
+            return reply
+        hits.changed += 1
+        reply.upgrade.rewrite = rewrite
+        return reply
+
+    return mutation
+
+
+def _first_delta(change: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``change`` applied to the first ``transcription.delta`` of a session, every other message as is."""
+    seen = []
+
+    def rewrite(message: str) -> Any:
+        if seen or '"transcription.delta"' not in message:
+            return [message]
+        seen.append(message)
+        return change(message)
+
+    return rewrite
+
+
+def _done(change: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``change`` applied to ``transcription.done``, every other message as is."""
+    return lambda message: change(message) if '"transcription.done"' in message else [message]
+
+
+WS_REWRITES: dict[str, Callable[[], Callable[[str], Any]]] = {
+    "ws-truncated": lambda: _first_delta(lambda message: [message[: len(message) // 2]]),
+    "ws-unknown-event": lambda: lambda message: [json.dumps({"type": "session.heartbeat", "at": 1}), message],
+    "ws-binary-garbage": lambda: _first_delta(lambda message: ["[1, 2, 3]", message]),
+    "ws-no-done": lambda: _done(lambda message: [CloseFrame(1000)]),
+    "ws-dropped": lambda: _first_delta(lambda message: None),
+    "ws-error-event": lambda: _done(
+        lambda message: [json.dumps({"type": "error", "error": "engine died", "code": "processing_error"})]
+    ),
+    "ws-done-without-text": lambda: _done(lambda message: [json.dumps({"type": "transcription.done"})]),
+}
+"""Hostile ``/v1/realtime`` servers: a message cut in half, an event type the client does not know (it must
+give the right result), a JSON value that is not an event, a session closed before ``transcription.done``, a
+connection dropped mid-stream, an error in place of ``transcription.done``, a ``done`` without its text."""
+
+
 @dataclass(frozen=True)
 class AnswerCase:
     """One hostile answer.
@@ -359,6 +408,14 @@ ANSWER_CASES: dict[str, AnswerCase] = {
             "retry-after-date", status=503, retry_after="Wed, 21 Oct 2015 07:28:00 GMT", must_succeed=True
         ),
         AnswerCase("retry-after-garbage", status=503, retry_after="soon, maybe", must_succeed=True),
+        *(
+            AnswerCase(
+                name,
+                mutation=lambda hits, make=make: _session_rewrite(make(), hits),  # type: ignore[misc]
+                must_succeed=name == "ws-unknown-event",
+            )
+            for name, make in WS_REWRITES.items()
+        ),
     )
 }
 """Every hostile answer by name."""
@@ -366,6 +423,7 @@ ANSWER_CASES: dict[str, AnswerCase] = {
 VECTOR_CASES = ("nan", "inf", "width")
 ROW_CASES = ("row-missing", "row-duplicated", "rows-reordered")
 BODY_CASES = ("truncated", "html-200", "content-type", "broken-gzip")
+WS_CASES = tuple(WS_REWRITES)
 TRANSIENT_CASES = (
     "transient",
     "retry-after-0",

@@ -314,6 +314,7 @@ def _path_calls(name: str, make: Callable[[Path], Any]) -> None:
     register("Client.ocr", client(lambda c, path: c.ocr(path), "ocr"))
     register("Client.transcribe", client(lambda c, path: c.transcribe(path)))
     register("Client.align", client(lambda c, path: c.align(path, "hello there"), "aligner"))
+    register("Client.transcribe_realtime", client(lambda c, path: c.transcribe_realtime(path).until_done()))
 
 
 for _name, _make in HOSTILE_PATHS.items():
@@ -337,6 +338,8 @@ def _url_calls(name: str, url: str) -> None:
     register("Client.ocr", Call(run(lambda c: c.ocr(url)), "ocr", label=name, check=refused))
     register("Client.transcribe", Call(run(lambda c: c.transcribe(url)), label=name, check=refused))
     register("Client.align", Call(run(lambda c: c.align(url, "hi")), "aligner", label=name, check=refused))
+    realtime = run(lambda c: c.transcribe_realtime(url).until_done())
+    register("Client.transcribe_realtime", Call(realtime, label=name, check=refused))
 
 
 for _name, _url in {**PRIVATE_URLS, **WRONG_DATA_URLS}.items():

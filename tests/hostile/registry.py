@@ -37,7 +37,7 @@ import vllm_tasks.types
 from vllm_tasks import cli
 from vllm_tasks.testing import EMBEDDING_TASKS, LISTWISE_TASKS, OCR_TASKS, FakeVLLM
 
-from .answers import BODY_CASES, ROW_CASES, TRANSIENT_CASES, VECTOR_CASES
+from .answers import BODY_CASES, ROW_CASES, TRANSIENT_CASES, VECTOR_CASES, WS_CASES
 from .run import afinished, finished
 
 INTEGRATIONS = ("langchain", "llama_index", "ray")
@@ -277,7 +277,7 @@ UNINDEXED = (*NUMBERS, "width", "row-missing")
 """Rows without an ``index`` (``/v2/embed``'s lists): a duplicate or a new order cannot be told from the
 answer."""
 SCORES = tuple(case for case in CLIENT_CASES if case != "width")
-ASYNC_CASES = frozenset({"transient", "truncated", "nan", "row-missing"})
+ASYNC_CASES = frozenset({"transient", "truncated", "nan", "row-missing", "ws-truncated", "ws-dropped"})
 """The async twin runs the same generated code as the sync one but for the I/O backend: it gets one case
 of each family (the whole set runs on the sync twin), to keep the harness inside its time budget."""
 
@@ -321,6 +321,9 @@ client_twins("transcribe", lambda m, env: m(wav(), response_format="verbose_json
 client_twins("translate", lambda m, env: m(wav()), cases=PLAIN)
 client_twins("transcribe_stream", lambda m, env: m(wav()), cases=PLAIN)
 client_twins("translate_stream", lambda m, env: m(wav()), cases=PLAIN)
+# the audio goes out over the /v1/realtime WebSocket: its handshake gets the transient statuses, its session
+# the hostile servers of WS_CASES
+client_twins("transcribe_realtime", lambda m, env: m(wav()), cases=TRANSIENT_CASES + WS_CASES)
 client_twins("ocr", lambda m, env: m(png()), server="ocr", cases=PLAIN)
 client_twins("ocr_pdf", lambda m, env: m(pdf()), server="ocr", cases=PLAIN)
 client_twins("check_ngram_processor", lambda m, env: m(), server="ocr", cases=TRANSIENT_CASES)

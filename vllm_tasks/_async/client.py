@@ -8,6 +8,7 @@ from .base import AsyncClientBase
 from .embeddings import AsyncEmbeddingMethods
 from .ocr import AsyncOCRMethods
 from .pooling import AsyncPoolingMethods
+from .realtime import AsyncRealtimeMethods
 from .scoring import AsyncScoringMethods
 from .tokenizing import AsyncTokenizerMethods
 from .verify import AsyncVerifyMethods
@@ -19,6 +20,7 @@ class AsyncClient(
     AsyncScoringMethods,
     AsyncPoolingMethods,
     AsyncOCRMethods,
+    AsyncRealtimeMethods,
     AsyncAudioMethods,
     AsyncAlignmentMethods,
     AsyncTokenizerMethods,

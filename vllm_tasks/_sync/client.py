@@ -9,6 +9,7 @@ from .base import ClientBase
 from .embeddings import EmbeddingMethods
 from .ocr import OCRMethods
 from .pooling import PoolingMethods
+from .realtime import RealtimeMethods
 from .scoring import ScoringMethods
 from .tokenizing import TokenizerMethods
 from .verify import VerifyMethods
@@ -20,6 +21,7 @@ class Client(
     ScoringMethods,
     PoolingMethods,
     OCRMethods,
+    RealtimeMethods,
     AudioMethods,
     AlignmentMethods,
     TokenizerMethods,

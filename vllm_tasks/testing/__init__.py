@@ -4,9 +4,9 @@
 that speaks vLLM's routes and shapes: discovery (``/version``, ``/v1/models``, ``/health``,
 ``/openapi.json``), ``/tokenize``, embeddings (``/v1/embeddings`` in every encoding, ``/v2/embed``),
 scoring (``/score``, ``/rerank``), ``/classify``, ``/pooling``, speech-to-text (``/v1/audio/*``, streams
-included) and DeepSeek-OCR-style ``/v1/chat/completions``. Answers are deterministic; requests are
-recorded; faults (error statuses, ``Retry-After``, latency, connection resets, rewritten answers) can be
-injected.
+included, and the WebSocket ``/v1/realtime``) and DeepSeek-OCR-style ``/v1/chat/completions``. Answers are
+deterministic; requests are recorded; faults (error statuses, ``Retry-After``, latency, connection resets,
+rewritten answers) can be injected.
 
 With pytest, the ``fake_vllm`` fixture (registered on install) gives a started server per test; see
 ``docs/testing.md``.
@@ -27,6 +27,7 @@ from .settings import (
     EMBEDDING_TASKS,
     LISTWISE_TASKS,
     OCR_TASKS,
+    REALTIME_TASKS,
     RERANKER_TASKS,
     SPEECH_TASKS,
     FakeSettings,
@@ -40,6 +41,7 @@ __all__ = [
     "EMBEDDING_TASKS",
     "LISTWISE_TASKS",
     "OCR_TASKS",
+    "REALTIME_TASKS",
     "RERANKER_TASKS",
     "SPEECH_TASKS",
     "CapacityLoad",

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from . import chat, pooling, speech
+from . import chat, pooling, realtime, speech
 from .content import Vocabulary, aligner_ids
 from .inputs import Call, input_texts
 from .settings import FakeSettings
@@ -143,10 +143,13 @@ def mounted(route: Route, settings: FakeSettings) -> bool:
 
 def answer(request: ReceivedRequest, settings: FakeSettings, vocabulary: Vocabulary) -> Reply:
     """The fake server's answer to ``request``, in vLLM's order of checks: API key, route, method (405 with
-    ``Allow``), content type, body, model, then the route's handler.
+    ``Allow``), content type, body, model, then the route's handler. A WebSocket handshake goes to
+    :func:`~vllm_tasks.testing.realtime.handshake` after the API key check.
     """
     if settings.api_key and request.path.startswith(GUARDED_PREFIXES) and not authorized(request, settings):
         return json_reply({"error": "Unauthorized"}, 401)
+    if realtime.is_upgrade(request):
+        return realtime.handshake(request, settings)
     route = ROUTES.get(request.path)
     if route is None or not mounted(route, settings):
         return not_found()

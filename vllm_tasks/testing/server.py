@@ -28,6 +28,7 @@ from ..telemetry import request_inputs
 from ..validation import positive_int
 from . import content, routes
 from .content import Vocabulary
+from .realtime import RealtimeSession
 from .settings import ALL_TASKS, FakeSettings, Scorer, TextSource
 from .wire import ReceivedRequest, Reply, error_reply, json_reply, parse_request
 
@@ -319,6 +320,7 @@ class FakeVLLM:
         self._address = (host, port)
         self._lock = threading.Lock()
         self._requests: list[ReceivedRequest] = []
+        self._sessions: list[RealtimeSession] = []
         self._faults: list[Fault] = []
         self._stopping = threading.Event()
         self._server: _HTTPServer | None = None
@@ -429,6 +431,19 @@ class FakeVLLM:
             for r in self.requests
             if (path is None or r.path == path) and (method is None or r.method == method)
         ]
+
+    @property
+    def realtime_sessions(self) -> list[RealtimeSession]:
+        """Every ``/v1/realtime`` WebSocket session accepted so far, oldest first (a copy): the events the
+        client sent (``events``), the audio (``audio``), how it ended (``close_code``, ``ended``).
+
+        Examples:
+            >>> session = fake.realtime_sessions[-1]
+            >>> session.ended.wait(5); session.close_code
+            1000
+        """
+        with self._lock:
+            return list(self._sessions)
 
     def clear_requests(self) -> None:
         """Forget the recorded requests.
@@ -667,6 +682,9 @@ class FakeVLLM:
                 reply = fault.mutation(reply)
         except Exception as error:  # a bug here or in a user's callable: say so instead of hanging up
             reply = error_reply(500, f"FakeVLLM failed to answer {request.path}: {error!r}")
+        if isinstance(reply.upgrade, RealtimeSession):
+            with self._lock:
+                self._sessions.append(reply.upgrade)
         return _Outcome(reply, latency + (fault.delay if fault else 0.0))
 
     @property
@@ -907,6 +925,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         if self.close_connection and "connection" not in reply.headers:  # an HTTP/1.0 request, as uvicorn
             self.send_header("connection", "close")
+        if reply.upgrade is not None:  # 101: the connection is the WebSocket's from here on
+            self.end_headers()
+            self.close_connection = True
+            reply.upgrade(self.rfile, self.wfile)
+            return
         if reply.stream is None:
             self.send_header("content-length", str(len(reply.body)))
             self.end_headers()

@@ -16,8 +16,9 @@ Scorer = Literal["bi-encoder", "cross-encoder", "late-interaction", "listwise"]
 TextSource = str | Callable[[ReceivedRequest], str]
 """A fixed text, or a function of the request that answers it."""
 
-ALL_TASKS: frozenset[TaskName] = frozenset(TASK_ROUTES)
-"""Every task the SDK knows (a hybrid no real vLLM serves at once: one fake for a whole app)."""
+ALL_TASKS: frozenset[str] = frozenset(TASK_ROUTES) | {"realtime"}
+"""Every task the SDK knows (a hybrid no real vLLM serves at once: one fake for a whole app); ``realtime``
+is the WebSocket route ``/v1/realtime``."""
 EMBEDDING_TASKS: frozenset[TaskName] = frozenset({"embed", "embed_v2", "score", "rerank", "pooling"})
 """What an embedding model (``vllm serve BAAI/bge-m3 --runner pooling``) serves: a bi-encoder."""
 RERANKER_TASKS: frozenset[TaskName] = frozenset({"score", "rerank", "classify", "pooling"})
@@ -27,6 +28,9 @@ LISTWISE_TASKS: frozenset[TaskName] = frozenset({"score", "rerank", "pooling"})
 ``scorer="listwise"``."""
 SPEECH_TASKS: frozenset[TaskName] = frozenset({"transcription", "translation"})
 """What Whisper serves."""
+REALTIME_TASKS: frozenset[str] = frozenset({"transcription", "realtime"})
+"""What a realtime speech model serves (Qwen3-ASR as ``Qwen3ASRRealtimeGeneration``, Voxtral Realtime):
+``/v1/audio/transcriptions`` and the WebSocket route ``/v1/realtime``."""
 OCR_TASKS: frozenset[TaskName] = frozenset({"chat"})
 """What DeepSeek-OCR serves (chat completions)."""
 
@@ -38,9 +42,10 @@ class FakeSettings:
     Attributes:
         model: the served model name (``/v1/models``); requests naming another model get vLLM's 404.
         tasks: the tasks served (``vllm_tasks.tasks.TaskName``: embed, embed_v2, score, rerank,
-            classify, pooling, transcription, translation, chat); other task routes answer 404
-            ``{"detail": "Not Found"}`` as vLLM does. Presets: ``ALL_TASKS`` (default),
-            ``EMBEDDING_TASKS``, ``RERANKER_TASKS``, ``SPEECH_TASKS``, ``OCR_TASKS``.
+            classify, pooling, transcription, translation, chat; and realtime, the WebSocket
+            ``/v1/realtime``); other task routes answer 404 ``{"detail": "Not Found"}`` as vLLM does (403 to
+            a WebSocket handshake). Presets: ``ALL_TASKS`` (default), ``EMBEDDING_TASKS``,
+            ``RERANKER_TASKS``, ``SPEECH_TASKS``, ``REALTIME_TASKS``, ``OCR_TASKS``.
         version: what ``GET /version`` answers (the SDK gates features on it).
         width: the embedding width.
         max_model_len: the context length; longer inputs get vLLM's context-length 400.

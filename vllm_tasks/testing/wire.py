@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
+from io import BufferedIOBase
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -148,12 +149,15 @@ class Reply:
         body: the body (ignored when ``stream`` is set).
         headers: extra headers (``content-type`` included).
         stream: pieces sent one by one with chunked transfer encoding (server-sent events).
+        upgrade: with status 101, the WebSocket session run on the connection once the headers are sent
+            (``upgrade(rfile, wfile)``; a :class:`~vllm_tasks.testing.realtime.RealtimeSession`).
     """
 
     status: int
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
     stream: Iterable[bytes] | None = None
+    upgrade: Callable[[BufferedIOBase, BufferedIOBase], None] | None = None
 
 
 class Refusal(Exception):
