@@ -220,3 +220,17 @@ def test_realtime_errors_leave_the_session_open(vllm_qwen3_asr: Any, reference: 
     assert served(done["text"]) == reference["fox-realtime"]
     assert served(done["text"]).startswith(reference["fox-no-language"])
     assert reference["fox-realtime"] != reference["numbers-realtime"]
+
+
+def test_transcribe_realtime_equals_transformers(asr: vt.Client, reference: dict[str, str]) -> None:
+    """The SDK's realtime session on the real route: its deltas join to the final text, which equals
+    transformers' segment-by-segment reference for each of two recordings."""
+    for path, name in ((FOX, "fox-realtime"), (NUMBERS, "numbers-realtime")):
+        with asr.transcribe_realtime(path) as session:
+            events = list(session)
+        *deltas, result = events
+        assert isinstance(result, vt.types.Transcription) and deltas
+        assert "".join(d.text for d in deltas).strip() == result.text == reference[name]
+    with pytest.raises(vt.NotFoundError) as caught:
+        asr.transcribe_realtime(FOX, model="no-such-model").until_done()
+    assert caught.value.kind == "model_not_found"
