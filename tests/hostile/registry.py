@@ -311,6 +311,10 @@ client_twins("transcribe", lambda m, env: m(wav()), cases=PLAIN)
 # segments carry no index: one missing or twice cannot be told from the answer
 client_twins("transcribe", lambda m, env: m(wav(), response_format="verbose_json"), cases=NUMBERS,
              label="verbose")  # fmt: skip
+# voice activity detection first: the answer's segment times are mapped back onto the recording
+VAD = vt.transcription.ChunkingOptions(vad=vt.transcription.VadOptions(detector="energy"))
+client_twins("transcribe", lambda m, env: m(wav(), response_format="verbose_json", chunking=VAD),
+             cases=NUMBERS, label="vad")  # fmt: skip
 client_twins("translate", lambda m, env: m(wav()), cases=PLAIN)
 client_twins("transcribe_stream", lambda m, env: m(wav()), cases=PLAIN)
 client_twins("translate_stream", lambda m, env: m(wav()), cases=PLAIN)

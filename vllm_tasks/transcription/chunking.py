@@ -19,6 +19,7 @@ from ..types.audio import Transcription
 from .merge import ChunkResult, complete_segments, text_missing
 from .params import SERVER_CHUNK_SECONDS, ChunkingOptions, ServerFormat, Task, TranscribeParams, build_request
 from .parsing import parse_response
+from .vad import SpeechMap, keep_speech
 
 logger = logging.getLogger("vllm_tasks")
 
@@ -31,7 +32,8 @@ def should_split(
     source: audio_io.AudioSource, options: ChunkingOptions, prepare: str, *, limit_seconds: float
 ) -> bool:
     """Whether to transcribe ``source`` client-side (in pieces or sequential windows): always for
-    ``client``/``sequential``; for ``auto``, when longer than ``limit_seconds`` or over the size limit.
+    ``client``/``sequential`` and with ``vad``; for ``auto``, when longer than ``limit_seconds`` or
+    over the size limit.
 
     Reads the header (``chunking="client"`` too, so that an undecodable input fails here, before any
     request). Undecodable without a decoder installed: sent whole (the server decides).
@@ -41,7 +43,7 @@ def should_split(
     """
     if options.mode == "server" or prepare == "never":
         return False
-    if options.mode in ("client", "sequential"):
+    if options.mode in ("client", "sequential") or options.vad is not None:
         audio_io.info(source)  # raises for undecodable input
         return True
     if source.samples is None and not audio_io.have_decoder():
@@ -52,13 +54,19 @@ def should_split(
 
 
 def plan_chunks(
-    source: audio_io.AudioSource, options: ChunkingOptions, *, max_seconds: float, overlap_seconds: float
+    source: audio_io.AudioSource,
+    options: ChunkingOptions,
+    *,
+    max_seconds: float,
+    overlap_seconds: float,
+    speech: SpeechMap | None = None,
 ) -> Iterator[audio_io.AudioChunk]:
-    """The client-side pieces of ``source``, lazily: decoding happens as the iterator is advanced
-    (advance it off the event loop, e.g. with :func:`next_wave`).
+    """The client-side pieces of ``source`` (of its ``speech`` alone when given: times are then those
+    of the kept audio), lazily: decoding happens as the iterator is advanced (advance it off the event
+    loop, e.g. with :func:`next_wave`).
     """
     return audio_io.iter_chunks(
-        audio_io.iter_samples(source),
+        keep_speech(audio_io.iter_samples(source), speech),
         max_seconds=max_seconds,
         search_seconds=min(options.search_seconds, max_seconds / 3),
         overlap_seconds=min(overlap_seconds, max_seconds / 4),
@@ -184,12 +192,13 @@ def stream_requests(
     task: Task,
     model: str | None,
     include_usage: bool = False,
+    speech: SpeechMap | None = None,
 ) -> Iterator[Request]:
-    """The streamed requests of ``source``'s audible pieces, without overlap (streamed text cannot be
-    taken back), built lazily: advancing the iterator decodes and encodes the next piece (CPU-bound:
-    advance it with :func:`next_request` off the event loop).
+    """The streamed requests of ``source``'s audible pieces (of its ``speech`` alone when given),
+    without overlap (streamed text cannot be taken back), built lazily: advancing the iterator decodes
+    and encodes the next piece (CPU-bound: advance it with :func:`next_request` off the event loop).
     """
-    chunks = plan_chunks(source, options, max_seconds=options.max_seconds, overlap_seconds=0.0)
+    chunks = plan_chunks(source, options, max_seconds=options.max_seconds, overlap_seconds=0.0, speech=speech)
     for chunk in chunks:
         if not chunk.silent:
             upload = chunk_upload(source, chunk)
