@@ -422,11 +422,11 @@ Pipeline = Callable[[Path], "str | vt.types.Transcription"]
 
 def sdk_pipelines(client: vt.Client) -> dict[str, Pipeline]:
     def mode(chunking: Any) -> Pipeline:
-        return lambda path: client.transcribe(path, language="en", chunking=chunking).text
+        return lambda path: client.transcribe(path, language="en", chunking=chunking)
 
     prompted = vt.transcription.SequentialOptions(condition_on_previous_text=True)
     return {
-        "vllm_tasks default": lambda path: client.transcribe(path, language="en").text,
+        "vllm_tasks default": lambda path: client.transcribe(path, language="en"),
         "vllm_tasks sequential+prompt": mode(prompted),
         "vllm_tasks client": mode("client"),
         "vllm_tasks server": mode("server"),
