@@ -504,6 +504,11 @@ class AsyncAudioMethods(AsyncClientBase):
             options = transcription.stream_chunking(options)
         source = await self._audio_source(audio, call)
         duration = await async_offload(transcription.measure, source, options, prepare)
+        upload = None
+        if duration is None:  # sent whole whatever the model: read (and refused) before any request
+            upload = await async_offload(
+                audio_io.prepare_upload, source, prepare, size_limit=options.size_limit
+            )
         info = await self.server_info()
         model = resolve_model(info, call.model, self.model)
         chosen = transcription.speech_preset(info, model, preset)
@@ -516,11 +521,10 @@ class AsyncAudioMethods(AsyncClientBase):
             max_tokens=params.max_completion_tokens,
         )
         split = transcription.should_split(source, duration, options, limit_seconds=limit)
-        upload = (
-            None
-            if split
-            else await async_offload(audio_io.prepare_upload, source, prepare, size_limit=options.size_limit)
-        )
+        if not split and upload is None:
+            upload = await async_offload(
+                audio_io.prepare_upload, source, prepare, size_limit=options.size_limit
+            )
         call = transcription.preset_call(chosen, call, task=task)
         return Prepared(source, options, upload, model, chosen, call)
 

@@ -503,6 +503,9 @@ class AudioMethods(ClientBase):
             options = transcription.stream_chunking(options)
         source = self._audio_source(audio, call)
         duration = sync_offload(transcription.measure, source, options, prepare)
+        upload = None
+        if duration is None:  # sent whole whatever the model: read (and refused) before any request
+            upload = sync_offload(audio_io.prepare_upload, source, prepare, size_limit=options.size_limit)
         info = self.server_info()
         model = resolve_model(info, call.model, self.model)
         chosen = transcription.speech_preset(info, model, preset)
@@ -515,11 +518,8 @@ class AudioMethods(ClientBase):
             max_tokens=params.max_completion_tokens,
         )
         split = transcription.should_split(source, duration, options, limit_seconds=limit)
-        upload = (
-            None
-            if split
-            else sync_offload(audio_io.prepare_upload, source, prepare, size_limit=options.size_limit)
-        )
+        if not split and upload is None:
+            upload = sync_offload(audio_io.prepare_upload, source, prepare, size_limit=options.size_limit)
         call = transcription.preset_call(chosen, call, task=task)
         return Prepared(source, options, upload, model, chosen, call)
 
