@@ -74,7 +74,8 @@ _INACTIVE_TASK_RE = re.compile(r"The model does not support \w+ API")
 # vLLM >= 0.33 serves /v1/embeddings of a token_embed model with a handler that takes "float" only
 # (entrypoints/pooling/token_embed/protocol.py): anything else fails its validation with this.
 _TOKEN_EMBED_ROUTE_PARAM = "body.encoding_format"
-_TOKEN_EMBED_ROUTE_MESSAGE = "Input should be 'float'"
+# Literal["float"] alone: the embed route's own literal error lists 'float', 'base64', ... after it.
+_TOKEN_EMBED_ROUTE_MESSAGE = re.compile(r"Input should be 'float'(?!, '| or ')")
 TOKEN_EMBED_ACTIVE = (
     "This server's model has token_embed active, which vLLM >= 0.33 serves on /v1/embeddings as one vector "
     'per token (float only): use pool(task="token_embed") for those, or serve the model with '
@@ -183,7 +184,7 @@ def error_from_response(
         status == 400
         and path == "/v1/embeddings"
         and param == _TOKEN_EMBED_ROUTE_PARAM
-        and _TOKEN_EMBED_ROUTE_MESSAGE in message
+        and _TOKEN_EMBED_ROUTE_MESSAGE.search(message)
     ):
         not_served = EndpointNotServed(f"{TOKEN_EMBED_ACTIVE} ({message})", **kwargs)
         not_served.task, not_served.reason = "embed", "inactive"

@@ -59,6 +59,23 @@ def test_another_encoding_format_error_stays_a_bad_request(make_client: Any, htt
     assert not isinstance(caught.value, vt.EndpointNotServed)
 
 
+def test_the_embed_routes_own_format_error_stays_a_bad_request(
+    make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    """An embedding model's route lists every format it takes after 'float': a value it refuses is the
+    caller's 400, not a token_embed model (the contract tier sends one through extra_body)."""
+    mock_server(httpx_mock, "embed")
+    message = (
+        "1 validation error:\n  {'type': 'literal_error', 'loc': 'body.encoding_format', 'msg': \"Input "
+        "should be 'float', 'base64', 'bytes' or 'bytes_only'\", 'input': 'bad'}"
+    )
+    refused = {"error": {**BYTES_REFUSED["error"], "message": message}}
+    httpx_mock.add_response(url=f"{BASE}/v1/embeddings", status_code=400, json=refused)
+    with pytest.raises(vt.BadRequestError) as caught:
+        make_client().embed("hello", encoding_format="base64", extra_body={"encoding_format": "bad"})
+    assert not isinstance(caught.value, vt.EndpointNotServed)
+
+
 def test_a_matrix_per_input_is_named_for_what_it_is(make_client: Any, httpx_mock: HTTPXMock) -> None:
     mock_server(httpx_mock, "late-interaction", version="0.33.0")
     httpx_mock.add_response(url=f"{BASE}/v1/embeddings", json=PER_TOKEN)
