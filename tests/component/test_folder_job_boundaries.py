@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -27,7 +28,7 @@ import pytest
 import vllm_tasks as vt
 from vllm_tasks import cli
 from vllm_tasks.jobs import folders
-from vllm_tasks.testing import OCR_TASKS, FakeVLLM, ReceivedRequest
+from vllm_tasks.testing import OCR_TASKS, FakeVLLM, ReceivedRequest, Reply
 from vllm_tasks.testing.content import DEFAULT_OCR_OUTPUT
 
 from ..clients import cli_env
@@ -70,27 +71,37 @@ def test_a_second_run_is_refused_naming_the_first_and_the_lock_goes_with_a_cance
     lock."""
     source = images(tmp_path / "scans", *(f"p{index}.png" for index in range(6)))
     out = tmp_path / "md"
+    held = threading.Event()  # the first run's third page waits: it still runs when the second starts
 
-    async def main(url: str) -> None:
-        first = asyncio.create_task(vt.aocr_dir(url, source, out, concurrency=1))
+    def hold(reply: Reply) -> Reply:
+        held.wait(30)
+        return reply
+
+    async def main(fake: FakeVLLM) -> None:
+        fake.mutate(hold, path="/v1/chat/completions", after=3)  # the probe and two pages
+        first = asyncio.create_task(vt.aocr_dir(fake.url, source, out, concurrency=1))
         while saved(out) < 2:
             await asyncio.sleep(0.01)
         with pytest.raises(
             vt.jobs.JobError, match=f"another run of this job is writing it \\(pid {os.getpid()},"
         ):
-            await vt.aocr_dir(url, source, out, resume=False)
+            await vt.aocr_dir(fake.url, source, out, resume=False)
         assert saved(out) >= 2 and (out / ".vllm-tasks" / "state.json").is_file()
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
             await first
+        held.set()
         assert not (out / ".vllm-tasks" / "lock").exists()
         with pytest.raises(vt.jobs.JobMismatch):  # refused under the lock: it goes too
-            await vt.aocr_dir(url, source, out, params=vt.OCRParams(max_tokens=32))
-        again = await vt.aocr_dir(url, source, out)
+            await vt.aocr_dir(fake.url, source, out, params=vt.OCRParams(max_tokens=32))
+        again = await vt.aocr_dir(fake.url, source, out)
         assert again.complete and again.units_resumed >= 2 and not (out / ".vllm-tasks" / "lock").exists()
 
-    with FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS, latency=0.2) as fake:
-        asyncio.run(main(fake.url))
+    with FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS) as fake:
+        try:
+            asyncio.run(main(fake))
+        finally:
+            held.set()
 
 
 def test_the_cli_refuses_a_second_run_with_exit_code_3(
