@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 #: transformers' Granite Speech feature extractor needs torchaudio, which the fixture venv lacks (PyPI's
 #: wheel is built for CUDA torch); the stand-in provides its ``MelSpectrogram`` (see its README).
@@ -58,11 +59,22 @@ RELEASE_PREFIXES = (
 )
 
 
-def _release_name(name: str) -> str:
-    for source, target in RELEASE_PREFIXES:
-        if name.startswith(source):
-            return target + name[len(source) :]
-    raise ValueError(f"unexpected Granite Speech weight {name}")
+def save_release_weights(model: Any, out: Path, prefixes: tuple[tuple[str, str], ...]) -> None:
+    """Write ``model``'s weights to ``out/model.safetensors`` under the release's names (each ``prefixes``
+    pair renames one module), leaving out the LM head tied to the token embeddings. transformers 5.19's
+    ``save_pretrained`` writes the language model of these models as ``language_model.model.model.*``,
+    which vLLM refuses ("There is no module or parameter named 'model'")."""
+    from safetensors.torch import save_file
+
+    state = {}
+    for name, tensor in model.state_dict().items():
+        if name == "lm_head.weight":
+            continue
+        source, target = next(((s, t) for s, t in prefixes if name.startswith(s)), ("", ""))
+        if not source:
+            raise ValueError(f"no release name for weight {name}")
+        state[target + name[len(source) :]] = tensor.contiguous()
+    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
 
 
 def build(out: Path) -> None:
@@ -73,7 +85,6 @@ def build(out: Path) -> None:
     use_torchaudio_standin()
     import torch
     from build_qwen3_asr import write_tokenizer
-    from safetensors.torch import save_file
     from transformers import (
         GraniteSpeechConfig,
         GraniteSpeechFeatureExtractor,
@@ -133,14 +144,7 @@ def build(out: Path) -> None:
             if param.dim() == 2:
                 param.mul_(WEIGHT_SCALE)
     model.save_pretrained(str(out), safe_serialization=True)
-    # transformers 5.19 saves the language model under ``language_model.model.model.*``, which neither vLLM
-    # nor transformers reads back; the release's names are ``language_model.model.*``.
-    state = {
-        _release_name(name): tensor.contiguous()
-        for name, tensor in model.state_dict().items()
-        if name != "lm_head.weight"  # tied to the token embeddings
-    }
-    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    save_release_weights(model, out, RELEASE_PREFIXES)
     write_tokenizer(
         out,
         vocab_size=VOCAB_SIZE,

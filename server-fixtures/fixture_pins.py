@@ -74,6 +74,7 @@ MODELS: tuple[str, ...] = (
     "qwen3-asr-tiny",
     "qwen3-forcedaligner-tiny",
     "granite-speech-tiny",
+    "glm-asr-tiny",
 )
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.
@@ -85,6 +86,7 @@ BUILDER_MODULES: tuple[str, ...] = (
     "build_qwen3_asr.py",
     "build_qwen3_aligner.py",
     "build_granite_speech.py",
+    "build_glm_asr.py",
 )
 
 # --------------------------------------------------------------------------------------------------
