@@ -1,9 +1,11 @@
 """Long recordings: WER against known text for every `transcribe` mode and for faster-whisper on the same
-weights, with wall time.
+weights, with wall time; with ``--suite gaps``, words invented over long stretches without speech, with
+and without voice activity detection on both sides.
 
     .venv/bin/pip install -e '.[bench-accuracy]'          # faster-whisper: this benchmark's alone
     .venv/bin/python benchmarks/transcribe_accuracy.py   # starts the stt CPU fixture
     .venv/bin/python benchmarks/transcribe_accuracy.py --url http://127.0.0.1:8000 [--model whisper-base]
+    .venv/bin/python benchmarks/transcribe_accuracy.py --suite gaps
 
 Recordings (16 kHz mono, generated here with their known text; several minutes each):
 
@@ -26,6 +28,19 @@ Pipelines, each on every recording (``language="en"``):
 - ``faster-whisper beam5+vad``: ``beam_size=5, vad_filter=True``;
 - ``faster-whisper greedy no-prompt``: greedy with ``condition_on_previous_text=False``, what the SDK's
   default has to do on vLLM <= 0.32 (its Whisper prompt is broken: vllm#53206).
+
+``--suite gaps``: the committed clips (long45, fox, numbers, twice each) with 20-40 s between them and
+10 s before the first, in three recordings:
+
+- ``gaps-silence``: digital silence between the clips;
+- ``gaps-noise``: white noise 30 dB under the speech through the whole recording;
+- ``gaps-babble``: murmur between the clips: six voices at once (all four clips, French included, at
+  random offsets), together 15 dB under the speech.
+
+Its pipelines: the SDK's default without and with ``ChunkingOptions(vad=VadOptions())`` (Silero, and
+the energy detector), faster-whisper greedy without and with ``vad_filter=True``. Besides WER, ``ins``
+counts the words of the transcript that align to no reference word (insertions): over these
+recordings, the words invented over the stretches without speech.
 
 faster-whisper runs on CTranslate2's ``model.bin`` from the same PyPI packages the ``stt`` fixture is
 built from (``server-fixtures/build_stt.py``): the two parts are joined into
@@ -144,14 +159,31 @@ def normalize(text: str) -> str:
 
 def word_errors(reference: str, hypothesis: str) -> tuple[int, int]:
     """(edits, reference words) after :func:`normalize`: Levenshtein distance over words."""
+    edits, _, total = alignment(reference, hypothesis)
+    return edits, total
+
+
+def tags(text: str) -> int:
+    """The annotations in a transcript that the normaliser drops before counting words: ``[Music]``,
+    ``(laughs)``, ``*mumbling*`` (Whisper writes them for sounds it does not take for speech)."""
+    return len(re.findall(r"\[[^\]]*\]|\([^)]*\)|\*[^*]+\*", text))
+
+
+def alignment(reference: str, hypothesis: str) -> tuple[int, int, int]:
+    """(edits, insertions, reference words) after :func:`normalize`: the Levenshtein distance over words
+    and, on one of its shortest alignments, the hypothesis words aligned to no reference word."""
     ref, hyp = normalize(reference).split(), normalize(hypothesis).split()
-    previous = list(range(len(hyp) + 1))
+    # each cell: (edits, insertions); ties prefer substitutions, then deletions
+    previous = [(j, j) for j in range(len(hyp) + 1)]
     for i, word in enumerate(ref, 1):
-        current = [i]
+        current = [(i, 0)]
         for j, other in enumerate(hyp, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (word != other)))
+            sub = (previous[j - 1][0] + (word != other), previous[j - 1][1])
+            dele = (previous[j][0] + 1, previous[j][1])
+            ins = (current[j - 1][0] + 1, current[j - 1][1] + 1)
+            current.append(min(sub, dele, ins, key=lambda cell: cell[0]))
         previous = current
-    return previous[-1], len(ref)
+    return previous[-1][0], previous[-1][1], len(ref)
 
 
 # ------------------------------------------------------------------------------------ recordings
@@ -297,6 +329,53 @@ def voices_recording(name: str, paragraphs: list[str], *, mixed: bool, seed: int
     return Recording(name, samples.astype(np.float32), " ".join(texts))
 
 
+GAP_ORDER = ["long45.wav", "fox.wav", "numbers.wav", "long45.wav", "numbers.wav", "fox.wav"]
+
+
+def _babble(length: int, rng: np.random.Generator) -> np.ndarray:
+    """Six voices at once: the clips (French included) at random offsets and levels, looped."""
+    clips = [_clip(name) for name in ("long45.wav", "fox.wav", "numbers.wav", "french.wav")]
+    out = np.zeros(length, dtype=np.float32)
+    for voice in range(6):
+        clip = clips[voice % len(clips)]
+        looped = np.tile(clip, length // len(clip) + 2)
+        offset = int(rng.integers(0, len(clip)))
+        out += looped[offset : offset + length] * float(rng.uniform(0.5, 1.0))
+    return out
+
+
+def _speech_rms(samples: np.ndarray) -> float:
+    frames = samples[: len(samples) // 320 * 320].reshape(-1, 320)
+    rms = np.sqrt((frames**2).mean(axis=1))
+    return float(np.sqrt((rms[rms > 0.01] ** 2).mean()))
+
+
+def gap_recording(kind: str, seed: int = 35) -> Recording:
+    """The clips of :data:`GAP_ORDER` with 20-40 s between them (10 s before the first, 5 s after the
+    last): silence, noise under everything, or murmur in the gaps (``kind``: silence, noise, babble)."""
+    reference = json.loads((AUDIO / "transcripts.json").read_text())
+    rng = np.random.default_rng(seed)
+    speech_level = _speech_rms(_clip("long45.wav"))
+    gaps = [10.0] + [float(rng.uniform(20.0, 40.0)) for _ in GAP_ORDER[1:]] + [5.0]
+    pieces, texts = [], []
+    for i, name in enumerate(GAP_ORDER):
+        gap = _pause(gaps[i])
+        if kind == "babble":
+            babble = _babble(len(gap), rng)
+            gap = babble * (speech_level * 10 ** (-15 / 20) / _speech_rms(babble))
+        pieces += [gap, _clip(name)]
+        texts.append(reference[name])
+    pieces.append(_pause(gaps[-1]))
+    samples = np.concatenate(pieces)
+    if kind == "noise":
+        samples = _noise(samples, 30.0, seed=seed)
+    return Recording(f"gaps-{kind}", samples.astype(np.float32), " ".join(texts))
+
+
+def gap_recordings() -> list[Recording]:
+    return [gap_recording(kind) for kind in ("silence", "noise", "babble")]
+
+
 def recordings(seconds: float) -> list[Recording]:
     out = [clips_recording(seconds), mixed_clips_recording(seconds)]
     if shutil.which("espeak-ng"):
@@ -337,36 +416,70 @@ def ct2_model_dir() -> Path:
     return out
 
 
-Pipeline = Callable[[Path], str]
+Pipeline = Callable[[Path], "str | vt.types.Transcription"]
+"""A pipeline answers the text, or the SDK's result (its ``requests`` are then counted)."""
 
 
 def sdk_pipelines(client: vt.Client) -> dict[str, Pipeline]:
     def mode(chunking: Any) -> Pipeline:
-        return lambda path: client.transcribe(path, language="en", chunking=chunking).text
+        return lambda path: client.transcribe(path, language="en", chunking=chunking)
 
     prompted = vt.transcription.SequentialOptions(condition_on_previous_text=True)
     return {
-        "vllm_tasks default": lambda path: client.transcribe(path, language="en").text,
+        "vllm_tasks default": lambda path: client.transcribe(path, language="en"),
         "vllm_tasks sequential+prompt": mode(prompted),
         "vllm_tasks client": mode("client"),
         "vllm_tasks server": mode("server"),
+        **{name: fn for name, fn in gap_sdk_pipelines(client).items() if "vad" in name},
     }
 
 
-def faster_whisper_pipelines(threads: int) -> dict[str, Pipeline]:
+def gap_sdk_pipelines(client: vt.Client) -> dict[str, Pipeline]:
+    def with_vad(detector: str) -> Pipeline:
+        options = vt.transcription.ChunkingOptions(vad=vt.transcription.VadOptions(detector=detector))
+        return lambda path: client.transcribe(path, language="en", chunking=options)
+
+    return {
+        "vllm_tasks default": lambda path: client.transcribe(path, language="en"),
+        "vllm_tasks vad (silero)": with_vad("silero"),
+        "vllm_tasks vad (energy)": with_vad("energy"),
+    }
+
+
+def whisper_model(threads: int) -> Any:
     try:
         from faster_whisper import WhisperModel
     except ImportError:
         print("faster-whisper is not installed: pip install -e '.[bench-accuracy]'", file=sys.stderr)
+        return None
+    return WhisperModel(str(ct2_model_dir()), device="cpu", compute_type="float32", cpu_threads=threads)
+
+
+def faster_whisper_run(model: Any, **options: Any) -> Pipeline:
+    def call(path: Path) -> str:
+        segments, _ = model.transcribe(str(path), language="en", **options)
+        return " ".join(segment.text.strip() for segment in segments)
+
+    return call
+
+
+def gap_faster_whisper_pipelines(threads: int) -> dict[str, Pipeline]:
+    model = whisper_model(threads)
+    if model is None:
         return {}
-    model = WhisperModel(str(ct2_model_dir()), device="cpu", compute_type="float32", cpu_threads=threads)
+    return {
+        "faster-whisper greedy": faster_whisper_run(model, beam_size=1, vad_filter=False),
+        "faster-whisper greedy+vad": faster_whisper_run(model, beam_size=1, vad_filter=True),
+    }
+
+
+def faster_whisper_pipelines(threads: int) -> dict[str, Pipeline]:
+    model = whisper_model(threads)
+    if model is None:
+        return {}
 
     def run(**options: Any) -> Pipeline:
-        def call(path: Path) -> str:
-            segments, _ = model.transcribe(str(path), language="en", **options)
-            return " ".join(segment.text.strip() for segment in segments)
-
-        return call
+        return faster_whisper_run(model, **options)
 
     return {
         "faster-whisper greedy": run(beam_size=1, vad_filter=False),
@@ -381,12 +494,17 @@ def faster_whisper_pipelines(threads: int) -> dict[str, Pipeline]:
 # ------------------------------------------------------------------------------------ the run
 
 
-def run(base_url: str, model: str | None, seconds: float, only: list[str] | None, out: Path | None) -> None:
+def run(
+    base_url: str, model: str | None, seconds: float, only: list[str] | None, out: Path | None, suite: str
+) -> None:
     threads = len(os.sched_getaffinity(0))
-    items = recordings(seconds)
+    items = gap_recordings() if suite == "gaps" else recordings(seconds)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp, vt.Client(base_url, model=model, timeout=1800) as client:
-        pipelines = {**sdk_pipelines(client), **faster_whisper_pipelines(threads)}
+        if suite == "gaps":
+            pipelines = {**gap_sdk_pipelines(client), **gap_faster_whisper_pipelines(threads)}
+        else:
+            pipelines = {**sdk_pipelines(client), **faster_whisper_pipelines(threads)}
         if only:
             pipelines = {name: fn for name, fn in pipelines.items() if any(o in name for o in only)}
         client.transcribe(AUDIO / "fox.wav", language="en")  # warm-up
@@ -397,13 +515,16 @@ def run(base_url: str, model: str | None, seconds: float, only: list[str] | None
             print(f"{item.name}: {item.seconds:.0f} s, {reference_words} words", flush=True)
             for name, fn in pipelines.items():
                 start = time.perf_counter()
+                requests = None
                 try:
-                    text = fn(path)
+                    value = fn(path)
+                    text = value if isinstance(value, str) else value.text
+                    requests = None if isinstance(value, str) else value.requests
                 except Exception as error:  # a pipeline that fails is reported, not the end of the run
                     print(f"  {name:<30} failed: {error}", flush=True)
                     text = None
                 wall = time.perf_counter() - start
-                errors, total = word_errors(item.text, text or "")
+                errors, inserted, total = alignment(item.text, text or "")
                 row = {
                     "recording": item.name,
                     "seconds": item.seconds,
@@ -411,12 +532,19 @@ def run(base_url: str, model: str | None, seconds: float, only: list[str] | None
                     "words": None if text is None else len(normalize(text).split()),
                     "reference_words": total,
                     "wer": None if text is None else errors / total,
+                    "inserted": None if text is None else inserted,
+                    "requests": requests,
+                    "tags": None if text is None else tags(text),
                     "wall_s": wall,
                     "text": text,
                 }
                 rows.append(row)
                 if text is not None:
-                    print(f"  {name:<30} WER {errors / total:6.1%}  {wall:6.1f} s", flush=True)
+                    print(
+                        f"  {name:<30} WER {errors / total:6.1%}  ins {inserted:4d}  requests {requests}  "
+                        f"{wall:6.1f} s",
+                        flush=True,
+                    )
     if out is not None:
         out.write_text(json.dumps(rows, indent=1))
     print_table(rows)
@@ -425,7 +553,8 @@ def run(base_url: str, model: str | None, seconds: float, only: list[str] | None
 def print_table(rows: list[dict[str, Any]]) -> None:
     print()
     header = (
-        f"{'recording':<13} {'pipeline':<30} {'words':>9} {'WER':>7} {'wall s':>7} "
+        f"{'recording':<13} {'pipeline':<30} {'words':>9} {'WER':>7} {'ins':>5} {'tags':>5} {'req':>4} "
+        f"{'wall s':>7} "
         f"{'WER - fw':>9} {'time / fw':>9}"
     )
     print(header)
@@ -442,10 +571,15 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             ratio = f"{row['wall_s'] / base['wall_s']:8.2f}x"
         words = f"{row['words']}/{row['reference_words']}"
         print(
-            f"{row['recording']:<13} {row['pipeline']:<30} {words:>9} {row['wer']:7.1%} "
+            f"{row['recording']:<13} {row['pipeline']:<30} {words:>9} {row['wer']:7.1%} {row['inserted']:>5} "
+            f"{row['tags']:>5} {'-' if row['requests'] is None else row['requests']:>4} "
             f"{row['wall_s']:7.1f} {delta:>9} {ratio:>9}"
         )
-    print("(WER - fw: percentage points against faster-whisper greedy; time / fw: wall time against it)")
+    print(
+        "(ins: transcript words aligned to no reference word; tags: [Music]-like annotations, not words; "
+        "req: the SDK's requests; WER - fw: percentage points against faster-whisper greedy; "
+        "time / fw: wall time against it)"
+    )
 
 
 def main() -> int:
@@ -457,15 +591,21 @@ def main() -> int:
     )
     ap.add_argument("--only", nargs="*", help="pipelines whose name contains one of these words")
     ap.add_argument("--json", type=Path, default=None, help="also write every row (with its text) here")
+    ap.add_argument(
+        "--suite",
+        choices=("long", "gaps"),
+        default="long",
+        help="long: the long recordings; gaps: speech with long silences, noise or murmur between",
+    )
     args = ap.parse_args()
     if args.url:
-        run(args.url.rstrip("/"), args.model, args.seconds, args.only, args.json)
+        run(args.url.rstrip("/"), args.model, args.seconds, args.only, args.json, args.suite)
         return 0
     from launcher import FixtureServer
 
     with FixtureServer("stt") as server:
         print(f"stt fixture ready in {server.start_seconds:.1f} s")
-        run(server.base_url, server.model, args.seconds, args.only, args.json)
+        run(server.base_url, server.model, args.seconds, args.only, args.json, args.suite)
     return 0
 
 

@@ -24,6 +24,9 @@ start=$SECONDS
 step() { echo "== $1 (at $((SECONDS - start)) s)"; }
 bash scripts/dev-env.sh
 PY="$ROOT/.venv/bin/python"
+# The contract tier launches the next vLLM server while the current one's tests run (two at most):
+# server-fixtures/pytest_plugin.py. VLLM_TASKS_FIXTURES_AHEAD=0 starts one at a time.
+export VLLM_TASKS_FIXTURES_AHEAD="${VLLM_TASKS_FIXTURES_AHEAD:-1}"
 step "ruff check"; "$PY" -m ruff check .
 step "ruff format --check"; "$PY" -m ruff format --check .
 step "mypy --strict vllm_tasks"; "$PY" -m mypy --strict vllm_tasks

@@ -115,6 +115,7 @@ class Server:
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path: Path | None = None
         self.start_seconds: float | None = None
+        self._launched_at = 0.0
         self.log_label = name  # log file name prefix
         self._log_file = None
 
@@ -131,11 +132,13 @@ class Server:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self, timeout: float | None = None) -> Server:
-        if self.running:
-            return self
-        if timeout is None:
-            env_timeout = os.environ.get("VLLM_TASKS_FIXTURE_START_TIMEOUT")
-            timeout = float(env_timeout) if env_timeout else self.start_timeout
+        """Start the server (unless it runs) and wait until ``/health`` answers 200."""
+        if not self.running:
+            self.launch()
+        return self.wait_ready(timeout)
+
+    def launch(self) -> Server:
+        """Start the process and return at once (:meth:`wait_ready` waits for it)."""
         logs_dir().mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         self.log_path = logs_dir() / f"{self.log_label}-{stamp}-{self.port}.log"
@@ -143,7 +146,8 @@ class Server:
         self._log_file.write(("$ " + " ".join(self.command) + "\n").encode())
         self._log_file.flush()
         env = {**os.environ, **self.env}
-        t0 = time.monotonic()
+        self._launched_at = time.monotonic()
+        self.start_seconds = None
         self.proc = subprocess.Popen(
             [sys.executable, str(HERE / "group_guard.py"), *self.command],
             stdin=subprocess.DEVNULL,
@@ -152,10 +156,24 @@ class Server:
             env=env,
             preexec_fn=_set_pdeathsig,  # noqa: PLW1509 (called before any thread starts in the child)
         )
+        return self
+
+    def wait_ready(self, timeout: float | None = None) -> Server:
+        """Wait until the launched server answers ``/health`` 200 (``timeout`` counts from the launch).
+
+        Raises:
+            FixtureStartError: the process exited first, or ``timeout`` passed (the server is stopped).
+        """
+        if self.start_seconds is not None and self.running:
+            return self
+        if timeout is None:
+            env_timeout = os.environ.get("VLLM_TASKS_FIXTURE_START_TIMEOUT")
+            timeout = float(env_timeout) if env_timeout else self.start_timeout
+        t0 = self._launched_at
         deadline = t0 + timeout
         while True:
-            if self.proc.poll() is not None:
-                code = self.proc.returncode
+            if self.proc is None or self.proc.poll() is not None:
+                code = None if self.proc is None else self.proc.returncode
                 self.stop()
                 raise FixtureStartError(
                     f"vLLM fixture {self.name!r} exited with code {code} before /health answered.\n"
@@ -294,7 +312,8 @@ class FixtureServer(Server):
         if not fixture_pins.is_default_version(version):
             self.log_label = f"{name}-vllm-{version}"
 
-    def start(self, timeout: float | None = None) -> FixtureServer:
+    def launch(self) -> FixtureServer:
+        """Start the process (after checking setup was done) and return at once."""
         if fixture_pins.is_default_version(self.vllm_version):
             missing = fixture_pins.setup_missing([self.name])
         else:
@@ -307,5 +326,5 @@ class FixtureServer(Server):
                 f"vLLM fixture {self.name!r} (vLLM {self.vllm_version}): setup is not done "
                 f"({'; '.join(missing)}). Run {setup} first."
             )
-        super().start(timeout)
+        super().launch()
         return self

@@ -25,6 +25,9 @@ Behaviour:
 - At most one vLLM server runs at a time (unless one test needs two): before each test, running servers
   it does not need are stopped. A server stopped that way before its last test (only when tests need
   overlapping sets of servers) starts again on the same port when a test needs it.
+- With VLLM_TASKS_FIXTURES_AHEAD=1 (scripts/test.sh sets it), when a server is ready the next one the
+  ordered tests need is launched beside it, so that it boots while the current group runs: two servers at
+  most, the second one waited for (and its start counted from its launch) by its first test.
 - A server that cannot start makes every test that needs it ERROR with the server's log tail.
 - If setup was never run, tests that need a server are skipped with the reason -- unless
   VLLM_TASKS_REQUIRE_FIXTURES=1 or CI=true, where they fail instead. For a matrix server on an older
@@ -118,6 +121,9 @@ class _Manager:
         self.current: tuple[Key, ...] = ()  # servers the running test needs
         self.ports: dict[Key, int] = {}  # a server stopped before its last use restarts on its port
         self.report: list[str] = []
+        self.items: list[pytest.Item] = []
+        self.position = -1  # the running test's place in items
+        self.ahead: Key | None = None  # launched for the next group, not yet waited for
 
     def acquire(self, key: Key, *, required: bool | None = None) -> VLLMServer:
         name, version = key
@@ -140,8 +146,11 @@ class _Manager:
             self.skip_reason = why
             pytest.skip(why + "; set VLLM_TASKS_REQUIRE_FIXTURES=1 to make this an error")
         srv = self.servers.get(key)
-        if srv is None or not srv.running:
+        if key == self.ahead and srv is not None:
+            srv = self.wait_ahead(key, srv)
+        elif srv is None or not srv.running:
             srv = self.start(key)
+        self.launch_ahead()
         return VLLMServer(
             name=name,
             base_url=srv.base_url,
@@ -156,7 +165,7 @@ class _Manager:
         the current test does not need."""
         name, version = key
         for other in list(self.servers):
-            if other != key and other not in self.current:
+            if other != key and other not in self.current and other != self.ahead:
                 self.stop(other)
         port = self.ports.get(key)
         if fixture_pins.is_default_version(version):
@@ -176,19 +185,73 @@ class _Manager:
         )
         return srv
 
+    def wait_ahead(self, key: Key, srv: launcher.FixtureServer) -> launcher.FixtureServer:
+        """Wait for the server launched ahead of its group."""
+        self.ahead = None
+        try:
+            srv.wait_ready()
+        except launcher.FixtureStartError as e:
+            self.servers.pop(key, None)
+            self.failures[key] = str(e)
+            pytest.fail(str(e), pytrace=False)
+        self.report.append(
+            f"{_label(key)}: ready in {srv.start_seconds:.1f} s (launched ahead), RSS {srv.rss_mib():.0f} MiB"
+        )
+        return srv
+
+    def launch_ahead(self) -> None:
+        """Launch the server the next group of tests needs (VLLM_TASKS_FIXTURES_AHEAD=1), beside the ready
+        one(s) of the current test: it boots while the current group runs."""
+        if not _truthy(os.environ.get("VLLM_TASKS_FIXTURES_AHEAD")) or self.ahead is not None:
+            return
+        if any(key not in self.servers for key in self.current):
+            return  # the current test still waits for one of its own
+        key = self._next_server()
+        if key is None or key in self.servers or key in self.failures:
+            return
+        name, version = key
+        if fixture_pins.setup_missing(
+            [name], version=None if fixture_pins.is_default_version(version) else version
+        ):
+            return  # acquire() reports it
+        port = self.ports.get(key)
+        if fixture_pins.is_default_version(version):
+            srv = launcher.FixtureServer(name, port)
+        else:
+            srv = launcher.FixtureServer(name, port, vllm_version=version)
+        try:
+            srv.launch()
+        except launcher.FixtureStartError as e:
+            self.failures[key] = str(e)
+            return
+        self.servers[key] = srv
+        self.ports[key] = srv.port
+        self.ahead = key
+
+    def _next_server(self) -> Key | None:
+        """The first server a later test needs that the current test does not."""
+        for item in self.items[self.position + 1 :]:
+            for key in _servers_needed(item):
+                if key not in self.current:
+                    return key
+        return None
+
     def before_test(self, item: pytest.Item) -> None:
         """Before each test: stop the running servers it does not need (at most one server at a time),
         and start again, on its old port, a server it needs that was stopped early that way (its session
         fixture value still names that port)."""
         self.current = _servers_needed(item)
+        self.position = self.index.get(id(item), -1)
         for key in list(self.servers):
-            if key not in self.current:
+            if key not in self.current and key != self.ahead:
                 self.stop(key)
         for key in self.current:
             if key in self.ports and key not in self.servers and key not in self.failures:
                 self.start(key)
 
     def stop(self, key: Key) -> None:
+        if key == self.ahead:
+            self.ahead = None
         srv = self.servers.pop(key, None)
         if srv is not None:
             t0 = time.monotonic()
@@ -271,6 +334,7 @@ def _skip_below_fixture_version(items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    _manager.items = list(session.items)
     _manager.index = {id(item): i for i, item in enumerate(session.items)}
     _manager.last_use = {}
     for i, item in enumerate(session.items):

@@ -42,6 +42,15 @@ class FakeServer:
         log("start", self.label)
         self.running = True
         return self
+    def launch(self):
+        log("launch", self.label)
+        self.running = True
+        return self
+    def wait_ready(self, timeout=None):
+        if os.environ.get("FAIL_START") == self.label:
+            raise launcher.FixtureStartError("fixture %r died while launched ahead" % self.label)
+        log("ready", self.label)
+        return self
     def stop(self):
         log("stop", self.label)
         self.running = False
@@ -112,7 +121,13 @@ def _run(
     (tmp_path / "conftest.py").write_text(CONFTEST.format(server_fixtures=str(SERVER_FIXTURES)))
     (tmp_path / "test_sched.py").write_text(textwrap.dedent(tests))
     events = tmp_path / "events.jsonl"
-    inherited = ("CI", "VLLM_TASKS_REQUIRE_FIXTURES", "VLLM_TASKS_MATRIX", "VLLM_TASKS_FIXTURE_VLLM")
+    inherited = (
+        "CI",
+        "VLLM_TASKS_REQUIRE_FIXTURES",
+        "VLLM_TASKS_MATRIX",
+        "VLLM_TASKS_FIXTURE_VLLM",
+        "VLLM_TASKS_FIXTURES_AHEAD",
+    )
     clean = {k: v for k, v in os.environ.items() if k not in inherited}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", "-q", str(tmp_path)],
@@ -144,6 +159,37 @@ def test_grouping_and_stop_after_last_use(tmp_path: Path) -> None:
         ["run", "f"],
         ["stop", "api-key"],
     ]
+
+
+def test_the_next_server_boots_beside_the_current_group(tmp_path: Path) -> None:
+    """VLLM_TASKS_FIXTURES_AHEAD=1: once a server is ready, the next group's server is launched; its first
+    test waits for it. Two servers at most; each still stops after its last test."""
+    proc, events = _run(tmp_path, VLLM_TASKS_FIXTURES_AHEAD="1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert events == [
+        ["run", "b"],
+        ["start", "rerank"],
+        ["launch", "embed"],
+        ["run", "a"],
+        ["run", "d"],
+        ["stop", "rerank"],
+        ["ready", "embed"],
+        ["launch", "api-key"],
+        ["run", "c"],
+        ["run", "e"],
+        ["stop", "embed"],
+        ["ready", "api-key"],
+        ["run", "f"],
+        ["stop", "api-key"],
+    ]
+    assert "embed: ready in" in proc.stdout and "(launched ahead)" in proc.stdout
+
+
+def test_a_server_launched_ahead_that_dies_fails_its_tests(tmp_path: Path) -> None:
+    proc, events = _run(tmp_path, VLLM_TASKS_FIXTURES_AHEAD="1", FAIL_START="embed")
+    assert proc.returncode == 1
+    assert "2 errors" in proc.stdout and "died while launched ahead" in proc.stdout
+    assert ["run", "c"] not in events and ["run", "f"] in events
 
 
 def test_start_failure_fails_the_tests_with_the_log_tail(tmp_path: Path) -> None:

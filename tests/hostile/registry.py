@@ -318,6 +318,10 @@ client_twins("align", lambda m, env: m(wav(), "the quick brown fox jumps"), serv
 # the server aligns its own transcript: the aligner is the transcribing client itself
 client_twins("transcribe", lambda m, env: m(wav(), response_format="verbose_json", aligner=m.__self__),
              server="aligner", label="aligner", cases=NUMBERS)  # fmt: skip
+# voice activity detection first: the answer's segment times are mapped back onto the recording
+VAD = vt.transcription.ChunkingOptions(vad=vt.transcription.VadOptions(detector="energy"))
+client_twins("transcribe", lambda m, env: m(wav(), response_format="verbose_json", chunking=VAD),
+             cases=NUMBERS, label="vad")  # fmt: skip
 client_twins("translate", lambda m, env: m(wav()), cases=PLAIN)
 client_twins("transcribe_stream", lambda m, env: m(wav()), cases=PLAIN)
 client_twins("translate_stream", lambda m, env: m(wav()), cases=PLAIN)

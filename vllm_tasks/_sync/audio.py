@@ -540,13 +540,16 @@ class AudioMethods(ClientBase):
             audio, params, call, task=task, chunking=chunking, prepare=prepare, preset=preset, stream=False
         )
         if upload is None:
+            speech = sync_offload(transcription.find_speech, source, options.vad)
             if transcription.long_form(options, chosen) == "sequential":
                 result = self._transcribe_sequential(
-                    source, params, call, options.sequential, task=task, model=model
+                    source, params, call, options.sequential, task=task, model=model, speech=speech
                 )
             else:
-                result = self._transcribe_pieces(source, params, call, options, task=task, model=model)
-            return transcription.keep_audio(result, source, audio)
+                result = self._transcribe_pieces(
+                    source, params, call, options, task=task, model=model, speech=speech
+                )
+            return transcription.keep_audio(transcription.on_timeline(result, speech), source, audio)
         fmt = transcription.server_format(params.response_format)
         transcription.log_server_chunking(source.name, fmt, upload.duration)
         request = transcription.build_request(params, call, upload, task=task, model=model, fmt=fmt)
@@ -570,13 +573,14 @@ class AudioMethods(ClientBase):
         *,
         task: Task,
         model: str | None,
+        speech: transcription.SpeechMap | None,
     ) -> Transcription:
         """Whisper's long-form algorithm: 30 s windows one after another, each starting at the end of
         the previous one's last complete segment, conditioned on its text, decoded again at the next
         temperature while it fails the thresholds (:class:`~vllm_tasks.transcription.SequentialDecoder`).
-        Each window is decoded and encoded off the event loop."""
+        Each window is decoded and encoded off the event loop; with ``speech``, over the speech alone."""
         decoder = transcription.SequentialDecoder(params, options, task=task, model=model)
-        reader = transcription.SampleReader(audio_io.iter_samples(source))
+        reader = transcription.SampleReader(transcription.keep_speech(audio_io.iter_samples(source), speech))
         while (window := sync_offload(decoder.next_window, reader)) is not None:
             upload = sync_offload(transcription.window_upload, source, window)
             attempts: list[transcription.Attempt] = []
@@ -607,8 +611,7 @@ class AudioMethods(ClientBase):
         if transcription.empty_decode(response):
             attempt = decoder.empty_attempt(temperature)
         else:
-            if response.is_error:  # sent again as any request is: retries, typed errors
-                decoder.requests += 1
+            if response.is_error:  # sent again as any request is: retries (not counted), typed errors
                 response = self._transport.send(request)
             result = transcription.parse_response(
                 response,
@@ -638,12 +641,14 @@ class AudioMethods(ClientBase):
         *,
         task: Task,
         model: str | None,
+        speech: transcription.SpeechMap | None,
     ) -> Transcription:
-        """Split client-side; each wave of pieces is decoded and encoded off the event loop, then sent."""
+        """Split client-side (the ``speech`` alone when given); each wave of pieces is decoded and
+        encoded off the event loop, then sent."""
         fmt = transcription.server_format(params.response_format)
         limit = transcription.chunk_seconds(options, fmt)
         chunks = transcription.plan_chunks(
-            source, options, max_seconds=limit, overlap_seconds=options.overlap_seconds
+            source, options, max_seconds=limit, overlap_seconds=options.overlap_seconds, speech=speech
         )
         wave_size = options.concurrency * 2  # pieces decoded ahead: bounds memory for very long files
         parts: list[transcription.ChunkResult] = []
@@ -713,8 +718,9 @@ class AudioMethods(ClientBase):
         split = upload is None
         duration = upload.duration if upload is not None else None
         # Long audio: the pieces' requests are built lazily, each decoded and encoded off the event loop.
+        speech = sync_offload(transcription.find_speech, source, options.vad) if split else None
         pieces = transcription.stream_requests(
-            source, options, params, call, task=task, model=model, include_usage=include_usage
+            source, options, params, call, task=task, model=model, include_usage=include_usage, speech=speech
         )
         more = pieces if split else iter(())
         first = sync_offload(transcription.next_request, more)

@@ -4,9 +4,10 @@ One module per concern: :mod:`.params` (``TranscribeParams``, ``ChunkingOptions`
 request), :mod:`.sequential` (Whisper's long-form algorithm: windows decoded one after another),
 :mod:`.presets` (what each speech model family accepts and how its long audio goes),
 :mod:`.parsing` (answers read into a ``Transcription``), :mod:`.merge` (joining the pieces of
-long audio), :mod:`.stream` (the event stream parser) and :mod:`.chunking` (splitting long audio
-client-side). The client's flows (``vllm_tasks/_async/audio.py``) call these and run the CPU-bound ones
-(decoding, resampling, encoding) through :func:`~vllm_tasks.offload.async_offload`.
+long audio), :mod:`.stream` (the event stream parser), :mod:`.chunking` (splitting long audio
+client-side) and :mod:`.vad` (finding speech first: ``ChunkingOptions(vad=VadOptions())``). The
+client's flows (``vllm_tasks/_async/audio.py``) call these and run the CPU-bound ones (decoding,
+resampling, encoding) through :func:`~vllm_tasks.offload.async_offload`.
 
 What vLLM 0.32 does and this package corrects (measured with whisper-base on the CPU fixture):
 
@@ -96,6 +97,7 @@ from .sequential import (
     window_upload,
 )
 from .stream import StreamParser
+from .vad import SpeechMap, VadOptions, find_speech, keep_speech, on_timeline
 
 __all__ = [
     "CHUNKING_MODES",
@@ -124,10 +126,12 @@ __all__ = [
     "SequentialDecoder",
     "SequentialOptions",
     "ServerFormat",
+    "SpeechMap",
     "SpeechPreset",
     "StreamParser",
     "Task",
     "TranscribeParams",
+    "VadOptions",
     "Window",
     "audible",
     "build_request",
@@ -142,8 +146,10 @@ __all__ = [
     "compression_ratio",
     "diarized_chunking",
     "empty_decode",
+    "find_speech",
     "form_fields",
     "keep_audio",
+    "keep_speech",
     "log_server_chunking",
     "long_form",
     "measure",
@@ -151,6 +157,7 @@ __all__ = [
     "merge_texts",
     "next_request",
     "next_wave",
+    "on_timeline",
     "overlap_words",
     "parse_body",
     "parse_pieces",

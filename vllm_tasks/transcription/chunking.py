@@ -19,6 +19,7 @@ from ..types.audio import Transcription
 from .merge import ChunkResult, complete_segments, text_missing
 from .params import SERVER_CHUNK_SECONDS, ChunkingOptions, ServerFormat, Task, TranscribeParams, build_request
 from .parsing import parse_response
+from .vad import SpeechMap, keep_speech
 
 logger = logging.getLogger("vllm_tasks")
 
@@ -39,11 +40,8 @@ def measure(source: audio_io.AudioSource, options: ChunkingOptions, prepare: str
     """
     if options.mode == "server" or prepare == "never":
         return None
-    if (
-        options.mode not in ("client", "sequential")
-        and source.samples is None
-        and not audio_io.have_decoder()
-    ):
+    client_side = options.mode in ("client", "sequential") or options.vad is not None
+    if not client_side and source.samples is None and not audio_io.have_decoder():
         return None
     return audio_io.info(source).duration
 
@@ -52,25 +50,31 @@ def should_split(
     source: audio_io.AudioSource, duration: float | None, options: ChunkingOptions, *, limit_seconds: float
 ) -> bool:
     """Whether to transcribe ``source`` client-side (in pieces or sequential windows): always for
-    ``client``/``sequential``; for ``auto``, when longer than ``limit_seconds`` or over the size limit;
-    never when its length was not measured (:func:`measure`).
+    ``client``/``sequential`` and with ``vad``; for ``auto``, when longer than ``limit_seconds`` or over
+    the size limit; never when its length was not measured (:func:`measure`).
     """
     if duration is None:
         return False
-    if options.mode in ("client", "sequential"):
+    if options.mode in ("client", "sequential") or options.vad is not None:
         return True
     size = source.size()
     return duration > limit_seconds or (size is not None and size > options.size_limit)
 
 
 def plan_chunks(
-    source: audio_io.AudioSource, options: ChunkingOptions, *, max_seconds: float, overlap_seconds: float
+    source: audio_io.AudioSource,
+    options: ChunkingOptions,
+    *,
+    max_seconds: float,
+    overlap_seconds: float,
+    speech: SpeechMap | None = None,
 ) -> Iterator[audio_io.AudioChunk]:
-    """The client-side pieces of ``source``, lazily: decoding happens as the iterator is advanced
-    (advance it off the event loop, e.g. with :func:`next_wave`).
+    """The client-side pieces of ``source`` (of its ``speech`` alone when given: times are then those
+    of the kept audio), lazily: decoding happens as the iterator is advanced (advance it off the event
+    loop, e.g. with :func:`next_wave`).
     """
     return audio_io.iter_chunks(
-        audio_io.iter_samples(source),
+        keep_speech(audio_io.iter_samples(source), speech),
         max_seconds=max_seconds,
         search_seconds=min(options.search_seconds, max_seconds / 3),
         overlap_seconds=min(overlap_seconds, max_seconds / 4),
@@ -196,12 +200,13 @@ def stream_requests(
     task: Task,
     model: str | None,
     include_usage: bool = False,
+    speech: SpeechMap | None = None,
 ) -> Iterator[Request]:
-    """The streamed requests of ``source``'s audible pieces, without overlap (streamed text cannot be
-    taken back), built lazily: advancing the iterator decodes and encodes the next piece (CPU-bound:
-    advance it with :func:`next_request` off the event loop).
+    """The streamed requests of ``source``'s audible pieces (of its ``speech`` alone when given),
+    without overlap (streamed text cannot be taken back), built lazily: advancing the iterator decodes
+    and encodes the next piece (CPU-bound: advance it with :func:`next_request` off the event loop).
     """
-    chunks = plan_chunks(source, options, max_seconds=options.max_seconds, overlap_seconds=0.0)
+    chunks = plan_chunks(source, options, max_seconds=options.max_seconds, overlap_seconds=0.0, speech=speech)
     for chunk in chunks:
         if not chunk.silent:
             upload = chunk_upload(source, chunk)

@@ -18,6 +18,7 @@ from ..transport import Request
 from ..types.audio import ResponseFormat
 from ..types.server import ServerInfo
 from ..validation import positive_int
+from .vad import VadOptions
 
 Task = Literal["transcribe", "translate"]
 PATHS: dict[Task, str] = {"transcribe": "/v1/audio/transcriptions", "translate": "/v1/audio/translations"}
@@ -151,10 +152,15 @@ class ChunkingOptions:
         concurrency: ``client``: pieces in flight at once.
         size_limit: an upload larger than this (bytes) is split even when short.
         sequential: the settings of ``sequential`` (and of ``auto`` when it resolves to it).
+        vad: find the speech first and drop the rest before windows or pieces are planned
+            (:class:`~vllm_tasks.transcription.vad.VadOptions`, faster-whisper's ``vad_filter``);
+            segment times stay on the recording's timeline. With ``vad``, ``auto`` transcribes audio of
+            any length client-side (``server`` sends it whole, unfiltered). ``None``: off.
 
     Raises:
         InvalidInputError: an unknown mode, a limit outside (0, 30], a negative overlap, a
-            non-positive search window or concurrency, ``sequential`` not a ``SequentialOptions``.
+            non-positive search window or concurrency, ``sequential`` not a ``SequentialOptions``,
+            ``vad`` not a ``VadOptions``.
 
     Examples:
         >>> await client.transcribe("talk.mp3", chunking=ChunkingOptions(mode="client", concurrency=4))
@@ -168,6 +174,7 @@ class ChunkingOptions:
     concurrency: int = defaults.AUDIO_CONCURRENCY
     size_limit: int = defaults.AUDIO_SIZE_LIMIT
     sequential: SequentialOptions = field(default_factory=SequentialOptions)
+    vad: VadOptions | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in CHUNKING_MODES:
@@ -185,6 +192,13 @@ class ChunkingOptions:
                 type(self.sequential).__name__,
                 "must be vllm_tasks.transcription.SequentialOptions",
                 "Pass sequential=vllm_tasks.transcription.SequentialOptions(...).",
+            )
+        if self.vad is not None and not isinstance(self.vad, VadOptions):
+            raise InvalidInputError(
+                "vad",
+                type(self.vad).__name__,
+                "must be vllm_tasks.transcription.VadOptions or None",
+                "Pass vad=vllm_tasks.transcription.VadOptions(...).",
             )
 
 
