@@ -168,6 +168,26 @@ def build_qwen3_forcedaligner_tiny(out: Path) -> None:
     build(out)
 
 
+def build_granite_speech_tiny(out: Path) -> None:
+    """Granite Speech's architecture (GraniteSpeechForConditionalGeneration: conformer encoder, Q-Former,
+    Granite LM), tiny and seeded, with its processor; see build_granite_speech.py (its tokenizer:
+    build_qwen3_asr's recipe)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_granite_speech import build
+
+    build(out)
+
+
+def build_glm_asr_tiny(out: Path) -> None:
+    """GLM-ASR's architecture (GlmAsrForConditionalGeneration: Whisper-style encoder, projector, Llama LM),
+    tiny and seeded, with its processor; see build_glm_asr.py (its tokenizer: build_qwen3_asr's recipe; its
+    weights saved by build_granite_speech's helper)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_glm_asr import build
+
+    build(out)
+
+
 def main(argv: list[str]) -> int:
     out_dir = Path(argv[1])
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -54,30 +54,42 @@ SEED = 7
 WEIGHT_SCALE = 5.0
 
 
-def write_tokenizer(out: Path) -> None:
-    """A WordPiece tokenizer with Qwen3-ASR's vocabulary size, special-token ids and chat template."""
+def write_tokenizer(
+    out: Path,
+    *,
+    vocab_size: int = VOCAB_SIZE,
+    special_ids: dict[str, int] = SPECIAL_IDS,
+    extra_special_tokens: dict[str, str] = EXTRA_SPECIAL_TOKENS,
+    chat_template: str = CHAT_TEMPLATE,
+    pad_token: str = "<|endoftext|>",
+    eos_token: str = "<|im_end|>",
+) -> None:
+    """A WordPiece tokenizer over MiniLM's English words, filler entries up to ``vocab_size`` and the
+    ``special_ids`` at their ids (Qwen3-ASR's by default; other speech builders pass their model's)."""
     from build_zoo import _minilm_vocab
     from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     words = _minilm_vocab()
-    by_id = {i: token for token, i in SPECIAL_IDS.items()}
-    vocab = {word: i for i, word in enumerate(words)}
-    for i in range(len(words), VOCAB_SIZE):
+    by_id = {i: token for token, i in special_ids.items()}
+    vocab = {word: i for i, word in enumerate(words) if i not in by_id}
+    for i in range(len(words), vocab_size):
         vocab[by_id.get(i, f"<|filler_{i}|>")] = i
+    for i, token in by_id.items():
+        vocab[token] = i
     tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_IDS])
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special_ids])
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         unk_token="[UNK]",
-        pad_token="<|endoftext|>",
-        eos_token="<|im_end|>",
+        pad_token=pad_token,
+        eos_token=eos_token,
         model_max_length=32768,
-        extra_special_tokens=EXTRA_SPECIAL_TOKENS,
-        chat_template=CHAT_TEMPLATE,
+        extra_special_tokens=extra_special_tokens,
+        chat_template=chat_template,
     )
     fast.save_pretrained(str(out))
 

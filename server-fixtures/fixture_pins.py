@@ -73,6 +73,8 @@ MODELS: tuple[str, ...] = (
     "voxtral-tiny",
     "qwen3-asr-tiny",
     "qwen3-forcedaligner-tiny",
+    "granite-speech-tiny",
+    "glm-asr-tiny",
 )
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.
@@ -83,6 +85,8 @@ BUILDER_MODULES: tuple[str, ...] = (
     "build_voxtral.py",
     "build_qwen3_asr.py",
     "build_qwen3_aligner.py",
+    "build_granite_speech.py",
+    "build_glm_asr.py",
 )
 
 # --------------------------------------------------------------------------------------------------

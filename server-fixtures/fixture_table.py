@@ -191,6 +191,41 @@ QWEN3_ASR_ARGS: tuple[str, ...] = (
     json.dumps({"max_new_tokens": QWEN3_ASR_MAX_NEW_TOKENS}),
 )
 
+#: The torchaudio stand-in (server-fixtures/torchaudio_standin/: ``MelSpectrogram`` only) on a server's path:
+#: transformers' Granite Speech feature extractor, which vLLM runs, needs torchaudio. The Granite Speech
+#: server's only.
+TORCHAUDIO_STANDIN_ENV: dict[str, str] = {"PYTHONPATH": str(HERE / "torchaudio_standin")}
+#: The Granite Speech fixture's cap on generated tokens per request (the reference generates as many).
+GRANITE_SPEECH_MAX_NEW_TOKENS = 24
+#: Granite Speech with vLLM's defaults, plus float32, eager and a small context: 30 s of audio (the longest
+#: vLLM sends at once) is 300 prompt tokens.
+GRANITE_SPEECH_ARGS: tuple[str, ...] = (
+    *IN_PROCESS_ENGINE_ARGS,
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--max-model-len",
+    "1024",
+    "--override-generation-config",
+    json.dumps({"max_new_tokens": GRANITE_SPEECH_MAX_NEW_TOKENS}),
+)
+
+#: The GLM-ASR fixture's cap on generated tokens per request (the reference generates as many).
+GLM_ASR_MAX_NEW_TOKENS = 24
+#: GLM-ASR with vLLM's defaults, plus float32, eager and a small context: vLLM sends up to 655 s at once
+#: (the processor's ``max_audio_len``), 12.5 prompt tokens a second, so recordings over about 80 s are
+#: over this context (vLLM's 400).
+GLM_ASR_ARGS: tuple[str, ...] = (
+    *IN_PROCESS_ENGINE_ARGS,
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--max-model-len",
+    "1024",
+    "--override-generation-config",
+    json.dumps({"max_new_tokens": GLM_ASR_MAX_NEW_TOKENS}),
+)
+
 
 @dataclasses.dataclass(frozen=True)
 class Fixture:
@@ -493,6 +528,23 @@ FIXTURES: dict[str, Fixture] = {
             env=TORCHVISION_STANDIN_ENV,
             description="Qwen3-ASR's architecture (tiny, seeded) served as Qwen3ASRRealtimeGeneration: "
             "/v1/audio/transcriptions and /translations, the WebSocket /v1/realtime",
+        ),
+        Fixture(
+            name="granite-speech",
+            model_dir="granite-speech-tiny",
+            served_model_name="granite-speech-tiny",
+            args=GRANITE_SPEECH_ARGS,
+            env=TORCHAUDIO_STANDIN_ENV,
+            description="Granite Speech's architecture (GraniteSpeechForConditionalGeneration), tiny, "
+            "seeded: /v1/audio/transcriptions and /translations (text follows the recording, 24 tokens)",
+        ),
+        Fixture(
+            name="glm-asr",
+            model_dir="glm-asr-tiny",
+            served_model_name="glm-asr-tiny",
+            args=GLM_ASR_ARGS,
+            description="GLM-ASR's architecture (GlmAsrForConditionalGeneration), tiny, seeded: "
+            "/v1/audio/transcriptions and /translations (text follows the recording, 24 tokens)",
         ),
     )
 }

@@ -426,6 +426,58 @@ def qwen3_aligner(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _instructed_transcription(
+    processor: Any, model: Any, request: dict[str, Any], **audio_kwargs: Any
+) -> dict[str, Any]:
+    """Greedy ``generate`` on the prompt vLLM's Granite Speech and GLM-ASR ``get_generation_prompt`` write:
+    one user turn, the audio token then "can you transcribe the speech into a written format?" or
+    "translate the speech to <to_language>", through the chat template; ``text`` decoded without special
+    tokens."""
+    import soundfile as sf
+    import torch
+
+    audio, _ = sf.read(request["audio"], dtype="float32")
+    if request["task"] == "translate":
+        instruction = f"translate the speech to {request.get('to_language', '')}"
+    else:
+        instruction = "can you transcribe the speech into a written format?"
+    chat = [{"role": "user", "content": processor.audio_token + instruction}]
+    text = processor.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    inputs = processor(text=text, audio=audio, return_tensors="pt", **audio_kwargs)
+    with torch.no_grad():
+        out = model.generate(**inputs, max_new_tokens=request["max_new_tokens"], do_sample=False)
+    n = inputs["input_ids"].shape[1]
+    ids = out[0, n:].tolist()
+    return {"ids": ids, "text": processor.tokenizer.decode(ids, skip_special_tokens=True), "prompt_tokens": n}
+
+
+def granite_speech(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"audio": path, "task": "transcribe" | "translate", "to_language"?: name, "max_new_tokens": n}`` ->
+    ``{"ids": [...], "text": str, "prompt_tokens": n}``: transformers' Granite Speech on the same weights
+    (its feature extractor on the torchaudio stand-in, as the fixture's vLLM runs it), prompted as vLLM
+    prompts it (``_instructed_transcription``)."""
+    from build_granite_speech import use_torchaudio_standin
+
+    use_torchaudio_standin()
+    from transformers import AutoProcessor, GraniteSpeechForConditionalGeneration
+
+    processor = AutoProcessor.from_pretrained(model_dir)
+    model = GraniteSpeechForConditionalGeneration.from_pretrained(model_dir).eval()
+    return _instructed_transcription(processor, model, request)
+
+
+def glm_asr(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"audio": path, "task": "transcribe" | "translate", "to_language"?: name, "max_new_tokens": n}`` ->
+    ``{"ids": [...], "text": str, "prompt_tokens": n}``: transformers' GLM-ASR on the same weights, prompted
+    as vLLM prompts it (``_instructed_transcription``; ``apply_transcription_request`` writes another
+    prompt)."""
+    from transformers import AutoProcessor, GlmAsrForConditionalGeneration
+
+    processor = AutoProcessor.from_pretrained(model_dir)
+    model = GlmAsrForConditionalGeneration.from_pretrained(model_dir).eval()
+    return _instructed_transcription(processor, model, request, sampling_rate=16000)
+
+
 def main(argv: list[str]) -> int:
     family, model_dir = argv[1], Path(argv[2])
     compute = globals()[family.replace("-", "_")]

@@ -144,6 +144,10 @@ def test_voxtral_audio_sent_whole_fits_the_served_context() -> None:
     assert transcription.split_seconds(QWEN3_ASR, stream=False, max_model_len=2048) == 120.0
     assert transcription.split_seconds(QWEN3_ASR, stream=False, max_model_len=65536) == 600.0
     assert transcription.split_seconds(GENERIC, stream=False, max_model_len=2048) == 600.0
+    assert transcription.split_seconds(transcription.GLM_ASR, stream=False, max_model_len=1024) == 30.0
+    assert (
+        transcription.split_seconds(transcription.GRANITE_SPEECH, stream=False, max_model_len=1024) == 600.0
+    )
 
 
 def test_a_translation_names_its_target_where_the_model_reads_one() -> None:

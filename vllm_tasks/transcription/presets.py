@@ -147,6 +147,9 @@ GLM_ASR = SpeechPreset(
     translate=True,
     long_form="server",
     translate_to="en",
+    # vLLM takes up to 655 s (the processor's max_audio_len) as one prompt of 12.5 tokens a second.
+    window_tokens=375,
+    prompt_tokens=20,
 )
 GENERIC = SpeechPreset(
     name="generic",
