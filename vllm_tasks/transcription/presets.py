@@ -259,7 +259,7 @@ def check_preset(
             "response_format",
             params.response_format,
             "the model gives no timed segments (vLLM answers 400 to verbose_json)",
-            "Use 'json' or 'text'. " + other,
+            "Use 'json' or 'text' (word times: aligner=, a forced aligner's client). " + other,
         )
     if params.timestamp_granularities:
         raise _refuse(
@@ -267,7 +267,7 @@ def check_preset(
             "timestamp_granularities",
             list(params.timestamp_granularities),
             "the model gives no timestamps",
-            "Drop timestamp_granularities. " + other,
+            "Drop timestamp_granularities (word times: aligner=, a forced aligner's client). " + other,
         )
     if options.mode == "sequential":
         raise _refuse(
