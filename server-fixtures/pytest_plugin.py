@@ -163,27 +163,30 @@ class _Manager:
     def start(self, key: Key) -> launcher.FixtureServer:
         """Start a server (on its earlier port if it ran before), first stopping every running server
         the current test does not need."""
-        name, version = key
         for other in list(self.servers):
             if other != key and other not in self.current and other != self.ahead:
                 self.stop(other)
-        port = self.ports.get(key)
-        if fixture_pins.is_default_version(version):
-            srv = launcher.FixtureServer(name, port)
-        else:
-            srv = launcher.FixtureServer(name, port, vllm_version=version)
+        srv = self._server(key)
         try:
             srv.start()
         except launcher.FixtureStartError as e:
             self.failures[key] = str(e)
             pytest.fail(str(e), pytrace=False)
+        again = " (again)" if key in self.ports else ""
         self.servers[key] = srv
         self.ports[key] = srv.port
-        again = " (again)" if port else ""
         self.report.append(
             f"{_label(key)}: ready{again} in {srv.start_seconds:.1f} s, RSS {srv.rss_mib():.0f} MiB"
         )
         return srv
+
+    def _server(self, key: Key) -> launcher.FixtureServer:
+        """A server of ``key`` (not started), on the port it had before, if it ran."""
+        name, version = key
+        port = self.ports.get(key)
+        if fixture_pins.is_default_version(version):
+            return launcher.FixtureServer(name, port)
+        return launcher.FixtureServer(name, port, vllm_version=version)
 
     def wait_ahead(self, key: Key, srv: launcher.FixtureServer) -> launcher.FixtureServer:
         """Wait for the server launched ahead of its group."""
@@ -214,11 +217,7 @@ class _Manager:
             [name], version=None if fixture_pins.is_default_version(version) else version
         ):
             return  # acquire() reports it
-        port = self.ports.get(key)
-        if fixture_pins.is_default_version(version):
-            srv = launcher.FixtureServer(name, port)
-        else:
-            srv = launcher.FixtureServer(name, port, vllm_version=version)
+        srv = self._server(key)
         try:
             srv.launch()
         except launcher.FixtureStartError as e:
