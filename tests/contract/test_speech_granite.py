@@ -11,7 +11,6 @@ recordings give two different texts, and the translation prompt a third.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import pytest
 from fixture_table import GRANITE_SPEECH_MAX_NEW_TOKENS
 
 import vllm_tasks as vt
+from tests.contract.speech_checks import transcribe_dir_gives
 from tests.zoo import reference as zoo_reference
 
 pytestmark = [
@@ -70,18 +70,4 @@ def test_translate_equals_transformers(granite: vt.Client, reference: dict[str, 
 def test_transcribe_dir_equals_transformers(
     vllm_granite_speech: Any, reference: dict[str, str], tmp_path: Path
 ) -> None:
-    source, out = tmp_path / "calls", tmp_path / "text"
-    source.mkdir()
-    for path in (FOX, NUMBERS):
-        (source / path.name).write_bytes(path.read_bytes())
-    report = vt.transcribe_dir(
-        vllm_granite_speech.base_url,
-        source,
-        out,
-        formats=["json", "txt"],
-        params=vt.TranscribeParams(language="en"),
-    )
-    assert report.complete and report.units_sent == 2
-    for name in ("fox", "numbers"):
-        assert json.loads((out / f"{name}.json").read_text())["text"].strip() == reference[name]
-        assert (out / f"{name}.txt").read_text().strip() == reference[name]
+    transcribe_dir_gives(vllm_granite_speech.base_url, reference, tmp_path)

@@ -23,12 +23,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import numpy as np
 import pytest
-import soundfile as sf
 from fixture_table import QWEN3_ASR_MAX_NEW_TOKENS
 
 import vllm_tasks as vt
+from tests.contract.speech_checks import over_the_context_goes_in_pieces, transcribe_dir_gives
 from tests.zoo import reference as zoo_reference
 
 pytestmark = [
@@ -134,33 +133,13 @@ def test_audio_over_the_context_goes_in_pieces(asr: vt.Client, tmp_path: Path) -
     """Served as its realtime class, Qwen3-ASR takes a recording whole as one prompt of 13 tokens a second:
     92 s is over the fixture's 1024 tokens (vLLM's 400). The preset sends what fits whole, the rest in
     pieces, so the same call succeeds."""
-    samples, rate = sf.read(LONG, dtype="float32")
-    path = tmp_path / "long92.wav"
-    sf.write(path, np.concatenate([samples] * 2), rate)
-    with pytest.raises(vt.BadRequestError, match="maximum model length"):
-        asr.transcribe(path, language="en", chunking="server")
-    result = asr.transcribe(path, language="en")
-    assert result.requests >= 4 and result.text
+    over_the_context_goes_in_pieces(asr, tmp_path, copies=2, pieces=4)
 
 
 def test_transcribe_dir_equals_transformers(
     vllm_qwen3_asr: Any, reference: dict[str, str], tmp_path: Path
 ) -> None:
-    source, out = tmp_path / "calls", tmp_path / "text"
-    source.mkdir()
-    for path in (FOX, NUMBERS):
-        (source / path.name).write_bytes(path.read_bytes())
-    report = vt.transcribe_dir(
-        vllm_qwen3_asr.base_url,
-        source,
-        out,
-        formats=["json", "txt"],
-        params=vt.TranscribeParams(language="en"),
-    )
-    assert report.complete and report.units_sent == 2
-    for name in ("fox", "numbers"):
-        assert json.loads((out / f"{name}.json").read_text())["text"].strip() == reference[name]
-        assert (out / f"{name}.txt").read_text().strip() == reference[name]
+    transcribe_dir_gives(vllm_qwen3_asr.base_url, reference, tmp_path)
 
 
 def _joined(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

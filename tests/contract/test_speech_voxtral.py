@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 import pytest
-import soundfile as sf
 
 import vllm_tasks as vt
+from tests.contract.speech_checks import over_the_context_goes_in_pieces
 from tests.zoo import reference as zoo_reference
 from vllm_tasks.types.audio import Transcription, TranscriptionDelta
 
@@ -76,13 +75,7 @@ def test_long_audio_in_one_request_equals_transformers(client: vt.Client, expect
 def test_audio_over_the_context_goes_in_pieces(client: vt.Client, tmp_path: Path) -> None:
     """184 s whole is 7 windows of 375 tokens: over the fixture's 2048 (vLLM's 400). The voxtral preset
     sends what fits (120 s) whole and longer audio in pieces, so the same call succeeds."""
-    samples, rate = sf.read(LONG, dtype="float32")
-    path = tmp_path / "long184.wav"
-    sf.write(path, np.concatenate([samples] * 4), rate)
-    with pytest.raises(vt.ContextLengthExceeded):
-        client.transcribe(path, language="en", chunking="server")
-    result = client.transcribe(path, language="en")
-    assert result.requests >= 7 and result.text
+    over_the_context_goes_in_pieces(client, tmp_path, copies=4, pieces=7)
 
 
 def test_stream_deltas_join_to_the_same_text(client: vt.Client, expected: dict[str, str]) -> None:
