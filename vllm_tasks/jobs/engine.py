@@ -36,7 +36,7 @@ from ..errors import (
     VLLMTasksError,
     is_about,
 )
-from .files import append_no_follow, disk_errors, open_no_follow, read_no_follow
+from .files import append_no_follow, disk_errors, open_no_follow, read_no_follow, write_in_thread
 from .inputs import Chunk, InputSpec, read_chunks
 from .outputs import Sink
 from .progress import JobProgress
@@ -195,7 +195,7 @@ class Engine:
                     break
                 finished, active = await asyncio.wait(active, return_when=asyncio.FIRST_COMPLETED)
                 for task in finished:
-                    await asyncio.to_thread(self._commit, _result(task))
+                    await write_in_thread(self._commit, _result(task))
         finally:
             for task in active:
                 task.cancel()

@@ -12,15 +12,19 @@ through it -- and ``fsync`` of the folder), so a crash leaves the old file or th
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, ParamSpec, TypeVar
 
 from ..errors import InsufficientDiskSpace, JobError
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 NOT_WRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
@@ -183,4 +187,20 @@ def write_atomically(
             fsync_folder(path.parent)
     except BaseException:
         temporary.unlink(missing_ok=True)
+        raise
+
+
+async def write_in_thread(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``asyncio.to_thread`` for a job's writes, except that a cancelled caller waits for the thread to
+    finish before the cancellation goes on: no file is still being written once the job (and its lock on
+    the output folder) has ended, where the next run would find it half-listed.
+
+    Raises:
+        asyncio.CancelledError: the caller was cancelled (after the thread finished).
+    """
+    task = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
         raise

@@ -57,7 +57,7 @@ from ..errors import (
 )
 from ..types.server import ServerInfo
 from .engine import first_error
-from .files import append_no_follow, make_folder, read_no_follow, write_atomically
+from .files import append_no_follow, make_folder, read_no_follow, write_atomically, write_in_thread
 from .progress import JobProgress
 from .replicas import JobClient, Replica, ReplicaPool, Servers
 from .scaffold import JobSettings, ReplicaReport, check_same_job, job_servers, replica_reports, served_section
@@ -741,7 +741,7 @@ class _FolderRun:
             self._left[document.relative] = len(left)
             todo.extend((document, unit) for unit in left)
             if not left:  # every unit done earlier; outputs rewritten if a kill came before them
-                await asyncio.to_thread(self._write_outputs, document)
+                await write_in_thread(self._write_outputs, document)
         total = sum(len(units) for units in self._units.values())
         progress = JobProgress(
             total,
@@ -788,12 +788,12 @@ class _FolderRun:
             self._fail(document, unit, error)
             progress.advance(0, 0)
             return
-        await asyncio.to_thread(self._records.save, document, unit, record)
+        await write_in_thread(self._records.save, document, unit, record)
         self._sent += 1
         progress.advance(1, int((record.get("usage") or {}).get("total_tokens") or 0))
         self._left[document.relative] -= 1
         if self._left[document.relative] == 0:
-            await asyncio.to_thread(self._write_outputs, document)
+            await write_in_thread(self._write_outputs, document)
 
     def _fail(self, document: Document, unit: Unit, error: Exception) -> None:
         message = error.message if isinstance(error, APIStatusError) else str(error)
