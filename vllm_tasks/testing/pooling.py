@@ -13,10 +13,11 @@ import numpy.typing as npt
 
 from ..decoding import EMBED_DTYPES, ENDIANNESS, FP8_E4M3_TO_FLOAT16
 from ..listwise import listwise_prompt
+from ..versions import ServerVersion
 from . import content
 from .inputs import Call, check_context, content_text, fit_context, input_texts, usage
 from .settings import Scorer
-from .wire import Refusal, Reply, bad_request, error_reply, json_reply, validation_error
+from .wire import Refusal, Reply, bad_request, error_reply, json_reply, not_found, validation_error
 
 ENCODING_FORMATS = ("float", "base64", "bytes", "bytes_only")
 V2_TYPES = ("float", "binary", "ubinary", "base64")
@@ -99,19 +100,53 @@ def _nearest(
 # -------------------------------------------------------------------------------------- embeddings
 
 
+#: From this vLLM on, a ``token_embed`` model's ``/v1/embeddings`` has a handler of its own (one vector per
+#: token, ``"float"`` only) and its ``/v2/embed`` is not mounted (0.33.0 ``pooling/factories.py:132-139``).
+TOKEN_EMBED_ROUTE_VERSION = "0.33.0"
+
+
+def token_embed_route(call: Call) -> bool:
+    """Whether ``/v1/embeddings`` is vLLM >= 0.33's per-token handler (a late-interaction model)."""
+    newer = ServerVersion.parse(call.settings.version).at_least(TOKEN_EMBED_ROUTE_VERSION)
+    return newer and call.settings.scorer_kind == "late-interaction" and not call.settings.lexical
+
+
 def check_embed_task(call: Call) -> None:
     """vLLM's 501 on the embedding routes of a late-interaction model (its active task is ``token_embed``;
-    a fake serving ``classify`` and ``embed`` at once is a hybrid that embeds).
+    a fake serving ``classify`` and ``embed`` at once is a hybrid that embeds); from vLLM 0.33 such a
+    model's ``/v2/embed`` is not mounted.
 
     Raises:
-        Refusal: 501 ``The model does not support Embeddings API``.
+        Refusal: 501 ``The model does not support Embeddings API``; 404 from vLLM 0.33 on ``/v2/embed``.
     """
+    if token_embed_route(call):
+        raise Refusal(not_found())
     if call.settings.scorer_kind in ("late-interaction", "listwise") or call.settings.lexical:
         raise Refusal(error_reply(501, "The model does not support Embeddings API"))
 
 
+def _token_embeddings(call: Call) -> Reply:
+    """vLLM >= 0.33's ``/v1/embeddings`` of a ``token_embed`` model (``token_embed/serving.py``): one matrix
+    per input, ``encoding_format`` ``"float"`` only (anything else fails its literal)."""
+    fmt = call.body.get("encoding_format", "float")
+    if fmt != "float":
+        raise validation_error(
+            "encoding_format", "literal_error", "Input should be 'float'", fmt, {"expected": "'float'"}
+        )
+    texts = fit_context(call, input_texts(call))
+    data = [
+        {"index": i, "object": "embedding", "embedding": content.token_vectors(text, call.settings.width)}
+        for i, text in enumerate(texts)
+    ]
+    tokens = sum(content.count_tokens(text) for text in texts)
+    return json_reply({"id": call.response_id("embd"), "object": "list", "created": call.created(),
+                       "model": call.settings.model, "data": data, "usage": usage(tokens)})  # fmt: skip
+
+
 def embeddings(call: Call) -> Reply:
     """``POST /v1/embeddings``: float, base64, bytes (with the ``metadata`` header) or bytes_only."""
+    if token_embed_route(call):
+        return _token_embeddings(call)
     check_embed_task(call)
     if "normalize" in call.body:
         raise bad_request(

@@ -53,7 +53,8 @@ class FakeSettings:
             ``False`` refuses ``dimensions`` as a non-Matryoshka model does.
         scorer: ``"bi-encoder"`` (cosine scores), ``"cross-encoder"`` (sigmoid scores),
             ``"late-interaction"`` (a ColBERT-style ``token_embed`` model: MaxSim scores, per-token vectors
-            from ``/pooling``, 501 from ``/v1/embeddings`` and ``/v2/embed``) or ``"listwise"``
+            from ``/pooling``, 501 from ``/v1/embeddings`` and ``/v2/embed``; from ``version`` 0.33.0 vLLM's
+            per-token ``/v1/embeddings``, float only, and a 404 from ``/v2/embed``) or ``"listwise"``
             (jina-reranker-v3: one prompt per list, so a score depends on the whole list; ``/pooling``
             refuses one input and answers a list with one matrix); default: cross-encoder when
             ``classify`` is served, else bi-encoder.
