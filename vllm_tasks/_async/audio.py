@@ -6,6 +6,7 @@ a worker thread in the async client, so that its event loop keeps serving while 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
@@ -37,7 +38,41 @@ if TYPE_CHECKING:
     from .client import AsyncClient
 
 
-class AsyncTranscriptionStream:
+class AsyncTranscriptionEvents(ABC):
+    """What a streamed transcription and a realtime session share: iterated for events, the last one the
+    final :class:`Transcription` (kept as ``result``); a context manager that closes the connection."""
+
+    result: Transcription | None
+
+    @abstractmethod
+    def __aiter__(self) -> AsyncIterator[TranscriptionStreamEvent]:
+        """The events, then the final result."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release the connection (safe to call twice)."""
+
+    async def until_done(self) -> Transcription:
+        """Read the rest to the end; returns the final result."""
+        async for _ in self:
+            pass
+        if self.result is None:  # pragma: no cover - __aiter__ sets it or raises
+            raise RuntimeError("the stream ended without a result")
+        return self.result
+
+    async def __aenter__(self: Self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+class AsyncTranscriptionStream(AsyncTranscriptionEvents):
     """A transcription being streamed: iterate it for deltas, then the final :class:`Transcription`.
 
     ``async for event in stream`` yields a :class:`~vllm_tasks.types.audio.TranscriptionDelta` per
@@ -96,28 +131,9 @@ class AsyncTranscriptionStream:
         self.result = self._on_result(result) if self._on_result is not None else result
         yield self.result
 
-    async def until_done(self) -> Transcription:
-        """Read the rest of the stream; returns the final result."""
-        async for _ in self:
-            pass
-        if self.result is None:  # pragma: no cover - __aiter__ always sets it
-            raise RuntimeError("the stream ended without a result")
-        return self.result
-
     async def close(self) -> None:
         """Release the connection (safe to call twice)."""
         await self._lines.close()
-
-    async def __aenter__(self: Self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
 
 
 class AsyncAudioMethods(AsyncClientBase):

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from types import TracebackType
-from typing import Self
 
 from .. import audio as audio_io
 from .. import gates, realtime
@@ -22,10 +20,10 @@ from ..errors import APIError, APITimeoutError, InvalidInputError
 from ..offload import async_offload
 from ..retries import is_retryable
 from ..types.audio import Transcription, TranscriptionStreamEvent
-from .audio import AsyncAudioMethods
+from .audio import AsyncAudioMethods, AsyncTranscriptionEvents
 
 
-class AsyncRealtimeTranscription:
+class AsyncRealtimeTranscription(AsyncTranscriptionEvents):
     """A realtime transcription session: iterate it to send the audio and read the text as it comes.
 
     ``async for event in session`` sends the audio piece by piece and yields a
@@ -128,28 +126,9 @@ class AsyncRealtimeTranscription:
                 events.append(event)
         return events
 
-    async def until_done(self) -> Transcription:
-        """Send the rest of the audio and read the session to its end; returns the final result."""
-        async for _ in self:
-            pass
-        if self.result is None:  # pragma: no cover - __aiter__ raises instead
-            raise RuntimeError("the session ended without a result")
-        return self.result
-
     async def close(self) -> None:
         """End the session and close the WebSocket (safe to call twice)."""
         await self._socket.close()
-
-    async def __aenter__(self: Self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
 
 
 class AsyncRealtimeMethods(AsyncAudioMethods):

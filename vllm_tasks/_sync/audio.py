@@ -7,6 +7,7 @@ a worker thread in the async client, so that its event loop keeps serving while 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
@@ -38,7 +39,41 @@ if TYPE_CHECKING:
     from .client import Client
 
 
-class TranscriptionStream:
+class TranscriptionEvents(ABC):
+    """What a streamed transcription and a realtime session share: iterated for events, the last one the
+    final :class:`Transcription` (kept as ``result``); a context manager that closes the connection."""
+
+    result: Transcription | None
+
+    @abstractmethod
+    def __iter__(self) -> Iterator[TranscriptionStreamEvent]:
+        """The events, then the final result."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the connection (safe to call twice)."""
+
+    def until_done(self) -> Transcription:
+        """Read the rest to the end; returns the final result."""
+        for _ in self:
+            pass
+        if self.result is None:  # pragma: no cover - __iter__ sets it or raises
+            raise RuntimeError("the stream ended without a result")
+        return self.result
+
+    def __enter__(self: Self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class TranscriptionStream(TranscriptionEvents):
     """A transcription being streamed: iterate it for deltas, then the final :class:`Transcription`.
 
     ``for event in stream`` yields a :class:`~vllm_tasks.types.audio.TranscriptionDelta` per
@@ -97,28 +132,9 @@ class TranscriptionStream:
         self.result = self._on_result(result) if self._on_result is not None else result
         yield self.result
 
-    def until_done(self) -> Transcription:
-        """Read the rest of the stream; returns the final result."""
-        for _ in self:
-            pass
-        if self.result is None:  # pragma: no cover - __iter__ always sets it
-            raise RuntimeError("the stream ended without a result")
-        return self.result
-
     def close(self) -> None:
         """Release the connection (safe to call twice)."""
         self._lines.close()
-
-    def __enter__(self: Self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 class AudioMethods(ClientBase):

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping
-from types import TracebackType
-from typing import Self
 
 from .. import audio as audio_io
 from .. import gates, realtime
@@ -23,10 +21,10 @@ from ..errors import APIError, APITimeoutError, InvalidInputError
 from ..offload import sync_offload
 from ..retries import is_retryable
 from ..types.audio import Transcription, TranscriptionStreamEvent
-from .audio import AudioMethods
+from .audio import AudioMethods, TranscriptionEvents
 
 
-class RealtimeTranscription:
+class RealtimeTranscription(TranscriptionEvents):
     """A realtime transcription session: iterate it to send the audio and read the text as it comes.
 
     ``for event in session`` sends the audio piece by piece and yields a
@@ -129,28 +127,9 @@ class RealtimeTranscription:
                 events.append(event)
         return events
 
-    def until_done(self) -> Transcription:
-        """Send the rest of the audio and read the session to its end; returns the final result."""
-        for _ in self:
-            pass
-        if self.result is None:  # pragma: no cover - __iter__ raises instead
-            raise RuntimeError("the session ended without a result")
-        return self.result
-
     def close(self) -> None:
         """End the session and close the WebSocket (safe to call twice)."""
         self._socket.close()
-
-    def __enter__(self: Self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 class RealtimeMethods(AudioMethods):
