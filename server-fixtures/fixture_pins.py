@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from fixture_table import FIXTURES
+from fixture_table import FIXTURES, cache_dir, pure_torchvision_dir
 
 HERE = Path(__file__).resolve().parent
 
@@ -190,11 +190,6 @@ def is_default_version(version: str | None) -> bool:
 # --------------------------------------------------------------------------------------------------
 
 
-def cache_dir() -> Path:
-    env = os.environ.get("VLLM_TASKS_FIXTURE_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "vllm-tasks-fixtures"
-
-
 def venv_dir(version: str | None = None) -> Path:
     """Today's venv (``<cache>/venv``) for None or VLLM_VERSION, else ``<cache>/venvs/<version>``."""
     if is_default_version(version):
@@ -306,6 +301,16 @@ def matrix_venv_ok(version: str) -> bool:
     return stamp_ok(matrix_venv_stamp(version), matrix_venv_hash(version)) and venv_python(version).exists()
 
 
+#: PyPI's torchvision for the fixture venv's torch, made pure Python by setup (see `pure_torchvision_dir`).
+PURE_TORCHVISION = "torchvision==0.28.0"
+#: Bump when setup's way of making the pure torchvision changes.
+PURE_TORCHVISION_REVISION = 1
+
+
+def pure_torchvision_hash() -> str:
+    return _sha({"pin": PURE_TORCHVISION, "revision": PURE_TORCHVISION_REVISION})
+
+
 def setup_missing(fixtures: Iterable[str] | None = None, version: str | None = None) -> list[str]:
     """What `server-fixtures/setup` still has to do for these fixtures on this vLLM version; empty when
     done. ``version`` None (or VLLM_VERSION): today's venv, fixtures default to all. An older version:
@@ -317,6 +322,8 @@ def setup_missing(fixtures: Iterable[str] | None = None, version: str | None = N
             missing.append(f"fixture venv ({cache / 'venv'})")
         elif not stamp_ok(cache / "venv-addons.stamp", venv_addons_hash()):
             missing.append(f"fixture venv add-on packages ({', '.join(VENV_ADDON_PACKAGES)})")
+        if not stamp_ok(cache / "torchvision-pure.stamp", pure_torchvision_hash()):
+            missing.append(f"pure torchvision ({pure_torchvision_dir()})")
         names = FIXTURES if fixtures is None else fixtures
     else:
         assert version is not None

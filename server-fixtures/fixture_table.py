@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -81,6 +82,27 @@ OCR_ARGS: tuple[str, ...] = (
     "--override-generation-config",
     json.dumps({"max_new_tokens": OCR_MAX_NEW_TOKENS}),
 )
+
+
+def cache_dir() -> Path:
+    """The fixture cache: ``$VLLM_TASKS_FIXTURE_CACHE``, default ``~/.cache/vllm-tasks-fixtures``."""
+    env = os.environ.get("VLLM_TASKS_FIXTURE_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "vllm-tasks-fixtures"
+
+
+def pure_torchvision_dir() -> Path:
+    """PyPI's torchvision (a CUDA build) without its compiled parts, for a server's ``PYTHONPATH``.
+
+    Its Python transforms run on the CPU torch as they are; what the compiled ``_C.so``/``image.so`` held
+    (``nms``, ``roi_align``, image decoding) is absent, and the two fake-kernel registrations that assume
+    ``_C.so`` are guarded (``server-fixtures/setup``). transformers' torchvision image and video processors
+    and vLLM's multimodal processors need no more; the stand-in below only lets them import.
+    """
+    return cache_dir() / "torchvision-pure"
+
+
+#: torchvision's Python parts on a server's path (see `pure_torchvision_dir`).
+PURE_TORCHVISION_ENV: dict[str, str] = {"PYTHONPATH": str(pure_torchvision_dir())}
 OCR_NGRAM_PROCESSOR = "vllm.model_executor.models.deepseek_ocr:NGramPerReqLogitsProcessor"
 #: The torchvision stand-in (server-fixtures/torchvision_standin/) on a server's path: the OCR, ColPali and
 #: Qwen3-ASR servers' only.
