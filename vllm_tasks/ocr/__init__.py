@@ -26,18 +26,18 @@ from typing import Any
 
 import httpx
 
-from . import defaults, gates, grounding
-from .calls import CallOptions, TaskParams
-from .discovery import NGRAM_PROCESSOR_FLAG
-from .errors import InvalidInputError, UnsupportedByServer
-from .images import PreparedImage, prepare_image
-from .pdf import parse_pages
-from .responses import json_object, malformed, text_or_none, usage_of
-from .transport import Request
-from .types.common import Usage
-from .types.ocr import OCRBlock, OCRDocument, OCRPage, OCRResult
-from .types.server import ServerInfo
-from .validation import is_number, number_in_range, positive_int
+from .. import defaults, gates, grounding
+from ..calls import CallOptions, TaskParams
+from ..discovery import NGRAM_PROCESSOR_FLAG
+from ..errors import InvalidInputError, UnsupportedByServer
+from ..images import PreparedImage, prepare_image
+from ..pdf import parse_pages
+from ..responses import json_object, malformed, text_or_none, usage_of
+from ..transport import Request
+from ..types.common import Usage
+from ..types.ocr import OCRBlock, OCRDocument, OCRPage, OCRResult
+from ..types.server import ServerInfo
+from ..validation import is_number, number_in_range, positive_int
 
 CHAT_PATH = "/v1/chat/completions"
 
