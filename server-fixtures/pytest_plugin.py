@@ -124,6 +124,7 @@ class _Manager:
         self.items: list[pytest.Item] = []
         self.position = -1  # the running test's place in items
         self.ahead: Key | None = None  # launched for the next group, not yet waited for
+        self.ready_at: dict[Key, float] = {}  # when the tests could first use each running server
 
     def acquire(self, key: Key, *, required: bool | None = None) -> VLLMServer:
         name, version = key
@@ -173,6 +174,7 @@ class _Manager:
             self.failures[key] = str(e)
             pytest.fail(str(e), pytrace=False)
         again = " (again)" if key in self.ports else ""
+        self.ready_at[key] = time.monotonic()
         self.servers[key] = srv
         self.ports[key] = srv.port
         self.report.append(
@@ -191,14 +193,17 @@ class _Manager:
     def wait_ahead(self, key: Key, srv: launcher.FixtureServer) -> launcher.FixtureServer:
         """Wait for the server launched ahead of its group."""
         self.ahead = None
+        t0 = time.monotonic()
         try:
             srv.wait_ready()
         except launcher.FixtureStartError as e:
             self.servers.pop(key, None)
             self.failures[key] = str(e)
             pytest.fail(str(e), pytrace=False)
+        self.ready_at[key] = time.monotonic()
         self.report.append(
-            f"{_label(key)}: ready in {srv.start_seconds:.1f} s (launched ahead), RSS {srv.rss_mib():.0f} MiB"
+            f"{_label(key)}: ready in {srv.start_seconds:.1f} s (launched ahead; the tests waited "
+            f"{self.ready_at[key] - t0:.1f} s), RSS {srv.rss_mib():.0f} MiB"
         )
         return srv
 
@@ -256,8 +261,10 @@ class _Manager:
             t0 = time.monotonic()
             rss = srv.rss_mib()
             srv.stop()
+            used = t0 - self.ready_at.pop(key, t0)
             self.report.append(
-                f"{_label(key)}: stopped in {time.monotonic() - t0:.1f} s (RSS before stop {rss:.0f} MiB)"
+                f"{_label(key)}: stopped in {time.monotonic() - t0:.1f} s after {used:.1f} s of tests "
+                f"(RSS before stop {rss:.0f} MiB)"
             )
 
     def stop_all(self) -> None:
