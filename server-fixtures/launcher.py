@@ -16,7 +16,9 @@ recipe. Logs go to ``<cache>/logs``.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -31,6 +33,7 @@ import fixture_pins
 from fixture_table import BASE_ENV, FIXTURES, fixture_args, fixture_env
 
 HERE = Path(__file__).resolve().parent
+VLLM_API_SERVER = "vllm.entrypoints.openai.api_server"
 
 
 def logs_dir() -> Path:
@@ -89,6 +92,118 @@ def _rss_kib_of_group(pgid: int) -> int:
     return total
 
 
+class ForkedProcess:
+    """A server forked by a :class:`Zygote`, with the part of ``subprocess.Popen`` the launcher uses.
+
+    Its pid arrives from the zygote once the child leads its own session; its exit status from the
+    file the zygote writes when it reaps the child.
+    """
+
+    def __init__(self, zygote: Zygote, exit_path: Path) -> None:
+        self._zygote = zygote
+        self._exit_path = exit_path
+        self._pid: int | None = None
+        self.returncode: int | None = None
+
+    @property
+    def pid(self) -> int:
+        while self._pid is None:
+            self._zygote.collect(timeout=1.0)
+            if self._pid is None and not self._zygote.alive:
+                raise FixtureStartError(f"the fixture zygote exited; log: {self._zygote.log_path}")
+        return self._pid
+
+    def poll(self) -> int | None:
+        if self.returncode is not None:
+            return self.returncode
+        if self._pid is None:
+            self._zygote.collect(timeout=0.0)
+            if self._pid is None:
+                if self._zygote.alive:
+                    return None  # the zygote is still importing vLLM or forking
+                self.returncode = -1
+                return self.returncode
+        if self._exit_path.exists():
+            text = self._exit_path.read_text().strip()
+            if text:
+                self.returncode = int(text)
+        elif not _group_alive(self._pid):
+            self.returncode = -1  # gone, its status not (yet) written
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"fixture pid {self._pid}", timeout or 0.0)
+            time.sleep(0.1)
+        assert self.returncode is not None
+        return self.returncode
+
+
+class Zygote:
+    """``zygote.py`` run by ``python`` with ``env``: imports vLLM once, forks a server per :meth:`fork`.
+
+    Servers with the same python and environment share one (the environment can change what vLLM and
+    transformers decide at import time, e.g. whether torchvision is importable).
+    """
+
+    def __init__(self, python: str, env: Mapping[str, str]) -> None:
+        logs_dir().mkdir(parents=True, exist_ok=True)
+        self.log_path = logs_dir() / f"zygote-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{id(self)}.log"
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
+        self.proc = subprocess.Popen(
+            [python, str(HERE / "zygote.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            bufsize=0,  # collect() reads each answer exactly: select() cannot see a buffered line
+            env={**os.environ, **env},
+            preexec_fn=_set_pdeathsig,  # noqa: PLW1509 (called before any thread starts in the child)
+        )
+        self._waiting: list[ForkedProcess] = []  # forks asked for, in order, whose pid is not read yet
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def fork(self, argv: Sequence[str], log_path: Path) -> ForkedProcess:
+        """Ask for a server (returns at once: the zygote may still be importing vLLM)."""
+        exit_path = log_path.with_suffix(".exit")
+        exit_path.unlink(missing_ok=True)
+        assert self.proc.stdin is not None
+        request = {"argv": list(argv), "log": str(log_path), "exit": str(exit_path)}
+        try:
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+        except OSError as e:
+            raise FixtureStartError(f"the fixture zygote is gone ({e}); log: {self.log_path}") from e
+        forked = ForkedProcess(self, exit_path)
+        self._waiting.append(forked)
+        return forked
+
+    def collect(self, timeout: float) -> None:
+        """Read the pids the zygote has answered (forks are answered in the order asked)."""
+        assert self.proc.stdout is not None
+        while self._waiting and select.select([self.proc.stdout], [], [], timeout)[0]:
+            line = self.proc.stdout.readline()
+            if not line:
+                return  # the zygote exited
+            self._waiting.pop(0)._pid = int(json.loads(line)["pid"])
+            timeout = 0.0
+
+    def stop(self) -> None:
+        """End the zygote (its servers go with it)."""
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        self._log.close()
+
+
 class Server:
     """A command line started in its own process group that serves HTTP with a /health route."""
 
@@ -112,7 +227,9 @@ class Server:
         self.model = model
         self.api_key = api_key
         self.start_timeout = start_timeout
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | ForkedProcess | None = None
+        #: A zygote to fork the server from; its python and environment must be this command's own.
+        self.zygote: Zygote | None = None
         self.log_path: Path | None = None
         self.start_seconds: float | None = None
         self._launched_at = 0.0
@@ -148,6 +265,9 @@ class Server:
         env = {**os.environ, **self.env}
         self._launched_at = time.monotonic()
         self.start_seconds = None
+        if self.zygote is not None and self.command[1:3] == ["-m", VLLM_API_SERVER]:
+            self.proc = self.zygote.fork([VLLM_API_SERVER, *self.command[3:]], self.log_path)
+            return self
         self.proc = subprocess.Popen(
             [sys.executable, str(HERE / "group_guard.py"), *self.command],
             stdin=subprocess.DEVNULL,
@@ -284,7 +404,7 @@ class FixtureServer(Server):
         command = [
             str(fixture_pins.server_python(version)),
             "-m",
-            "vllm.entrypoints.openai.api_server",
+            VLLM_API_SERVER,
             "--model",
             str(fixture_pins.models_dir() / fx.model_dir),
             "--served-model-name",

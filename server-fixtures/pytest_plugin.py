@@ -42,6 +42,7 @@ import dataclasses
 import os
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -125,6 +126,8 @@ class _Manager:
         self.position = -1  # the running test's place in items
         self.ahead: Key | None = None  # launched for the next group, not yet waited for
         self.ready_at: dict[Key, float] = {}  # when the tests could first use each running server
+        self.zygotes: dict[ZygoteKey, launcher.Zygote] = {}
+        self.shared: set[ZygoteKey] = set()  # server environments that two or more of the run's servers share
 
     def acquire(self, key: Key, *, required: bool | None = None) -> VLLMServer:
         name, version = key
@@ -186,9 +189,28 @@ class _Manager:
         """A server of ``key`` (not started), on the port it had before, if it ran."""
         name, version = key
         port = self.ports.get(key)
-        if fixture_pins.is_default_version(version):
-            return launcher.FixtureServer(name, port)
-        return launcher.FixtureServer(name, port, vllm_version=version)
+        if not fixture_pins.is_default_version(version):
+            return launcher.FixtureServer(name, port, vllm_version=version)
+        srv = launcher.FixtureServer(name, port)
+        zygote_key = _zygote_key(srv) if self.shared else None
+        if zygote_key is not None and zygote_key in self.shared:
+            if zygote_key not in self.zygotes or not self.zygotes[zygote_key].alive:
+                self.zygotes[zygote_key] = launcher.Zygote(srv.command[0], srv.env)
+            srv.zygote = self.zygotes[zygote_key]
+        return srv
+
+    def plan_zygotes(self, keys: Iterable[Key]) -> None:
+        """Fork the servers whose environment two or more of ``keys`` share from one zygote each
+        (VLLM_TASKS_FIXTURES_FORK=0: none): they skip importing vLLM. A server alone in its environment
+        gains nothing from one."""
+        self.shared = set()
+        if not _truthy(os.environ.get("VLLM_TASKS_FIXTURES_FORK", "1")):
+            return
+        seen: set[ZygoteKey] = set()
+        for name, version in keys:
+            if fixture_pins.is_default_version(version):
+                zygote_key = _zygote_key(launcher.FixtureServer(name, 0))
+                (self.shared if zygote_key in seen else seen).add(zygote_key)
 
     def wait_ahead(self, key: Key, srv: launcher.FixtureServer) -> launcher.FixtureServer:
         """Wait for the server launched ahead of its group."""
@@ -270,6 +292,17 @@ class _Manager:
     def stop_all(self) -> None:
         for key in list(self.servers):
             self.stop(key)
+        for zygote in self.zygotes.values():
+            zygote.stop()
+        self.zygotes.clear()
+
+
+ZygoteKey = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def _zygote_key(srv: launcher.FixtureServer) -> ZygoteKey:
+    """Servers started by the same python with the same environment can share a zygote."""
+    return srv.command[0], tuple(sorted(srv.env.items()))
 
 
 _manager = _Manager()
@@ -346,6 +379,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     for i, item in enumerate(session.items):
         for key in _servers_needed(item):
             _manager.last_use[key] = i
+    _manager.plan_zygotes(_manager.last_use)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -58,6 +58,7 @@ class FakeServer:
         return 0.0
 
 launcher.FixtureServer = FakeServer
+os.environ["VLLM_TASKS_FIXTURES_FORK"] = "0"  # fake servers are not forked from a zygote
 _real_setup_missing = fixture_pins.setup_missing
 def _setup_missing(fixtures=None, version=None):
     # SETUP_MISSING=1: nothing is built; SETUP_MISSING=<version>: only that version's venv is missing
@@ -182,7 +183,7 @@ def test_the_next_server_boots_beside_the_current_group(tmp_path: Path) -> None:
         ["run", "f"],
         ["stop", "api-key"],
     ]
-    assert "embed: ready in" in proc.stdout and "(launched ahead)" in proc.stdout
+    assert "embed: ready in" in proc.stdout and "(launched ahead; the tests waited" in proc.stdout
 
 
 def test_a_server_launched_ahead_that_dies_fails_its_tests(tmp_path: Path) -> None:
