@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 
 from .. import defaults, gates
-from ..calls import CallOptions, TaskParams
+from ..calls import CallOptions, TaskParams, plain
 from ..dependencies import require
 from ..discovery import NGRAM_PROCESSOR_FLAG
 from ..errors import InvalidInputError, UnsupportedByServer
@@ -133,6 +133,32 @@ class OCRParams(TaskParams):
             )
         if self.temperature is not None and not is_number(self.temperature):
             raise InvalidInputError("temperature", self.temperature, "must be a number", "Use 0.0 for OCR.")
+
+    def using(self, preset: str | OCRPreset | None) -> OCRParams:
+        """These options with ``preset`` (the ``preset=`` of ``ocr_dir``, Ray's ``OCR``, the LangChain
+        loader); ``None`` changes nothing.
+
+        Raises:
+            InvalidInputError: the options already name another preset.
+
+        Examples:
+            >>> OCRParams(max_tokens=64).using("generic").preset
+            'generic'
+        """
+        if preset is None or preset == self.preset:
+            return self
+        if self.preset is not None:
+            raise InvalidInputError(
+                "preset", preset, f"differs from params.preset={self.preset!r}", "Name the preset once."
+            )
+        return dataclasses.replace(self, preset=preset)
+
+    def changed(self) -> dict[str, Any]:
+        """:meth:`keywords` as JSON values; a preset object as its fields (a job's fingerprint)."""
+        changed = super().changed()
+        if isinstance(self.preset, OCRPreset):
+            changed["preset"] = plain(dataclasses.asdict(self.preset))
+        return changed
 
 
 @dataclass(frozen=True)
