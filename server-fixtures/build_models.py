@@ -141,6 +141,34 @@ def build_bge_m3_tiny(out: Path) -> None:
     build(out)
 
 
+def build_minilm_topics(out: Path) -> None:
+    """A single-label sequence classifier: the MiniLM encoder, four topic labels, a seeded head
+    (problem_type single_label_classification: vLLM answers softmax probabilities); see
+    build_classifiers.py."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_classifiers import build_sequence_classifier
+
+    build_sequence_classifier(out, multi_label=False)
+
+
+def build_minilm_topics_multilabel(out: Path) -> None:
+    """A multi-label sequence classifier: as minilm-topics with problem_type multi_label_classification
+    (vLLM answers sigmoid probabilities) and its own seeded head; see build_classifiers.py."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_classifiers import build_sequence_classifier
+
+    build_sequence_classifier(out, multi_label=True)
+
+
+def build_minilm_ner(out: Path) -> None:
+    """A token classifier (BertForTokenClassification): the MiniLM encoder, BIO tags of two entity types,
+    a seeded head; see build_classifiers.py."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_classifiers import build_token_classifier
+
+    build_token_classifier(out)
+
+
 def build_voxtral_tiny(out: Path) -> None:
     """Voxtral's architecture (Whisper-style audio encoder, projector, Llama LM, Tekken vocabulary), tiny and
     seeded, in both the Hugging Face and the mistral format; see build_voxtral.py."""

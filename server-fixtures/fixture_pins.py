@@ -75,6 +75,9 @@ MODELS: tuple[str, ...] = (
     "qwen3-forcedaligner-tiny",
     "granite-speech-tiny",
     "glm-asr-tiny",
+    "minilm-topics",
+    "minilm-topics-multilabel",
+    "minilm-ner",
 )
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.
@@ -87,6 +90,7 @@ BUILDER_MODULES: tuple[str, ...] = (
     "build_qwen3_aligner.py",
     "build_granite_speech.py",
     "build_glm_asr.py",
+    "build_classifiers.py",
 )
 
 # --------------------------------------------------------------------------------------------------

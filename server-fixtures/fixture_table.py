@@ -366,6 +366,29 @@ FIXTURES: dict[str, Fixture] = {
             description="MiniLM encoder + seeded 1-label head: cross-encoder /score, /rerank, /classify",
         ),
         Fixture(
+            name="classify",
+            model_dir="minilm-topics",
+            served_model_name="minilm-topics",
+            args=MINILM_ARGS,
+            description="MiniLM encoder + seeded 4-label single-label head (softmax): /classify",
+        ),
+        Fixture(
+            name="classify-multilabel",
+            model_dir="minilm-topics-multilabel",
+            served_model_name="minilm-topics-multilabel",
+            args=MINILM_ARGS,
+            description="MiniLM encoder + seeded 4-label head, problem_type multi_label_classification "
+            "(sigmoid): /classify",
+        ),
+        Fixture(
+            name="token-classify",
+            model_dir="minilm-ner",
+            served_model_name="minilm-ner",
+            args=MINILM_ARGS,
+            description="MiniLM encoder + seeded BIO token-classification head (BertForTokenClassification): "
+            "/pooling task token_classify",
+        ),
+        Fixture(
             name="api-key",
             model_dir="minilm",
             served_model_name="minilm",

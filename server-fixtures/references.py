@@ -478,6 +478,45 @@ def glm_asr(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     return _instructed_transcription(processor, model, request, sampling_rate=16000)
 
 
+def sequence_classification(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"texts": [...]}`` -> ``{"scores": [{label: score, ...}, ...], "problem_type": str}``: transformers'
+    ``pipeline("text-classification", top_k=None)``, which picks the activation from the config as vLLM
+    does (sigmoid for ``problem_type: multi_label_classification`` or one label, else softmax)."""
+    from transformers import pipeline
+
+    classify = pipeline("text-classification", model=str(model_dir), top_k=None)
+    answers = classify(request["texts"])
+    return {
+        "scores": [{item["label"]: float(item["score"]) for item in answer} for answer in answers],
+        "problem_type": classify.model.config.problem_type,
+    }
+
+
+def token_classification(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"texts": [...], "aggregations": ["none", "simple", ...]}`` -> ``{strategy: [[entity, ...], ...]}``:
+    transformers' ``pipeline("token-classification", aggregation_strategy=strategy)`` per text, each entity
+    ``{"label", "score", "start", "end"}`` (``label``: the pipeline's ``entity_group``, or ``entity`` for
+    ``none``)."""
+    from transformers import pipeline
+
+    ner = pipeline("token-classification", model=str(model_dir))
+    return {
+        strategy: [
+            [
+                {
+                    "label": item.get("entity_group", item.get("entity")),
+                    "score": float(item["score"]),
+                    "start": int(item["start"]),
+                    "end": int(item["end"]),
+                }
+                for item in ner(text, aggregation_strategy=strategy)
+            ]
+            for text in request["texts"]
+        ]
+        for strategy in request["aggregations"]
+    }
+
+
 def main(argv: list[str]) -> int:
     family, model_dir = argv[1], Path(argv[2])
     compute = globals()[family.replace("-", "_")]

@@ -36,6 +36,7 @@ from fixture_pins import VLLM_VERSION  # noqa: E402
 from fixture_table import FIXTURES, TEST_API_KEY  # noqa: E402
 
 _MINILM: dict[str, Any] = {"width": 384, "max_model_len": 256, "version": VLLM_VERSION}
+_TOPICS = ("sports", "politics", "science", "arts")  # build_classifiers.TOPIC_LABELS
 _QWEN3_RERANKER: dict[str, Any] = {
     "tasks": RERANKER_TASKS,
     "labels": ("LABEL_0",),
@@ -87,6 +88,14 @@ FAKE_SETTINGS: dict[str, dict[str, Any]] = {
         "width": 64,
         "max_model_len": 512,
         "version": VLLM_VERSION,
+    },
+    # sequence classifiers over four topics: softmax, or a sigmoid per label (problem_type multi-label)
+    "classify": {**_MINILM, "tasks": frozenset({"classify", "pooling"}), "labels": _TOPICS},
+    "classify-multilabel": {
+        **_MINILM,
+        "tasks": frozenset({"classify", "pooling"}),
+        "labels": _TOPICS,
+        "multi_label": True,
     },
     "ocr": {"tasks": OCR_TASKS, "max_model_len": 4096, "version": VLLM_VERSION},
     "ocr-no-processor": {

@@ -27,9 +27,9 @@ from .scoring import answer_data, as_list, check_truncate_prompt_tokens, is_toke
 from .tasks import TaskName
 from .transport import Request
 from .types.common import Usage
-from .types.scoring import ClassificationResult, PoolingResult
+from .types.scoring import ClassificationResult, ClassLabel, PoolingResult
 from .types.server import ServerInfo
-from .validation import token_ids
+from .validation import int_at_least, number_in_range, token_ids
 
 PoolPrompts = list[str] | list[list[int]]
 """The checked inputs of ``classify``/``pool``: texts, or token-id lists (never mixed)."""
@@ -112,17 +112,8 @@ def check_pool_task(task: str | None) -> None:
 
 
 @dataclass(frozen=True)
-class ClassifyParams(TaskParams):
-    """The options of ``classify`` (``/classify``), checked on construction; each field is its keyword
-    argument of the same name (see :meth:`~vllm_tasks.Client.classify`).
-
-    Raises:
-        InvalidInputError: ``truncate_prompt_tokens`` below -1, or ``use_activation`` not a bool.
-
-    Examples:
-        >>> params = vt.ClassifyParams(use_activation=False)
-        >>> client.classify(["great!"], **params.keywords()).probs  # raw logits
-    """
+class _ActivationParams(TaskParams):
+    """The options ``classify`` and ``pool`` share: the request's activation and truncation."""
 
     use_activation: bool | None = None
     truncate_prompt_tokens: int | None = None
@@ -140,12 +131,60 @@ class ClassifyParams(TaskParams):
 
 
 @dataclass(frozen=True)
-class PoolParams(ClassifyParams):
+class ClassifyParams(_ActivationParams):
+    """The options of ``classify`` (``/classify``), checked on construction; each field is its keyword
+    argument of the same name (see :meth:`~vllm_tasks.Client.classify`).
+
+    Raises:
+        InvalidInputError: ``truncate_prompt_tokens`` below -1, ``use_activation`` or ``multi_label`` not
+            a bool, ``threshold`` outside 0..1, ``top_k`` below 1, or ``label_names`` not a non-empty list
+            of strings.
+
+    Examples:
+        >>> params = vt.ClassifyParams(multi_label=True, threshold=0.3)
+        >>> client.classify(["great!"], **params.keywords()).labels
+        [['positive', 'excited']]
+    """
+
+    multi_label: bool | None = None
+    threshold: float = 0.5
+    top_k: int | None = None
+    label_names: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.multi_label is not None and not isinstance(self.multi_label, bool):
+            raise InvalidInputError(
+                "multi_label",
+                self.multi_label,
+                "must be True, False or None",
+                "None decides from the answer.",
+            )
+        number_in_range("threshold", self.threshold, 0.0, 1.0, "A probability, e.g. 0.5.")
+        int_at_least("top_k", self.top_k, 1, "None keeps every label the rule chooses.")
+        if self.label_names is not None:
+            names = self.label_names
+            if isinstance(names, str) or not isinstance(names, Sequence) or not names:
+                raise InvalidInputError(
+                    "label_names", _shown(names), "must be a non-empty list of names", _LABEL_NAMES_FIX
+                )
+            for index, name in enumerate(names):
+                if not isinstance(name, str):
+                    raise InvalidInputError(f"label_names[{index}]", _shown(name), "must be a string", "")
+            object.__setattr__(self, "label_names", tuple(names))
+
+
+_LABEL_NAMES_FIX = "Pass the model's id2label names in class order (its config.json)."
+
+
+@dataclass(frozen=True)
+class PoolParams(_ActivationParams):
     """The options of ``pool`` (``/pooling``), checked on construction; each field is its keyword
     argument of the same name (see :meth:`~vllm_tasks.Client.pool`).
 
     Raises:
-        InvalidInputError: as :class:`ClassifyParams`, or a removed ``task`` name.
+        InvalidInputError: ``truncate_prompt_tokens`` below -1, ``use_activation`` not a bool, or a removed
+            ``task`` name.
 
     Examples:
         >>> params = vt.PoolParams(task="token_embed")
@@ -301,33 +340,123 @@ def _rows(response: httpx.Response, what: str, rows: list[Any], dtype: npt.DType
 
 
 def merge_classify(
-    responses: Sequence[httpx.Response], batches: Sequence[range], model: str | None
+    responses: Sequence[httpx.Response],
+    batches: Sequence[range],
+    model: str | None,
+    params: ClassifyParams = ClassifyParams(),
 ) -> ClassificationResult:
-    """Merge ``/classify`` answers into labels and a ``[n, num_classes]`` probability matrix.
+    """Merge ``/classify`` answers into a ``[n, num_classes]`` probability matrix and each input's labels,
+    chosen by :func:`choose_labels`.
 
     Args:
         responses: one answer per batch.
         batches: the input positions each request carried.
         model: the model named in the requests (else the served one is reported).
+        params: the call's options (how labels are chosen).
 
     Raises:
         APIError: an answer without ``data``, or with a result count that does not match its batch.
+        InvalidInputError: ``label_names`` whose length is not the model's number of classes.
     """
     entries, usage, served = _merge_entries(responses, batches, "/classify", "probs")
     widths = {array.shape for _, array in entries}
     if len(widths) != 1 or len(next(iter(widths))) != 1:
         raise APIError(f"/classify: the server returned probabilities of shapes {sorted(widths)[:5]}")
     probs = np.stack([array for _, array in entries])
-    labels = [entry.get("label") for entry, _ in entries]
-    if not all(label is None or isinstance(label, str) for label in labels):
-        raise APIError(f"/classify: labels that are not strings: {labels[:5]}")
+    server_labels = [entry.get("label") for entry, _ in entries]
+    if not all(label is None or isinstance(label, str) for label in server_labels):
+        raise APIError(f"/classify: labels that are not strings: {server_labels[:5]}")
+    multi_label, predictions = choose_labels(probs, cast(list[str | None], server_labels), params)
+    labels: list[str | None] | list[list[str | None]]
+    if multi_label or params.top_k is not None:
+        labels = [[chosen.label for chosen in row] for row in predictions]
+    else:
+        labels = [row[0].label for row in predictions]
     return ClassificationResult(
         labels=labels,
+        predictions=predictions,
         probs=probs,
         num_classes=probs.shape[1],
+        multi_label=multi_label,
         model=model or served or "",
         usage=usage,
     )
+
+
+SOFTMAX_SUM_TOLERANCE = 1e-3
+"""How far a row of one softmax may sum from 1 and still be one (float32 rounding is about 1e-6 a class)."""
+
+
+def looks_multi_label(probs: npt.NDArray[np.float64]) -> bool:
+    """Whether ``/classify`` probabilities are a multi-label model's (one sigmoid per class) rather than
+    one softmax over the classes: at least two classes, every value in ``[0, 1]``, and at least one row
+    whose sum is more than :data:`SOFTMAX_SUM_TOLERANCE` from 1.
+
+    vLLM says nothing about it in its answers or in ``/v1/models``: it applies a sigmoid to each class
+    where the model's config has ``problem_type: multi_label_classification`` (also for one class, and
+    where a sentence-transformers ``activation_fn`` is a sigmoid), a softmax otherwise (0.32,
+    ``get_act_fn``). Sigmoids that happen to sum to 1 in every row read as one softmax: pass
+    ``multi_label=True`` to be sure.
+
+    Examples:
+        >>> looks_multi_label(np.array([[0.9, 0.7, 0.1]]))
+        True
+        >>> looks_multi_label(np.array([[0.7, 0.2, 0.1]]))
+        False
+    """
+    if probs.ndim != 2 or probs.shape[1] < 2 or not ((probs >= 0) & (probs <= 1)).all():
+        return False
+    return bool((np.abs(probs.sum(axis=1) - 1.0) > SOFTMAX_SUM_TOLERANCE).any())
+
+
+def choose_labels(
+    probs: npt.NDArray[np.float64], server_labels: Sequence[str | None], params: ClassifyParams
+) -> tuple[bool, list[list[ClassLabel]]]:
+    """Whether the model is taken as multi-label, and each input's chosen classes, most probable first.
+
+    Multi-label (``params.multi_label``, or when None :func:`looks_multi_label`; never guessed from raw
+    logits, ``use_activation=False``): every class whose probability is over ``params.threshold`` (of a
+    logit: its sigmoid), at most ``top_k``. Single-label: the most probable class, or the ``top_k`` most
+    probable. A class is named by ``params.label_names``, else by the server's label of an input whose
+    most probable class it is, else ``None`` (the server names only the most probable class).
+
+    Raises:
+        InvalidInputError: ``label_names`` whose length is not the number of classes.
+    """
+    count = probs.shape[1]
+    if params.multi_label is not None:
+        multi_label = params.multi_label
+    else:
+        multi_label = params.use_activation is not False and looks_multi_label(probs)
+    names = _class_names(probs, server_labels, params.label_names)
+    chosen: list[list[ClassLabel]] = []
+    for row in probs:
+        order = sorted(range(count), key=lambda i: (-row[i], i))
+        if multi_label:
+            activated = row if params.use_activation is not False else 1.0 / (1.0 + np.exp(-row))
+            order = [i for i in order if activated[i] > params.threshold]
+        keep = order[: params.top_k or (count if multi_label else 1)]
+        chosen.append([ClassLabel(index=i, label=names.get(i), score=float(row[i])) for i in keep])
+    return multi_label, chosen
+
+
+def _class_names(
+    probs: npt.NDArray[np.float64], server_labels: Sequence[str | None], label_names: Sequence[str] | None
+) -> dict[int, str | None]:
+    if label_names is not None:
+        if len(label_names) != probs.shape[1]:
+            raise InvalidInputError(
+                "label_names",
+                f"{len(label_names)} names",
+                f"must name each of the model's {probs.shape[1]} classes",
+                _LABEL_NAMES_FIX,
+            )
+        return dict(enumerate(label_names))
+    return {
+        int(np.argmax(row)): label
+        for row, label in zip(probs, server_labels, strict=True)
+        if label is not None
+    }
 
 
 def merge_pool(

@@ -35,7 +35,7 @@ import vllm_tasks as vt
 import vllm_tasks.jobs
 import vllm_tasks.types
 from vllm_tasks import cli
-from vllm_tasks.testing import EMBEDDING_TASKS, LISTWISE_TASKS, OCR_TASKS, FakeVLLM
+from vllm_tasks.testing import EMBEDDING_TASKS, LISTWISE_TASKS, OCR_TASKS, FakeVLLM, token_classifier_files
 
 from .answers import BODY_CASES, ROW_CASES, TRANSIENT_CASES, VECTOR_CASES, WS_CASES
 from .run import afinished, finished
@@ -50,6 +50,9 @@ SERVERS: dict[str, dict[str, Any]] = {
     "listwise": {"tasks": LISTWISE_TASKS, "scorer": "listwise", "width": 64},
     "late": {"tasks": EMBEDDING_TASKS, "scorer": "late-interaction", "width": 16},
     "aligner": {"aligner": True, "width": 500},
+    # classifiers (token_classify; multi-label classify)
+    "ner": {"token_classifier": True, "labels": ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")},
+    "multilabel": {"multi_label": True, "labels": ("sports", "politics", "science", "arts")},
 }
 """The FakeVLLM servers the entries run against, by name (one of each per test module)."""
 
@@ -302,6 +305,19 @@ client_twins("rerank", lambda m, env: m("query", ["a doc", "b doc", "c"]), cases
 client_twins("rerank", lambda m, env: m("query", ["a doc", "b doc", "c"], batch_size=1), server="listwise",
              label="listwise", cases=SCORES)  # fmt: skip
 client_twins("classify", lambda m, env: m(["good", "bad"]))
+# classifiers: a multi-label model's labels over the threshold; entities from per-token label scores, the
+# tokenizer matching the fake's written into the call's folder
+client_twins("classify", lambda m, env: m(["good", "bad"], top_k=2), server="multilabel", label="multi-label")
+NER_TEXTS = ["Ada Lovelace lived in London.", "Paris is big."]
+
+
+def ner_tokenizer(env: Env) -> Path:
+    return token_classifier_files(env.tmp / "ner", NER_TEXTS, SERVERS["ner"]["labels"])
+
+
+client_twins("token_classify", lambda m, env: m(NER_TEXTS, tokenizer=ner_tokenizer(env)), server="ner")
+client_twins("token_classify", lambda m, env: m(NER_TEXTS, aggregation="first", tokenizer=ner_tokenizer(env)),
+             server="ner", label="first")  # fmt: skip
 client_twins("pool", lambda m, env: m(["hello world", "x"]), server="late")
 # one input a request: the second answer is the second batch, the one made wider
 client_twins("pool", lambda m, env: m(["hello world", "x"], batch_size=1), server="late", label="batches",

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import vllm_tasks as vt
+from vllm_tasks.token_classification import TokenClassifyParams
 
 TAIL = ["model", "extra_body", "extra_headers", "timeout"]
 #: Methods whose leading positional arguments are not one input (or a query and its documents).
@@ -22,6 +23,7 @@ FAMILIES: dict[type, dict[str, set[str]]] = {
     vt.RerankParams: {"rerank": set(), "score": set()},
     vt.ClassifyParams: {"classify": set()},
     vt.PoolParams: {"pool": set()},
+    TokenClassifyParams: {"token_classify": set()},
     vt.OCRParams: {"ocr": set(), "ocr_pdf": set()},
     vt.TranscribeParams: {
         "transcribe": set(),

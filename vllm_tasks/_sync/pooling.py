@@ -7,18 +7,27 @@ The pure parts (input checks, planning, merging, ``maxsim``) are in ``vllm_tasks
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import httpx
 
-from .. import defaults, gates, pooling
+from .. import defaults, gates, pooling, tokenizing
 from ..adaptive import Concurrency
 from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike, resolve_model
 from ..offload import sync_offload
 from ..pooling import PoolEncodingFormat
 from ..tasks import TaskName
-from ..types.scoring import ClassificationResult, PoolingResult
+from ..token_classification import (
+    Aggregation,
+    TokenClassifyParams,
+    check_server_tokens,
+    load_tokenizer,
+    token_classification,
+    token_texts,
+)
+from ..types.scoring import ClassificationResult, PoolingResult, TokenClassificationResult
 from .base import ClientBase
 from .fetching import media_inputs
 
@@ -26,12 +35,16 @@ T = TypeVar("T")
 
 
 class PoolingMethods(ClientBase):
-    """``classify``, ``pool``: ``/classify``, ``/pooling``."""
+    """``classify``, ``pool``, ``token_classify``: ``/classify``, ``/pooling``."""
 
     def classify(
         self,
         input: Any,
         *,
+        multi_label: bool | None = None,
+        threshold: float = 0.5,
+        top_k: int | None = None,
+        label_names: Sequence[str] | None = None,
         use_activation: bool | None = None,
         truncate_prompt_tokens: int | None = None,
         batch_size: int = defaults.SCORE_BATCH_SIZE,
@@ -47,6 +60,17 @@ class PoolingMethods(ClientBase):
         Args:
             input: a string, a list of strings, one tokenized prompt (``list[int]``) or several
                 (``list[list[int]]``); token ids are sent as they are, without tokenizing.
+            multi_label: whether the model is multi-label (each class its own sigmoid, served where its
+                config has ``problem_type: multi_label_classification``): its labels are then every class
+                over ``threshold``. None decides from the answer, as vLLM does not say: multi-label when
+                there are two classes or more, every probability is in 0..1 and some input's probabilities
+                sum to more than 0.001 away from 1 (one softmax sums to 1); never for raw logits.
+            threshold: a multi-label model's probability a label must be over (of a logit: its sigmoid).
+            top_k: at most this many labels per input, most probable first: a single-label model's
+                ``top_k`` most probable, a multi-label model's best ``top_k`` over ``threshold``.
+            label_names: every class's name in class order (the model's ``id2label``); vLLM names only
+                each input's most probable class, so without them other classes are named where another
+                input's most probable class names them, else ``None``.
             use_activation: False returns raw logits instead of probabilities.
             truncate_prompt_tokens: keep only N tokens of each input (-1: model maximum).
             batch_size: inputs per request.
@@ -60,10 +84,14 @@ class PoolingMethods(ClientBase):
             timeout: per-request timeout (default: the client's).
 
         Returns:
-            ClassificationResult: ``.labels``, ``.probs`` (``ndarray[n, num_classes]``), ``.num_classes``.
+            ClassificationResult: ``.labels`` (a single-label model's most probable label per input; a
+            list per input for a multi-label model or with ``top_k``), ``.predictions`` (the same as
+            :class:`~vllm_tasks.types.ClassLabel` lists: index, name, score), ``.probs``
+            (``ndarray[n, num_classes]``), ``.num_classes``, ``.multi_label``.
 
         Raises:
-            InvalidInputError: bad arguments (before any request).
+            InvalidInputError: bad arguments (before any request); ``label_names`` of another length than
+                the model's classes.
             EndpointNotServed: the model does not serve ``/classify``.
             BadRequestError: token ids sent to an early ``/classify`` that read text only
                 (``input: list[str] | str`` before its completion-style request form).
@@ -71,11 +99,18 @@ class PoolingMethods(ClientBase):
         Examples:
             >>> (client.classify(["great!", "awful"])).labels
             ['positive', 'negative']
+            >>> (client.classify(["a match in parliament"], multi_label=True)).labels
+            [['politics', 'sports']]
         """
         call = CallOptions(model, extra_body, extra_headers, timeout)
         batching = Batching(batch_size, concurrency, show_progress)
         params = pooling.ClassifyParams(
-            use_activation=use_activation, truncate_prompt_tokens=truncate_prompt_tokens
+            use_activation=use_activation,
+            truncate_prompt_tokens=truncate_prompt_tokens,
+            multi_label=multi_label,
+            threshold=threshold,
+            top_k=top_k,
+            label_names=None if label_names is None else cast(tuple[str, ...], label_names),
         )
         prompts = pooling.pool_inputs(input)
         return self._counted(
@@ -86,7 +121,7 @@ class PoolingMethods(ClientBase):
                 params.fields(),
                 call=call,
                 batching=batching,
-                merge=pooling.merge_classify,
+                merge=functools.partial(pooling.merge_classify, params=params),
             )
         )
 
@@ -182,6 +217,104 @@ class PoolingMethods(ClientBase):
                 conversations=conversations,
             )
         )
+
+    def token_classify(
+        self,
+        texts: str | Sequence[str],
+        *,
+        aggregation: Aggregation | None = "simple",
+        ignore_labels: Sequence[str] = ("O",),
+        label_names: Sequence[str] | None = None,
+        tokenizer: Any = None,
+        batch_size: int = defaults.SCORE_BATCH_SIZE,
+        concurrency: Concurrency = defaults.CONCURRENCY,
+        show_progress: bool = False,
+        model: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        timeout: TimeoutLike = CLIENT_DEFAULT,
+    ) -> TokenClassificationResult:
+        """Find entities (NER) with a token-classification model (``POST /pooling``, task
+        ``token_classify``): the spans transformers' ``pipeline("token-classification",
+        aggregation_strategy=aggregation)`` gives on the same weights, in characters of your text.
+
+        The texts are tokenized here with the model's fast tokenizer (needs ``vllm-tasks[tokenizer]``): its
+        offsets are exact for your text, which the server's ``/tokenize`` (no offsets) cannot give; the
+        token ids go to the server as they are, and one ``/tokenize`` of the first text checks that the
+        tokenizer is the server's. The server's raw logits (``use_activation=False``, vLLM >= 0.12) are
+        turned into probabilities with a softmax, as the pipeline does.
+
+        Args:
+            texts: a string or a list of strings.
+            aggregation: ``"simple"`` (adjacent tokens of one type join, ``B-`` starts a new entity),
+                ``"first"``, ``"average"`` or ``"max"`` (each word first gets one label: its first token's,
+                its tokens' mean scores' or its most confident token's; then as ``"simple"``), or None (one
+                entity per token, labelled with its own tag).
+            ignore_labels: labels left out of the result (default ``("O",)``, outside any entity).
+            label_names: the model's labels in class order (default: ``id2label`` of the ``config.json``
+                beside the tokenizer).
+            tokenizer: the model's directory (``tokenizer.json``, ``config.json``), its ``tokenizer.json``,
+                a ``tokenizers.Tokenizer`` or a transformers fast tokenizer; None: the served model's path
+                (``/v1/models`` ``root``) where it is a directory on this machine.
+            batch_size: inputs per request.
+            concurrency: requests in flight, or ``"auto"``: a limit tuned from the answers' latencies.
+            show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
+            model: the served model (default: the client's, else the server's first).
+            extra_body: extra JSON fields merged into every request.
+            extra_headers: extra headers for this call.
+            timeout: per-request timeout (default: the client's).
+
+        Returns:
+            TokenClassificationResult: ``.entities``, per text a list of
+            :class:`~vllm_tasks.types.TokenEntity` (``label``, ``score``, ``start``, ``end``, ``text``).
+
+        Raises:
+            InvalidInputError: bad arguments; no tokenizer found, or one that is not the server's; label
+                names missing or of another count than the model's labels.
+            MissingDependency: ``tokenizers`` is not installed.
+            UnsupportedByServer: a vLLM older than 0.12 (no raw logits).
+            BadRequestError: the model's active pooling task is not ``token_classify``, or a text is
+                longer than the model's context.
+
+        Examples:
+            >>> result = client.token_classify(["Ada Lovelace lived in London."])
+            >>> [(e.label, e.text) for e in result.entities[0]]
+            [('PER', 'Ada Lovelace'), ('LOC', 'London')]
+        """
+        call = CallOptions(model, extra_body, extra_headers, timeout)
+        batching = Batching(batch_size, concurrency, show_progress)
+        params = TokenClassifyParams(
+            aggregation=aggregation,
+            ignore_labels=cast(tuple[str, ...], ignore_labels),
+            label_names=None if label_names is None else cast(tuple[str, ...], label_names),
+        )
+        inputs = token_texts(texts)
+        info = self.server_info()
+        name = resolve_model(info, call.model, self.model)
+        gates.require(info, ["use_activation"])
+        try:
+            root = info.model_card(name).root
+        except KeyError:
+            root = None
+        local = sync_offload(load_tokenizer, tokenizer, root)
+        encodings = sync_offload(lambda: [local.encode(text) for text in inputs])
+        check = tokenizing.tokenize_request(
+            inputs[0], add_special_tokens=True, return_token_strs=False, model=name, call=call
+        )
+        server_tokens = tokenizing.parse_tokenize(self._transport.send(check))
+        check_server_tokens(encodings[0].ids, server_tokens.tokens.tolist())
+        fields = {"task": "token_classify", "use_activation": False}
+        wire_format = pooling.pool_wire_format(info, "auto")
+        pooled = self._pool(
+            "/pooling",
+            "pooling",
+            [list(encoding.ids) for encoding in encodings],
+            {**fields, "encoding_format": wire_format},
+            call=call,
+            batching=batching,
+            merge=pooling.merge_pool,
+        )
+        return self._counted(token_classification(inputs, encodings, pooled, local, params))
 
     def _pool(
         self,

@@ -20,7 +20,7 @@ Examples:
     1
 """
 
-from .content import DEFAULT_OCR_OUTPUT, DEFAULT_TRANSCRIPT, grounding_output
+from .content import DEFAULT_OCR_OUTPUT, DEFAULT_TRANSCRIPT, grounding_output, token_classifier_files
 from .server import CapacityLoad, FakeVLLM, Fault
 from .settings import (
     ALL_TASKS,
@@ -52,4 +52,5 @@ __all__ = [
     "Reply",
     "UploadedFile",
     "grounding_output",
+    "token_classifier_files",
 ]

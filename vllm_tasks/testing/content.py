@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import math
 import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -39,6 +41,7 @@ _PIECE_RE = re.compile(r"\s*\S+")
 _LOCATE_RE = re.compile(r"<\|ref\|>(.*?)<\|/ref\|>", re.DOTALL)
 
 CLS_ID, SEP_ID = 101, 102
+UNK_ID = 100
 SPECIAL_TOKENS = {CLS_ID: "[CLS]", SEP_ID: "[SEP]"}
 _VOCAB_OFFSET, _VOCAB_SIZE = 1000, 1_000_000
 IMAGE_TOKENS = 256
@@ -343,15 +346,70 @@ def list_relevance(
     return [value - shift for value in cosines]
 
 
-def class_probabilities(text: str, labels: Sequence[str], *, activation: bool = True) -> list[float]:
-    """Per-label outputs for ``text``: softmax (sigmoid for one label), or the logits without activation."""
+def class_probabilities(
+    text: str, labels: Sequence[str], *, activation: bool = True, multi_label: bool = False
+) -> list[float]:
+    """Per-label outputs for ``text``: softmax (a sigmoid per label for one label or ``multi_label``), or
+    the logits without activation."""
     logits = 4.0 * text_vector(text, max(8, len(labels))).astype(np.float64)[: len(labels)]
     if not activation:
         return [float(x) for x in logits]
-    if len(labels) == 1:
-        return [1.0 / (1.0 + math.exp(-float(logits[0])))]
+    if len(labels) == 1 or multi_label:
+        return [1.0 / (1.0 + math.exp(-float(x))) for x in logits]
     exp = np.exp(logits - logits.max())
     return [float(x) for x in exp / exp.sum()]
+
+
+def token_classifier_files(directory: str | Path, texts: Iterable[str], labels: Sequence[str]) -> Path:
+    """Write a tokenizer (``tokenizer.json``) and config (``config.json``, ``id2label``) matching a
+    ``FakeVLLM(token_classifier=True, labels=labels)``: its vocabulary holds the tokens of ``texts`` at
+    the fake's ids, so ``client.token_classify(texts, tokenizer=directory)`` tokenizes them as the fake's
+    ``/tokenize`` does (other words are ``[UNK]``, which the SDK's tokenizer check refuses).
+
+    Returns:
+        ``directory`` as a path.
+
+    Examples:
+        >>> folder = token_classifier_files(tmp_path, ["Ada lives in Paris"], ("O", "B-PER", "I-PER"))
+        >>> client.token_classify(["Ada lives in Paris"], tokenizer=folder).entities
+    """
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = {"[UNK]": UNK_ID, **{token: i for i, token in SPECIAL_TOKENS.items()}}
+    for text in texts:
+        vocab.update({text[a:b]: token_id(text[a:b]) for a, b in token_spans(text)})
+    specials = [
+        {"id": i, "content": token, "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": True}
+        for token, i in (("[UNK]", UNK_ID), ("[CLS]", CLS_ID), ("[SEP]", SEP_ID))
+    ]  # fmt: skip
+    tokenizer = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": specials,
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "WhitespaceSplit"},
+            {"type": "Split", "pattern": {"Regex": _TOKEN_RE.pattern}, "behavior": "Isolated",
+             "invert": False},
+        ]},
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+                       {"Sequence": {"id": "A", "type_id": 0}},
+                       {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+            "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {token: {"id": token, "ids": [i], "tokens": [token]}
+                               for i, token in SPECIAL_TOKENS.items()},
+        },
+        "decoder": None,
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"},
+    }  # fmt: skip
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
+    config = {"architectures": ["BertForTokenClassification"], "id2label": dict(enumerate(labels))}
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return folder
 
 
 # ---------------------------------------------------------------------------------- uploads: audio, images

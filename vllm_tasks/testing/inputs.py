@@ -169,7 +169,13 @@ def fit_context(call: Call, texts: list[str]) -> list[str]:
 def check_context(text: str, limit: int) -> None:
     """Refuse ``text`` when it costs more than ``limit`` tokens, with vLLM's message (vLLM 0.32 tokenizes
     no further than ``limit + 1`` tokens, so it says "at least ``limit + 1``", whatever the length)."""
-    count = min(content.count_tokens(text), limit + 1)
+    check_token_count(content.count_tokens(text), limit)
+
+
+def check_token_count(tokens: int, limit: int) -> None:
+    """Refuse a prompt of ``tokens`` tokens when it is over ``limit``, with vLLM's message (see
+    :func:`check_context`)."""
+    count = min(tokens, limit + 1)
     if count > limit:
         raise bad_request(
             f"This model's maximum context length is {limit} tokens. However, your prompt contains at "

@@ -15,7 +15,7 @@ from ..decoding import EMBED_DTYPES, ENDIANNESS, FP8_E4M3_TO_FLOAT16
 from ..listwise import listwise_prompt
 from ..versions import ServerVersion
 from . import content
-from .inputs import Call, check_context, content_text, fit_context, input_texts, usage
+from .inputs import Call, check_context, check_token_count, content_text, fit_context, input_texts, usage
 from .settings import Scorer
 from .wire import Refusal, Reply, bad_request, error_reply, json_reply, not_found, validation_error
 
@@ -381,7 +381,9 @@ def classify(call: Call) -> Reply:
     activation = call.body.get("use_activation") is not False
     data = []
     for index, text in enumerate(texts):
-        probs = content.class_probabilities(text, labels, activation=activation)
+        probs = content.class_probabilities(
+            text, labels, activation=activation, multi_label=call.settings.multi_label
+        )
         label = labels[int(np.argmax(probs))]
         data.append({"index": index, "label": label, "probs": probs, "num_classes": len(labels)})
     tokens = sum(content.count_tokens(text) for text in texts)
@@ -397,6 +399,8 @@ def pooling(call: Call) -> Reply:
         return _lexical_pooling(call)
     if call.settings.aligner:
         return _aligner_pooling(call)
+    if call.settings.token_classifier:
+        return _token_classify_pooling(call)
     active = ACTIVE_TASKS[call.settings.scorer_kind]
     task = call.body.get("task")
     if task is not None and task != active:
@@ -431,6 +435,31 @@ def _rows_answer(call: Call, rows: list[Any], tokens: int) -> Reply:
     data = [{"index": i, "object": "pooling", "data": row} for i, row in enumerate(rows)]
     return json_reply({"id": call.response_id("pooling"), "object": "list", "created": call.created(),
                        "model": call.settings.model, "data": data, "usage": usage(tokens)})  # fmt: skip
+
+
+def _token_classify_pooling(call: Call) -> Reply:
+    """A token classifier with ``token_classify`` active: per input, one row of label scores per token
+    ([CLS] and [SEP] included); token-id inputs as they are, texts through the fake tokenizer."""
+    task = call.body.get("task")
+    if task is not None and task != "token_classify":
+        raise bad_request(
+            f"Try switching the model's pooling_task via --pooler-config.task {task}. (parameter=task)",
+            "task",
+        )
+    value = call.body.get("input")
+    if isinstance(value, list) and value and all(isinstance(item, list) for item in value):
+        prompts = [[int(i) for i in item] for item in value]
+    else:
+        prompts = [call.vocabulary.encode(text, special=True) for text in input_texts(call)]
+    for ids in prompts:
+        check_token_count(len(ids), call.settings.max_model_len)
+    activation = call.body.get("use_activation") is not False
+    labels = call.settings.labels
+    rows = [
+        [content.class_probabilities(f"token {i}", labels, activation=activation) for i in ids]
+        for ids in prompts
+    ]
+    return _rows_answer(call, rows, sum(len(ids) for ids in prompts))
 
 
 def _aligner_pooling(call: Call) -> Reply:

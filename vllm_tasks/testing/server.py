@@ -238,6 +238,8 @@ class FakeVLLM:
         aligner: a forced aligner (Qwen3-ForcedAligner, ``token_classify``): ``/pooling`` answers the
             time-class rows ``align`` reads; use ``width`` as the number of classes.
         labels: the classifier's labels.
+        multi_label: a multi-label classifier (a sigmoid per label).
+        token_classifier: a token classifier (``/pooling`` answers ``token_classify``).
         input_types: accepted ``/v2/embed`` ``input_type`` values.
         transcript: the text of every transcription (or a function of the :class:`ReceivedRequest`).
         language: the language ``verbose_json`` reports by default.
@@ -286,6 +288,8 @@ class FakeVLLM:
         lexical: bool = False,
         aligner: bool = False,
         labels: Sequence[str] = ("negative", "positive"),
+        multi_label: bool = False,
+        token_classifier: bool = False,
         input_types: Sequence[str] = (),
         transcript: TextSource = content.DEFAULT_TRANSCRIPT,
         language: str = "en",
@@ -307,7 +311,8 @@ class FakeVLLM:
         self.settings = FakeSettings(
             model=model, tasks=frozenset(tasks), version=version, width=width, max_model_len=max_model_len,
             matryoshka=matryoshka, scorer=scorer, sparse=sparse, lexical=lexical, aligner=aligner,
-            labels=labels, input_types=input_types,
+            labels=labels, multi_label=multi_label, token_classifier=token_classifier,
+            input_types=input_types,
             transcript=transcript, language=language, segments=segments, ocr_output=ocr_output,
             ocr_preset=ocr_preset, ngram_processor=ngram_processor,
             score_template=score_template, api_key=api_key, openapi=openapi, latency=latency,

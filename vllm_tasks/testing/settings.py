@@ -68,7 +68,14 @@ class FakeSettings:
             ``width`` time-class probabilities per prompt token (audio tokens included; the ``k``-th
             ``<timestamp>``'s argmax puts the words evenly over the audio, at 80 ms per class);
             ``/tokenize`` keeps the aligner's markers as one token each.
-        labels: the classifier's labels (``/classify``).
+        labels: the classifier's labels (``/classify``; a ``token_classifier``'s tags).
+        multi_label: a multi-label classifier (``problem_type: multi_label_classification``): ``/classify``
+            answers a sigmoid per label (which need not sum to 1), as vLLM does for such a model.
+        token_classifier: a token classifier (``BertForTokenClassification``, active task
+            ``token_classify``): ``/pooling`` answers one row of ``labels`` scores (softmax; logits with
+            ``use_activation=false``) per token, special tokens included; token-id inputs are read as they
+            are. :func:`~vllm_tasks.testing.token_classifier_files` writes the tokenizer
+            ``client.token_classify`` needs for it.
         input_types: the ``/v2/embed`` ``input_type`` values accepted (others get vLLM's 400).
         transcript: the text every transcription and translation answers (or a function of the request).
         language: the language ``verbose_json`` reports when the request names none.
@@ -107,6 +114,8 @@ class FakeSettings:
     lexical: bool = False
     aligner: bool = False
     labels: Sequence[str] = ("negative", "positive")
+    multi_label: bool = False
+    token_classifier: bool = False
     input_types: Sequence[str] = ()
     transcript: TextSource = DEFAULT_TRANSCRIPT
     language: str = "en"

@@ -17,7 +17,17 @@ from .audio import (
 from .common import ClientUsage, Usage
 from .embeddings import EmbeddingResult, EmbedV2Result
 from .ocr import OCRBlock, OCRDocument, OCRPage, OCRResult
-from .scoring import ClassificationResult, PoolingResult, RerankHit, RerankResult, ScoreResult, ScorerKind
+from .scoring import (
+    ClassificationResult,
+    ClassLabel,
+    PoolingResult,
+    RerankHit,
+    RerankResult,
+    ScoreResult,
+    ScorerKind,
+    TokenClassificationResult,
+    TokenEntity,
+)
 from .server import Advisory, ModelCard, ProbeReport, ServerInfo, TaskProbe, TaskStatus
 from .sparse import SparseEmbeddingResult, SparseVector
 from .tokens import TokenizeResult
@@ -25,6 +35,7 @@ from .tokens import TokenizeResult
 __all__ = [
     "Advisory",
     "Alignment",
+    "ClassLabel",
     "ClassificationResult",
     "ClientUsage",
     "EmbedV2Result",
@@ -47,6 +58,8 @@ __all__ = [
     "SpeakerSegment",
     "TaskProbe",
     "TaskStatus",
+    "TokenClassificationResult",
+    "TokenEntity",
     "TokenizeResult",
     "Transcription",
     "TranscriptionDelta",

@@ -190,23 +190,88 @@ class ScoreResult(BaseModel):
         return self.to_html()
 
 
+class ClassLabel(BaseModel):
+    """One class chosen for one input by :meth:`Client.classify`.
+
+    Attributes:
+        index: the class's position in ``probs``' row.
+        label: its name (``label_names``, else the server's name for it, else ``None``).
+        score: its value in ``probs`` (a probability, or a raw logit with ``use_activation=False``).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    index: int
+    label: str | None
+    score: float
+
+
 class ClassificationResult(BaseModel):
     """What :meth:`Client.classify` returns.
 
     Attributes:
-        labels: the most probable label of each input (``None`` when the model names no labels).
+        labels: per input, a single-label model's most probable label (``None`` when the model names no
+            labels); a list of names instead for a multi-label model (every label whose probability is over
+            the threshold, most probable first, at most ``top_k``) and wherever ``top_k`` is given (the
+            ``top_k`` most probable).
+        predictions: the same choice per input, always a list of :class:`ClassLabel` (index, name, score).
         probs: ``ndarray[n, num_classes]``: softmax/sigmoid outputs (raw logits with
             ``use_activation=False``).
         num_classes: the number of classes.
+        multi_label: whether the labels were chosen as a multi-label model's (see ``classify``'s
+            ``multi_label``).
         model: the served model.
         usage: token counts summed over all requests.
     """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
-    labels: list[str | None]
+    labels: list[str | None] | list[list[str | None]]
     probs: npt.NDArray[np.float64]
     num_classes: int
+    predictions: list[list[ClassLabel]] = []
+    multi_label: bool = False
+    model: str
+    usage: Usage = Usage()
+
+
+class TokenEntity(BaseModel):
+    """One entity (or, with ``aggregation=None``, one token) found by :meth:`Client.token_classify`.
+
+    Attributes:
+        label: the entity type (``PER``; with ``aggregation=None`` the token's own label, ``B-PER``).
+        score: its probability (a group's: the mean of its tokens' or words').
+        start: where it starts in the caller's text (a character index).
+        end: where it ends (exclusive): ``text == caller_text[start:end]``.
+        text: the caller's text of it, as written (not the tokenizer's lower-cased pieces).
+        index: with ``aggregation=None``, the token's position in the model's input (special tokens
+            counted); else ``None``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    label: str
+    score: float
+    start: int
+    end: int
+    text: str
+    index: int | None = None
+
+
+class TokenClassificationResult(BaseModel):
+    """What :meth:`Client.token_classify` returns.
+
+    Attributes:
+        entities: per input, its entities in text order.
+        aggregation: how token labels became entities (``None``: one entity per token).
+        model: the served model.
+        usage: token counts summed over all requests.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    entities: list[list[TokenEntity]]
+    aggregation: str | None
     model: str
     usage: Usage = Usage()
 
