@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The declared lower bounds, exercised: the decoders', transports' and jobs' tests on a separate venv that
 # holds the LOWEST version each `>=` in pyproject.toml allows, for the runtime dependencies and the parquet,
-# sparse, progress, image and realtime extras (pyarrow, scipy, tqdm, pillow, pypdfium2, websockets), with
+# sparse, progress, image, realtime and tokenizer extras (pyarrow, scipy, tqdm, pillow, pypdfium2, websockets,
+# tokenizers), with
 # the test tools at what pip picks beside them. The venv is made once per set of requirements, under
 # $VLLM_TASKS_FIXTURE_CACHE (default ~/.cache/vllm-tasks-fixtures). scripts/test.sh runs it (the whole
 # suite, or --tier lowest).
@@ -27,6 +28,7 @@ TESTS=(
     tests/component/test_image_jobs.py
     tests/unit/test_realtime_protocol.py
     tests/component/test_fake_realtime.py
+    tests/unit/test_token_classification.py
 )
 
 # One requirement a line: each bound pinned to its lowest version (a dependency without a `>=` bound stops
@@ -38,7 +40,7 @@ import tomllib
 
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
 extras = project["optional-dependencies"]
-tested_extras = ("parquet", "sparse", "progress", "image", "realtime")
+tested_extras = ("parquet", "sparse", "progress", "image", "realtime", "tokenizer")
 for spec in project["dependencies"] + [spec for name in tested_extras for spec in extras[name]]:
     bound = re.fullmatch(r"([A-Za-z0-9_.\-]+)\s*>=\s*([^,;\s]+).*", spec)
     if bound is None:
@@ -59,7 +61,7 @@ if [ ! -f "$VENV/.installed" ]; then
     touch "$VENV/.installed"
 fi
 echo "== lowest versions: $("$VENV/bin/python" -m pip freeze --disable-pip-version-check |
-    grep -i -E '^(httpx|pydantic|numpy|orjson|tenacity|pyarrow|scipy|tqdm|pillow|pypdfium2|websockets)==' |
+    grep -i -E '^(httpx|pydantic|numpy|orjson|tenacity|pyarrow|scipy|tqdm|pillow|pypdfium2|websockets|tokenizers)==' |
     tr '\n' ' ')"
 # From the checkout (python -m puts it first on sys.path): the SDK is not installed in this venv.
 # pytest-asyncio is not either (the full venv has it from langchain-tests): its ini option is unknown here.
