@@ -314,3 +314,16 @@ def test_fuzz_smart_resize_sides_are_multiples_of_28(height: int, width: int) ->
     else:
         assert seen is not None and seen[0] % 28 == 0 and seen[1] % 28 == 0
         assert seen[0] * seen[1] <= layouts.DOTS_MAX_PIXELS
+
+
+# --- HunyuanOCR spotting (Hunyuan-OCR-master/utils.py process_spotting_response) ---------------------------
+
+
+def test_hunyuan_spotting_lines_and_corners() -> None:
+    answer = layouts.parse_hunyuan_spotting("Invoice(12,30),(480,61)\nTotal: 9.50(40,900),(300,930)")
+
+    assert answer.valid and answer.markdown == "Invoice\nTotal: 9.50"
+    assert [block.box for block in answer.blocks] == [(12.0, 30.0, 480.0, 61.0), (40.0, 900.0, 300.0, 930.0)]
+    assert layouts.parse_hunyuan_spotting("Invoice Total").problem == (
+        "no text with (x1,y1),(x2,y2) coordinates in a spotting answer"
+    )

@@ -381,6 +381,33 @@ def parse_markdown_html(text: str) -> ParsedAnswer:
     )
 
 
+# --- HunyuanOCR spotting: text followed by two corner points ------------------------------------------
+
+HUNYUAN_COORD_MAX = 1000
+"""HunyuanOCR's spotting coordinates run from 0 to 1000 of the image's width and height."""
+_HUNYUAN_SPOT_RE = re.compile(r"([^()]+)\((\d+),(\d+)\),\((\d+),(\d+)\)")
+
+
+def parse_hunyuan_spotting(text: str) -> ParsedAnswer:
+    """Read a HunyuanOCR spotting answer (``Detect and recognize text in the image, and output the text
+    coordinates in a formatted manner.``): each line of text followed by ``(x1,y1),(x2,y2)``, its top-left
+    and bottom-right corners on the 0-1000 grid, as Tencent's ``process_spotting_response`` reads it
+    (``Hunyuan-OCR-master/utils.py``). One ``text`` block per line; the markdown is the lines, one per
+    line. Invalid when no line has coordinates.
+
+    Examples:
+        >>> answer = parse_hunyuan_spotting("Total(10,20),(300,40)")
+        >>> answer.markdown, answer.blocks[0].box
+        ('Total', (10.0, 20.0, 300.0, 40.0))
+    """
+    blocks = tuple(
+        LayoutBlock("text", line.strip(), (float(x1), float(y1), float(x2), float(y2)))
+        for line, x1, y1, x2, y2 in _HUNYUAN_SPOT_RE.findall(text)
+    )
+    problem = None if blocks else "no text with (x1,y1),(x2,y2) coordinates in a spotting answer"
+    return ParsedAnswer("\n".join(block.text for block in blocks), blocks, {}, problem)
+
+
 # --- dots.ocr: JSON layout ------------------------------------------------------------------------------
 
 DOTS_CATEGORIES = (
@@ -868,5 +895,6 @@ PARSERS: Mapping[str, Callable[[str], ParsedAnswer]] = {
     "dots-ocr-text": parse_dots_text,
     "nanonets": parse_nanonets,
     "markdown-html": parse_markdown_html,
+    "hunyuan-spotting": parse_hunyuan_spotting,
 }
 """The task-independent parsers by format name (PaddleOCR-VL's needs the task: :func:`parse_paddleocr_vl`)."""
