@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vllm_tasks.ocr import layouts
-from vllm_tasks.ocr.layouts import LayoutBlock, ParsedAnswer
+from vllm_tasks.ocr.layouts import LayoutBlock, ParsedLayout
 
 # --- PaddleOCR-VL (PaddleX paddlex/inference/pipelines/paddleocr_vl) ---------------------------------------
 
@@ -278,7 +278,7 @@ _PIECES = [
 _SOUP = st.lists(st.sampled_from(_PIECES), max_size=60).map("".join) | st.text(max_size=300)
 
 
-def _check(answer: ParsedAnswer) -> None:
+def _check(answer: ParsedLayout) -> None:
     assert isinstance(answer.markdown, str)
     assert answer.problem is None or (isinstance(answer.problem, str) and answer.problem)
     assert all(isinstance(block, LayoutBlock) and isinstance(block.text, str) for block in answer.blocks)
@@ -290,8 +290,8 @@ def test_fuzz_task_independent_parsers_never_raise(text: str) -> None:
         _check(parse(text))
 
 
-@given(_SOUP, st.sampled_from(layouts.PADDLE_TASKS))
-def test_fuzz_paddleocr_vl_never_raises(text: str, task: str) -> None:
+@given(_SOUP, st.sampled_from([*layouts.PADDLE_TASKS, None]))
+def test_fuzz_paddleocr_vl_never_raises(text: str, task: str | None) -> None:
     _check(layouts.parse_paddleocr_vl(text, task))
 
 
@@ -327,3 +327,11 @@ def test_hunyuan_spotting_lines_and_corners() -> None:
     assert layouts.parse_hunyuan_spotting("Invoice Total").problem == (
         "no text with (x1,y1),(x2,y2) coordinates in a spotting answer"
     )
+
+
+def test_paddleocr_vl_answer_names_its_task_when_none_is_given() -> None:
+    spotting = "Hi" + _loc(1, 2, 9, 2, 9, 8, 1, 8)
+
+    assert layouts.parse_paddleocr_vl(spotting).blocks[0].label == "text"
+    assert layouts.parse_paddleocr_vl("<fcel>a<nl>").markdown == "<table><tr><td>a</td></tr></table>"
+    assert layouts.parse_paddleocr_vl("生甘草").blocks == (LayoutBlock("ocr", "生甘草"),)

@@ -1,7 +1,7 @@
 """The output formats of OCR models other than DeepSeek-OCR, as pure parsers that never raise.
 
 Each ``parse_*`` function reads one model's answer text the way that model's authors read it and returns a
-:class:`ParsedAnswer`: clean markdown, layout blocks (label, text, and a box or polygon in the coordinates the
+:class:`ParsedLayout`: clean markdown, layout blocks (label, text, and a box or polygon in the coordinates the
 model wrote), the model's own metadata, and ``problem``: ``None`` for a valid answer, else the reason it is
 not (a page-quality ladder retries such pages). Whatever the text, a parser returns; a malformed answer is
 "invalid with a reason", never an exception.
@@ -56,7 +56,7 @@ class LayoutBlock:
 
 
 @dataclass(frozen=True)
-class ParsedAnswer:
+class ParsedLayout:
     """What one answer says, read by one model's rules.
 
     Attributes:
@@ -277,7 +277,7 @@ def olmocr_page_fields(front_matter: str | None) -> tuple[dict[str, Any], str | 
     return fields, (f"unexpected front matter fields: {', '.join(extra)}" if extra else None)
 
 
-def parse_olmocr(text: str) -> ParsedAnswer:
+def parse_olmocr(text: str) -> ParsedLayout:
     """Read an olmOCR-2 answer: front matter checked as olmOCR checks it, the body as markdown.
 
     A page olmOCR reports as not upright (``is_rotation_valid: False``) is invalid too: olmOCR's pipeline
@@ -300,7 +300,7 @@ def parse_olmocr(text: str) -> ParsedAnswer:
         for alt, x, y, w, h in _OLMOCR_FIGURE_RE.findall(markdown)
     )
     tables = tuple(LayoutBlock("table", table) for table in html_tables(markdown))
-    return ParsedAnswer(markdown, figures + tables, fields, problem or _unclosed_table(markdown))
+    return ParsedLayout(markdown, figures + tables, fields, problem or _unclosed_table(markdown))
 
 
 # --- Nanonets-OCR2: markdown with semantic tags ----------------------------------------------------------
@@ -313,7 +313,7 @@ def _tag_re(tag: str) -> re.Pattern[str]:
     return re.compile(rf"<{tag}>(.*?)</{tag}>", re.DOTALL)
 
 
-def parse_nanonets(text: str) -> ParsedAnswer:
+def parse_nanonets(text: str) -> ParsedLayout:
     """Read a Nanonets-OCR2 answer.
 
     ``<page_number>`` and ``<watermark>`` elements leave the markdown for the metadata (``page_numbers``,
@@ -353,7 +353,7 @@ def parse_nanonets(text: str) -> ParsedAnswer:
         ),
         None,
     )
-    return ParsedAnswer(markdown, blocks, metadata, problem or _unclosed_table(markdown))
+    return ParsedLayout(markdown, blocks, metadata, problem or _unclosed_table(markdown))
 
 
 # --- Markdown + HTML tables + LaTeX (HunyuanOCR, LightOnOCR, GLM-OCR, Qianfan-OCR) -------------------------
@@ -361,7 +361,7 @@ def parse_nanonets(text: str) -> ParsedAnswer:
 _THINK_RE = re.compile(r"<think>(.*?)</think>", re.DOTALL)
 
 
-def parse_markdown_html(text: str) -> ParsedAnswer:
+def parse_markdown_html(text: str) -> ParsedLayout:
     """Read a markdown answer with HTML tables and LaTeX: the markdown as written (a ``<think>`` section,
     Qianfan-OCR's layout reasoning, moves to ``metadata["thinking"]``); blocks for each HTML table and
     display formula. An unclosed ``<table>`` or ``<think>`` makes the answer invalid (cut short).
@@ -376,7 +376,7 @@ def parse_markdown_html(text: str) -> ParsedAnswer:
     problem = _unclosed_table(markdown)
     if "<think>" in markdown:
         problem = "a <think> section is opened and never closed (the answer was cut short)"
-    return ParsedAnswer(
+    return ParsedLayout(
         markdown, _markdown_blocks(markdown), {"thinking": thinking} if thinking else {}, problem
     )
 
@@ -388,7 +388,7 @@ HUNYUAN_COORD_MAX = 1000
 _HUNYUAN_SPOT_RE = re.compile(r"([^()]+)\((\d+),(\d+)\),\((\d+),(\d+)\)")
 
 
-def parse_hunyuan_spotting(text: str) -> ParsedAnswer:
+def parse_hunyuan_spotting(text: str) -> ParsedLayout:
     """Read a HunyuanOCR spotting answer (``Detect and recognize text in the image, and output the text
     coordinates in a formatted manner.``): each line of text followed by ``(x1,y1),(x2,y2)``, its top-left
     and bottom-right corners on the 0-1000 grid, as Tencent's ``process_spotting_response`` reads it
@@ -405,7 +405,7 @@ def parse_hunyuan_spotting(text: str) -> ParsedAnswer:
         for line, x1, y1, x2, y2 in _HUNYUAN_SPOT_RE.findall(text)
     )
     problem = None if blocks else "no text with (x1,y1),(x2,y2) coordinates in a spotting answer"
-    return ParsedAnswer("\n".join(block.text for block in blocks), blocks, {}, problem)
+    return ParsedLayout("\n".join(block.text for block in blocks), blocks, {}, problem)
 
 
 # --- dots.ocr: JSON layout ------------------------------------------------------------------------------
@@ -602,7 +602,7 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def parse_dots_layout(text: str) -> ParsedAnswer:
+def parse_dots_layout(text: str) -> ParsedLayout:
     """Read a dots.ocr layout answer (``prompt_layout_all_en`` or ``prompt_layout_only_en``).
 
     Blocks keep dots.ocr's category as label and the bbox as written: pixels of the image the model saw,
@@ -632,7 +632,7 @@ def parse_dots_layout(text: str) -> ParsedAnswer:
         if content:
             parts.append(content)
     metadata = {"repairs": sorted(repairs)} if repairs else {}
-    return ParsedAnswer("\n\n".join(parts), tuple(blocks), metadata, problem)
+    return ParsedLayout("\n\n".join(parts), tuple(blocks), metadata, problem)
 
 
 def _dots_text(text: str) -> str:
@@ -641,14 +641,14 @@ def _dots_text(text: str) -> str:
     return text[1:-1] if text[:2] == "`$" and text[-2:] == "$`" else text
 
 
-def parse_dots_text(text: str) -> ParsedAnswer:
+def parse_dots_text(text: str) -> ParsedLayout:
     """Read a dots.ocr ``prompt_ocr`` answer: plain text, taken as it is (stripped).
 
     Examples:
         >>> parse_dots_text("  Hello\\n").markdown
         'Hello'
     """
-    return ParsedAnswer(text.strip())
+    return ParsedLayout(text.strip())
 
 
 def smart_resize(
@@ -855,9 +855,10 @@ def _bounds(points: Sequence[Point]) -> Box:
     return (min(xs), min(ys), max(xs), max(ys))
 
 
-def parse_paddleocr_vl(text: str, task: str = "ocr") -> ParsedAnswer:
+def parse_paddleocr_vl(text: str, task: str | None = None) -> ParsedLayout:
     """Read a PaddleOCR-VL answer to one task (``ocr``, ``table``, ``formula``, ``chart``, ``spotting``,
-    ``seal``) the way PaddleX's pipeline post-processes it.
+    ``seal``) the way PaddleX's pipeline post-processes it. Without a task, the answer says which: spotting
+    when it holds ``<|LOC_n|>`` markers, a table when it holds OTSL tags, else text (``ocr``).
 
     - every task but spotting: ``\\(...\\)``/``\\[...\\]`` math becomes ``$``/``$$`` (PaddleX's rewrite);
     - ``table``: the OTSL answer becomes an HTML table (:func:`otsl_to_html`); invalid without OTSL or HTML;
@@ -870,26 +871,28 @@ def parse_paddleocr_vl(text: str, task: str = "ocr") -> ParsedAnswer:
         >>> parse_paddleocr_vl("<fcel>a<fcel>b<nl>", "table").markdown
         '<table><tr><td>a</td><td>b</td></tr></table>'
     """
+    if task is None:
+        task = "spotting" if _LOC_RE.search(text) else "table" if _OTSL_RE.search(text) else "ocr"
     if task == "spotting":
         spots = paddle_spotting(text)
         blocks = tuple(LayoutBlock("text", line, _bounds(points), points) for line, points in spots)
         problem = None if spots else "no <|LOC_n|> locations: send skip_special_tokens=false for spotting"
-        return ParsedAnswer("\n\n".join(line for line, _ in spots), blocks, {}, problem)
+        return ParsedLayout("\n\n".join(line for line, _ in spots), blocks, {}, problem)
     content = _paddle_math(text).strip()
     if task == "table":
         if _OTSL_RE.search(content):
             content = otsl_to_html(content) or content
         elif not html_tables(content):
-            return ParsedAnswer(content, (), {}, "no OTSL or HTML table in a table answer")
-        return ParsedAnswer(content, (LayoutBlock("table", content),))
+            return ParsedLayout(content, (), {}, "no OTSL or HTML table in a table answer")
+        return ParsedLayout(content, (LayoutBlock("table", content),))
     if task == "formula":
         latex = content.strip("$ \n")
         markdown = content if "$" in content or not latex else f"$$\n{latex}\n$$"
-        return ParsedAnswer(markdown, (LayoutBlock("formula", latex),))
-    return ParsedAnswer(content, (LayoutBlock(task, content),) if content else ())
+        return ParsedLayout(markdown, (LayoutBlock("formula", latex),))
+    return ParsedLayout(content, (LayoutBlock(task, content),) if content else ())
 
 
-PARSERS: Mapping[str, Callable[[str], ParsedAnswer]] = {
+PARSERS: Mapping[str, Callable[[str], ParsedLayout]] = {
     "olmocr": parse_olmocr,
     "dots-ocr-layout": parse_dots_layout,
     "dots-ocr-text": parse_dots_text,
