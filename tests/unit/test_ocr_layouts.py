@@ -4,6 +4,8 @@ parser raise."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -268,6 +270,8 @@ _PIECES = [
     "\\(",
     "\\)",
     "<think>",
+    "<![foo]>",
+    "<!--",
     "</think>",
     "☐",
     "☑",
@@ -335,3 +339,63 @@ def test_paddleocr_vl_answer_names_its_task_when_none_is_given() -> None:
     assert layouts.parse_paddleocr_vl(spotting).blocks[0].label == "text"
     assert layouts.parse_paddleocr_vl("<fcel>a<nl>").markdown == "<table><tr><td>a</td></tr></table>"
     assert layouts.parse_paddleocr_vl("生甘草").blocks == (LayoutBlock("ocr", "生甘草"),)
+
+
+def test_table_rows_survive_a_marked_section_html_parser_asserts_on() -> None:
+    assert layouts.table_rows("<table><tr><td>1</td><![foo]><td>2</td></tr></table>") == [["1"]]
+
+
+def test_huge_numbers_are_read_without_python_int_digit_limit() -> None:
+    huge = "9" * 5000
+    dots = layouts.parse_dots_layout('[{"bbox": [' + huge + ', 0, 5, 5], "category": "Text"}]')
+    olmocr = layouts.parse_olmocr(f"---\nprimary_language: en\nrotation_correction: {huge}\n---\nx")
+    spots = layouts.parse_paddleocr_vl("a" + f"<|LOC_{huge}|>" * 8, "spotting")
+
+    assert dots.problem == "bbox [inf, 0, 5, 5] is not four numbers"
+    assert olmocr.problem == "front matter lacks 'is_rotation_valid'"
+    assert spots.problem == "no <|LOC_n|> locations: send skip_special_tokens=false for spotting"
+    assert (
+        layouts.parse_olmocr(
+            "---\nprimary_language: en\nis_rotation_valid: True\nrotation_correction: " + huge + "\n---\nx"
+        ).problem
+        == f"rotation_correction={huge!r} is not an integer"
+    )
+
+
+def test_olmocr_figure_labels_are_blocks_with_their_boxes() -> None:
+    body = "Intro ![A bar chart of sales](page_10_20_300_150.png) and ![](page_0_0_5_5.png)"
+    body += " [x](page_1_1_1_1.png)."
+
+    answer = layouts.parse_olmocr(layouts_front_matter() + body)
+
+    assert [(block.label, block.text, block.box) for block in answer.blocks] == [
+        ("image", "A bar chart of sales", (10.0, 20.0, 310.0, 170.0)),
+        ("image", "", (0.0, 0.0, 5.0, 5.0)),
+    ]
+
+
+def layouts_front_matter() -> str:
+    fields = "primary_language: en\nis_rotation_valid: True\nrotation_correction: 0\nis_table: False"
+    return f"---\n{fields}\nis_diagram: True\n---\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<table><tr><td>x</td>" * 4000,
+        "a <img>b " * 10000,
+        "a $$ b \\[ " * 10000,
+        "word " * 20000,
+        "<think>x " * 10000,
+        "<|TEXT_START|>x <|LOC_BEGIN|>" * 10000,
+        "![x " * 10000,
+    ],
+    ids=["tables", "img", "math", "words", "think", "spotting", "figures"],
+)
+def test_a_looping_answer_is_read_in_linear_time(text: str) -> None:
+    """A looping model repeats an opener it never closes; lazy regexes would take seconds per answer."""
+    started = time.perf_counter()
+    for parse in [*layouts.PARSERS.values(), layouts.parse_paddleocr_vl]:
+        parse(text)
+
+    assert time.perf_counter() - started < 2.0

@@ -79,9 +79,39 @@ class ParsedLayout:
 
 # --- HTML tables and LaTeX blocks (shared by every markdown format) ------------------------------------
 
-_TABLE_RE = re.compile(r"<table\b.*?</table\s*>", re.IGNORECASE | re.DOTALL)
 _TABLE_OPEN_RE = re.compile(r"<table\b", re.IGNORECASE)
-_DISPLAY_MATH_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]", re.DOTALL)
+_TABLE_CLOSE_RE = re.compile(r"</table\s*>", re.IGNORECASE)
+_MATH_OPEN_RE = re.compile(r"\$\$|\\\[")
+_MATH_CLOSERS = {"$$": "$$", "\\[": "\\]"}
+Span = tuple[int, int, int, int]
+"""An element's ``(start, content start, content end, end)`` in a text."""
+
+
+def _elements(text: str, opener: re.Pattern[str], closer: re.Pattern[str]) -> list[Span]:
+    """Each complete element: the first ``opener`` then the nearest ``closer`` after it, as a lazy
+    ``opener(.*?)closer`` regex finds them, in one pass (the regex is quadratic on a long answer that
+    repeats an opener it never closes, as a looping model's does)."""
+    spans: list[Span] = []
+    at = 0
+    while (start := opener.search(text, at)) is not None:
+        end = closer.search(text, start.end())
+        if end is None:
+            break
+        spans.append((start.start(), start.end(), end.start(), end.end()))
+        at = end.end()
+    return spans
+
+
+def _tag(name: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    return re.compile(re.escape(f"<{name}>")), re.compile(re.escape(f"</{name}>"))
+
+
+def _without(text: str, spans: Sequence[Span]) -> str:
+    kept, at = [], 0
+    for start, _, _, end in spans:
+        kept.append(text[at:start])
+        at = end
+    return "".join(kept) + text[at:]
 
 
 def html_tables(text: str) -> list[str]:
@@ -91,7 +121,7 @@ def html_tables(text: str) -> list[str]:
         >>> html_tables("a <table><tr><td>1</td></tr></table> b")
         ['<table><tr><td>1</td></tr></table>']
     """
-    return _TABLE_RE.findall(text)
+    return [text[start:end] for start, _, _, end in _elements(text, _TABLE_OPEN_RE, _TABLE_CLOSE_RE)]
 
 
 def display_formulas(text: str) -> list[str]:
@@ -101,10 +131,18 @@ def display_formulas(text: str) -> list[str]:
         >>> display_formulas("x $$ a^2 $$ y \\\\[b\\\\]")
         ['a^2', 'b']
     """
-    return [
-        (match.group(1) if match.group(1) is not None else match.group(2)).strip()
-        for match in _DISPLAY_MATH_RE.finditer(text)
-    ]
+    formulas: list[str] = []
+    at, closed = 0, set(_MATH_CLOSERS)
+    while closed and (start := _MATH_OPEN_RE.search(text, at)) is not None:
+        opener = start.group()
+        end = text.find(_MATH_CLOSERS[opener], start.end() + 1) if opener in closed else -1
+        if end == -1:  # never closed: no later formula of this kind is either
+            closed.discard(opener)
+            at = start.start() + 1
+            continue
+        formulas.append(text[start.end() : end].strip())
+        at = end + 2
+    return formulas
 
 
 class _RowCollector(HTMLParser):
@@ -153,8 +191,11 @@ def table_rows(table: str) -> list[list[str]]:
         [['a', 'b'], ['1', '2&3']]
     """
     collector = _RowCollector()
-    collector.feed(table)
-    collector.close()
+    try:
+        collector.feed(table)
+        collector.close()
+    except AssertionError:  # html.parser's markupbase asserts on an unknown `<![keyword` section
+        pass
     collector._close_cell()
     return [row for row in collector.rows if row]
 
@@ -183,7 +224,7 @@ _YAML_LINE_RE = re.compile(r"([A-Za-z_][\w-]*)[ \t]*:(?:[ \t]+(.*?))?[ \t]*")
 _YAML_TRUE = frozenset({"yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"})
 _YAML_FALSE = frozenset({"no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"})
 _YAML_NULL = frozenset({"", "~", "null", "Null", "NULL"})
-_OLMOCR_FIGURE_RE = re.compile(r"!\[([^\]]*)\]\(page_(\d+)_(\d+)_(\d+)_(\d+)\.png\)")
+_OLMOCR_FIGURE_RE = re.compile(r"\]\(page_(\d+)_(\d+)_(\d+)_(\d+)\.png\)")
 
 
 def split_front_matter(text: str) -> tuple[str | None, str]:
@@ -211,7 +252,7 @@ def _yaml_scalar(raw: str) -> Any:
         return True
     if value in _YAML_FALSE:
         return False
-    if re.fullmatch(r"[-+]?\d+", value):
+    if re.fullmatch(r"[-+]?\d{1,18}", value):
         return int(value)
     return value
 
@@ -242,7 +283,7 @@ def _olmocr_field(name: str, value: Any) -> tuple[Any, str | None]:
         return (value, None) if isinstance(value, str) else (None, f"primary_language={value!r} is not text")
     if name == "rotation_correction":
         if isinstance(value, str):
-            if not re.fullmatch(r"\s*[-+]?\d+\s*", value):
+            if not re.fullmatch(r"\s*[-+]?\d{1,18}\s*", value):
                 return None, f"rotation_correction={value!r} is not an integer"
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or value not in OLMOCR_ROTATIONS:
@@ -277,6 +318,19 @@ def olmocr_page_fields(front_matter: str | None) -> tuple[dict[str, Any], str | 
     return fields, (f"unexpected front matter fields: {', '.join(extra)}" if extra else None)
 
 
+def _olmocr_figures(markdown: str) -> tuple[LayoutBlock, ...]:
+    """Each ``![alt](page_x_y_w_h.png)``, found from its ``](page_...png)`` end (one pass)."""
+    figures = []
+    at = 0
+    for match in _OLMOCR_FIGURE_RE.finditer(markdown):
+        opening = markdown.rfind("![", at, match.start())
+        at = match.end()
+        if opening != -1 and "]" not in markdown[opening + 2 : match.start()]:
+            x, y, w, h = (float(value) for value in match.groups())
+            figures.append(LayoutBlock("image", markdown[opening + 2 : match.start()], (x, y, x + w, y + h)))
+    return tuple(figures)
+
+
 def parse_olmocr(text: str) -> ParsedLayout:
     """Read an olmOCR-2 answer: front matter checked as olmOCR checks it, the body as markdown.
 
@@ -295,10 +349,7 @@ def parse_olmocr(text: str) -> ParsedLayout:
     if problem is None and fields["is_rotation_valid"] is False:
         problem = f"the page is not upright: turn it {fields['rotation_correction']} degrees clockwise"
     markdown = body if front_matter is not None else text.strip()
-    figures = tuple(
-        LayoutBlock("image", alt, (float(x), float(y), float(x) + float(w), float(y) + float(h)))
-        for alt, x, y, w, h in _OLMOCR_FIGURE_RE.findall(markdown)
-    )
+    figures = _olmocr_figures(markdown)
     tables = tuple(LayoutBlock("table", table) for table in html_tables(markdown))
     return ParsedLayout(markdown, figures + tables, fields, problem or _unclosed_table(markdown))
 
@@ -307,10 +358,6 @@ def parse_olmocr(text: str) -> ParsedLayout:
 
 NANONETS_CHECKBOXES = {"☐": "unchecked", "☑": "checked", "☒": "crossed"}
 _NANONETS_TAGS = ("img", "page_number", "watermark", "signature")
-
-
-def _tag_re(tag: str) -> re.Pattern[str]:
-    return re.compile(rf"<{tag}>(.*?)</{tag}>", re.DOTALL)
 
 
 def parse_nanonets(text: str) -> ParsedLayout:
@@ -327,18 +374,19 @@ def parse_nanonets(text: str) -> ParsedLayout:
         >>> answer.markdown, answer.metadata["page_numbers"], answer.metadata["checkboxes"]["checked"]
         ('Total ☑', ['3'], 1)
     """
-    page_numbers = [value.strip() for value in _tag_re("page_number").findall(text)]
-    watermarks = [value.strip() for value in _tag_re("watermark").findall(text)]
-    markdown = _tag_re("watermark").sub("", _tag_re("page_number").sub("", text))
-    markdown = re.sub(r"\n{3,}", "\n\n", markdown).strip()
-    described = [
-        (tag, match.group(1).strip(), match.start())
+    numbered = _elements(text, *_tag("page_number"))
+    page_numbers = [text[inner:end].strip() for _, inner, end, _ in numbered]
+    text_left = _without(text, numbered)
+    marked = _elements(text_left, *_tag("watermark"))
+    watermarks = [text_left[inner:end].strip() for _, inner, end, _ in marked]
+    markdown = re.sub(r"\n{3,}", "\n\n", _without(text_left, marked)).strip()
+    described = sorted(
+        (span, label)
         for tag, label in (("img", "image"), ("signature", "signature"))
-        for match in _tag_re(tag).finditer(markdown)
-    ]
+        for span in _elements(markdown, *_tag(tag))
+    )
     blocks = tuple(
-        LayoutBlock("image" if tag == "img" else tag, content)
-        for tag, content, _ in sorted(described, key=lambda d: d[2])
+        LayoutBlock(label, markdown[inner:end].strip()) for (_, inner, end, _), label in described
     ) + _markdown_blocks(markdown)
     metadata: dict[str, Any] = {
         "page_numbers": page_numbers,
@@ -358,8 +406,6 @@ def parse_nanonets(text: str) -> ParsedLayout:
 
 # --- Markdown + HTML tables + LaTeX (HunyuanOCR, LightOnOCR, GLM-OCR, Qianfan-OCR) -------------------------
 
-_THINK_RE = re.compile(r"<think>(.*?)</think>", re.DOTALL)
-
 
 def parse_markdown_html(text: str) -> ParsedLayout:
     """Read a markdown answer with HTML tables and LaTeX: the markdown as written (a ``<think>`` section,
@@ -371,8 +417,9 @@ def parse_markdown_html(text: str) -> ParsedLayout:
         >>> [block.label for block in answer.blocks], answer.valid
         (['table'], True)
     """
-    thinking = [part.strip() for part in _THINK_RE.findall(text)]
-    markdown = _THINK_RE.sub("", text).strip()
+    sections = _elements(text, *_tag("think"))
+    thinking = [text[inner:end].strip() for _, inner, end, _ in sections]
+    markdown = _without(text, sections).strip()
     problem = _unclosed_table(markdown)
     if "<think>" in markdown:
         problem = "a <think> section is opened and never closed (the answer was cut short)"
@@ -385,7 +432,7 @@ def parse_markdown_html(text: str) -> ParsedLayout:
 
 HUNYUAN_COORD_MAX = 1000
 """HunyuanOCR's spotting coordinates run from 0 to 1000 of the image's width and height."""
-_HUNYUAN_SPOT_RE = re.compile(r"([^()]+)\((\d+),(\d+)\),\((\d+),(\d+)\)")
+_HUNYUAN_CORNERS_RE = re.compile(r"\((\d+),(\d+)\),\((\d+),(\d+)\)")
 
 
 def parse_hunyuan_spotting(text: str) -> ParsedLayout:
@@ -400,10 +447,16 @@ def parse_hunyuan_spotting(text: str) -> ParsedLayout:
         >>> answer.markdown, answer.blocks[0].box
         ('Total', (10.0, 20.0, 300.0, 40.0))
     """
-    blocks = tuple(
-        LayoutBlock("text", line.strip(), (float(x1), float(y1), float(x2), float(y2)))
-        for line, x1, y1, x2, y2 in _HUNYUAN_SPOT_RE.findall(text)
-    )
+    found: list[LayoutBlock] = []
+    at = 0
+    for corners in _HUNYUAN_CORNERS_RE.finditer(text):
+        # the text is the run of characters other than parentheses right before the corners
+        line = re.split(r"[()]", text[at : corners.start()])[-1]
+        at = corners.end()
+        if line:
+            x1, y1, x2, y2 = (float(value) for value in corners.groups())
+            found.append(LayoutBlock("text", line.strip(), (x1, y1, x2, y2)))
+    blocks = tuple(found)
     problem = None if blocks else "no text with (x1,y1),(x2,y2) coordinates in a spotting answer"
     return ParsedLayout("\n".join(block.text for block in blocks), blocks, {}, problem)
 
@@ -473,7 +526,11 @@ class _LenientJSON:
                 raise _Incomplete
             raise _Malformed(f"unexpected {char!r}")
         self.at = match.end()
-        return json.loads(match.group())
+        number = match.group()
+        if number[0] in "tfn":
+            return json.loads(number)
+        is_int = number.lstrip("-").isdigit() and len(number) <= 18  # longer: float (int() caps digits)
+        return int(number) if is_int else float(number)
 
     def container(self, opener: str, depth: int) -> Any:
         closer = "}" if opener == "{" else "]"
@@ -719,9 +776,9 @@ _OTSL_RE = re.compile("(" + "|".join(re.escape(tag) for tag in _OTSL_TAGS) + ")"
 _OTSL_CELL_RE = re.compile(
     r"(?:<fcel>|<ecel>|<nl>|<lcel>|<ucel>|<xcel>).*?(?=<fcel>|<ecel>|<nl>|<lcel>|<ucel>|<xcel>|$)", re.DOTALL
 )
-_SPOT_TEXT_RE = re.compile(r"<\|TEXT_START\|>(.*?)<\|TEXT_END\|>", re.DOTALL)
-_SPOT_LOC_RE = re.compile(r"<\|LOC_BEGIN\|>(.*?)<\|LOC_END\|>", re.DOTALL)
-_LOC_RE = re.compile(r"<\|LOC_(\d+)\|>")
+_SPOT_TEXT = (re.compile(re.escape("<|TEXT_START|>")), re.compile(re.escape("<|TEXT_END|>")))
+_SPOT_LOC = (re.compile(re.escape("<|LOC_BEGIN|>")), re.compile(re.escape("<|LOC_END|>")))
+_LOC_RE = re.compile(r"<\|LOC_(\d{1,6})\|>")
 
 
 def _otsl_pad(otsl: str) -> str:
@@ -831,7 +888,9 @@ def paddle_spotting(text: str) -> list[tuple[str, tuple[Point, ...]]]:
         [('Hi', ((1.0, 2.0), (9.0, 2.0), (9.0, 8.0), (1.0, 8.0)))]
     """
     found: list[tuple[str, tuple[Point, ...]]] = []
-    for label, locations in zip(_SPOT_TEXT_RE.findall(text), _SPOT_LOC_RE.findall(text), strict=False):
+    labels = [text[inner:end] for _, inner, end, _ in _elements(text, *_SPOT_TEXT)]
+    places = [text[inner:end] for _, inner, end, _ in _elements(text, *_SPOT_LOC)]
+    for label, locations in zip(labels, places, strict=False):
         values = [int(v) for v in _LOC_RE.findall(locations)[:8]]
         if len(values) == 8:
             found.append((label.strip(), _points(values)))
