@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from vllm_tasks.ocr import layouts
+from vllm_tasks.ocr.formats import FORMATS, PageSizes
 from vllm_tasks.ocr.layouts import LayoutBlock
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "ocr_published"
@@ -265,3 +266,49 @@ def test_dots_smart_resize_matches_dots_ocr(size: tuple[int, int], seen: tuple[i
     width, height = size
 
     assert layouts.smart_resize(height, width) == (seen[1], seen[0])
+
+
+# --- The registered formats on the same answers -----------------------------------------------------------
+
+
+def test_registered_dots_format_maps_the_published_boxes_to_the_callers_image() -> None:
+    """Sent at 2240x2912 (multiples of 28, within dots.ocr's pixel range: the model sees it as sent) from a
+    4480x5824 original: every box doubles."""
+    answer = published("dots-ocr/replicate-sljeff-example.txt")
+    output = FORMATS["dots-ocr-layout"]
+
+    parsed = output.parse(answer, PageSizes((2240, 2912), (4480, 5824)))
+
+    assert parsed.blocks[0].label == "Page-header"
+    assert parsed.blocks[0].boxes == [(2710, 398, 4206, 524)]
+    assert parsed.blocks[0].boxes_normalized == [(604, 68, 938, 90)]
+    assert output.check(answer) == "the JSON list is cut off after 7 complete element(s)"
+
+
+@pytest.mark.parametrize(
+    ("name", "path"),
+    [
+        ("olmocr", "olmocr/edgar.md"),
+        ("olmocr", "olmocr/untable.md"),
+        ("olmocr", "olmocr/blanktext.md"),
+        ("markdown-html", "glm-ocr/table.md"),
+        ("markdown-html", "glm-ocr/paper.md"),
+        ("markdown-html", "lighton-ocr/sroie-receipt.txt"),
+        ("paddleocr-vl", "paddleocr-vl/ocr_demo2-ocr.txt"),
+    ],
+)
+def test_registered_formats_accept_the_published_answers(name: str, path: str) -> None:
+    answer = published(path)
+
+    parsed = FORMATS[name].parse(answer, PageSizes((1000, 1400), (2000, 2800)))
+
+    assert FORMATS[name].check(answer) is None
+    assert parsed.markdown == getattr(layouts, PARSER_OF[name])(answer).markdown
+    assert all(block.boxes == [] for block in parsed.blocks)
+
+
+PARSER_OF = {
+    "olmocr": "parse_olmocr",
+    "markdown-html": "parse_markdown_html",
+    "paddleocr-vl": "parse_paddleocr_vl",
+}

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vllm_tasks.ocr import layouts
+from vllm_tasks.ocr.formats import FORMATS, PageSizes
 from vllm_tasks.ocr.layouts import LayoutBlock, ParsedLayout
 
 # --- PaddleOCR-VL (PaddleX paddlex/inference/pipelines/paddleocr_vl) ---------------------------------------
@@ -399,3 +400,32 @@ def test_a_looping_answer_is_read_in_linear_time(text: str) -> None:
         parse(text)
 
     assert time.perf_counter() - started < 2.0
+
+
+# --- The registered formats (vllm_tasks.ocr.formats.FORMATS) over these parsers ---------------------------
+
+
+def test_registered_grid_formats_give_pixels_of_the_callers_image() -> None:
+    sizes = PageSizes((500, 250), (2000, 1000))
+    spotting = FORMATS["hunyuan-spotting"].parse("Total(100,200),(500,400)", sizes)
+    paddle = FORMATS["paddleocr-vl"].parse("Hi" + _loc(100, 200, 500, 200, 500, 400, 100, 400), sizes)
+
+    for parsed in (spotting, paddle):
+        assert parsed.blocks[0].boxes == [(200, 200, 1000, 400)]
+        assert parsed.blocks[0].boxes_normalized == [(100, 200, 500, 400)]
+    unsized = FORMATS["hunyuan-spotting"].parse("Total(100,200),(500,400)", PageSizes(None, None))
+    assert unsized.blocks[0].boxes == [(100, 200, 500, 400)]  # as normalised, like DeepSeek's without sizes
+
+
+def test_registered_text_formats_have_no_boxes() -> None:
+    sizes = PageSizes((100, 100), (100, 100))
+    nanonets = FORMATS["nanonets"].parse("<img>Logo</img> ☑<page_number>2</page_number>", sizes)
+    dots_text = FORMATS["dots-ocr-text"].parse(" Hello \n", sizes)
+
+    assert nanonets.markdown == "<img>Logo</img> ☑" and nanonets.metadata["page_numbers"] == ["2"]
+    assert [(block.label, block.boxes) for block in nanonets.blocks] == [("image", [])]
+    assert dots_text.markdown == "Hello" and dots_text.blocks == []
+    assert (
+        FORMATS["nanonets"].check("<img>Lo") == "<img> is opened and never closed (the answer was cut short)"
+    )
+    assert FORMATS["dots-ocr-text"].check("anything") is None

@@ -752,16 +752,19 @@ def scale_box(box: Box, seen: tuple[int, int], target: tuple[int, int]) -> tuple
     """
     scale_x = target[0] / seen[0] if seen[0] else 0.0
     scale_y = target[1] / seen[1] if seen[1] else 0.0
-    return (
-        _truncate(box[0] * scale_x),
-        _truncate(box[1] * scale_y),
-        _truncate(box[2] * scale_x),
-        _truncate(box[3] * scale_y),
-    )
+    return whole_box((box[0] * scale_x, box[1] * scale_y, box[2] * scale_x, box[3] * scale_y))
 
 
-def _truncate(value: float) -> int:
-    return int(value) if math.isfinite(value) and abs(value) < 2**62 else 0
+def whole_box(box: Box) -> tuple[int, int, int, int]:
+    """``box`` in whole pixels, each coordinate truncated (a value that is not finite, or absurdly large,
+    becomes 0).
+
+    Examples:
+        >>> whole_box((1.9, 2.0, 3.5, float("inf")))
+        (1, 2, 3, 0)
+    """
+    x1, y1, x2, y2 = (int(v) if math.isfinite(v) and abs(v) < 2**62 else 0 for v in box)
+    return (x1, y1, x2, y2)
 
 
 # --- PaddleOCR-VL: one format per task ------------------------------------------------------------------
