@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pytest
 
+from vllm_tasks import ocr as ocr_ops
 from vllm_tasks.ocr import layouts
 from vllm_tasks.ocr.formats import FORMATS, PageSizes
 from vllm_tasks.ocr.layouts import LayoutBlock
+from vllm_tasks.ocr.presets import OCRPreset
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "ocr_published"
 
@@ -312,3 +315,26 @@ PARSER_OF = {
     "markdown-html": "parse_markdown_html",
     "paddleocr-vl": "parse_paddleocr_vl",
 }
+
+
+def test_a_preset_naming_the_olmocr_format_gives_its_metadata_in_the_result() -> None:
+    preset = OCRPreset(name="olmocr-like", pattern="(?!)", tasks={"page": "Convert."}, output="olmocr")
+    answer = published("olmocr/untable.md")
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "allenai/olmOCR-2-7B-1025",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 1000, "completion_tokens": 3000, "total_tokens": 4000},
+    }
+
+    result = ocr_ops.parse_response(
+        httpx.Response(200, json=body), "https://x/page.png", "Convert.", preset=preset
+    )
+
+    assert result.preset == "olmocr-like"
+    assert result.metadata["is_table"] is True and result.metadata["rotation_correction"] == 0
+    assert result.markdown.startswith("Annex I: Annual mid-year population")
+    assert [block.label for block in result.blocks] == ["table"]
