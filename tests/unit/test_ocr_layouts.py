@@ -216,6 +216,9 @@ def test_markdown_html_think_section_goes_to_metadata() -> None:
 
     assert answer.valid and answer.markdown == "# Report"
     assert answer.metadata == {"thinking": ["title at top, then a table"]}
+    opened_by_the_prompt = layouts.parse_markdown_html("title, then a table\n</think>\n\n# Report")
+    assert opened_by_the_prompt.markdown == "# Report"
+    assert opened_by_the_prompt.metadata == {"thinking": ["title, then a table"]}
     assert layouts.parse_markdown_html("<think>title at top").problem == (
         "a <think> section is opened and never closed (the answer was cut short)"
     )

@@ -408,9 +408,11 @@ def parse_nanonets(text: str) -> ParsedLayout:
 
 
 def parse_markdown_html(text: str) -> ParsedLayout:
-    """Read a markdown answer with HTML tables and LaTeX: the markdown as written (a ``<think>`` section,
-    Qianfan-OCR's layout reasoning, moves to ``metadata["thinking"]``); blocks for each HTML table and
-    display formula. An unclosed ``<table>`` or ``<think>`` makes the answer invalid (cut short).
+    """Read a markdown answer with HTML tables and LaTeX: the markdown as written; blocks for each HTML
+    table and display formula. A ``<think>...</think>`` section (Qianfan-OCR's layout reasoning when the
+    prompt ends with ``<think>``; the answer then starts inside it and only ``</think>`` is written) moves
+    to ``metadata["thinking"]``. An unclosed ``<table>`` or ``<think>`` makes the answer invalid (cut
+    short).
 
     Examples:
         >>> answer = parse_markdown_html("# T\\n\\n<table><tr><td>1</td></tr></table>")
@@ -420,6 +422,10 @@ def parse_markdown_html(text: str) -> ParsedLayout:
     sections = _elements(text, *_tag("think"))
     thinking = [text[inner:end].strip() for _, inner, end, _ in sections]
     markdown = _without(text, sections).strip()
+    head, closing, rest = markdown.partition("</think>")
+    if closing and "<think>" not in head:  # the prompt opened the section
+        thinking.insert(0, head.strip())
+        markdown = rest.strip()
     problem = _unclosed_table(markdown)
     if "<think>" in markdown:
         problem = "a <think> section is opened and never closed (the answer was cut short)"
