@@ -9,7 +9,7 @@ A format is data plus two pure functions: ``parse`` (the answer text and the ima
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -177,7 +177,7 @@ def layout_block(block: layouts.LayoutBlock, space: BoxSpace, sizes: PageSizes) 
             label=block.label, text=block.text, boxes=[], boxes_normalized=[], complete=block.complete
         )
     if space == "grid-1000":
-        top = layouts.PADDLE_LOC_MAX
+        top = layouts.GRID_MAX
         grid = layouts.whole_box(block.box)
         x1, y1, x2, y2 = (round(min(top, max(0, v)) * grounding.COORD_MAX / top) for v in grid)
         norm = (x1, y1, x2, y2)
@@ -210,6 +210,18 @@ def layout_block(block: layouts.LayoutBlock, space: BoxSpace, sizes: PageSizes) 
     )
 
 
+def grid_polygon(points: Sequence[layouts.Point], sizes: PageSizes) -> list[list[int]]:
+    """Corner points on the 0-1000 grid (PaddleOCR-VL's spotting quadrilaterals) in pixels of the caller's
+    image, ``[[x, y], ...]``; on the grid when its size is not known.
+
+    Examples:
+        >>> grid_polygon([(0.0, 500.0), (1000.0, 250.0)], PageSizes((10, 10), (200, 400)))
+        [[0, 200], [200, 100]]
+    """
+    width, height = sizes.original or (layouts.GRID_MAX, layouts.GRID_MAX)
+    return [[round(x / layouts.GRID_MAX * width), round(y / layouts.GRID_MAX * height)] for x, y in points]
+
+
 def layout_format(name: str, read: Callable[[str], layouts.ParsedLayout], space: BoxSpace) -> OutputFormat:
     """The format of a parser in :mod:`vllm_tasks.ocr.layouts`: its markdown, its blocks (boxes from
     ``space``), its metadata; ``check`` is the parser's ``problem``.
@@ -222,7 +234,11 @@ def layout_format(name: str, read: Callable[[str], layouts.ParsedLayout], space:
     def parse(text: str, sizes: PageSizes) -> ParsedAnswer:
         layout = read(text)
         blocks = [layout_block(block, space, sizes) for block in layout.blocks]
-        return ParsedAnswer(markdown=layout.markdown, blocks=blocks, metadata=dict(layout.metadata))
+        metadata = dict(layout.metadata)
+        polygons = [grid_polygon(block.polygon, sizes) for block in layout.blocks if block.polygon]
+        if polygons and space == "grid-1000":
+            metadata["polygons"] = polygons
+        return ParsedAnswer(markdown=layout.markdown, blocks=blocks, metadata=metadata)
 
     def check(text: str) -> str | None:
         return read(text).problem

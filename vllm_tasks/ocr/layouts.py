@@ -27,7 +27,7 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
@@ -75,6 +75,10 @@ class ParsedLayout:
     def valid(self) -> bool:
         """True when the answer follows its model's format (``problem is None``)."""
         return self.problem is None
+
+
+GRID_MAX = 1000
+"""PaddleOCR-VL's and HunyuanOCR's spotting coordinates run from 0 to 1000 of the image's width and height."""
 
 
 # --- HTML tables and LaTeX blocks (shared by every markdown format) ------------------------------------
@@ -436,8 +440,6 @@ def parse_markdown_html(text: str) -> ParsedLayout:
 
 # --- HunyuanOCR spotting: text followed by two corner points ------------------------------------------
 
-HUNYUAN_COORD_MAX = 1000
-"""HunyuanOCR's spotting coordinates run from 0 to 1000 of the image's width and height."""
 _HUNYUAN_CORNERS_RE = re.compile(r"\((\d+),(\d+)\),\((\d+),(\d+)\)")
 
 
@@ -777,8 +779,6 @@ def whole_box(box: Box) -> tuple[int, int, int, int]:
 
 PADDLE_TASKS = ("ocr", "table", "formula", "chart", "spotting", "seal")
 """PaddleOCR-VL's tasks (PaddleX ``paddleocr_vl`` pipeline ``prompt_label``s)."""
-PADDLE_LOC_MAX = 1000
-"""Spotting coordinates run from 0 to 1000 of the image's width and height."""
 
 _OTSL_TAGS = ("<fcel>", "<ecel>", "<lcel>", "<ucel>", "<xcel>", "<nl>")
 _OTSL_RE = re.compile("(" + "|".join(re.escape(tag) for tag in _OTSL_TAGS) + ")")
@@ -958,14 +958,3 @@ def parse_paddleocr_vl(text: str, task: str | None = None) -> ParsedLayout:
         markdown = content if "$" in content or not latex else f"$$\n{latex}\n$$"
         return ParsedLayout(markdown, (LayoutBlock("formula", latex),))
     return ParsedLayout(content, (LayoutBlock(task, content),) if content else ())
-
-
-PARSERS: Mapping[str, Callable[[str], ParsedLayout]] = {
-    "olmocr": parse_olmocr,
-    "dots-ocr-layout": parse_dots_layout,
-    "dots-ocr-text": parse_dots_text,
-    "nanonets": parse_nanonets,
-    "markdown-html": parse_markdown_html,
-    "hunyuan-spotting": parse_hunyuan_spotting,
-}
-"""The task-independent parsers by format name (PaddleOCR-VL's needs the task: :func:`parse_paddleocr_vl`)."""
