@@ -45,6 +45,8 @@ from vllm_tasks.ocr.layouts import LayoutBlock, ParsedLayout
         # no <nl> at all: one row
         ("<fcel>x<fcel>y", "<table><tr><td>x</td><td>y</td></tr></table>"),
         ("no cells here", ""),
+        # a <fcel> without text: an empty cell
+        ("<fcel><fcel>b<nl>", "<table><tr><td></td><td>b</td></tr></table>"),
     ],
 )
 def test_otsl_to_html_follows_paddlex(otsl: str, html: str) -> None:

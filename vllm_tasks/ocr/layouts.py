@@ -812,7 +812,8 @@ def _otsl_pad(otsl: str) -> str:
 def otsl_to_html(otsl: str) -> str:
     """PaddleOCR-VL's OTSL table (``<fcel>`` filled cell, ``<ecel>`` empty, ``<lcel>``/``<ucel>``/``<xcel>``
     spans, ``<nl>`` row end) as an HTML table, as PaddleX's ``convert_otsl_to_html`` writes it (rows padded
-    to one width first); ``""`` when there is no cell.
+    to one width first); ``""`` when there is no cell. A ``<fcel>`` with no text is an empty cell (PaddleX
+    takes the next tag's name as its text, or raises).
 
     Examples:
         >>> otsl_to_html("<fcel>A<lcel><nl><fcel>1<fcel>2<nl>")
