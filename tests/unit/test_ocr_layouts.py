@@ -4,6 +4,7 @@ parser raise."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -447,3 +448,18 @@ def test_registered_text_formats_have_no_boxes() -> None:
         FORMATS["nanonets"].check("<img>Lo") == "<img> is opened and never closed (the answer was cut short)"
     )
     assert FORMATS["dots-ocr-text"].check("anything") is None
+
+
+_SCALARS = st.none() | st.booleans() | st.integers(-(10**20), 10**20) | st.text(max_size=8)
+_JSON = st.recursive(
+    _SCALARS | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=12,
+)  # fmt: skip
+
+
+@given(st.lists(_JSON, max_size=5), st.booleans())
+def test_lenient_json_reads_valid_json_as_the_json_module_does(items: list[object], ascii_only: bool) -> None:
+    text = json.dumps(items, ensure_ascii=ascii_only)
+
+    assert layouts.lenient_json_list(text) == (json.loads(text), set(), None)

@@ -537,7 +537,7 @@ class _LenientJSON:
         number = match.group()
         if number[0] in "tfn":
             return json.loads(number)
-        is_int = number.lstrip("-").isdigit() and len(number) <= 18  # longer: float (int() caps digits)
+        is_int = number.lstrip("-").isdigit() and len(number) <= 4000  # int() refuses over 4300 digits
         return int(number) if is_int else float(number)
 
     def container(self, opener: str, depth: int) -> Any:
@@ -592,7 +592,12 @@ class _LenientJSON:
             return 2
         digits = self.text[slash + 2 : slash + 6]
         if code == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", digits):
-            out.append(chr(int(digits, 16)))
+            high = int(digits, 16)
+            low = self.text[slash + 6 : slash + 12]
+            if 0xD800 <= high < 0xDC00 and re.fullmatch(r"\\u[dD][c-fC-F][0-9a-fA-F]{2}", low):
+                out.append(chr(0x10000 + ((high - 0xD800) << 10) + (int(low[2:], 16) - 0xDC00)))
+                return 12  # a surrogate pair: one character
+            out.append(chr(high))
             return 6
         self.repairs.add("backslashes JSON does not escape kept as written")
         out.append("\\" + code)
