@@ -148,10 +148,20 @@ def test_dots_layout_formula_and_table_markdown_follow_layoutjson2md() -> None:
         '[{"bbox": [0, 0, 9, 9], "category": "Formula", "text": "E = mc^2"},'
         ' {"bbox": [0, 0, 9, 9], "category": "Formula", "text": "$$a$$"},'
         ' {"bbox": [0, 0, 9, 9], "category": "Table", "text": "<table><tr><td>1</td></tr></table>"},'
-        ' {"bbox": [0, 0, 9, 9], "category": "Text", "text": "`$x$`"}]'
+        ' {"bbox": [0, 0, 9, 9], "category": "Text", "text": "`$x$`"},'
+        ' {"bbox": [0, 0, 9, 9], "category": "Formula", "text": "`code`"},'
+        ' {"bbox": [0, 0, 9, 9], "category": "Formula", "text": "\\\\usepackage{amsmath} \\\\alpha"}]'
     )
 
-    assert answer.markdown == "$$\nE = mc^2\n$$\n\n$$\na\n$$\n\n<table><tr><td>1</td></tr></table>\n\n$x$"
+    # expected: dots.ocr's get_formula_in_markdown / clean_text on each text (no LaTeX: left as is)
+    assert answer.markdown.split("\n\n") == [
+        "E = mc^2",
+        "$$\na\n$$",
+        "<table><tr><td>1</td></tr></table>",
+        "$x$",
+        "`code`",
+        "$$\n \\alpha\n$$",
+    ]
 
 
 def test_dots_layout_only_answer_has_boxes_and_no_markdown() -> None:

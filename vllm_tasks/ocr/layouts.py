@@ -639,16 +639,44 @@ def lenient_json_list(text: str) -> tuple[list[Any], set[str], str | None]:
         return items, reader.repairs, f"not JSON at character {reader.at}: {error}"
 
 
+_LATEX_PREAMBLE_RE = re.compile(
+    r"\\documentclass\{[^}]+\}|\\usepackage(?:\[[^\]]*\])?\{[^}]+\}|\\begin\{document\}|\\end\{document\}",
+    re.IGNORECASE,
+)
+
+
+def _pair(text: str, opener: str, closer: str) -> bool:
+    start = text.find(opener)
+    return start != -1 and text.find(closer, start + len(opener)) != -1
+
+
+def _has_latex(text: str) -> bool:
+    """dots.ocr's ``has_latex_markdown``: a command, or math delimiters that close."""
+    return bool(
+        re.search(r"\\[a-zA-Z]", text)
+        or _pair(text, "$$", "$$")
+        or re.search(r"\$[^$\n]+?\$", text)
+        or _pair(text, "\\[", "\\]")
+        or _pair(text, "\\(", "\\)")
+    )
+
+
 def _dots_formula(text: str) -> str:
-    """dots.ocr's ``get_formula_in_markdown``: a formula as a ``$$`` block unless it is already delimited."""
+    """dots.ocr's ``get_formula_in_markdown``: a formula as a ``$$`` block unless it is already delimited
+    or holds no LaTeX; a preamble (``\\usepackage``) and wrapping backticks go."""
     text = text.strip()
-    if text.startswith("$$") and text.endswith("$$") and len(text) >= 4:
+    if text.startswith("$$") and text.endswith("$$"):
         inner = text[2:-2].strip()
         return text if "$" in inner else f"$$\n{inner}\n$$"
-    if text.startswith("\\[") and text.endswith("\\]") and len(text) >= 4:
+    if text.startswith("\\[") and text.endswith("\\]"):
         return f"$$\n{text[2:-2].strip()}\n$$"
-    if re.search(r"\\\[.*\\\]", text) or re.search(r"\$[^$]+\$", text) or not text:
+    delimited = any(_pair(line, "\\[", "\\]") for line in text.split("\n"))
+    if delimited or re.search(r"\$([^$]+)\$", text) or not _has_latex(text):
         return text
+    if "usepackage" in text:
+        text = _LATEX_PREAMBLE_RE.sub("", text)
+    if len(text) >= 2 and text[0] == "`" and text[-1] == "`":
+        text = text[1:-1]
     return f"$$\n{text}\n$$"
 
 
