@@ -473,3 +473,11 @@ def test_lenient_json_reads_valid_json_as_the_json_module_does(items: list[objec
     text = json.dumps(items, ensure_ascii=ascii_only)
 
     assert layouts.lenient_json_list(text) == (json.loads(text), set(), None)
+
+
+def test_hunyuan_spotting_pairs_corners_as_tencents_regex_does() -> None:
+    """Tencent's ([^()]+)(corners): corners right after a parenthesis have no text; the comma between
+    two corner pairs is text for the next pair."""
+    answer = layouts.parse_hunyuan_spotting(")(0,0),(1000,1000),(5,6),(7,8)")
+
+    assert [(block.text, block.box) for block in answer.blocks] == [(",", (1000.0, 1000.0, 5.0, 6.0))]

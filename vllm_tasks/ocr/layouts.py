@@ -455,15 +455,21 @@ def parse_hunyuan_spotting(text: str) -> ParsedLayout:
         >>> answer.markdown, answer.blocks[0].box
         ('Total', (10.0, 20.0, 300.0, 40.0))
     """
+    # Tencent's regex, ([^()]+)(\(\d+,\d+\),\(\d+,\d+\)), read in one pass: at each "(" where corners
+    # start right after a character other than a parenthesis, the text is that run of such characters.
     found: list[LayoutBlock] = []
     at = 0
-    for corners in _HUNYUAN_CORNERS_RE.finditer(text):
-        # the text is the run of characters other than parentheses right before the corners
-        line = re.split(r"[()]", text[at : corners.start()])[-1]
+    opening = text.find("(")
+    while opening != -1:
+        corners = _HUNYUAN_CORNERS_RE.match(text, opening)
+        if corners is None or opening == at or text[opening - 1] in "()":
+            opening = text.find("(", opening + 1)
+            continue
+        start = max(at, text.rfind("(", at, opening) + 1, text.rfind(")", at, opening) + 1)
+        x1, y1, x2, y2 = (float(value) for value in corners.groups())
+        found.append(LayoutBlock("text", text[start:opening].strip(), (x1, y1, x2, y2)))
         at = corners.end()
-        if line:
-            x1, y1, x2, y2 = (float(value) for value in corners.groups())
-            found.append(LayoutBlock("text", line.strip(), (x1, y1, x2, y2)))
+        opening = text.find("(", at)
     blocks = tuple(found)
     problem = None if blocks else "no text with (x1,y1),(x2,y2) coordinates in a spotting answer"
     return ParsedLayout("\n".join(block.text for block in blocks), blocks, {}, problem)
