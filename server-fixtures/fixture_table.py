@@ -249,6 +249,25 @@ GLM_ASR_ARGS: tuple[str, ...] = (
 )
 
 
+#: The Qwen2.5-VL fixture's cap on generated tokens per request (the reference generates as many).
+QWEN2_5_VL_MAX_NEW_TOKENS = 16
+#: Qwen2.5-VL as olmOCR's pipeline serves it (``--limit-mm-per-prompt '{"video": 0}'``: no video encoder
+#: budget; the recipe adds nothing), plus float32, eager, no multimodal profiling and a small context for
+#: the 2-core machine. One server is both the olmOCR and the Nanonets-OCR2 preset's model.
+QWEN2_5_VL_ARGS: tuple[str, ...] = (
+    *IN_PROCESS_ENGINE_ARGS,
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--skip-mm-profiling",
+    "--max-model-len",
+    "1024",
+    "--limit-mm-per-prompt",
+    json.dumps({"video": 0}),
+    "--override-generation-config",
+    json.dumps({"max_new_tokens": QWEN2_5_VL_MAX_NEW_TOKENS}),
+)
+
 @dataclasses.dataclass(frozen=True)
 class Fixture:
     """One CPU server recipe."""
@@ -550,6 +569,15 @@ FIXTURES: dict[str, Fixture] = {
             env=TORCHVISION_STANDIN_ENV,
             description="Qwen3-ASR's architecture (tiny, seeded) served as Qwen3ASRRealtimeGeneration: "
             "/v1/audio/transcriptions and /translations, the WebSocket /v1/realtime",
+        ),
+        Fixture(
+            name="qwen2-5-vl",
+            model_dir="qwen2-5-vl-tiny",
+            served_model_name="qwen2-5-vl-tiny",
+            args=QWEN2_5_VL_ARGS,
+            env=PURE_TORCHVISION_ENV,
+            description="Qwen2.5-VL's architecture (olmOCR-2, Nanonets-OCR2), tiny, seeded, on vLLM's own "
+            "class with pure torchvision: /v1/chat/completions for the olmocr and nanonets-ocr2 presets",
         ),
         Fixture(
             name="granite-speech",
