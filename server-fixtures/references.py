@@ -527,6 +527,16 @@ def qwen2_5_vl(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
 
     return _vision_chat(Qwen2_5_VLForConditionalGeneration, model_dir, request)
 
+def hunyuan_vl(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """An OCR preset's chat on transformers' HunYuanVL (HunyuanOCR; ``_vision_chat``), its torchvision image
+    processor on the pure torchvision the fixture's server runs."""
+    from build_qwen2_5_vl import use_pure_torchvision
+
+    use_pure_torchvision()
+    from transformers import HunYuanVLForConditionalGeneration
+
+    return _vision_chat(HunYuanVLForConditionalGeneration, model_dir, request)
+
 def main(argv: list[str]) -> int:
     family, model_dir = argv[1], Path(argv[2])
     compute = globals()[family.replace("-", "_")]
