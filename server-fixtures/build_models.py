@@ -205,6 +205,14 @@ def build_hunyuan_ocr_tiny(out: Path) -> None:
 
     build(out)
 
+def build_qianfan_ocr_tiny(out: Path) -> None:
+    """Qianfan-OCR's architecture (QianfanOCRForConditionalGeneration: InternViT, Qwen3 LM), tiny and seeded,
+    with its processor; see build_qianfan_ocr.py (its tokenizer: build_qwen3_asr's recipe)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_qianfan_ocr import build
+
+    build(out)
+
 def main(argv: list[str]) -> int:
     out_dir = Path(argv[1])
     out_dir.mkdir(parents=True, exist_ok=True)

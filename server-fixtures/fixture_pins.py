@@ -77,6 +77,7 @@ MODELS: tuple[str, ...] = (
     "glm-asr-tiny",
     "qwen2-5-vl-tiny",
     "hunyuan-ocr-tiny",
+    "qianfan-ocr-tiny",
 )
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.
@@ -91,6 +92,7 @@ BUILDER_MODULES: tuple[str, ...] = (
     "build_glm_asr.py",
     "build_qwen2_5_vl.py",
     "build_hunyuan_vl.py",
+    "build_qianfan_ocr.py",
 )
 
 # --------------------------------------------------------------------------------------------------

@@ -293,6 +293,22 @@ HUNYUAN_OCR_ENV: dict[str, str] = {
     "PYTHONPATH": os.pathsep.join((str(HERE / "onednn_contiguous"), str(pure_torchvision_dir())))
 }
 
+#: The Qianfan-OCR fixture's cap on generated tokens per request (the reference generates as many).
+QIANFAN_OCR_MAX_NEW_TOKENS = 16
+#: Qianfan-OCR with vLLM's defaults (no recipe names flags for it), plus float32, eager, no multimodal
+#: profiling and a small context for the 2-core machine.
+QIANFAN_OCR_ARGS: tuple[str, ...] = (
+    *IN_PROCESS_ENGINE_ARGS,
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--skip-mm-profiling",
+    "--max-model-len",
+    "1024",
+    "--override-generation-config",
+    json.dumps({"max_new_tokens": QIANFAN_OCR_MAX_NEW_TOKENS}),
+)
+
 @dataclasses.dataclass(frozen=True)
 class Fixture:
     """One CPU server recipe."""
@@ -612,6 +628,15 @@ FIXTURES: dict[str, Fixture] = {
             env=HUNYUAN_OCR_ENV,
             description="HunyuanOCR's architecture (HunYuanVLForConditionalGeneration), tiny, seeded, on vLLM's "
             "Transformers backend with pure torchvision: /v1/chat/completions for the hunyuan-ocr preset",
+        ),
+        Fixture(
+            name="qianfan-ocr",
+            model_dir="qianfan-ocr-tiny",
+            served_model_name="qianfan-ocr-tiny",
+            args=QIANFAN_OCR_ARGS,
+            env=PURE_TORCHVISION_ENV,
+            description="Qianfan-OCR's architecture (QianfanOCRForConditionalGeneration), tiny, seeded, on "
+            "vLLM's own class with pure torchvision: /v1/chat/completions for the qianfan-ocr preset",
         ),
         Fixture(
             name="granite-speech",

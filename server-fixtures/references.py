@@ -537,6 +537,16 @@ def hunyuan_vl(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
 
     return _vision_chat(HunYuanVLForConditionalGeneration, model_dir, request)
 
+def qianfan_ocr(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """An OCR preset's chat on transformers' Qianfan-OCR (``_vision_chat``): its GotOcr2 image processor (one
+    tile) on the pure torchvision."""
+    from build_qwen2_5_vl import use_pure_torchvision
+
+    use_pure_torchvision()
+    from transformers import QianfanOCRForConditionalGeneration
+
+    return _vision_chat(QianfanOCRForConditionalGeneration, model_dir, request)
+
 def main(argv: list[str]) -> int:
     family, model_dir = argv[1], Path(argv[2])
     compute = globals()[family.replace("-", "_")]
