@@ -1,16 +1,18 @@
-"""HunyuanOCR, tiny and seeded: a transformers ``HunYuanVLForConditionalGeneration`` checkpoint, which vLLM 0.32
-serves through its Transformers backend (its registry maps the architecture to
+"""HunyuanOCR, tiny and seeded: a transformers ``HunYuanVLForConditionalGeneration`` checkpoint, which vLLM
+0.32 serves through its Transformers backend (its registry maps the architecture to
 ``TransformersMultiModalForCausalLM``; vLLM has no HunYuanVL class of its own).
 
 Run through ``build_models.py`` with the fixture venv's python. The text comes out of random weights, so it
 carries no meaning; what the fixture proves is that vLLM's prompt, image processing and decoding equal
 transformers' on the same weights (``references.py``'s ``hunyuan_vl``).
 
-The tokenizer is build_qwen3_asr's recipe with HunyuanOCR's special tokens at their ids (``<｜hy_place▁holder▁no▁N｜>``
-is id 120018 + N: the image start/end/placeholder/newline ids 120118-120121 of ``HunYuanVLConfig`` and the end
-token 120020). The chat template renders the prompt vLLM's own HunyuanOCR example writes
-(examples/offline_inference/vision_language.py, ``run_hunyuan_vl``: begin-of-sentence, image, question,
-``<｜hy_User｜>``), a system turn (the recipe sends an empty one) followed by ``<｜hy_place▁holder▁no▁3｜>``.
+The tokenizer is build_qwen3_asr's recipe with HunyuanOCR's special tokens at their ids
+(``<｜hy_place▁holder▁no▁N｜>`` is id 120018 + N: the image start/end/placeholder/newline ids
+120118-120121 of ``HunYuanVLConfig`` and the end token 120020). The chat template renders the prompt
+vLLM's own HunyuanOCR example writes (examples/offline_inference/vision_language.py, ``run_hunyuan_vl``:
+begin-of-sentence, image, question, ``<｜hy_User｜>``), a system turn (the recipe sends an empty one)
+followed by ``<｜hy_place▁holder▁no▁3｜>``. HunyuanOCR's own chat template was not available here: the
+fixture proves vLLM and transformers agree on this one.
 """
 
 from __future__ import annotations

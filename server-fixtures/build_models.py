@@ -197,6 +197,7 @@ def build_qwen2_5_vl_tiny(out: Path) -> None:
 
     build(out)
 
+
 def build_hunyuan_ocr_tiny(out: Path) -> None:
     """HunyuanOCR's architecture (HunYuanVLForConditionalGeneration), tiny and seeded, with its processor; see
     build_hunyuan_vl.py (its tokenizer: build_qwen3_asr's recipe)."""
@@ -205,6 +206,7 @@ def build_hunyuan_ocr_tiny(out: Path) -> None:
 
     build(out)
 
+
 def build_qianfan_ocr_tiny(out: Path) -> None:
     """Qianfan-OCR's architecture (QianfanOCRForConditionalGeneration: InternViT, Qwen3 LM), tiny and seeded,
     with its processor; see build_qianfan_ocr.py (its tokenizer: build_qwen3_asr's recipe)."""
@@ -212,6 +214,7 @@ def build_qianfan_ocr_tiny(out: Path) -> None:
     from build_qianfan_ocr import build
 
     build(out)
+
 
 def main(argv: list[str]) -> int:
     out_dir = Path(argv[1])

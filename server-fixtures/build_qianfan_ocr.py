@@ -1,13 +1,14 @@
 """Qianfan-OCR, tiny and seeded: a transformers ``QianfanOCRForConditionalGeneration`` checkpoint (InternViT,
-pixel-shuffle projector, Qwen3 LM) that vLLM serves with its own ``qianfan_ocr.py`` (an ``InternVLChatModel``).
+pixel-shuffle projector, Qwen3 LM) that vLLM serves with its own ``qianfan_ocr.py`` (an
+``InternVLChatModel``).
 
 Run through ``build_models.py`` with the fixture venv's python. The text comes out of random weights, so it
 carries no meaning; what the fixture proves is that vLLM's prompt, image processing and decoding equal
 transformers' on the same weights (``references.py``'s ``qianfan_ocr``).
 
 transformers saves the weights under the original InternVL names (``vision_model.*``, ``mlp1.*``,
-``language_model.*``: its conversion mapping reversed), which vLLM's InternVL loader reads. vLLM also reads the
-InternVL chat-model keys of ``config.json`` (``force_image_size``, ``select_layer``, ``ps_version``, the
+``language_model.*``: its conversion mapping reversed), which vLLM's InternVL loader reads. vLLM also reads
+the InternVL chat-model keys of ``config.json`` (``force_image_size``, ``select_layer``, ``ps_version``, the
 dynamic-tiling bounds, the vision tower's ``qkv_bias``/``qk_normalization``), written here beside
 transformers' own. One tile of 224x224 per image (``max_dynamic_patch`` 1), so that an image of that size is
 not resized on either side: vLLM's InternVL processor resizes with PIL, transformers' GotOcr2 processor with

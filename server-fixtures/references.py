@@ -527,6 +527,7 @@ def qwen2_5_vl(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
 
     return _vision_chat(Qwen2_5_VLForConditionalGeneration, model_dir, request)
 
+
 def hunyuan_vl(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     """An OCR preset's chat on transformers' HunYuanVL (HunyuanOCR; ``_vision_chat``), its torchvision image
     processor on the pure torchvision the fixture's server runs."""
@@ -537,6 +538,7 @@ def hunyuan_vl(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
 
     return _vision_chat(HunYuanVLForConditionalGeneration, model_dir, request)
 
+
 def qianfan_ocr(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     """An OCR preset's chat on transformers' Qianfan-OCR (``_vision_chat``): its GotOcr2 image processor (one
     tile) on the pure torchvision."""
@@ -546,6 +548,7 @@ def qianfan_ocr(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     from transformers import QianfanOCRForConditionalGeneration
 
     return _vision_chat(QianfanOCRForConditionalGeneration, model_dir, request)
+
 
 def main(argv: list[str]) -> int:
     family, model_dir = argv[1], Path(argv[2])
