@@ -2,7 +2,7 @@
 vLLM server returns the prompt and output token ids transformers' greedy ``generate`` gives on the same
 weights (server-fixtures/references.py), for two pages that give two different answers.
 
-The reference is sent the message the SDK builds for the preset (``plan_request`` and ``message_content``),
+The reference is sent the messages the SDK builds for the preset (``plan_request`` and ``build_body``),
 with the page's file in place of its data URL. The pages are 224x224 PNGs: no preset resizes them, so both
 sides process the same pixels.
 """
@@ -16,7 +16,7 @@ import pytest
 
 import vllm_tasks as vt
 from tests.zoo import reference as zoo_reference
-from vllm_tasks.ocr import OCRParams, message_content, plan_request
+from vllm_tasks.ocr import OCRParams, build_body, plan_request
 from vllm_tasks.ocr.presets import PRESETS
 
 PAGES = (
@@ -26,11 +26,16 @@ PAGES = (
 
 
 def reference_request(preset: str, page: Path, max_new_tokens: int) -> dict[str, Any]:
-    """The references.py request of one page: the SDK's user message for ``preset`` (its default task),
-    the image part naming the page's file."""
-    parts = message_content("", plan_request(PRESETS[preset], OCRParams()))
-    content = [{"type": "image", "path": str(page)} if p["type"] == "image_url" else p for p in parts]
-    return {"messages": [{"role": "user", "content": content}], "max_new_tokens": max_new_tokens}
+    """The references.py request of one page: the SDK's messages for ``preset`` (its default task), the
+    image part naming the page's file."""
+    messages = build_body("", plan_request(PRESETS[preset], OCRParams()), None, None)["messages"]
+    for message in messages:
+        if isinstance(message["content"], list):
+            message["content"] = [
+                {"type": "image", "path": str(page)} if p["type"] == "image_url" else p
+                for p in message["content"]
+            ]
+    return {"messages": messages, "max_new_tokens": max_new_tokens}
 
 
 def ocr_equals_transformers(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from vllm_tasks.ocr import OCRParams, message_content, plan_request
+from vllm_tasks.ocr import OCRParams, build_body, plan_request
 from vllm_tasks.ocr.presets import PRESETS, ocr_preset
 from vllm_tasks.types.server import ModelCard, ServerInfo
 
@@ -35,18 +35,30 @@ def test_each_model_is_recognised_by_its_id_or_root(model_id: str, root: str | N
 
 
 @pytest.mark.parametrize(
-    ("preset", "shape", "fields"),
+    ("preset", "system", "shape", "fields"),
     [
-        ("olmocr", ["text", "image_url"], {"temperature": 0.1}),
-        ("nanonets-ocr2", ["image_url", "text"], {"temperature": 0.0}),
-        ("hunyuan-ocr", ["image_url", "text"], {"temperature": 0.0, "top_k": 1, "repetition_penalty": 1.0}),
-        ("qianfan-ocr", ["image_url", "text"], {"temperature": 0.0}),
+        ("olmocr", None, ["text", "image_url"], {"temperature": 0.1, "max_tokens": 8000}),
+        (
+            "nanonets-ocr2",
+            "You are a helpful assistant.",
+            ["image_url", "text"],
+            {"temperature": 0.0, "max_tokens": 4096},
+        ),
+        (
+            "hunyuan-ocr",
+            "",
+            ["image_url", "text"],
+            {"temperature": 0.0, "top_k": 1, "repetition_penalty": 1.0, "max_tokens": 4096},
+        ),
+        ("qianfan-ocr", None, ["image_url", "text"], {"temperature": 0.0, "max_tokens": 4096}),
     ],
 )
-def test_each_preset_sends_its_recipes_message_and_sampling(
-    preset: str, shape: list[str], fields: dict[str, float]
+def test_each_preset_sends_its_recipes_messages_and_sampling(
+    preset: str, system: str | None, shape: list[str], fields: dict[str, float]
 ) -> None:
     request = plan_request(PRESETS[preset], OCRParams())
-    assert [part["type"] for part in message_content("data:", request)] == shape
-    assert {k: v for k, v in request.fields.items() if k != "max_tokens"} == fields
-    assert request.prompt == PRESETS[preset].tasks["markdown"]
+    *before, user = build_body("data:", request, None, None)["messages"]
+    assert before == ([] if system is None else [{"role": "system", "content": system}])
+    assert [part["type"] for part in user["content"]] == shape
+    assert user["content"][shape.index("text")]["text"] == PRESETS[preset].tasks["markdown"]
+    assert {k: v for k, v in request.fields.items() if k != "messages"} == fields

@@ -181,6 +181,7 @@ OLMOCR = OCRPreset(
     },
     content="text-image",
     sampling={"temperature": 0.1},
+    max_tokens=8000,
     max_side=1288,
     output="markdown",
     serve_flags="--limit-mm-per-prompt '{\"video\": 0}'",
@@ -188,7 +189,8 @@ OLMOCR = OCRPreset(
 """olmOCR-2 (``allenai/olmOCR-2-7B-1025``, a Qwen2.5-VL fine-tune; its pipeline serves it as ``olmocr``):
 allenai/olmocr's ``build_no_anchoring_v4_yaml_prompt`` before the page (``pipeline.py``
 ``build_page_query``), the page rendered at 1288 px on its longest side, the first temperature of its
-retry ladder (0.1). The answer is YAML front matter (language, rotation, table, diagram) then markdown."""
+retry ladder (0.1), at most 8000 tokens. The answer is YAML front matter (language, rotation, table,
+diagram) then markdown."""
 
 NANONETS_OCR2 = OCRPreset(
     name="nanonets-ocr2",
@@ -202,11 +204,12 @@ NANONETS_OCR2 = OCRPreset(
         "Ex: <page_number>14</page_number> or <page_number>9/22</page_number>. Prefer using \u2610 and "
         "\u2611 for check boxes."
     },
+    system="You are a helpful assistant.",
     output="markdown",
 )
 """Nanonets-OCR2 (``nanonets/Nanonets-OCR2-3B``, a Qwen2.5-VL fine-tune; also Nanonets-OCR-s): the page then
-its prompt (Nanonets' image2md cookbook, as allenai/olmocr's ``run_nanonetsocr_2.py`` sends it; the system
-turn "You are a helpful assistant." is Qwen2.5-VL's template default), greedy. The answer is markdown with
+its prompt after Qwen2.5-VL's default system turn (Nanonets' image2md cookbook, as allenai/olmocr's
+``run_nanonetsocr_2.py`` sends it), greedy. The answer is markdown with
 HTML tables, LaTeX, ``<img>``, ``<watermark>``, ``<page_number>`` and check boxes."""
 
 HUNYUAN_OCR = OCRPreset(
@@ -224,12 +227,14 @@ HUNYUAN_OCR = OCRPreset(
         "charts.",
     },
     sampling={"temperature": 0.0, "top_k": 1, "repetition_penalty": 1.0},
+    system="",
     output="markdown",
     serve_flags="--no-enable-prefix-caching --mm-processor-cache-gb 0",
 )
-"""HunyuanOCR (``tencent/HunyuanOCR``; vLLM's recipe ``models/tencent/HunyuanOCR.yaml``): the page then the
-document-parsing prompt of its README (other tasks: the README's application prompts), greedy with
-``top_k=1`` and ``repetition_penalty=1.0``. The answer is markdown with HTML tables and LaTeX."""
+"""HunyuanOCR (``tencent/HunyuanOCR``; vLLM's recipe ``models/tencent/HunyuanOCR.yaml``): an empty system
+turn, then the page and the document-parsing prompt of its README (other tasks: the README's application
+prompts), greedy with ``top_k=1`` and ``repetition_penalty=1.0``. The answer is markdown with HTML tables
+and LaTeX."""
 
 QIANFAN_OCR = OCRPreset(
     name="qianfan-ocr",
