@@ -216,6 +216,34 @@ def build_glm_asr_tiny(out: Path) -> None:
     build(out)
 
 
+def build_qwen2_5_vl_tiny(out: Path) -> None:
+    """Qwen2.5-VL's architecture (Qwen2_5_VLForConditionalGeneration, which olmOCR-2 and Nanonets-OCR2
+    fine-tune), tiny and seeded, with its processor; see build_qwen2_5_vl.py (its tokenizer:
+    build_qwen3_asr's recipe)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_qwen2_5_vl import build
+
+    build(out)
+
+
+def build_hunyuan_ocr_tiny(out: Path) -> None:
+    """HunyuanOCR's architecture (HunYuanVLForConditionalGeneration), tiny and seeded, with its processor; see
+    build_hunyuan_vl.py (its tokenizer: build_qwen3_asr's recipe)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_hunyuan_vl import build
+
+    build(out)
+
+
+def build_qianfan_ocr_tiny(out: Path) -> None:
+    """Qianfan-OCR's architecture (QianfanOCRForConditionalGeneration: InternViT, Qwen3 LM), tiny and seeded,
+    with its processor; see build_qianfan_ocr.py (its tokenizer: build_qwen3_asr's recipe)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_qianfan_ocr import build
+
+    build(out)
+
+
 def main(argv: list[str]) -> int:
     out_dir = Path(argv[1])
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -78,6 +78,9 @@ MODELS: tuple[str, ...] = (
     "minilm-topics",
     "minilm-topics-multilabel",
     "minilm-ner",
+    "qwen2-5-vl-tiny",
+    "hunyuan-ocr-tiny",
+    "qianfan-ocr-tiny",
 )
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.
@@ -91,6 +94,9 @@ BUILDER_MODULES: tuple[str, ...] = (
     "build_granite_speech.py",
     "build_glm_asr.py",
     "build_classifiers.py",
+    "build_qwen2_5_vl.py",
+    "build_hunyuan_vl.py",
+    "build_qianfan_ocr.py",
 )
 
 # --------------------------------------------------------------------------------------------------

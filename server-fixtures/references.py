@@ -517,6 +517,78 @@ def token_classification(model_dir: Path, request: dict[str, Any]) -> dict[str, 
     }
 
 
+def _vision_chat(model_cls: Any, model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"messages": [...], "max_new_tokens": n}`` -> ``{"prompt_ids": [...], "ids": [...], "text": str}``:
+    transformers' greedy ``generate`` on the chat an OCR preset sends (the messages in OpenAI's shape, an
+    image part written ``{"type": "image", "path": PNG}``), the prompt from the processor's
+    ``apply_chat_template``, as vLLM renders and processes it; ``text`` decoded without special tokens."""
+    import torch
+    from PIL import Image
+    from transformers import AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(model_dir)
+    model = model_cls.from_pretrained(model_dir, dtype=torch.float32).eval()
+    messages = [
+        {
+            **message,
+            "content": message["content"]
+            if isinstance(message["content"], str)
+            else [
+                {"type": "image", "image": Image.open(part["path"]).convert("RGB")}
+                if part["type"] == "image"
+                else part
+                for part in message["content"]
+            ],
+        }
+        for message in request["messages"]
+    ]
+    inputs = processor.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt"
+    )
+    with torch.no_grad():
+        out = model.generate(**inputs, max_new_tokens=request["max_new_tokens"], do_sample=False)
+    n = inputs["input_ids"].shape[1]
+    ids = out[0, n:].tolist()
+    return {
+        "prompt_ids": inputs["input_ids"][0].tolist(),
+        "ids": ids,
+        "text": processor.decode(ids, skip_special_tokens=True),
+    }
+
+
+def qwen2_5_vl(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """An OCR preset's chat on transformers' Qwen2.5-VL (``_vision_chat``), its torchvision image processor
+    on the pure torchvision the fixture's server runs."""
+    from build_qwen2_5_vl import use_pure_torchvision
+
+    use_pure_torchvision()
+    from transformers import Qwen2_5_VLForConditionalGeneration
+
+    return _vision_chat(Qwen2_5_VLForConditionalGeneration, model_dir, request)
+
+
+def hunyuan_vl(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """An OCR preset's chat on transformers' HunYuanVL (HunyuanOCR; ``_vision_chat``), its torchvision image
+    processor on the pure torchvision the fixture's server runs."""
+    from build_qwen2_5_vl import use_pure_torchvision
+
+    use_pure_torchvision()
+    from transformers import HunYuanVLForConditionalGeneration
+
+    return _vision_chat(HunYuanVLForConditionalGeneration, model_dir, request)
+
+
+def qianfan_ocr(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """An OCR preset's chat on transformers' Qianfan-OCR (``_vision_chat``): its GotOcr2 image processor (one
+    tile) on the pure torchvision."""
+    from build_qwen2_5_vl import use_pure_torchvision
+
+    use_pure_torchvision()
+    from transformers import QianfanOCRForConditionalGeneration
+
+    return _vision_chat(QianfanOCRForConditionalGeneration, model_dir, request)
+
+
 def main(argv: list[str]) -> int:
     family, model_dir = argv[1], Path(argv[2])
     compute = globals()[family.replace("-", "_")]

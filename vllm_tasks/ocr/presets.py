@@ -168,9 +168,90 @@ GENERIC = OCRPreset(
 """Any vision-chat model: the image then an instruction, greedy, the answer read as plain markdown. Chosen
 only by name (``preset="generic"``)."""
 
+OLMOCR = OCRPreset(
+    name="olmocr",
+    pattern=r"olmocr",
+    tasks={
+        "markdown": "Attached is one page of a document that you must process. Just return the plain text "
+        "representation of this document as if you were reading it naturally. Convert equations to LateX "
+        "and tables to HTML.\nIf there are any figures or charts, label them with the following markdown "
+        "syntax ![Alt text describing the contents of the figure](page_startx_starty_width_height.png)\n"
+        "Return your output as markdown, with a front matter section on top specifying values for the "
+        "primary_language, is_rotation_valid, rotation_correction, is_table, and is_diagram parameters."
+    },
+    content="text-image",
+    sampling={"temperature": 0.1},
+    max_tokens=8000,
+    max_side=1288,
+    output="markdown",
+    serve_flags="--limit-mm-per-prompt '{\"video\": 0}'",
+)
+"""olmOCR-2 (``allenai/olmOCR-2-7B-1025``, a Qwen2.5-VL fine-tune; its pipeline serves it as ``olmocr``):
+allenai/olmocr's ``build_no_anchoring_v4_yaml_prompt`` before the page (``pipeline.py``
+``build_page_query``), the page rendered at 1288 px on its longest side, the first temperature of its
+retry ladder (0.1), at most 8000 tokens. The answer is YAML front matter (language, rotation, table,
+diagram) then markdown."""
+
+NANONETS_OCR2 = OCRPreset(
+    name="nanonets-ocr2",
+    pattern=r"nanonets[-_ ]?ocr",
+    tasks={
+        "markdown": "Extract the text from the above document as if you were reading it naturally. Return "
+        "the tables in html format. Return the equations in LaTeX representation. If there is an image in "
+        "the document and image caption is not present, add a small description of the image inside the "
+        "<img></img> tag; otherwise, add the image caption inside <img></img>. Watermarks should be wrapped "
+        "in brackets. Ex: <watermark>OFFICIAL COPY</watermark>. Page numbers should be wrapped in brackets. "
+        "Ex: <page_number>14</page_number> or <page_number>9/22</page_number>. Prefer using \u2610 and "
+        "\u2611 for check boxes."
+    },
+    system="You are a helpful assistant.",
+    output="markdown",
+)
+"""Nanonets-OCR2 (``nanonets/Nanonets-OCR2-3B``, a Qwen2.5-VL fine-tune; also Nanonets-OCR-s): the page then
+its prompt after Qwen2.5-VL's default system turn (Nanonets' image2md cookbook, as allenai/olmocr's
+``run_nanonetsocr_2.py`` sends it), greedy. The answer is markdown with
+HTML tables, LaTeX, ``<img>``, ``<watermark>``, ``<page_number>`` and check boxes."""
+
+HUNYUAN_OCR = OCRPreset(
+    name="hunyuan-ocr",
+    pattern=r"hunyuan[-_ ]?ocr",
+    tasks={
+        "markdown": "Extract all information from the main body of the document image and represent it in "
+        "markdown format, ignoring headers and footers. Tables should be expressed in HTML format, formulas "
+        "in the document should be represented using LaTeX format, and the parsing should be organized "
+        "according to the reading order.",
+        "text": "Extract the text in the image.",
+        "table": "Parse the table in the image into HTML.",
+        "formula": "Identify the formula in the image and represent it using LaTeX format.",
+        "chart": "Parse the chart in the image; use Mermaid format for flowcharts and Markdown for other "
+        "charts.",
+    },
+    sampling={"temperature": 0.0, "top_k": 1, "repetition_penalty": 1.0},
+    system="",
+    output="markdown",
+    serve_flags="--no-enable-prefix-caching --mm-processor-cache-gb 0",
+)
+"""HunyuanOCR (``tencent/HunyuanOCR``; vLLM's recipe ``models/tencent/HunyuanOCR.yaml``): an empty system
+turn, then the page and the document-parsing prompt of its README (other tasks: the README's application
+prompts), greedy with ``top_k=1`` and ``repetition_penalty=1.0``. The answer is markdown with HTML tables
+and LaTeX."""
+
+QIANFAN_OCR = OCRPreset(
+    name="qianfan-ocr",
+    pattern=r"qianfan[-_ ]?ocr",
+    tasks={"markdown": "Parse this document to Markdown."},
+    output="markdown",
+)
+"""Qianfan-OCR (``baidu/Qianfan-OCR``, InternVL with a Qwen3 LM): the page then the prompt of transformers'
+``qianfan_ocr`` usage example, greedy. The answer is markdown."""
+
 PRESETS: dict[str, OCRPreset] = {
     "deepseek-ocr": DEEPSEEK_OCR,
     "generic": GENERIC,
+    "olmocr": OLMOCR,
+    "nanonets-ocr2": NANONETS_OCR2,
+    "hunyuan-ocr": HUNYUAN_OCR,
+    "qianfan-ocr": QIANFAN_OCR,
 }
 """Every OCR preset by name, in the order a served model is matched against them."""
 
