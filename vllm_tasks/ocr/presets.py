@@ -183,7 +183,7 @@ OLMOCR = OCRPreset(
     sampling={"temperature": 0.1},
     max_tokens=8000,
     max_side=1288,
-    output="markdown",
+    output="olmocr",
     serve_flags="--limit-mm-per-prompt '{\"video\": 0}'",
 )
 """olmOCR-2 (``allenai/olmOCR-2-7B-1025``, a Qwen2.5-VL fine-tune; its pipeline serves it as ``olmocr``):
@@ -205,7 +205,7 @@ NANONETS_OCR2 = OCRPreset(
         "\u2611 for check boxes."
     },
     system="You are a helpful assistant.",
-    output="markdown",
+    output="nanonets",
 )
 """Nanonets-OCR2 (``nanonets/Nanonets-OCR2-3B``, a Qwen2.5-VL fine-tune; also Nanonets-OCR-s): the page then
 its prompt after Qwen2.5-VL's default system turn (Nanonets' image2md cookbook, as allenai/olmocr's
@@ -228,7 +228,7 @@ HUNYUAN_OCR = OCRPreset(
     },
     sampling={"temperature": 0.0, "top_k": 1, "repetition_penalty": 1.0},
     system="",
-    output="markdown",
+    output="markdown-html",
     serve_flags="--no-enable-prefix-caching --mm-processor-cache-gb 0",
 )
 """HunyuanOCR (``tencent/HunyuanOCR``; vLLM's recipe ``models/tencent/HunyuanOCR.yaml``): an empty system
@@ -240,7 +240,7 @@ QIANFAN_OCR = OCRPreset(
     name="qianfan-ocr",
     pattern=r"qianfan[-_ ]?ocr",
     tasks={"markdown": "Parse this document to Markdown."},
-    output="markdown",
+    output="markdown-html",
 )
 """Qianfan-OCR (``baidu/Qianfan-OCR``, InternVL with a Qwen3 LM): the page then the prompt of transformers'
 ``qianfan_ocr`` usage example, greedy. The answer is markdown."""
