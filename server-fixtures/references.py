@@ -214,6 +214,27 @@ def qwen3_reranker(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     return {"scores": scores, "prompt_tokens": lengths}
 
 
+def reward(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"conversations": [[message, ...], ...]}`` -> ``{"rewards": [...], "token_ids": [[...], ...]}``: each
+    conversation rendered by the tokenizer's chat template (no generation prompt, as vLLM's ``/pooling``
+    defaults to) and scored by ``Qwen3ForSequenceClassification``: the score head's raw output at the last
+    token."""
+    import torch
+    from transformers import AutoTokenizer, Qwen3ForSequenceClassification
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = Qwen3ForSequenceClassification.from_pretrained(model_dir, dtype=torch.float32).eval()
+    rewards, token_ids = [], []
+    for conversation in request["conversations"]:
+        ids = tokenizer.apply_chat_template(conversation, add_generation_prompt=False, tokenize=True)
+        ids = list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([ids])).logits
+        rewards.append(float(logits[0, 0]))
+        token_ids.append([int(i) for i in ids])
+    return {"rewards": rewards, "token_ids": token_ids}
+
+
 def splade(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     """``{"texts": [...]}`` -> ``{"indices": [[...]], "values": [[...]], "prompt_tokens": n}``: SPLADE's
     sparse vector of each text, as naver's SPLADE code computes it: the BERT encoder, the MLM head

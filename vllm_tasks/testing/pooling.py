@@ -397,6 +397,8 @@ def pooling(call: Call) -> Reply:
         return _lexical_pooling(call)
     if call.settings.aligner:
         return _aligner_pooling(call)
+    if call.settings.reward is not None:
+        return _reward_pooling(call)
     active = ACTIVE_TASKS[call.settings.scorer_kind]
     task = call.body.get("task")
     if task is not None and task != active:
@@ -526,3 +528,33 @@ def _listwise_pooling(call: Call) -> Reply:
     return json_reply({"id": call.response_id("pooling"), "object": "list", "created": call.created(),
                        "model": call.settings.model, "data": data,
                        "usage": usage(content.count_tokens(prompt))})  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------- reward
+
+
+def _reward_pooling(call: Call) -> Reply:
+    """A reward model's ``/pooling``: ``classify`` active gives ``[value]`` per conversation,
+    ``token_classify`` active ``[[value], ...]``, one row per token of the text so far (the last row is the
+    whole text's value). A server older than 0.19 answers per token when no ``task`` is sent."""
+    active = "classify" if call.settings.reward == "sequence" else "token_classify"
+    task = call.body.get("task")
+    if task is not None and task != active:
+        raise bad_request(
+            f"Try switching the model's pooling_task via --pooler-config.task {task}. (parameter=task)",
+            "task",
+        )
+    old = not ServerVersion.parse(call.settings.version).at_least("0.19.0")
+    per_token = active == "token_classify" or (task is None and old)
+    activation = call.body.get("use_activation") is not False
+    texts = fit_context(call, input_texts(call))
+    rows: list[Any] = []
+    for text in texts:
+        if not per_token:
+            rows.append(content.class_probabilities(text, ["reward"], activation=activation))
+            continue
+        ends = [end for _, end in content.token_spans(text)] or [0]
+        rows.append(
+            [content.class_probabilities(text[:end], ["reward"], activation=activation) for end in ends]
+        )
+    return _rows_answer(call, rows, sum(content.count_tokens(text) for text in texts))

@@ -29,7 +29,7 @@ from ..validation import positive_int
 from . import content, routes
 from .content import Vocabulary
 from .realtime import RealtimeSession
-from .settings import ALL_TASKS, FakeSettings, Scorer, TextSource
+from .settings import ALL_TASKS, FakeSettings, RewardModel, Scorer, TextSource
 from .wire import ReceivedRequest, Reply, error_reply, json_reply, parse_request
 
 JOIN_TIMEOUT = 5.0
@@ -236,6 +236,8 @@ class FakeVLLM:
             (``embed_sparse`` reads them), ``/v1/embeddings`` answers 501.
         aligner: a forced aligner (Qwen3-ForcedAligner, ``token_classify``): ``/pooling`` answers the
             time-class rows ``align`` reads; use ``width`` as the number of classes.
+        reward: a reward model (``client.reward``): ``"sequence"`` (``classify`` active, one value per
+            conversation) or ``"token"`` (``token_classify`` active, one row per token).
         labels: the classifier's labels.
         input_types: accepted ``/v2/embed`` ``input_type`` values.
         transcript: the text of every transcription (or a function of the :class:`ReceivedRequest`).
@@ -281,6 +283,7 @@ class FakeVLLM:
         sparse: bool = False,
         lexical: bool = False,
         aligner: bool = False,
+        reward: RewardModel | None = None,
         labels: Sequence[str] = ("negative", "positive"),
         input_types: Sequence[str] = (),
         transcript: TextSource = content.DEFAULT_TRANSCRIPT,
@@ -302,7 +305,7 @@ class FakeVLLM:
         self.settings = FakeSettings(
             model=model, tasks=frozenset(tasks), version=version, width=width, max_model_len=max_model_len,
             matryoshka=matryoshka, scorer=scorer, sparse=sparse, lexical=lexical, aligner=aligner,
-            labels=labels, input_types=input_types,
+            reward=reward, labels=labels, input_types=input_types,
             transcript=transcript, language=language, segments=segments, ocr_output=ocr_output,
             ngram_processor=ngram_processor,
             score_template=score_template, api_key=api_key, openapi=openapi, latency=latency,

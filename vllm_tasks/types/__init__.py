@@ -17,6 +17,7 @@ from .audio import (
 from .common import ClientUsage, Usage
 from .embeddings import EmbeddingResult, EmbedV2Result
 from .ocr import OCRBlock, OCRDocument, OCRPage, OCRResult
+from .reward import RewardResult
 from .scoring import ClassificationResult, PoolingResult, RerankHit, RerankResult, ScoreResult, ScorerKind
 from .server import Advisory, ModelCard, ProbeReport, ServerInfo, TaskProbe, TaskStatus
 from .sparse import SparseEmbeddingResult, SparseVector
@@ -38,6 +39,7 @@ __all__ = [
     "ProbeReport",
     "RerankHit",
     "RerankResult",
+    "RewardResult",
     "ScoreResult",
     "ScorerKind",
     "ServerInfo",
