@@ -15,7 +15,7 @@ from .audio import (
     TranscriptionWord,
 )
 from .common import ClientUsage, Usage
-from .embeddings import EmbeddingResult, EmbedV2Result
+from .embeddings import EmbeddingChunks, EmbeddingResult, EmbedV2Result
 from .ocr import OCRBlock, OCRDocument, OCRPage, OCRResult
 from .reward import RewardResult
 from .scoring import ClassificationResult, PoolingResult, RerankHit, RerankResult, ScoreResult, ScorerKind
@@ -29,6 +29,7 @@ __all__ = [
     "ClassificationResult",
     "ClientUsage",
     "EmbedV2Result",
+    "EmbeddingChunks",
     "EmbeddingResult",
     "ModelCard",
     "OCRBlock",
