@@ -111,6 +111,49 @@ def token_embeddings(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]
     return {"matrices": [matrix.float().cpu().numpy().tolist() for matrix in matrices]}
 
 
+def split_mean(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"texts", "window", "overlap"}`` -> ``{"token_ids": [[...]], "ranges": [[[a, b], ...]], "chunks":
+    [[vector, ...]], "vectors": [...]}``: each text's tokens without special tokens (the model's own
+    tokenizer), split into windows of ``window`` tokens starting every ``window - overlap`` tokens (the
+    last one ending at the text's end); each window embedded by sentence-transformers as ``[CLS] window
+    [SEP]`` (mean pooling, normalised), and the text's vector the token-count-weighted mean of its windows,
+    normalised again."""
+    import numpy as np
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(model_dir), device="cpu", model_kwargs={"dtype": torch.float32})
+    tokenizer = model.tokenizer
+    window, overlap = request["window"], request["overlap"]
+    answer: dict[str, list[Any]] = {"token_ids": [], "ranges": [], "chunks": [], "vectors": []}
+    for text in request["texts"]:
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        ranges, start = [], 0
+        while True:
+            ranges.append((start, min(start + window, len(ids))))
+            if start + window >= len(ids):
+                break
+            start += window - overlap
+        features = [
+            {
+                "input_ids": torch.tensor([[tokenizer.cls_token_id, *ids[a:b], tokenizer.sep_token_id]]),
+                "attention_mask": torch.ones((1, b - a + 2), dtype=torch.long),
+            }
+            for a, b in ranges
+        ]
+        with torch.no_grad():
+            chunks = np.stack([model(f)["sentence_embedding"][0].numpy() for f in features]).astype(
+                np.float64
+            )
+        weights = np.array([b - a for a, b in ranges], np.float64)
+        mean = (chunks * weights[:, None]).sum(axis=0) / weights.sum()
+        answer["token_ids"].append(ids)
+        answer["ranges"].append(ranges)
+        answer["chunks"].append(chunks.tolist())
+        answer["vectors"].append((mean / np.linalg.norm(mean)).tolist())
+    return answer
+
+
 def clip(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     """``{"texts", "images"}`` (image paths) -> ``{"texts": [...], "images": [...]}``: CLIP's normalised
     text and image features from the same weights with transformers (one input per forward pass)."""
