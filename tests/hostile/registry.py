@@ -272,6 +272,7 @@ class Reference:
 
 
 TEXTS = ["hello world", "second text here", "a third one"]
+LONG_TEXT = " ".join(f"w{i}" for i in range(600))
 CHAT = [{"role": "user", "content": "what is two plus two"}, {"role": "assistant", "content": "four"}]
 PLAIN = BODY_CASES + TRANSIENT_CASES
 """The cases of every call: broken bodies and transient failures."""
@@ -309,6 +310,8 @@ client_twins("pool", lambda m, env: m(["hello world", "x"]), server="late")
 # one input a request: the second answer is the second batch, the one made wider
 client_twins("pool", lambda m, env: m(["hello world", "x"], batch_size=1), server="late", label="batches",
              cases=("batch-wider",))  # fmt: skip
+# long inputs: /tokenize answers, then the windows of the over-long text as token ids and the short ones
+client_twins("embed", lambda m, env: m([TEXTS[0], LONG_TEXT], long_inputs="split_mean"), label="split-mean")
 # reward models: one conversation a request (one row an answer: no row to drop, repeat or reorder), a value
 # (sequence) or one row per token (token) each; the second answer made wider must not pass
 client_twins("reward", lambda m, env: m([CHAT, CHAT[:1]]), server="reward", cases=(*NUMBERS, "batch-wider"))
