@@ -61,6 +61,7 @@ SERVER_GROUPS: tuple[tuple[str, ...], ...] = (
     ("stt",),
     ("splade",),
     ("bge-m3",),
+    ("reward",),
 )
 #: Seconds one block (with its chain) may run; the OCR fixture's pages take the longest.
 BLOCK_TIMEOUT = 900
