@@ -132,6 +132,15 @@ def build_qwen3_reward_tiny(out: Path) -> None:
     build(out)
 
 
+def build_qwen2_reward_tiny(out: Path) -> None:
+    """A token reward model (Qwen2ForRewardModel: a per-token reward head) with a chat template, tiny and
+    seeded; see build_reward.py (its tokenizer is build_zoo's)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_reward import build_token
+
+    build_token(out)
+
+
 def build_splade_minilm(out: Path) -> None:
     """SPLADE's architecture (BertForMaskedLM served as BertSpladeSparseEmbeddingModel): the MiniLM encoder
     and a seeded MLM head; see build_zoo.py."""

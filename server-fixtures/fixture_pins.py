@@ -68,6 +68,7 @@ MODELS: tuple[str, ...] = (
     "clip-tiny",
     "qwen3-reranker-tiny",
     "qwen3-reward-tiny",
+    "qwen2-reward-tiny",
     "splade-minilm",
     "bge-m3-tiny",
     "colpali-tiny",

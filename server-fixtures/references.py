@@ -270,10 +270,39 @@ def reward(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     rewards, token_ids = [], []
     for conversation in request["conversations"]:
         ids = tokenizer.apply_chat_template(conversation, add_generation_prompt=False, tokenize=True)
-        ids = list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+        ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
         with torch.no_grad():
             logits = model(input_ids=torch.tensor([ids])).logits
         rewards.append(float(logits[0, 0]))
+        token_ids.append([int(i) for i in ids])
+    return {"rewards": rewards, "token_ids": token_ids}
+
+
+def token_reward(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"conversations": [...]}`` -> ``{"rewards": [[...], ...], "token_ids": [[...], ...]}``: each
+    conversation rendered by the chat template (no generation prompt), run through transformers'
+    ``Qwen2Model`` and Qwen2.5-Math-RM's score head (``Linear, ReLU, Linear``, read from the checkpoint's
+    ``score.0``/``score.2`` tensors) at every token: one raw reward per token."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer, Qwen2Model
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = Qwen2Model.from_pretrained(model_dir, dtype=torch.float32).eval()
+    head = {
+        k: v.float()
+        for k, v in load_file(str(model_dir / "model.safetensors")).items()
+        if k.startswith("score.")
+    }
+    rewards, token_ids = [], []
+    for conversation in request["conversations"]:
+        ids = tokenizer.apply_chat_template(conversation, add_generation_prompt=False, tokenize=True)
+        ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+        with torch.no_grad():
+            hidden = model(input_ids=torch.tensor([ids])).last_hidden_state[0]
+            inner = torch.relu(hidden @ head["score.0.weight"].T + head["score.0.bias"])
+            out = inner @ head["score.2.weight"].T + head["score.2.bias"]
+        rewards.append([float(x) for x in out[:, 0]])
         token_ids.append([int(i) for i in ids])
     return {"rewards": rewards, "token_ids": token_ids}
 

@@ -67,3 +67,33 @@ def test_sequence_kind_and_activation_on_the_real_server(reward_client: vt.Clien
     assert activated == pytest.approx(1 / (1 + np.exp(-raw)), rel=1e-5)
     with pytest.raises(vt.BadRequestError, match="pooling_task"):
         reward_client.reward(CONVERSATIONS[0], kind="token")
+
+
+# ------------------------------------------------------------------------------------------- token rewards
+# Fixture `token-reward`: Qwen2.5-Math-RM's layout (vLLM's Qwen2ForRewardModel, token_classify active), tiny
+# and seeded; the reference is references.py's ``token_reward``: transformers' Qwen2Model and the
+# checkpoint's score head (Linear, ReLU, Linear) at every token.
+
+
+@pytest.fixture(scope="module")
+def token_reference() -> dict[str, Any]:
+    answer: dict[str, Any] = zoo_reference("token-reward", "token-reward", {"conversations": CONVERSATIONS})
+    return answer
+
+
+def test_token_rewards_equal_the_heads_output_at_every_token(
+    vllm_token_reward: Any, token_reference: dict[str, Any]
+) -> None:
+    with vt.Client(vllm_token_reward.base_url, model=vllm_token_reward.model, timeout=120) as client:
+        result = client.reward(CONVERSATIONS)
+        named = client.reward(CONVERSATIONS[1], kind="token")
+        with pytest.raises(vt.BadRequestError, match="Unsupported task: 'classify'"):
+            client.reward(CONVERSATIONS[0], kind="sequence")
+    assert result.kind == "token" and result.scores is not None
+    for rewards, expected in zip(result.rewards, token_reference["rewards"], strict=True):
+        assert rewards.shape == (len(expected), 1)
+        assert np.abs(rewards[:, 0] - np.array(expected)).max() <= TOLERANCE * 10, (rewards[:, 0], expected)
+    last = np.array([expected[-1] for expected in token_reference["rewards"]])
+    assert np.abs(result.scores - last).max() <= TOLERANCE * 10
+    assert abs(last[0] - last[1]) > 0.1  # the two conversations' outcome rewards differ
+    np.testing.assert_allclose(named.rewards[0], result.rewards[1], atol=1e-5)
