@@ -1,6 +1,6 @@
 """``reward``'s pure parts: its options, the version gates it checks before sending, and reading vLLM's
 ``/pooling`` arrays (shapes from vLLM 0.32's ``tests/entrypoints/pooling/reward/test_token_reward_online.py``
-and the ``reward`` fixture's recorded answer) as rewards."""
+and the ``reward`` fixture's answer) as rewards."""
 
 from __future__ import annotations
 
@@ -21,11 +21,11 @@ def pooled(*arrays: list[float] | list[list[float]]) -> PoolingResult:
 
 
 def test_a_vector_per_conversation_is_a_sequence_reward() -> None:
-    # the `reward` fixture's answers for two conversations (vLLM 0.32, use_activation=false)
-    result = reward_result(pooled([3.030613422393799], [1.3168880939483643]), "auto")
+    # the `reward` fixture's raw answer (vLLM 0.32, use_activation=false) and the transformers reference
+    result = reward_result(pooled([3.030613422393799], [1.3168879747390747]), "auto")
     assert result.kind == "sequence"
     assert result.scores is not None
-    np.testing.assert_allclose(result.scores, [3.0306134, 1.3168881], rtol=1e-7)
+    np.testing.assert_allclose(result.scores, [3.0306134, 1.316888], rtol=1e-6)
     assert len(result) == 2
 
 
