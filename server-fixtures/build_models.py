@@ -123,6 +123,24 @@ def build_qwen3_reranker_tiny(out: Path) -> None:
     build(out)
 
 
+def build_qwen3_reward_tiny(out: Path) -> None:
+    """A sequence reward model (Qwen3ForSequenceClassification, one label) with a chat template, tiny and
+    seeded; see build_reward.py (its tokenizer is build_zoo's)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_reward import build
+
+    build(out)
+
+
+def build_qwen2_reward_tiny(out: Path) -> None:
+    """A token reward model (Qwen2ForRewardModel: a per-token reward head) with a chat template, tiny and
+    seeded; see build_reward.py (its tokenizer is build_zoo's)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_reward import build_token
+
+    build_token(out)
+
+
 def build_splade_minilm(out: Path) -> None:
     """SPLADE's architecture (BertForMaskedLM served as BertSpladeSparseEmbeddingModel): the MiniLM encoder
     and a seeded MLM head; see build_zoo.py."""

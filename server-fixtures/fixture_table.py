@@ -536,6 +536,24 @@ FIXTURES: dict[str, Fixture] = {
             "flags: --convert classify, the yes/no hf-overrides and the score template; /score, /rerank",
         ),
         Fixture(
+            name="reward",
+            model_dir="qwen3-reward-tiny",
+            served_model_name="qwen3-reward-tiny",
+            args=(*ZOO_ARGS, "--max-model-len", "512"),
+            description="a sequence reward model in Skywork-Reward-V2-Qwen3's layout "
+            "(Qwen3ForSequenceClassification, one label), tiny, seeded, with a ChatML template: /pooling "
+            "with `messages` (classify active: one raw reward per conversation; token_classify refused)",
+        ),
+        Fixture(
+            name="token-reward",
+            model_dir="qwen2-reward-tiny",
+            served_model_name="qwen2-reward-tiny",
+            args=(*ZOO_ARGS, "--max-model-len", "512"),
+            description="a token reward model in Qwen2.5-Math-RM's layout (Qwen2ForRewardModel), tiny, "
+            "seeded, with a ChatML template: /pooling with `messages` (token_classify active: one raw "
+            "reward per token)",
+        ),
+        Fixture(
             name="qwen3-reranker-no-template",
             model_dir="qwen3-reranker-tiny",
             served_model_name="qwen3-reranker-tiny",

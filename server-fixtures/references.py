@@ -111,6 +111,49 @@ def token_embeddings(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]
     return {"matrices": [matrix.float().cpu().numpy().tolist() for matrix in matrices]}
 
 
+def split_mean(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"texts", "window", "overlap"}`` -> ``{"token_ids": [[...]], "ranges": [[[a, b], ...]], "chunks":
+    [[vector, ...]], "vectors": [...]}``: each text's tokens without special tokens (the model's own
+    tokenizer), split into windows of ``window`` tokens starting every ``window - overlap`` tokens (the
+    last one ending at the text's end); each window embedded by sentence-transformers as ``[CLS] window
+    [SEP]`` (mean pooling, normalised), and the text's vector the token-count-weighted mean of its windows,
+    normalised again."""
+    import numpy as np
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(model_dir), device="cpu", model_kwargs={"dtype": torch.float32})
+    tokenizer = model.tokenizer
+    window, overlap = request["window"], request["overlap"]
+    answer: dict[str, list[Any]] = {"token_ids": [], "ranges": [], "chunks": [], "vectors": []}
+    for text in request["texts"]:
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        ranges, start = [], 0
+        while True:
+            ranges.append((start, min(start + window, len(ids))))
+            if start + window >= len(ids):
+                break
+            start += window - overlap
+        features = [
+            {
+                "input_ids": torch.tensor([[tokenizer.cls_token_id, *ids[a:b], tokenizer.sep_token_id]]),
+                "attention_mask": torch.ones((1, b - a + 2), dtype=torch.long),
+            }
+            for a, b in ranges
+        ]
+        with torch.no_grad():
+            chunks = np.stack([model(f)["sentence_embedding"][0].numpy() for f in features]).astype(
+                np.float64
+            )
+        weights = np.array([b - a for a, b in ranges], np.float64)
+        mean = (chunks * weights[:, None]).sum(axis=0) / weights.sum()
+        answer["token_ids"].append(ids)
+        answer["ranges"].append(ranges)
+        answer["chunks"].append(chunks.tolist())
+        answer["vectors"].append((mean / np.linalg.norm(mean)).tolist())
+    return answer
+
+
 def clip(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     """``{"texts", "images"}`` (image paths) -> ``{"texts": [...], "images": [...]}``: CLIP's normalised
     text and image features from the same weights with transformers (one input per forward pass)."""
@@ -212,6 +255,56 @@ def qwen3_reranker(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
         scores.append(float(torch.softmax(pair, dim=0)[1]))
         lengths.append(int(ids.shape[1]))
     return {"scores": scores, "prompt_tokens": lengths}
+
+
+def reward(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"conversations": [[message, ...], ...]}`` -> ``{"rewards": [...], "token_ids": [[...], ...]}``: each
+    conversation rendered by the tokenizer's chat template (no generation prompt, as vLLM's ``/pooling``
+    defaults to) and scored by ``Qwen3ForSequenceClassification``: the score head's raw output at the last
+    token."""
+    import torch
+    from transformers import AutoTokenizer, Qwen3ForSequenceClassification
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = Qwen3ForSequenceClassification.from_pretrained(model_dir, dtype=torch.float32).eval()
+    rewards, token_ids = [], []
+    for conversation in request["conversations"]:
+        ids = tokenizer.apply_chat_template(conversation, add_generation_prompt=False, tokenize=True)
+        ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([ids])).logits
+        rewards.append(float(logits[0, 0]))
+        token_ids.append([int(i) for i in ids])
+    return {"rewards": rewards, "token_ids": token_ids}
+
+
+def token_reward(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"conversations": [...]}`` -> ``{"rewards": [[...], ...], "token_ids": [[...], ...]}``: each
+    conversation rendered by the chat template (no generation prompt), run through transformers'
+    ``Qwen2Model`` and Qwen2.5-Math-RM's score head (``Linear, ReLU, Linear``, read from the checkpoint's
+    ``score.0``/``score.2`` tensors) at every token: one raw reward per token."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer, Qwen2Model
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = Qwen2Model.from_pretrained(model_dir, dtype=torch.float32).eval()
+    head = {
+        k: v.float()
+        for k, v in load_file(str(model_dir / "model.safetensors")).items()
+        if k.startswith("score.")
+    }
+    rewards, token_ids = [], []
+    for conversation in request["conversations"]:
+        ids = tokenizer.apply_chat_template(conversation, add_generation_prompt=False, tokenize=True)
+        ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+        with torch.no_grad():
+            hidden = model(input_ids=torch.tensor([ids])).last_hidden_state[0]
+            inner = torch.relu(hidden @ head["score.0.weight"].T + head["score.0.bias"])
+            out = inner @ head["score.2.weight"].T + head["score.2.bias"]
+        rewards.append([float(x) for x in out[:, 0]])
+        token_ids.append([int(i) for i in ids])
+    return {"rewards": rewards, "token_ids": token_ids}
 
 
 def splade(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:

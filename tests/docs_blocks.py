@@ -63,6 +63,7 @@ SERVER_GROUPS: tuple[tuple[str, ...], ...] = (
     ("bge-m3",),
     ("classify-multilabel",),
     ("token-classify",),
+    ("reward",),
 )
 #: Seconds one block (with its chain) may run; the OCR fixture's pages take the longest.
 BLOCK_TIMEOUT = 900

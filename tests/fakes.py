@@ -105,6 +105,13 @@ FAKE_SETTINGS: dict[str, dict[str, Any]] = {
         "ngram_processor": False,
     },
     "stt": {"tasks": SPEECH_TASKS, "max_model_len": 448, "version": VLLM_VERSION},
+    # a sequence reward model: classify active, /pooling answers one raw value per conversation
+    "reward": {
+        "tasks": frozenset({"pooling"}),
+        "reward": "sequence",
+        "max_model_len": 512,
+        "version": VLLM_VERSION,
+    },
 }
 
 

@@ -35,6 +35,7 @@ from .errors import (
     InvalidInputError,
     UnexpectedResponse,
 )
+from .long_inputs import LongInputs, check_long_inputs
 from .responses import (
     check_status,
     in_index_order,
@@ -295,10 +296,16 @@ class EmbedParams(TaskParams):
     add_special_tokens: bool | None = None
     prompt: str | None = None
     prompt_name: str | None = None
+    long_inputs: LongInputs = "error"
+    chunk_tokens: int | None = None
+    chunk_overlap: int | None = None
 
     def __post_init__(self) -> None:
         int_at_least("dimensions", self.dimensions, 1, "Or leave it unset.")
         self._check_prompts()
+        check_long_inputs(
+            self.long_inputs, self.chunk_tokens, self.chunk_overlap, self.truncate_prompt_tokens
+        )
         _one_of("encoding_format", self.encoding_format, ENCODING_FORMATS)
         _one_of("endianness", self.endianness, ENDIANNESSES, optional=True)
         _one_of("truncation_side", self.truncation_side, TRUNCATION_SIDES, optional=True)
@@ -336,7 +343,7 @@ class EmbedParams(TaskParams):
                 "prompt_name", "", "is empty", "Name one of the model's prompts, e.g. 'query'."
             )
         for name in PROMPT_NAME_EXCLUDES:
-            if getattr(self, name) not in (None, "auto", True):
+            if getattr(self, name) not in (None, "auto", True, "error"):
                 raise InvalidInputError(
                     name,
                     getattr(self, name),
@@ -348,6 +355,7 @@ class EmbedParams(TaskParams):
 
 #: ``embed`` options that ``/v2/embed`` (where ``prompt_name`` is applied) has no counterpart for.
 PROMPT_NAME_EXCLUDES = (
+    "long_inputs",
     "encoding_format",
     "embed_dtype",
     "endianness",

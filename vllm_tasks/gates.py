@@ -92,6 +92,21 @@ FEATURES: dict[str, Feature] = {
             server_flag="""--pooler-config '{"task": "token_embed"}'""",
         ),
         Feature(
+            "reward_active_task",
+            "0.19.0",
+            "`reward()` without a kind sends /pooling no `task`: before 0.19 such a request answers "
+            "per token for every model (0.12-0.16: the token_embed/token_classify output, 0.11: hidden "
+            "states; real servers, docs/compatibility.md), so a sequence reward model would read as a "
+            "token one; 0.19.1 is the first release run answering with the active task (0.17, 0.18 not run)",
+        ),
+        Feature(
+            "reward_task",
+            "0.12.0",
+            "`reward(kind=...)` names the /pooling task (`classify`, `token_classify`): 0.11.0 "
+            "answers hidden states whatever the task (real server); `token_classify` is a PoolingTask "
+            "in the 0.16.0 and 0.32.0 sources (vllm/tasks.py), unchanged in 0.33.0 and 0.34.0",
+        ),
+        Feature(
             "use_activation",
             "0.12.0",
             "a real 0.11.0 server answers /classify with use_activation=false as if it were unset "

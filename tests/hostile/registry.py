@@ -53,6 +53,8 @@ SERVERS: dict[str, dict[str, Any]] = {
     # classifiers (token_classify; multi-label classify)
     "ner": {"token_classifier": True, "labels": ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")},
     "multilabel": {"multi_label": True, "labels": ("sports", "politics", "science", "arts")},
+    "reward": {"reward": "sequence"},
+    "token-reward": {"reward": "token"},
 }
 """The FakeVLLM servers the entries run against, by name (one of each per test module)."""
 
@@ -273,6 +275,8 @@ class Reference:
 
 
 TEXTS = ["hello world", "second text here", "a third one"]
+LONG_TEXT = " ".join(f"w{i}" for i in range(600))
+CHAT = [{"role": "user", "content": "what is two plus two"}, {"role": "assistant", "content": "four"}]
 PLAIN = BODY_CASES + TRANSIENT_CASES
 """The cases of every call: broken bodies and transient failures."""
 NUMBERS = ("nan", "inf", *PLAIN)
@@ -322,6 +326,13 @@ client_twins("pool", lambda m, env: m(["hello world", "x"]), server="late")
 # one input a request: the second answer is the second batch, the one made wider
 client_twins("pool", lambda m, env: m(["hello world", "x"], batch_size=1), server="late", label="batches",
              cases=("batch-wider",))  # fmt: skip
+# long inputs: /tokenize answers, then the windows of the over-long text as token ids and the short ones
+client_twins("embed", lambda m, env: m([TEXTS[0], LONG_TEXT], long_inputs="split_mean"), label="split-mean")
+# reward models: one conversation a request (one row an answer: no row to drop, repeat or reorder), a value
+# (sequence) or one row per token (token) each; the second answer made wider must not pass
+client_twins("reward", lambda m, env: m([CHAT, CHAT[:1]]), server="reward", cases=(*NUMBERS, "batch-wider"))
+client_twins("reward", lambda m, env: m([CHAT, CHAT[:1]]), server="token-reward", label="token",
+             cases=(*NUMBERS, "batch-wider"))  # fmt: skip
 client_twins("tokenize", lambda m, env: m("hello world"), cases=PLAIN)
 client_twins("detokenize", lambda m, env: m([1, 2, 3]), cases=PLAIN)
 client_twins("transcribe", lambda m, env: m(wav()), cases=PLAIN)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
+import numpy as np
 
-from .. import defaults, embeddings, gates, pooling, sparse, tokenizing
+from .. import defaults, embeddings, gates, long_inputs, pooling, sparse, tokenizing
 from ..adaptive import Concurrency
 from ..batching import smaller_batches
 from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike, resolve_model
@@ -17,15 +19,24 @@ from ..errors import (
     ContextLengthExceeded,
     EndpointNotServed,
     InternalServerError,
+    InvalidInputError,
     RequestTooLargeError,
 )
+from ..long_inputs import LongInputs
 from ..offload import async_offload
 from ..progress import Progress
 from ..responses import json_object
 from ..server_state import ServerState
 from ..transport import logger
 from ..types.common import Usage
-from ..types.embeddings import EmbeddingResult, EmbeddingType, EmbedV2Result, EncodingFormat, Truncate
+from ..types.embeddings import (
+    EmbeddingChunks,
+    EmbeddingResult,
+    EmbeddingType,
+    EmbedV2Result,
+    EncodingFormat,
+    Truncate,
+)
 from ..types.server import ServerInfo
 from ..types.sparse import SparseEmbeddingResult, SparseVector
 from .base import AsyncClientBase
@@ -54,6 +65,9 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         add_special_tokens: bool | None = None,
         prompt: str | None = None,
         prompt_name: str | None = None,
+        long_inputs: LongInputs = "error",
+        chunk_tokens: int | None = None,
+        chunk_overlap: int | None = None,
         batch_size: int = defaults.EMBED_BATCH_SIZE,
         concurrency: Concurrency = defaults.CONCURRENCY,
         show_progress: bool = False,
@@ -95,6 +109,17 @@ class AsyncEmbeddingMethods(AsyncClientBase):
                 ``encode(prompt_name=...)``. The server applies it: the call goes to ``/v2/embed`` with
                 ``input_type`` (vLLM >= 0.18.0), decoded into the same result; texts only, and not with the
                 options that route lacks (``encoding_format``, ``embed_dtype``, truncation, ...).
+            long_inputs: what to do with a text longer than the model's context: ``"error"`` (the default:
+                the server refuses it, ``ContextLengthExceeded``), ``"truncate"`` (keep the model's maximum,
+                ``truncate_prompt_tokens=-1``), ``"split_mean"`` (split it by the server's tokens into
+                overlapping windows, embed each, and take their token-weighted mean, normalised as the
+                model's vectors are; texts only) or ``"late_chunking"`` (vLLM >= 0.33 with a
+                ``token_embed`` model: the server pools the document's contextual token states in chunks of
+                ``chunk_tokens``; the same weighted mean). ``result.chunks`` holds the chunk vectors.
+            chunk_tokens: the window (``split_mean``; default: the context less the special tokens) or chunk
+                (``late_chunking``; required) size in tokens.
+            chunk_overlap: tokens shared by neighbouring ``split_mean`` windows (default: an eighth of the
+                window).
             batch_size: inputs per request. A 502 for ``bytes`` batches over 24 inputs (a proxy refusing
                 the answer's per-input ``metadata`` header, e.g. nginx's 4 KiB ``proxy_buffer_size``)
                 makes this client send at most 24 per ``bytes`` request from then on, with a warning.
@@ -119,6 +144,8 @@ class AsyncEmbeddingMethods(AsyncClientBase):
                 message lists the ones it has).
             UnexpectedResponse: (``kind="dimensions_not_applied"``) an older server ignored ``dimensions``.
             EndpointNotServed: the server's model does not serve embeddings.
+            UnsupportedByServer: ``long_inputs="late_chunking"`` on vLLM < 0.33, or on a model not served
+                with ``token_embed`` active.
 
         Examples:
             >>> result = await client.embed(["first text", "second text"])
@@ -139,6 +166,9 @@ class AsyncEmbeddingMethods(AsyncClientBase):
             add_special_tokens=add_special_tokens,
             prompt=prompt,
             prompt_name=prompt_name,
+            long_inputs=long_inputs,
+            chunk_tokens=chunk_tokens,
+            chunk_overlap=chunk_overlap,
         )
         batching = Batching(batch_size, concurrency, show_progress)
         conversations = messages is not None or images is not None
@@ -164,6 +194,17 @@ class AsyncEmbeddingMethods(AsyncClientBase):
             texts = embeddings.texts_only(prompts, "prompt_name")
             return await self._embed_with_named_prompt(texts, params, call, batching)
         prompts = embeddings.with_prompt(prompts, params.prompt)
+        if params.long_inputs in ("split_mean", "late_chunking"):
+            if conversations:
+                raise InvalidInputError(
+                    "long_inputs", params.long_inputs, "applies to texts, not conversations", ""
+                )
+            texts = embeddings.texts_only(prompts, f"long_inputs={params.long_inputs!r}")
+            if params.long_inputs == "split_mean":
+                return await self._embed_split(texts, params, call, batching)
+            return await self._embed_late_chunked(texts, params, call, batching)
+        if params.long_inputs == "truncate" and params.truncate_prompt_tokens is None:
+            params = dataclasses.replace(params, truncate_prompt_tokens=-1)
         state = await self._current_state()
         info = state.info
         assert info is not None  # _current_state read it
@@ -215,6 +256,76 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         if known_width is None:
             self._learn(state, embeddings.EMBEDDING_WIDTH, width_key, int(result.vectors.shape[1]))
         return result
+
+    async def _embed_split(
+        self, texts: list[str], params: embeddings.EmbedParams, call: CallOptions, batching: Batching
+    ) -> EmbeddingResult:
+        """``long_inputs="split_mean"``: texts that fit go as they are, longer ones as overlapping windows of
+        their token ids (special tokens around each); each input's vector is its windows' weighted mean."""
+        info = await self.server_info()
+        name = resolve_model(info, call.model, self.model)
+        special = params.add_special_tokens is not False
+        tokenize_call = CallOptions(name, None, call.extra_headers, call.timeout)
+        asked = [(long_inputs.PROBE, True), (long_inputs.PROBE, False), *((text, False) for text in texts)]
+        requests = [
+            tokenizing.tokenize_request(text, add_special_tokens=flag, return_token_strs=False, model=name,
+                                        call=tokenize_call)
+            for text, flag in asked
+        ]  # fmt: skip
+        responses = await self._send_batches(
+            requests, concurrency=batching.concurrency, counts=[], show_progress=False, description="tokenize"
+        )
+        probe, bare, *bodies = [tokenizing.parse_tokenize(response) for response in responses]
+        prefix, suffix = long_inputs.special_tokens(probe.tokens.tolist(), bare.tokens.tolist())
+        if not special:
+            prefix, suffix = [], []
+        plan = long_inputs.plan_split(
+            texts, [body.tokens.tolist() for body in bodies], (prefix, suffix), probe.max_model_len, params
+        )
+        plain = dataclasses.replace(params, long_inputs="error", chunk_tokens=None, chunk_overlap=None)
+        results = [
+            await self._embed(pieces, plain, call, batching, conversations=False) if pieces else None
+            for pieces in (plan.whole, plan.windows)
+        ]
+        return long_inputs.merge_split(plan, results[0], results[1])
+
+    async def _embed_late_chunked(
+        self, texts: list[str], params: embeddings.EmbedParams, call: CallOptions, batching: Batching
+    ) -> EmbeddingResult:
+        """``long_inputs="late_chunking"``: ``/v1/embeddings`` with ``late_chunking_params`` (vLLM >= 0.33, a
+        ``token_embed`` model); each input's vector is its chunks' weighted mean."""
+        long_inputs.check_late_chunking(params)
+        info = await self.server_info()
+        gates.require(info, ["late_chunking"])
+        name = resolve_model(info, call.model, self.model) or ""
+        fields = {
+            "model": name,
+            "late_chunking_params": {"chunk_size": params.chunk_tokens},
+            "add_special_tokens": params.add_special_tokens,
+            "use_activation": params.use_activation,
+            **gates.normalize_fields(info, params.normalize),
+        }
+        fields = {key: value for key, value in fields.items() if value is not None}
+        requests, batches = long_inputs.late_chunking_requests(
+            texts, fields, call, batch_size=batching.batch_size
+        )
+        responses = await self._send_batches(
+            requests,
+            concurrency=batching.concurrency,
+            counts=[len(batch) for batch in batches],
+            show_progress=batching.show_progress,
+            description="embed",
+        )
+        chunks: list[EmbeddingChunks] = []
+        usage = Usage()
+        for batch, response in zip(batches, responses, strict=True):
+            batch_chunks, batch_usage = long_inputs.parse_late_chunking(response, len(batch), info, name)
+            chunks += batch_chunks
+            usage += batch_usage
+        vectors = np.stack([long_inputs.weighted_mean(c.vectors, c.weights) for c in chunks])
+        return EmbeddingResult(
+            vectors=vectors, model=name, usage=usage, encoding_format="float", chunks=chunks
+        )
 
     async def _send_embed_plan(
         self,

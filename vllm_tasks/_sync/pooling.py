@@ -1,5 +1,5 @@
 # GENERATED from vllm_tasks/_async/pooling.py by scripts/unasync.py: do not edit.
-"""``classify`` and ``pool`` of the synchronous client: ``/classify`` and ``/pooling``.
+"""Pooling methods of the synchronous client: ``classify``, ``pool``, ``token_classify``, ``reward``.
 
 The pure parts (input checks, planning, merging, ``maxsim``) are in ``vllm_tasks.pooling``;
 ``vllm_tasks/_sync/pooling.py`` is generated from this file by ``scripts/unasync.py``.
@@ -18,6 +18,7 @@ from ..adaptive import Concurrency
 from ..calls import CLIENT_DEFAULT, Batching, CallOptions, TimeoutLike, resolve_model
 from ..offload import sync_offload
 from ..pooling import PoolEncodingFormat
+from ..reward import RewardModelKind, RewardParams, require_reward, reward_result
 from ..tasks import TaskName
 from ..token_classification import (
     Aggregation,
@@ -27,6 +28,7 @@ from ..token_classification import (
     token_classification,
     token_texts,
 )
+from ..types.reward import RewardResult
 from ..types.scoring import ClassificationResult, PoolingResult, TokenClassificationResult
 from .base import ClientBase
 from .fetching import media_inputs
@@ -35,7 +37,7 @@ T = TypeVar("T")
 
 
 class PoolingMethods(ClientBase):
-    """``classify``, ``pool``, ``token_classify``: ``/classify``, ``/pooling``."""
+    """``classify``, ``pool``, ``token_classify``, ``reward``: ``/classify``, ``/pooling``."""
 
     def classify(
         self,
@@ -315,6 +317,78 @@ class PoolingMethods(ClientBase):
             merge=pooling.merge_pool,
         )
         return self._counted(token_classification(inputs, encodings, pooled, local, params))
+
+    def reward(
+        self,
+        messages: Sequence[Mapping[str, Any]] | Sequence[Sequence[Mapping[str, Any]]],
+        *,
+        kind: RewardModelKind = "auto",
+        use_activation: bool = False,
+        concurrency: Concurrency = defaults.CONCURRENCY,
+        show_progress: bool = False,
+        model: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        timeout: TimeoutLike = CLIENT_DEFAULT,
+    ) -> RewardResult:
+        """Score conversations with a reward model (``POST /pooling`` with ``messages``).
+
+        Each conversation goes through the server's chat template (no generation prompt, vLLM's default
+        on ``/pooling``), one request each. A sequence (outcome) reward model (Skywork-Reward-V2, any
+        ``*ForSequenceClassification``; ``classify`` active) gives one value per conversation; a token
+        reward model (InternLM2-Reward, ``Qwen2ForRewardModel``) or a process reward model
+        (``Qwen2ForProcessRewardModel``, ``STEP`` pooling; ``token_classify`` active) one row per token or
+        step.
+
+        Args:
+            messages: one conversation (a list of chat messages, ``{"role", "content"}``) or a list of them.
+            kind: ``"auto"`` (the server's active pooling task decides; vLLM >= 0.19), ``"sequence"``
+                (sends ``task="classify"``) or ``"token"`` (``task="token_classify"``).
+            use_activation: False (the default) returns the reward head's raw output, as the model's own
+                code does; True applies the server's activation (sigmoid for one label, softmax over a
+                process reward model's labels).
+            concurrency: requests in flight, or ``"auto"``: a limit tuned from the answers' latencies.
+            show_progress: draw a progress bar (needs tqdm: ``vllm-tasks[progress]``).
+            model: the served model (default: the client's, else the server's first).
+            extra_body: extra JSON fields merged into every request (``chat_template``,
+                ``chat_template_kwargs``, ``add_generation_prompt``, ...).
+            extra_headers: extra headers for this call.
+            timeout: per-request timeout (default: the client's).
+
+        Returns:
+            RewardResult: ``.scores`` (one reward per conversation, for one-label models), ``.rewards``
+            (the arrays), ``.kind``.
+
+        Raises:
+            InvalidInputError: bad arguments or an empty conversation (before any request).
+            UnsupportedByServer: ``kind="auto"`` on vLLM < 0.19.0, any kind on vLLM < 0.12.0 (before any
+                request).
+            BadRequestError: ``kind`` names a task the server does not run (vLLM: "Try switching the model's
+                pooling_task"), or the model has no chat template.
+            UnexpectedResponse: the answer's granularity is not the ``kind`` asked for.
+
+        Examples:
+            >>> chat = [{"role": "user", "content": "2 + 2?"}, {"role": "assistant", "content": "4"}]
+            >>> (client.reward(chat)).score
+            3.03
+        """
+        call = CallOptions(model, extra_body, extra_headers, timeout)
+        params = RewardParams(kind=kind, use_activation=use_activation)
+        prompts, _ = media_inputs(self._transport, "messages", pooling.pool_prompts, None, messages, None)
+        info = self.server_info()
+        require_reward(info, params.kind)
+        wire_format = pooling.pool_wire_format(info, "auto")
+        pooled = self._pool(
+            "/pooling",
+            "pooling",
+            prompts,
+            {**params.fields(), "encoding_format": wire_format},
+            call=call,
+            batching=Batching(1, concurrency, show_progress),
+            merge=pooling.merge_pool,
+            conversations=True,
+        )
+        return self._counted(reward_result(pooled, params.kind))
 
     def _pool(
         self,

@@ -134,8 +134,11 @@ def _token_embeddings(call: Call) -> Reply:
             "encoding_format", "literal_error", "Input should be 'float'", fmt, {"expected": "'float'"}
         )
     texts = fit_context(call, input_texts(call))
+    late = call.body.get("late_chunking_params")
     data = [
         {"index": i, "object": "embedding", "embedding": content.token_vectors(text, call.settings.width)}
+        if late is None
+        else _late_chunked(call, i, text, late)
         for i, text in enumerate(texts)
     ]
     tokens = sum(content.count_tokens(text) for text in texts)
@@ -401,6 +404,8 @@ def pooling(call: Call) -> Reply:
         return _aligner_pooling(call)
     if call.settings.token_classifier:
         return _token_classify_pooling(call)
+    if call.settings.reward is not None:
+        return _reward_pooling(call)
     active = ACTIVE_TASKS[call.settings.scorer_kind]
     task = call.body.get("task")
     if task is not None and task != active:
@@ -555,3 +560,61 @@ def _listwise_pooling(call: Call) -> Reply:
     return json_reply({"id": call.response_id("pooling"), "object": "list", "created": call.created(),
                        "model": call.settings.model, "data": data,
                        "usage": usage(content.count_tokens(prompt))})  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------- reward
+
+
+def _reward_pooling(call: Call) -> Reply:
+    """A reward model's ``/pooling``: ``classify`` active gives ``[value]`` per conversation,
+    ``token_classify`` active ``[[value], ...]``, one row per token of the text so far (the last row is the
+    whole text's value). A server older than 0.19 answers per token when no ``task`` is sent."""
+    active = "classify" if call.settings.reward == "sequence" else "token_classify"
+    task = call.body.get("task")
+    if task is not None and task != active:
+        raise bad_request(
+            f"Try switching the model's pooling_task via --pooler-config.task {task}. (parameter=task)",
+            "task",
+        )
+    old = not ServerVersion.parse(call.settings.version).at_least("0.19.0")
+    per_token = active == "token_classify" or (task is None and old)
+    activation = call.body.get("use_activation") is not False
+    texts = fit_context(call, input_texts(call))
+    rows: list[Any] = []
+    for text in texts:
+        if not per_token:
+            rows.append(content.class_probabilities(text, ["reward"], activation=activation))
+            continue
+        ends = [end for _, end in content.token_spans(text)] or [0]
+        rows.append(
+            [content.class_probabilities(text[:end], ["reward"], activation=activation) for end in ends]
+        )
+    return _rows_answer(call, rows, sum(content.count_tokens(text) for text in texts))
+
+
+# ------------------------------------------------------------------------------------------- late chunking
+
+
+def _late_chunked(call: Call, index: int, text: str, params: Any) -> dict[str, Any]:
+    """vLLM 0.33's late chunking of one text (``token_embed/late_chunking.py``): the token vectors ([CLS]
+    and [SEP] included) meaned in chunks of ``chunk_size`` tokens, each normalised unless
+    ``use_activation`` is false, with each chunk's token range and the characters its tokens cover."""
+    size = params.get("chunk_size") if isinstance(params, dict) else None
+    if type(size) is not int or size < 1 or set(params) != {"chunk_size"}:
+        raise validation_error("late_chunking_params", "greater_than", "Input should be greater than 0", size)
+    if call.body.get("truncate_prompt_tokens") is not None or not text:
+        raise bad_request("Late chunking requires nonempty plain-text input")
+    rows = content.token_vectors(text, call.settings.width).astype(np.float64)
+    offsets = [(0, 0), *content.token_spans(text), (0, 0)]
+    vectors, chunks = [], []
+    for start in range(0, len(rows), size):
+        end = min(start + size, len(rows))
+        mean = rows[start:end].mean(axis=0)
+        if call.body.get("use_activation") is not False:
+            mean = mean / np.linalg.norm(mean)
+        vectors.append([float(x) for x in mean])
+        spans = [(a, b) for a, b in offsets[start:end] if a < b]
+        char_range = [min(a for a, _ in spans), max(b for _, b in spans)] if spans else None
+        chunks.append({"token_range": [start, end], "char_range": char_range})
+    meta = {"chunk_size": size, "input_tokens": len(rows), "chunks": chunks, "strategy": "fixed_tokens"}
+    return {"index": index, "object": "embedding", "embedding": vectors, "late_chunking": meta}

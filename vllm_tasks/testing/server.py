@@ -30,7 +30,7 @@ from ..validation import positive_int
 from . import content, routes
 from .content import Vocabulary
 from .realtime import RealtimeSession
-from .settings import ALL_TASKS, FakeSettings, Scorer, TextSource
+from .settings import ALL_TASKS, FakeSettings, RewardModel, Scorer, TextSource
 from .wire import ReceivedRequest, Reply, error_reply, json_reply, parse_request
 
 JOIN_TIMEOUT = 5.0
@@ -237,6 +237,8 @@ class FakeVLLM:
             (``embed_sparse`` reads them), ``/v1/embeddings`` answers 501.
         aligner: a forced aligner (Qwen3-ForcedAligner, ``token_classify``): ``/pooling`` answers the
             time-class rows ``align`` reads; use ``width`` as the number of classes.
+        reward: a reward model (``client.reward``): ``"sequence"`` (``classify`` active, one value per
+            conversation) or ``"token"`` (``token_classify`` active, one row per token).
         labels: the classifier's labels.
         multi_label: a multi-label classifier (a sigmoid per label).
         token_classifier: a token classifier (``/pooling`` answers ``token_classify``).
@@ -287,6 +289,7 @@ class FakeVLLM:
         sparse: bool = False,
         lexical: bool = False,
         aligner: bool = False,
+        reward: RewardModel | None = None,
         labels: Sequence[str] = ("negative", "positive"),
         multi_label: bool = False,
         token_classifier: bool = False,
@@ -311,7 +314,7 @@ class FakeVLLM:
         self.settings = FakeSettings(
             model=model, tasks=frozenset(tasks), version=version, width=width, max_model_len=max_model_len,
             matryoshka=matryoshka, scorer=scorer, sparse=sparse, lexical=lexical, aligner=aligner,
-            labels=labels, multi_label=multi_label, token_classifier=token_classifier,
+            reward=reward, labels=labels, multi_label=multi_label, token_classifier=token_classifier,
             input_types=input_types,
             transcript=transcript, language=language, segments=segments, ocr_output=ocr_output,
             ocr_preset=ocr_preset, ngram_processor=ngram_processor,

@@ -14,6 +14,7 @@ from .content import DEFAULT_OCR_OUTPUT, DEFAULT_TRANSCRIPT
 from .wire import ReceivedRequest
 
 Scorer = Literal["bi-encoder", "cross-encoder", "late-interaction", "listwise"]
+RewardModel = Literal["sequence", "token"]
 TextSource = str | Callable[[ReceivedRequest], str]
 """A fixed text, or a function of the request that answers it."""
 
@@ -68,6 +69,11 @@ class FakeSettings:
             ``width`` time-class probabilities per prompt token (audio tokens included; the ``k``-th
             ``<timestamp>``'s argmax puts the words evenly over the audio, at 80 ms per class);
             ``/tokenize`` keeps the aligner's markers as one token each.
+        reward: a reward model: ``"sequence"`` (``classify`` active: ``/pooling`` answers one value per
+            conversation) or ``"token"`` (``token_classify`` active: one row per token, the last row the
+            whole text's value); the raw value without activation (``use_activation=false``), else its
+            sigmoid. Before ``version`` 0.19.0 a request without ``task`` gets per-token rows from either,
+            as vLLM answered then.
         labels: the classifier's labels (``/classify``; a ``token_classifier``'s tags).
         multi_label: a multi-label classifier (``problem_type: multi_label_classification``): ``/classify``
             answers a sigmoid per label (which need not sum to 1), as vLLM does for such a model.
@@ -113,6 +119,7 @@ class FakeSettings:
     sparse: bool = False
     lexical: bool = False
     aligner: bool = False
+    reward: RewardModel | None = None
     labels: Sequence[str] = ("negative", "positive")
     multi_label: bool = False
     token_classifier: bool = False
@@ -140,6 +147,8 @@ class FakeSettings:
             raise InvalidInputError(
                 "labels", self.labels, "must name at least one label", "E.g. ('no', 'yes')."
             )
+        if self.reward is not None and self.reward not in get_args(RewardModel):
+            raise InvalidInputError("reward", self.reward, "must be 'sequence', 'token' or None", "")
         if self.scorer is not None and self.scorer not in get_args(Scorer):
             kinds = ", ".join(repr(kind) for kind in get_args(Scorer))
             raise InvalidInputError("scorer", self.scorer, "is not a scorer kind", f"Use one of {kinds}.")

@@ -15,8 +15,9 @@ from .audio import (
     TranscriptionWord,
 )
 from .common import ClientUsage, Usage
-from .embeddings import EmbeddingResult, EmbedV2Result
+from .embeddings import EmbeddingChunks, EmbeddingResult, EmbedV2Result
 from .ocr import OCRBlock, OCRDocument, OCRPage, OCRResult
+from .reward import RewardResult
 from .scoring import (
     ClassificationResult,
     ClassLabel,
@@ -39,6 +40,7 @@ __all__ = [
     "ClassificationResult",
     "ClientUsage",
     "EmbedV2Result",
+    "EmbeddingChunks",
     "EmbeddingResult",
     "ModelCard",
     "OCRBlock",
@@ -49,6 +51,7 @@ __all__ = [
     "ProbeReport",
     "RerankHit",
     "RerankResult",
+    "RewardResult",
     "ScoreResult",
     "ScorerKind",
     "ServerInfo",

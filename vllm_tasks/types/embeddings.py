@@ -20,6 +20,35 @@ EmbeddingType = Literal["float", "binary", "ubinary", "base64"]
 Truncate = Literal["END", "START", "NONE"]
 
 
+class EmbeddingChunks(CheckedModel):
+    """The chunks one input was embedded in (``embed(long_inputs="split_mean" | "late_chunking")``).
+
+    Attributes:
+        vectors: ``ndarray[n_chunks, d]``, one vector per chunk, as the model gave it.
+        token_ranges: each chunk's ``[start, end)`` tokens: of the text without special tokens
+            (``split_mean``: its windows), or of the whole prompt, special tokens included (late chunking,
+            as vLLM reports them).
+        char_ranges: each chunk's ``[start, end)`` characters of the caller's text (late chunking; ``None``
+            for a chunk of special tokens only), or ``None`` when not known (``split_mean``).
+
+    Examples:
+        >>> result = client.embed(long_text, long_inputs="split_mean")
+        >>> result.chunks[0].token_ranges
+        [(0, 254), (223, 300)]
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
+
+    vectors: npt.NDArray[np.float32]
+    token_ranges: list[tuple[int, int]]
+    char_ranges: list[tuple[int, int] | None] | None = None
+
+    @property
+    def weights(self) -> list[int]:
+        """Each chunk's token count: its weight in the input's vector."""
+        return [end - start for start, end in self.token_ranges]
+
+
 class EmbeddingResult(CheckedModel):
     """Embeddings of every input, in input order.
 
@@ -28,6 +57,8 @@ class EmbeddingResult(CheckedModel):
         model: the served model name that answered.
         usage: prompt tokens summed over all batches.
         encoding_format: the transport actually used (``"auto"`` resolves to bytes or base64).
+        chunks: with ``long_inputs="split_mean"`` or ``"late_chunking"``, per input the chunk vectors its
+            row is the token-weighted mean of (one chunk for an input that fit); else ``None``.
 
     Raises:
         InvalidInputError: built with a field of the wrong type, or ``vectors`` not a 2-D array (naming the
@@ -45,6 +76,7 @@ class EmbeddingResult(CheckedModel):
     model: str
     usage: Usage
     encoding_format: str
+    chunks: list[EmbeddingChunks] | None = None
 
     @field_validator("vectors")
     @classmethod
