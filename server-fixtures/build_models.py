@@ -188,6 +188,16 @@ def build_glm_asr_tiny(out: Path) -> None:
     build(out)
 
 
+def build_dots_ocr_tiny(out: Path) -> None:
+    """dots.ocr's architecture (DotsOCRForCausalLM: dots' vision tower, Qwen2 LM, its remote config code),
+    tiny and seeded, with the Qwen2-VL processor files; see build_dots_ocr.py (its tokenizer:
+    build_qwen3_asr's recipe over build_zoo's MiniLM words)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_dots_ocr import build
+
+    build(out)
+
+
 def main(argv: list[str]) -> int:
     out_dir = Path(argv[1])
     out_dir.mkdir(parents=True, exist_ok=True)

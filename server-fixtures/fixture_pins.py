@@ -75,6 +75,7 @@ MODELS: tuple[str, ...] = (
     "qwen3-forcedaligner-tiny",
     "granite-speech-tiny",
     "glm-asr-tiny",
+    "dots-ocr-tiny",
 )
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.
@@ -87,6 +88,7 @@ BUILDER_MODULES: tuple[str, ...] = (
     "build_qwen3_aligner.py",
     "build_granite_speech.py",
     "build_glm_asr.py",
+    "build_dots_ocr.py",
 )
 
 # --------------------------------------------------------------------------------------------------

@@ -249,6 +249,23 @@ GLM_ASR_ARGS: tuple[str, ...] = (
 )
 
 
+#: The OCR reference fixtures' cap on generated tokens per request; their references generate as many.
+OCR_REFERENCE_MAX_NEW_TOKENS = 16
+#: dots.ocr as its recipe serves it (``--trust-remote-code``: vLLM reads its config class from the model
+#: directory), plus float32, eager and a small context for the 2-core machine.
+DOTS_OCR_ARGS: tuple[str, ...] = (
+    *IN_PROCESS_ENGINE_ARGS,
+    "--trust-remote-code",
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--max-model-len",
+    "2048",
+    "--override-generation-config",
+    json.dumps({"max_new_tokens": OCR_REFERENCE_MAX_NEW_TOKENS}),
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class Fixture:
     """One CPU server recipe."""
@@ -559,6 +576,16 @@ FIXTURES: dict[str, Fixture] = {
             env=TORCHAUDIO_STANDIN_ENV,
             description="Granite Speech's architecture (GraniteSpeechForConditionalGeneration), tiny, "
             "seeded: /v1/audio/transcriptions and /translations (text follows the recording, 24 tokens)",
+        ),
+        Fixture(
+            name="dots-ocr",
+            model_dir="dots-ocr-tiny",
+            served_model_name="dots-ocr-tiny",
+            args=DOTS_OCR_ARGS,
+            env=PURE_TORCHVISION_ENV,
+            description="dots.ocr's architecture (DotsOCRForCausalLM: its vision tower, Qwen2 LM, remote "
+            "config code), tiny, seeded, with the recipe's --trust-remote-code: /v1/chat/completions with an "
+            "image (16 tokens)",
         ),
         Fixture(
             name="glm-asr",
