@@ -198,6 +198,16 @@ def build_dots_ocr_tiny(out: Path) -> None:
     build(out)
 
 
+def build_unlimited_ocr_tiny(out: Path) -> None:
+    """Unlimited-OCR's architecture (UnlimitedOCRForCausalLM) with the ``ocr`` fixture's tiny language model
+    and tokenizer and no weights (serve with --load-format dummy); see build_unlimited_ocr.py (it reuses
+    build_ocr)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_unlimited_ocr import build
+
+    build(out)
+
+
 def main(argv: list[str]) -> int:
     out_dir = Path(argv[1])
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -76,6 +76,7 @@ MODELS: tuple[str, ...] = (
     "granite-speech-tiny",
     "glm-asr-tiny",
     "dots-ocr-tiny",
+    "unlimited-ocr-tiny",
 )
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.
@@ -89,6 +90,7 @@ BUILDER_MODULES: tuple[str, ...] = (
     "build_granite_speech.py",
     "build_glm_asr.py",
     "build_dots_ocr.py",
+    "build_unlimited_ocr.py",
 )
 
 # --------------------------------------------------------------------------------------------------

@@ -265,6 +265,35 @@ DOTS_OCR_ARGS: tuple[str, ...] = (
     json.dumps({"max_new_tokens": OCR_REFERENCE_MAX_NEW_TOKENS}),
 )
 
+#: Unlimited-OCR's n-gram processor, as its recipe names it (vLLM's module re-exports DeepSeek-OCR's).
+UNLIMITED_OCR_NGRAM_PROCESSOR = "vllm.model_executor.models.unlimited_ocr:NGramPerReqLogitsProcessor"
+#: Unlimited-OCR with the recipe's flags (its n-gram processor, no prefix cache, no processor cache) and the
+#: ``ocr`` fixture's dummy weights, plus one flag the CPU needs: vLLM's Unlimited-OCR config sets the vision
+#: encoder's attention to FLASH_ATTN, which vLLM's CPU build refuses ("Backend AttentionBackendEnum.FLASH_ATTN
+#: is not supported for vit attention"); TORCH_SDPA is the one it takes. The language model's R-SWA backends
+#: (FA4, Triton, FlexAttention) do not exist on CPU either: vLLM logs "Cannot use TRITON_ATTN backend on CPU"
+#: and runs its CPU attention, which is the same for the 16 tokens written here (the window is 128).
+UNLIMITED_OCR_ARGS: tuple[str, ...] = (
+    *IN_PROCESS_ENGINE_ARGS,
+    "--load-format",
+    "dummy",
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--skip-mm-profiling",
+    "--max-model-len",
+    "4096",
+    "--no-enable-prefix-caching",
+    "--mm-processor-cache-gb",
+    "0",
+    "--logits-processors",
+    UNLIMITED_OCR_NGRAM_PROCESSOR,
+    "--mm-encoder-attn-backend",
+    "TORCH_SDPA",
+    "--override-generation-config",
+    json.dumps({"max_new_tokens": OCR_REFERENCE_MAX_NEW_TOKENS}),
+)
+
 
 @dataclasses.dataclass(frozen=True)
 class Fixture:
@@ -586,6 +615,16 @@ FIXTURES: dict[str, Fixture] = {
             description="dots.ocr's architecture (DotsOCRForCausalLM: its vision tower, Qwen2 LM, remote "
             "config code), tiny, seeded, with the recipe's --trust-remote-code: /v1/chat/completions with an "
             "image (16 tokens)",
+        ),
+        Fixture(
+            name="unlimited-ocr",
+            model_dir="unlimited-ocr-tiny",
+            served_model_name="unlimited-ocr-tiny",
+            args=UNLIMITED_OCR_ARGS,
+            env={**OCR_ENV, **PURE_TORCHVISION_ENV},
+            start_timeout=600.0,
+            description="Unlimited-OCR (UnlimitedOCRForCausalLM: tiny LM, dummy weights) with the recipe's "
+            "flags: /v1/chat/completions (16 tokens)",
         ),
         Fixture(
             name="glm-asr",
