@@ -208,6 +208,16 @@ def build_unlimited_ocr_tiny(out: Path) -> None:
     build(out)
 
 
+def build_deepseek_ocr2_tiny(out: Path) -> None:
+    """DeepSeek-OCR-2's architecture (DeepseekOCR2ForCausalLM) with the ``ocr`` fixture's tiny language model
+    and tokenizer and no weights (serve with --load-format dummy); see build_deepseek_ocr2.py (it reuses
+    build_ocr)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_deepseek_ocr2 import build
+
+    build(out)
+
+
 def main(argv: list[str]) -> int:
     out_dir = Path(argv[1])
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -77,6 +77,7 @@ MODELS: tuple[str, ...] = (
     "glm-asr-tiny",
     "dots-ocr-tiny",
     "unlimited-ocr-tiny",
+    "deepseek-ocr2-tiny",
 )
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.
@@ -91,6 +92,7 @@ BUILDER_MODULES: tuple[str, ...] = (
     "build_glm_asr.py",
     "build_dots_ocr.py",
     "build_unlimited_ocr.py",
+    "build_deepseek_ocr2.py",
 )
 
 # --------------------------------------------------------------------------------------------------

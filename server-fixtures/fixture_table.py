@@ -294,6 +294,27 @@ UNLIMITED_OCR_ARGS: tuple[str, ...] = (
     json.dumps({"max_new_tokens": OCR_REFERENCE_MAX_NEW_TOKENS}),
 )
 
+#: DeepSeek-OCR-2 with DeepSeek-OCR's recipe (its n-gram processor, no prefix cache, no processor cache) on
+#: dummy weights, like ``ocr``: vLLM fixes its vision towers at their real size (build_deepseek_ocr2.py).
+DEEPSEEK_OCR2_ARGS: tuple[str, ...] = (
+    *IN_PROCESS_ENGINE_ARGS,
+    "--load-format",
+    "dummy",
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--skip-mm-profiling",
+    "--max-model-len",
+    "4096",
+    "--no-enable-prefix-caching",
+    "--mm-processor-cache-gb",
+    "0",
+    "--logits-processors",
+    OCR_NGRAM_PROCESSOR,
+    "--override-generation-config",
+    json.dumps({"max_new_tokens": OCR_REFERENCE_MAX_NEW_TOKENS}),
+)
+
 
 @dataclasses.dataclass(frozen=True)
 class Fixture:
@@ -625,6 +646,16 @@ FIXTURES: dict[str, Fixture] = {
             start_timeout=600.0,
             description="Unlimited-OCR (UnlimitedOCRForCausalLM: tiny LM, dummy weights) with the recipe's "
             "flags: /v1/chat/completions (16 tokens)",
+        ),
+        Fixture(
+            name="deepseek-ocr2",
+            model_dir="deepseek-ocr2-tiny",
+            served_model_name="deepseek-ocr2-tiny",
+            args=DEEPSEEK_OCR2_ARGS,
+            env={**OCR_ENV, **PURE_TORCHVISION_ENV},
+            start_timeout=600.0,
+            description="DeepSeek-OCR-2 (DeepseekOCR2ForCausalLM: tiny LM, real-size vision towers, dummy "
+            "weights) with DeepSeek-OCR's recipe flags: /v1/chat/completions (16 tokens)",
         ),
         Fixture(
             name="glm-asr",
