@@ -15,9 +15,10 @@ from typing import Any
 from .. import defaults, pdf
 from .. import ocr as ocr_parts
 from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
-from ..discovery import NGRAM_PROCESSOR, missing_processor_message
+from ..discovery import NGRAM_PROCESSOR, NGRAM_PROCESSOR_FLAG, missing_processor_message
 from ..errors import InvalidInputError
 from ..images import ImageInput, PreparedImage, is_remote_url, prepare_image
+from ..ocr.presets import PRESET_DEFAULT, OCRPreset, PresetDefaultType, ocr_preset, preset_named
 from ..offload import sync_offload
 from ..progress import Progress
 from ..types.ocr import OCRDocument, OCRPage, OCRResult
@@ -34,15 +35,17 @@ class OCRMethods(ClientBase):
         self,
         image: ImageInput,
         *,
-        prompt: str = "markdown",
+        preset: str | OCRPreset | None = None,
+        task: str | None = None,
+        prompt: str | None = None,
         max_tokens: int | None = defaults.OCR_MAX_TOKENS,
-        ngram_size: int | None = ocr_parts.RECIPE_NGRAM_SIZE,
-        window_size: int | None = ocr_parts.RECIPE_WINDOW_SIZE,
-        whitelist_token_ids: Sequence[int] | None = ocr_parts.RECIPE_WHITELIST,
-        temperature: float = 0.0,
+        ngram_size: int | PresetDefaultType | None = PRESET_DEFAULT,
+        window_size: int | PresetDefaultType | None = PRESET_DEFAULT,
+        whitelist_token_ids: Sequence[int] | PresetDefaultType | None = PRESET_DEFAULT,
+        temperature: float | None = None,
         require_ngram_processor: bool = False,
         fetch_urls: bool = True,
-        max_side: int | None = defaults.IMAGE_MAX_SIDE,
+        max_side: int | PresetDefaultType | None = PRESET_DEFAULT,
         downscale: bool = True,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
@@ -102,6 +105,8 @@ class OCRMethods(ClientBase):
             >>> result.draw().save("page-boxes.png")
         """
         options = ocr_parts.OCRParams(
+            preset=preset,
+            task=task,
             prompt=prompt,
             max_tokens=max_tokens,
             ngram_size=ngram_size,
@@ -112,19 +117,31 @@ class OCRMethods(ClientBase):
             max_side=max_side,
         )
         call = CallOptions(model, extra_body, extra_headers, timeout)
-        prepared = self._load_image(image, options.max_side, fetch_urls=fetch_urls, downscale=downscale)
-        return self._counted(self._ocr(prepared, options, call))
+        # The image is checked before any request; sized once the preset (perhaps the server's) is known.
+        if options.max_side is not PRESET_DEFAULT:
+            first_side = options.max_side
+        else:
+            first_side = preset_named(options.preset).max_side if options.preset is not None else None
+        prepared = self._load_image(image, first_side, fetch_urls=fetch_urls, downscale=downscale)
+        return self._counted(self._ocr(prepared, options, call, downscale=downscale))
 
     def _ocr(
-        self, prepared: PreparedImage | str, options: ocr_parts.OCRParams, call: CallOptions
+        self,
+        prepared: PreparedImage | str,
+        options: ocr_parts.OCRParams,
+        call: CallOptions,
+        *,
+        downscale: bool = True,
     ) -> OCRResult:
         info = self.server_info()
         model = resolve_model(info, call.model, self.model)
-        self._ensure_ngram_processor(options, info, model, call.extra_headers)
+        request = ocr_parts.plan_request(ocr_preset(info, model, options.preset), options)
+        prepared = sync_offload(ocr_parts.fit_image, prepared, request, downscale=downscale)
+        self._ensure_ngram_processor(request, info, model, call.extra_headers)
         url = prepared.data_url if isinstance(prepared, PreparedImage) else prepared
-        response = self._transport.send(ocr_parts.page_request(url, options, model, call))
+        response = self._transport.send(ocr_parts.page_request(url, request, model, call))
         result = ocr_parts.parse_response(
-            response, prepared, ocr_parts.resolve_prompt(options.prompt), warn=False
+            response, prepared, request.prompt, preset=request.preset, warn=False
         )
         if result.truncated:  # stacklevel: _ocr < ocr < the caller
             warnings.warn(ocr_parts.truncated_message(result), ocr_parts.OCRTruncatedWarning, stacklevel=3)
@@ -156,24 +173,24 @@ class OCRMethods(ClientBase):
 
     def _ensure_ngram_processor(
         self,
-        options: ocr_parts.OCRParams,
+        request: ocr_parts.OCRRequest,
         info: ServerInfo,
         model: str | None,
         extra_headers: Mapping[str, str] | None,
     ) -> None:
-        """Gate ``vllm_xargs`` on the server version, then check the processor once per client."""
-        if not ocr_parts.uses_ngram_processor(options, info):
+        """Gate ``vllm_xargs`` on the server version, then check the preset's processor once per client."""
+        if not ocr_parts.uses_ngram_processor(request, info):
             return
         known = self._server_state.knows(NGRAM_PROCESSOR, model or "")
         found = self._ngram_processor(model, extra_headers)
-        if not known and found is False and not options.require_ngram_processor:
+        if not known and found is False and not request.require_processor:
             # stacklevel: here < _ocr / _ocr_pdf < ocr / ocr_pdf < the caller
             warnings.warn(
-                missing_processor_message(),
+                missing_processor_message(request.preset.server_check or NGRAM_PROCESSOR_FLAG),
                 ocr_parts.NGramProcessorMissingWarning,
                 stacklevel=4,
             )
-        ocr_parts.require_ngram_processor(found, options, info)
+        ocr_parts.require_ngram_processor(found, request, info)
 
     def ocr_pdf(
         self,
@@ -183,14 +200,16 @@ class OCRMethods(ClientBase):
         dpi: float = defaults.OCR_PDF_DPI,
         concurrency: int = defaults.OCR_PDF_CONCURRENCY,
         show_progress: bool = False,
-        prompt: str = "markdown",
+        preset: str | OCRPreset | None = None,
+        task: str | None = None,
+        prompt: str | None = None,
         max_tokens: int | None = defaults.OCR_MAX_TOKENS,
-        ngram_size: int | None = ocr_parts.RECIPE_NGRAM_SIZE,
-        window_size: int | None = ocr_parts.RECIPE_WINDOW_SIZE,
-        whitelist_token_ids: Sequence[int] | None = ocr_parts.RECIPE_WHITELIST,
-        temperature: float = 0.0,
+        ngram_size: int | PresetDefaultType | None = PRESET_DEFAULT,
+        window_size: int | PresetDefaultType | None = PRESET_DEFAULT,
+        whitelist_token_ids: Sequence[int] | PresetDefaultType | None = PRESET_DEFAULT,
+        temperature: float | None = None,
         require_ngram_processor: bool = False,
-        max_side: int | None = defaults.IMAGE_MAX_SIDE,
+        max_side: int | PresetDefaultType | None = PRESET_DEFAULT,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -226,6 +245,8 @@ class OCRMethods(ClientBase):
             >>> open("report.md", "w").write(doc.markdown)
         """
         options = ocr_parts.OCRParams(
+            preset=preset,
+            task=task,
             prompt=prompt,
             max_tokens=max_tokens,
             ngram_size=ngram_size,
@@ -253,10 +274,11 @@ class OCRMethods(ClientBase):
         try:
             info = self.server_info()
             model = resolve_model(info, call.model, self.model)
-            self._ensure_ngram_processor(options, info, model, call.extra_headers)
+            request = ocr_parts.plan_request(ocr_preset(info, model, options.preset), options)
+            self._ensure_ngram_processor(request, info, model, call.extra_headers)
             progress = Progress(total, enabled=show_progress, description="OCR pages")
             try:
-                pages = self._ocr_pages(rendered, options, plan, call, model=model, progress=progress)
+                pages = self._ocr_pages(rendered, request, plan, call, model=model, progress=progress)
             finally:
                 progress.close()
         finally:
@@ -270,7 +292,7 @@ class OCRMethods(ClientBase):
     def _ocr_pages(
         self,
         rendered: Iterator[tuple[int, Any]],
-        options: ocr_parts.OCRParams,
+        request: ocr_parts.OCRRequest,
         plan: ocr_parts.PDFPlan,
         call: CallOptions,
         *,
@@ -278,15 +300,16 @@ class OCRMethods(ClientBase):
         progress: Progress,
     ) -> list[OCRPage]:
         """Render and encode ``plan.wave`` pages at a time (in a worker thread), then send them."""
-        prompt = ocr_parts.resolve_prompt(options.prompt)
         pages: list[OCRPage] = []
-        while batch := sync_offload(ocr_parts.prepare_pages, rendered, plan.wave, options.max_side):
-            requests = [ocr_parts.page_request(image.data_url, options, model, call) for _, image in batch]
+        while batch := sync_offload(ocr_parts.prepare_pages, rendered, plan.wave, request):
+            requests = [ocr_parts.page_request(image.data_url, request, model, call) for _, image in batch]
             responses = self._transport.send_all(
                 requests, plan.concurrency, lambda _index, _response: progress.advance(1)
             )
             for (number, image), response in zip(batch, responses, strict=True):
-                result = ocr_parts.parse_response(response, image, prompt, warn=False)
+                result = ocr_parts.parse_response(
+                    response, image, request.prompt, preset=request.preset, warn=False
+                )
                 pages.append(OCRPage(page=number, result=result))
         return pages
 
