@@ -147,6 +147,43 @@ DEEPSEEK_OCR = OCRPreset(
 """DeepSeek-OCR (vLLM's ``recipes/models/deepseek-ai/DeepSeek-OCR.yaml``): the prompts it was trained on,
 greedy, special tokens kept (its grounding tags), the n-gram repetition guard per request."""
 
+DEEPSEEK_OCR2 = OCRPreset(
+    name="deepseek-ocr2",
+    pattern=r"deepseek[-_ ]?ocr[-_ ]?2",
+    tasks={
+        "markdown": "<|grounding|>Convert the document to markdown.",
+        "free": "Free OCR.",
+    },
+    sampling=DEEPSEEK_OCR.sampling,
+    extra_body=DEEPSEEK_OCR.extra_body,
+    output="deepseek-grounding",
+    server_check=NGRAM_PROCESSOR_FLAG,
+    serve_flags=DEEPSEEK_OCR.serve_flags,
+)
+"""DeepSeek-OCR-2 (deepseek-ai/DeepSeek-OCR-2's model card: its two prompts, each after the image): served
+and sent as DeepSeek-OCR is, the same n-gram guard per request, the same grounding tags back."""
+
+UNLIMITED_OCR_PROCESSOR_FLAG = (
+    "--logits-processors vllm.model_executor.models.unlimited_ocr:NGramPerReqLogitsProcessor"
+)
+
+UNLIMITED_OCR = OCRPreset(
+    name="unlimited-ocr",
+    pattern=r"unlimited[-_ ]?ocr",
+    tasks={"parse": "<image>document parsing."},
+    content="image-tag",
+    sampling={"temperature": 0.0, "skip_special_tokens": False},
+    # Its guard: a longer n-gram and window than DeepSeek-OCR's, no whitelist.
+    extra_body={"vllm_xargs": {"ngram_size": 35, "window_size": 128}},
+    output="deepseek-grounding",
+    server_check=UNLIMITED_OCR_PROCESSOR_FLAG,
+    serve_flags=f"{UNLIMITED_OCR_PROCESSOR_FLAG} --no-enable-prefix-caching --mm-processor-cache-gb 0",
+)
+"""Unlimited-OCR (baidu/Unlimited-OCR; vLLM's ``unlimited_ocr.py``: DeepSeek-OCR's vision stack and
+processor): the prompt written after a literal ``<image>`` (``<image>document parsing.``, as its
+``model.infer`` examples send it), greedy, special tokens kept, the n-gram guard with ``ngram_size`` 35 and
+``window_size`` 128 from vLLM's Unlimited-OCR module (which re-exports DeepSeek-OCR's processor)."""
+
 GENERIC = OCRPreset(
     name="generic",
     pattern=r"(?!)",
@@ -161,6 +198,8 @@ only by name (``preset="generic"``)."""
 PRESETS: dict[str, OCRPreset] = {
     "deepseek-ocr": DEEPSEEK_OCR,
     "generic": GENERIC,
+    "deepseek-ocr2": DEEPSEEK_OCR2,
+    "unlimited-ocr": UNLIMITED_OCR,
 }
 """Every OCR preset by name, in the order a served model is matched against them."""
 
