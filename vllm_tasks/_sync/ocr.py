@@ -29,7 +29,8 @@ from .fetching import fetch_input
 
 
 class OCRMethods(ClientBase):
-    """``ocr`` and ``ocr_pdf``: DeepSeek-OCR through ``/v1/chat/completions`` with the recipe applied."""
+    """``ocr`` and ``ocr_pdf``: an OCR model through ``/v1/chat/completions``, each request shaped by the
+    model's preset (``vllm_tasks.ocr.presets``)."""
 
     def ocr(
         self,
@@ -38,7 +39,7 @@ class OCRMethods(ClientBase):
         preset: str | OCRPreset | None = None,
         task: str | None = None,
         prompt: str | None = None,
-        max_tokens: int | None = defaults.OCR_MAX_TOKENS,
+        max_tokens: int | PresetDefaultType | None = PRESET_DEFAULT,
         ngram_size: int | PresetDefaultType | None = PRESET_DEFAULT,
         window_size: int | PresetDefaultType | None = PRESET_DEFAULT,
         whitelist_token_ids: Sequence[int] | PresetDefaultType | None = PRESET_DEFAULT,
@@ -52,45 +53,58 @@ class OCRMethods(ClientBase):
         extra_headers: Mapping[str, str] | None = None,
         timeout: TimeoutLike = CLIENT_DEFAULT,
     ) -> OCRResult:
-        """OCR one image with DeepSeek-OCR: text, clean markdown, and layout blocks with pixel boxes.
+        """OCR one image with the served OCR model: text, clean markdown, layout blocks with pixel boxes
+        (where the model writes them) and the model's metadata.
 
-        The image is checked before upload (it decodes; at most 178,956,970 pixels, PIL's bomb limit,
-        above which the server answers 500; longest side at most ``max_side``, else downscaled) and sent
-        as a base64 data URL. The first call on a client checks once that the server runs the n-gram
-        logits processor; without it ``vllm_xargs`` are silently ignored (a warning, or an error with
-        ``require_ngram_processor=True``).
+        The request is shaped by the model's preset (recognised from the served model, or ``preset=``):
+        its prompt, the order of image and text, sampling, extras, image size; its answer is read by the
+        preset's format. The image is checked before upload (it decodes; at most 178,956,970 pixels,
+        PIL's bomb limit, above which the server answers 500; longest side at most ``max_side``, else
+        downscaled) and sent as a base64 data URL. For DeepSeek-OCR the first call on a client checks
+        once that the server runs the n-gram logits processor; without it ``vllm_xargs`` are silently
+        ignored (a warning, or an error with ``require_ngram_processor=True``).
 
         Args:
             image: a path, ``bytes``, a binary file object, a PIL image, a numpy array, a ``data:`` URL,
                 or an ``http(s)`` URL (fetched by the client, without your API key, unless
                 ``fetch_urls=False``).
-            prompt: a preset -- ``"markdown"`` (layout + markdown), ``"ocr"`` (text lines with boxes),
-                ``"free"`` (plain text), ``"figure"``, ``"describe"``, ``"locate:TEXT"`` (see
-                :func:`vllm_tasks.ocr.locate`) -- or any other text, sent as is.
-            max_tokens: output limit; a page cut short has ``truncated=True`` and warns.
-            ngram_size: the n-gram repetition guard (``vllm_xargs``); ``None`` sends no ``vllm_xargs``.
-            window_size: how many recent tokens the guard looks at.
-            whitelist_token_ids: tokens never banned (``<td>``, ``</td>``).
-            temperature: sampling temperature (the recipe uses 0).
+            preset: the model's preset: a name in ``vllm_tasks.ocr.presets.PRESETS``
+                (``"deepseek-ocr"``, ``"generic"`` for any vision-chat model, ...) or an ``OCRPreset``;
+                default: recognised from the served model.
+            task: one of the preset's tasks (default: its first); DeepSeek-OCR's: ``"markdown"`` (layout
+                + markdown), ``"ocr"`` (text lines with boxes), ``"free"`` (plain text), ``"figure"``,
+                ``"describe"``, ``"locate:TEXT"``.
+            prompt: text sent instead of the task's prompt (a task's name is that task).
+            max_tokens: output limit (default: the preset's, 4096 for DeepSeek-OCR); a page cut short has
+                ``truncated=True`` and warns.
+            ngram_size: DeepSeek-OCR's n-gram repetition guard (``vllm_xargs``; default: the recipe's
+                30); ``None`` sends no ``vllm_xargs``. Refused for a preset without the guard.
+            window_size: how many recent tokens the guard looks at (default: the recipe's 90).
+            whitelist_token_ids: tokens never banned (default: ``<td>``, ``</td>``).
+            temperature: sampling temperature (default: the preset's).
             require_ngram_processor: raise :class:`UnsupportedByServer` instead of warning when the
                 server lacks the processor.
             fetch_urls: fetch ``http(s)`` images client-side (the server can only reach what it can
                 reach, and answers 500 after 5 s otherwise). ``False`` is refused under
                 ``FetchLimits(refuse_private=True)``: the server would fetch the URL unchecked.
-            max_side: longest side sent, in pixels (``None``: no limit).
+            max_side: longest side sent, in pixels (default: the preset's; ``None``: no limit).
             downscale: False refuses an image over ``max_side`` instead of downscaling it.
             model: served model name (default: the client's, else the server's first).
-            extra_body: extra JSON fields merged into the request.
+            extra_body: extra JSON fields merged into the request (``{"return_token_ids": True}``: the
+                result's ``token_ids`` and ``prompt_token_ids``).
             extra_headers: extra headers for the request.
             timeout: request timeout (default: the client's).
 
         Returns:
             OCRResult: ``.text`` (raw), ``.markdown``, ``.blocks`` (label, text, boxes in pixels of the
-            original image), ``.usage``, ``.finish_reason``, ``.truncated``; ``.draw()`` and ``.crop()``.
+            original image), ``.metadata``, ``.preset``, ``.usage``, ``.finish_reason``, ``.truncated``;
+            ``.draw()`` and ``.crop()``.
 
         Raises:
-            InvalidInputError: bad arguments, before any request; ``kind`` ``"image_decode"``: the image
-                does not decode, ``"image_too_large"``, ``"image_fetch"`` (an ``InputFetchError``).
+            InvalidInputError: bad arguments, before any page is sent: ``field="preset"`` when no preset
+                recognises the served model (the message lists them), a task the preset lacks, DeepSeek's
+                n-gram arguments for another preset; ``kind`` ``"image_decode"``: the image does not
+                decode, ``"image_too_large"``, ``"image_fetch"`` (an ``InputFetchError``).
             UnsupportedByServer: ``vllm_xargs`` on vLLM < 0.11.1, or no processor with
                 ``require_ngram_processor=True``.
             EndpointNotServed: the server's model does not serve chat completions.
@@ -203,7 +217,7 @@ class OCRMethods(ClientBase):
         preset: str | OCRPreset | None = None,
         task: str | None = None,
         prompt: str | None = None,
-        max_tokens: int | None = defaults.OCR_MAX_TOKENS,
+        max_tokens: int | PresetDefaultType | None = PRESET_DEFAULT,
         ngram_size: int | PresetDefaultType | None = PRESET_DEFAULT,
         window_size: int | PresetDefaultType | None = PRESET_DEFAULT,
         whitelist_token_ids: Sequence[int] | PresetDefaultType | None = PRESET_DEFAULT,
@@ -227,9 +241,9 @@ class OCRMethods(ClientBase):
             concurrency: pages in flight.
             show_progress: draw a tqdm bar.
 
-        The other arguments (``prompt``, ``model``, ``max_tokens``, ``ngram_size``, ``window_size``,
-        ``whitelist_token_ids``, ``temperature``, ``require_ngram_processor``, ``max_side``,
-        ``extra_body``, ``extra_headers``, ``timeout``) are as for :meth:`ocr`.
+        The other arguments (``preset``, ``task``, ``prompt``, ``model``, ``max_tokens``, ``ngram_size``,
+        ``window_size``, ``whitelist_token_ids``, ``temperature``, ``require_ngram_processor``,
+        ``max_side``, ``extra_body``, ``extra_headers``, ``timeout``) are as for :meth:`ocr`.
 
         Returns:
             OCRDocument: ``.pages`` (``page``, ``result``) in page order, ``.markdown`` (pages joined with
