@@ -9,12 +9,13 @@ A format is data plus two pure functions: ``parse`` (the answer text and the ima
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from .. import grounding
 from ..types.ocr import OCRBlock
+from . import layouts
 
 Size = tuple[int, int]
 
@@ -153,8 +154,107 @@ def parse_markdown(text: str, sizes: PageSizes) -> ParsedAnswer:
     return ParsedAnswer(markdown=text.strip() if isinstance(text, str) else "")
 
 
+BoxSpace = Literal["none", "sent", "smart-resized", "grid-1000"]
+"""Where a layout parser's boxes live: none written; pixels of the sent image; pixels of the image a
+Qwen2-VL-style processor makes of it (dots.ocr: :func:`~vllm_tasks.ocr.layouts.smart_resize`); 0-1000 of
+the image's width and height (PaddleOCR-VL and HunyuanOCR spotting)."""
+
+
+def layout_block(block: layouts.LayoutBlock, space: BoxSpace, sizes: PageSizes) -> OCRBlock:
+    """An :class:`OCRBlock` of a layout parser's block: its box in pixels of the caller's image and in
+    0-999 (without the sizes needed, as written).
+
+    Examples:
+        >>> block = layouts.LayoutBlock("Text", "Hi", (28.0, 56.0, 280.0, 560.0))
+        >>> layout_block(block, "smart-resized", PageSizes((700, 1008), (1400, 2016))).boxes
+        [(56, 112, 560, 1120)]
+        >>> layout_block(layouts.LayoutBlock("text", "Hi", (0, 500, 1000, 1000)), "grid-1000",
+        ...     PageSizes((100, 100), (200, 400))).boxes
+        [(0, 200, 200, 400)]
+    """
+    if block.box is None or space == "none":
+        return OCRBlock(
+            label=block.label, text=block.text, boxes=[], boxes_normalized=[], complete=block.complete
+        )
+    if space == "grid-1000":
+        top = layouts.GRID_MAX
+        grid = layouts.whole_box(block.box)
+        x1, y1, x2, y2 = (round(min(top, max(0, v)) * grounding.COORD_MAX / top) for v in grid)
+        norm = (x1, y1, x2, y2)
+        size = sizes.original
+        pixels = layouts.scale_box(grid, (top, top), size) if size else norm
+        return OCRBlock(
+            label=block.label,
+            text=block.text,
+            boxes=[pixels],
+            boxes_normalized=[norm],
+            complete=block.complete,
+        )
+    seen = sizes.sent
+    if space == "smart-resized" and sizes.sent is not None:
+        resized = layouts.smart_resize(sizes.sent[1], sizes.sent[0])
+        seen = (resized[1], resized[0]) if resized else None
+    if seen is None or sizes.sent is None:
+        box = layouts.whole_box(block.box)
+        return OCRBlock(
+            label=block.label, text=block.text, boxes=[box], boxes_normalized=[box], complete=block.complete
+        )
+    target = sizes.original or sizes.sent
+    pixels = layouts.scale_box(block.box, seen, target)
+    return OCRBlock(
+        label=block.label,
+        text=block.text,
+        boxes=[pixels],
+        boxes_normalized=[normalized(pixels, target)],
+        complete=block.complete,
+    )
+
+
+def grid_polygon(points: Sequence[layouts.Point], sizes: PageSizes) -> list[list[int]]:
+    """Corner points on the 0-1000 grid (PaddleOCR-VL's spotting quadrilaterals) in pixels of the caller's
+    image, ``[[x, y], ...]``; on the grid when its size is not known.
+
+    Examples:
+        >>> grid_polygon([(0.0, 500.0), (1000.0, 250.0)], PageSizes((10, 10), (200, 400)))
+        [[0, 200], [200, 100]]
+    """
+    width, height = sizes.original or (layouts.GRID_MAX, layouts.GRID_MAX)
+    return [[round(x / layouts.GRID_MAX * width), round(y / layouts.GRID_MAX * height)] for x, y in points]
+
+
+def layout_format(name: str, read: Callable[[str], layouts.ParsedLayout], space: BoxSpace) -> OutputFormat:
+    """The format of a parser in :mod:`vllm_tasks.ocr.layouts`: its markdown, its blocks (boxes from
+    ``space``), its metadata; ``check`` is the parser's ``problem``.
+
+    Examples:
+        >>> FORMATS["olmocr"].check("Hello")
+        "no front matter: the answer does not start with '---'"
+    """
+
+    def parse(text: str, sizes: PageSizes) -> ParsedAnswer:
+        layout = read(text)
+        blocks = [layout_block(block, space, sizes) for block in layout.blocks]
+        metadata = dict(layout.metadata)
+        polygons = [grid_polygon(block.polygon, sizes) for block in layout.blocks if block.polygon]
+        if polygons and space == "grid-1000":
+            metadata["polygons"] = polygons
+        return ParsedAnswer(markdown=layout.markdown, blocks=blocks, metadata=metadata)
+
+    def check(text: str) -> str | None:
+        return read(text).problem
+
+    return OutputFormat(name, parse, check)
+
+
 FORMATS: dict[str, OutputFormat] = {
     "deepseek-grounding": OutputFormat("deepseek-grounding", parse_deepseek_grounding),
     "markdown": OutputFormat("markdown", parse_markdown),
+    "olmocr": layout_format("olmocr", layouts.parse_olmocr, "sent"),
+    "dots-ocr-layout": layout_format("dots-ocr-layout", layouts.parse_dots_layout, "smart-resized"),
+    "dots-ocr-text": layout_format("dots-ocr-text", layouts.parse_dots_text, "none"),
+    "paddleocr-vl": layout_format("paddleocr-vl", layouts.parse_paddleocr_vl, "grid-1000"),
+    "nanonets": layout_format("nanonets", layouts.parse_nanonets, "none"),
+    "markdown-html": layout_format("markdown-html", layouts.parse_markdown_html, "none"),
+    "hunyuan-spotting": layout_format("hunyuan-spotting", layouts.parse_hunyuan_spotting, "grid-1000"),
 }
 """Every output format by name (one entry per format; presets name theirs in ``OCRPreset.output``)."""
