@@ -525,6 +525,39 @@ def dots_ocr(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def deepseek_ocr2(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"image": path, "prompt": str, "max_new_tokens": n}`` -> ``{"prompt_ids": [...], "ids": [...],
+    "text": str}``: transformers' ``DeepseekOcr2ForConditionalGeneration`` on build_deepseek_ocr2's
+    real-size random weights (``model_dir/transformers``), greedy, float32, on the prompt vLLM's
+    DeepSeek-OCR-2 processor writes for an image and a text (BOS, the image, a newline, the text), the image
+    through transformers' ``DeepseekOcr2ImageProcessorPil`` and the served tokenizer (``model_dir/vllm``)."""
+    import torch
+    from PIL import Image
+    from transformers import (
+        AutoTokenizer,
+        DeepseekOcr2ForConditionalGeneration,
+        DeepseekOcr2ImageProcessorPil,
+        DeepseekOcr2Processor,
+    )
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir / "vllm"))
+    processor = DeepseekOcr2Processor(image_processor=DeepseekOcr2ImageProcessorPil(), tokenizer=tokenizer)
+    model = DeepseekOcr2ForConditionalGeneration.from_pretrained(
+        str(model_dir / "transformers"), dtype=torch.float32
+    ).eval()
+    text = f"{tokenizer.bos_token}<image>\n{request['prompt']}"
+    inputs = processor(images=[Image.open(request["image"]).convert("RGB")], text=text, return_tensors="pt")
+    with torch.no_grad():
+        out = model.generate(**inputs, max_new_tokens=request["max_new_tokens"], do_sample=False)
+    n = inputs["input_ids"].shape[1]
+    ids = out[0, n:].tolist()
+    return {
+        "prompt_ids": inputs["input_ids"][0].tolist(),
+        "ids": ids,
+        "text": tokenizer.decode(ids, skip_special_tokens=False),
+    }
+
+
 def main(argv: list[str]) -> int:
     family, model_dir = argv[1], Path(argv[2])
     compute = globals()[family.replace("-", "_")]
