@@ -4,6 +4,7 @@ parser raise."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -147,10 +148,20 @@ def test_dots_layout_formula_and_table_markdown_follow_layoutjson2md() -> None:
         '[{"bbox": [0, 0, 9, 9], "category": "Formula", "text": "E = mc^2"},'
         ' {"bbox": [0, 0, 9, 9], "category": "Formula", "text": "$$a$$"},'
         ' {"bbox": [0, 0, 9, 9], "category": "Table", "text": "<table><tr><td>1</td></tr></table>"},'
-        ' {"bbox": [0, 0, 9, 9], "category": "Text", "text": "`$x$`"}]'
+        ' {"bbox": [0, 0, 9, 9], "category": "Text", "text": "`$x$`"},'
+        ' {"bbox": [0, 0, 9, 9], "category": "Formula", "text": "`code`"},'
+        ' {"bbox": [0, 0, 9, 9], "category": "Formula", "text": "\\\\usepackage{amsmath} \\\\alpha"}]'
     )
 
-    assert answer.markdown == "$$\nE = mc^2\n$$\n\n$$\na\n$$\n\n<table><tr><td>1</td></tr></table>\n\n$x$"
+    # expected: dots.ocr's get_formula_in_markdown / clean_text on each text (no LaTeX: left as is)
+    assert answer.markdown.split("\n\n") == [
+        "E = mc^2",
+        "$$\na\n$$",
+        "<table><tr><td>1</td></tr></table>",
+        "$x$",
+        "`code`",
+        "$$\n \\alpha\n$$",
+    ]
 
 
 def test_dots_layout_only_answer_has_boxes_and_no_markdown() -> None:
@@ -447,3 +458,26 @@ def test_registered_text_formats_have_no_boxes() -> None:
         FORMATS["nanonets"].check("<img>Lo") == "<img> is opened and never closed (the answer was cut short)"
     )
     assert FORMATS["dots-ocr-text"].check("anything") is None
+
+
+_SCALARS = st.none() | st.booleans() | st.integers(-(10**20), 10**20) | st.text(max_size=8)
+_JSON = st.recursive(
+    _SCALARS | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=12,
+)  # fmt: skip
+
+
+@given(st.lists(_JSON, max_size=5), st.booleans())
+def test_lenient_json_reads_valid_json_as_the_json_module_does(items: list[object], ascii_only: bool) -> None:
+    text = json.dumps(items, ensure_ascii=ascii_only)
+
+    assert layouts.lenient_json_list(text) == (json.loads(text), set(), None)
+
+
+def test_hunyuan_spotting_pairs_corners_as_tencents_regex_does() -> None:
+    """Tencent's ([^()]+)(corners): corners right after a parenthesis have no text; the comma between
+    two corner pairs is text for the next pair."""
+    answer = layouts.parse_hunyuan_spotting(")(0,0),(1000,1000),(5,6),(7,8)")
+
+    assert [(block.text, block.box) for block in answer.blocks] == [(",", (1000.0, 1000.0, 5.0, 6.0))]

@@ -455,15 +455,21 @@ def parse_hunyuan_spotting(text: str) -> ParsedLayout:
         >>> answer.markdown, answer.blocks[0].box
         ('Total', (10.0, 20.0, 300.0, 40.0))
     """
+    # Tencent's regex, ([^()]+)(\(\d+,\d+\),\(\d+,\d+\)), read in one pass: at each "(" where corners
+    # start right after a character other than a parenthesis, the text is that run of such characters.
     found: list[LayoutBlock] = []
     at = 0
-    for corners in _HUNYUAN_CORNERS_RE.finditer(text):
-        # the text is the run of characters other than parentheses right before the corners
-        line = re.split(r"[()]", text[at : corners.start()])[-1]
+    opening = text.find("(")
+    while opening != -1:
+        corners = _HUNYUAN_CORNERS_RE.match(text, opening)
+        if corners is None or opening == at or text[opening - 1] in "()":
+            opening = text.find("(", opening + 1)
+            continue
+        start = max(at, text.rfind("(", at, opening) + 1, text.rfind(")", at, opening) + 1)
+        x1, y1, x2, y2 = (float(value) for value in corners.groups())
+        found.append(LayoutBlock("text", text[start:opening].strip(), (x1, y1, x2, y2)))
         at = corners.end()
-        if line:
-            x1, y1, x2, y2 = (float(value) for value in corners.groups())
-            found.append(LayoutBlock("text", line.strip(), (x1, y1, x2, y2)))
+        opening = text.find("(", at)
     blocks = tuple(found)
     problem = None if blocks else "no text with (x1,y1),(x2,y2) coordinates in a spotting answer"
     return ParsedLayout("\n".join(block.text for block in blocks), blocks, {}, problem)
@@ -537,7 +543,7 @@ class _LenientJSON:
         number = match.group()
         if number[0] in "tfn":
             return json.loads(number)
-        is_int = number.lstrip("-").isdigit() and len(number) <= 18  # longer: float (int() caps digits)
+        is_int = number.lstrip("-").isdigit() and len(number) <= 4000  # int() refuses over 4300 digits
         return int(number) if is_int else float(number)
 
     def container(self, opener: str, depth: int) -> Any:
@@ -592,7 +598,12 @@ class _LenientJSON:
             return 2
         digits = self.text[slash + 2 : slash + 6]
         if code == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", digits):
-            out.append(chr(int(digits, 16)))
+            high = int(digits, 16)
+            low = self.text[slash + 6 : slash + 12]
+            if 0xD800 <= high < 0xDC00 and re.fullmatch(r"\\u[dD][c-fC-F][0-9a-fA-F]{2}", low):
+                out.append(chr(0x10000 + ((high - 0xD800) << 10) + (int(low[2:], 16) - 0xDC00)))
+                return 12  # a surrogate pair: one character
+            out.append(chr(high))
             return 6
         self.repairs.add("backslashes JSON does not escape kept as written")
         out.append("\\" + code)
@@ -634,16 +645,44 @@ def lenient_json_list(text: str) -> tuple[list[Any], set[str], str | None]:
         return items, reader.repairs, f"not JSON at character {reader.at}: {error}"
 
 
+_LATEX_PREAMBLE_RE = re.compile(
+    r"\\documentclass\{[^}]+\}|\\usepackage(?:\[[^\]]*\])?\{[^}]+\}|\\begin\{document\}|\\end\{document\}",
+    re.IGNORECASE,
+)
+
+
+def _pair(text: str, opener: str, closer: str) -> bool:
+    start = text.find(opener)
+    return start != -1 and text.find(closer, start + len(opener)) != -1
+
+
+def _has_latex(text: str) -> bool:
+    """dots.ocr's ``has_latex_markdown``: a command, or math delimiters that close."""
+    return bool(
+        re.search(r"\\[a-zA-Z]", text)
+        or _pair(text, "$$", "$$")
+        or re.search(r"\$[^$\n]+?\$", text)
+        or _pair(text, "\\[", "\\]")
+        or _pair(text, "\\(", "\\)")
+    )
+
+
 def _dots_formula(text: str) -> str:
-    """dots.ocr's ``get_formula_in_markdown``: a formula as a ``$$`` block unless it is already delimited."""
+    """dots.ocr's ``get_formula_in_markdown``: a formula as a ``$$`` block unless it is already delimited
+    or holds no LaTeX; a preamble (``\\usepackage``) and wrapping backticks go."""
     text = text.strip()
-    if text.startswith("$$") and text.endswith("$$") and len(text) >= 4:
+    if text.startswith("$$") and text.endswith("$$"):
         inner = text[2:-2].strip()
         return text if "$" in inner else f"$$\n{inner}\n$$"
-    if text.startswith("\\[") and text.endswith("\\]") and len(text) >= 4:
+    if text.startswith("\\[") and text.endswith("\\]"):
         return f"$$\n{text[2:-2].strip()}\n$$"
-    if re.search(r"\\\[.*\\\]", text) or re.search(r"\$[^$]+\$", text) or not text:
+    delimited = any(_pair(line, "\\[", "\\]") for line in text.split("\n"))
+    if delimited or re.search(r"\$([^$]+)\$", text) or not _has_latex(text):
         return text
+    if "usepackage" in text:
+        text = _LATEX_PREAMBLE_RE.sub("", text)
+    if len(text) >= 2 and text[0] == "`" and text[-1] == "`":
+        text = text[1:-1]
     return f"$$\n{text}\n$$"
 
 
