@@ -2,7 +2,7 @@
 
 Fixture: `deepseek-ocr2` (server-fixtures/build_deepseek_ocr2.py: DeepseekOCR2ForCausalLM with the `ocr`
 fixture's tiny language model, dummy weights, DeepSeek-OCR's recipe flags, 16-token cap). vLLM fixes both
-vision towers at their real size, so the server takes about a minute and 5 GB, and one page about 15 s on 2
+vision towers at their real size, so the server takes 1-2 minutes and 5.3 GB, and one page 15-35 s on 2
 cores; with dummy weights every page gets the same two-token cycle, so no answer is compared here.
 What is checked: the served model picks the ``deepseek-ocr2`` preset, the n-gram processor is found
 (``require_ngram_processor``), and the prompt vLLM built is DeepSeek-OCR-2's: BOS, the 257 image tokens of

@@ -2,12 +2,13 @@
 
 Fixture: `unlimited-ocr` (server-fixtures/build_unlimited_ocr.py: UnlimitedOCRForCausalLM with the `ocr`
 fixture's tiny language model, dummy weights, the recipe's flags plus the CPU's vision attention backend,
-16-token cap). Its vision towers are DeepSeek-OCR's, real-sized in vLLM's code, so one page takes seconds on
-2 cores and every page gets the same two-token cycle: no answer is compared here (no transformers class reads
-Unlimited-OCR). What is checked: the served model picks the ``unlimited-ocr`` preset, the n-gram processor of
-vLLM's Unlimited-OCR module is found (``require_ngram_processor``), and the prompt vLLM built is the
-preset's: BOS, the 273 image tokens of a page under 640 px (DeepSeek-OCR's global view), then the text
-after the literal ``<image>`` with nothing added between them.
+16-token cap). Its vision towers are DeepSeek-OCR's, real-sized in vLLM's code: the server takes 1-3
+minutes and 5.5 GB, one page 40-50 s on 2 cores, and every page gets the same two-token cycle: no answer is
+compared here (no transformers class reads Unlimited-OCR). What is checked: the served model picks the
+``unlimited-ocr`` preset, the n-gram processor of vLLM's Unlimited-OCR module is found
+(``require_ngram_processor``), and the prompt vLLM built is the preset's: BOS, the 273 image tokens of a
+page under 640 px (DeepSeek-OCR's global view), then the text after the literal ``<image>`` with nothing
+added between them.
 """
 
 from __future__ import annotations
