@@ -244,6 +244,16 @@ def build_qwen2_5_vl_tiny(out: Path) -> None:
     build(out)
 
 
+def build_dots_ocr_tiny(out: Path) -> None:
+    """dots.ocr's architecture (DotsOCRForCausalLM: dots' vision tower, Qwen2 LM, its remote config code),
+    tiny and seeded, with the Qwen2-VL processor files; see build_dots_ocr.py (its tokenizer:
+    build_qwen3_asr's recipe over build_zoo's MiniLM words)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_dots_ocr import build
+
+    build(out)
+
+
 def build_hunyuan_ocr_tiny(out: Path) -> None:
     """HunyuanOCR's architecture (HunYuanVLForConditionalGeneration), tiny and seeded, with its processor; see
     build_hunyuan_vl.py (its tokenizer: build_qwen3_asr's recipe)."""
@@ -253,11 +263,31 @@ def build_hunyuan_ocr_tiny(out: Path) -> None:
     build(out)
 
 
+def build_unlimited_ocr_tiny(out: Path) -> None:
+    """Unlimited-OCR's architecture (UnlimitedOCRForCausalLM) with the ``ocr`` fixture's tiny language model
+    and tokenizer and no weights (serve with --load-format dummy); see build_unlimited_ocr.py (it reuses
+    build_ocr)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_unlimited_ocr import build
+
+    build(out)
+
+
 def build_qianfan_ocr_tiny(out: Path) -> None:
     """Qianfan-OCR's architecture (QianfanOCRForConditionalGeneration: InternViT, Qwen3 LM), tiny and seeded,
     with its processor; see build_qianfan_ocr.py (its tokenizer: build_qwen3_asr's recipe)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from build_qianfan_ocr import build
+
+    build(out)
+
+
+def build_deepseek_ocr2_tiny(out: Path) -> None:
+    """DeepSeek-OCR-2's architecture (DeepseekOCR2ForCausalLM) with the ``ocr`` fixture's tiny language model
+    and tokenizer and no weights (serve with --load-format dummy); see build_deepseek_ocr2.py (it reuses
+    build_ocr)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_deepseek_ocr2 import build
 
     build(out)
 

@@ -83,6 +83,9 @@ MODELS: tuple[str, ...] = (
     "qwen2-5-vl-tiny",
     "hunyuan-ocr-tiny",
     "qianfan-ocr-tiny",
+    "dots-ocr-tiny",
+    "unlimited-ocr-tiny",
+    "deepseek-ocr2-tiny",
 )
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.
@@ -100,6 +103,9 @@ BUILDER_MODULES: tuple[str, ...] = (
     "build_qwen2_5_vl.py",
     "build_hunyuan_vl.py",
     "build_qianfan_ocr.py",
+    "build_dots_ocr.py",
+    "build_unlimited_ocr.py",
+    "build_deepseek_ocr2.py",
 )
 
 # --------------------------------------------------------------------------------------------------

@@ -249,6 +249,72 @@ GLM_ASR_ARGS: tuple[str, ...] = (
 )
 
 
+#: The OCR reference fixtures' cap on generated tokens per request; their references generate as many.
+OCR_REFERENCE_MAX_NEW_TOKENS = 16
+#: dots.ocr as its recipe serves it (``--trust-remote-code``: vLLM reads its config class from the model
+#: directory), plus float32, eager and a small context for the 2-core machine.
+DOTS_OCR_ARGS: tuple[str, ...] = (
+    *IN_PROCESS_ENGINE_ARGS,
+    "--trust-remote-code",
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--max-model-len",
+    "2048",
+    "--override-generation-config",
+    json.dumps({"max_new_tokens": OCR_REFERENCE_MAX_NEW_TOKENS}),
+)
+
+#: Unlimited-OCR's n-gram processor, as its recipe names it (vLLM's module re-exports DeepSeek-OCR's).
+UNLIMITED_OCR_NGRAM_PROCESSOR = "vllm.model_executor.models.unlimited_ocr:NGramPerReqLogitsProcessor"
+#: Unlimited-OCR with the recipe's flags (its n-gram processor, no prefix cache, no processor cache) and the
+#: ``ocr`` fixture's dummy weights, plus one flag the CPU needs: vLLM's Unlimited-OCR config sets the vision
+#: encoder's attention to FLASH_ATTN, which vLLM's CPU build refuses ("Backend AttentionBackendEnum.FLASH_ATTN
+#: is not supported for vit attention"); TORCH_SDPA is the one it takes. The language model's R-SWA backends
+#: (FA4, Triton, FlexAttention) do not exist on CPU either: vLLM logs "Cannot use TRITON_ATTN backend on CPU"
+#: and runs its CPU attention, which is the same for the 16 tokens written here (the window is 128).
+UNLIMITED_OCR_ARGS: tuple[str, ...] = (
+    *IN_PROCESS_ENGINE_ARGS,
+    "--load-format",
+    "dummy",
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--skip-mm-profiling",
+    "--max-model-len",
+    "4096",
+    "--no-enable-prefix-caching",
+    "--mm-processor-cache-gb",
+    "0",
+    "--logits-processors",
+    UNLIMITED_OCR_NGRAM_PROCESSOR,
+    "--mm-encoder-attn-backend",
+    "TORCH_SDPA",
+    "--override-generation-config",
+    json.dumps({"max_new_tokens": OCR_REFERENCE_MAX_NEW_TOKENS}),
+)
+
+#: DeepSeek-OCR-2 with DeepSeek-OCR's recipe (its n-gram processor, no prefix cache, no processor cache) on
+#: dummy weights, like ``ocr``: vLLM fixes its vision towers at their real size (build_deepseek_ocr2.py).
+DEEPSEEK_OCR2_ARGS: tuple[str, ...] = (
+    *IN_PROCESS_ENGINE_ARGS,
+    "--load-format",
+    "dummy",
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--skip-mm-profiling",
+    "--max-model-len",
+    "4096",
+    "--no-enable-prefix-caching",
+    "--mm-processor-cache-gb",
+    "0",
+    "--logits-processors",
+    OCR_NGRAM_PROCESSOR,
+    "--override-generation-config",
+    json.dumps({"max_new_tokens": OCR_REFERENCE_MAX_NEW_TOKENS}),
+)
+
 #: The Qwen2.5-VL fixture's cap on generated tokens per request (the reference generates as many).
 QWEN2_5_VL_MAX_NEW_TOKENS = 16
 #: Qwen2.5-VL as olmOCR's pipeline serves it (``--limit-mm-per-prompt '{"video": 0}'``: no video encoder
@@ -697,6 +763,36 @@ FIXTURES: dict[str, Fixture] = {
             args=GLM_ASR_ARGS,
             description="GLM-ASR's architecture (GlmAsrForConditionalGeneration), tiny, seeded: "
             "/v1/audio/transcriptions and /translations (text follows the recording, 24 tokens)",
+        ),
+        Fixture(
+            name="dots-ocr",
+            model_dir="dots-ocr-tiny",
+            served_model_name="dots-ocr-tiny",
+            args=DOTS_OCR_ARGS,
+            env=PURE_TORCHVISION_ENV,
+            description="dots.ocr's architecture (DotsOCRForCausalLM: its vision tower, Qwen2 LM, remote "
+            "config code), tiny, seeded, with the recipe's --trust-remote-code: /v1/chat/completions with an "
+            "image (16 tokens)",
+        ),
+        Fixture(
+            name="unlimited-ocr",
+            model_dir="unlimited-ocr-tiny",
+            served_model_name="unlimited-ocr-tiny",
+            args=UNLIMITED_OCR_ARGS,
+            env={**OCR_ENV, **PURE_TORCHVISION_ENV},
+            start_timeout=600.0,
+            description="Unlimited-OCR (UnlimitedOCRForCausalLM: tiny LM, dummy weights) with the recipe's "
+            "flags: /v1/chat/completions (16 tokens)",
+        ),
+        Fixture(
+            name="deepseek-ocr2",
+            model_dir="deepseek-ocr2-tiny",
+            served_model_name="deepseek-ocr2-tiny",
+            args=DEEPSEEK_OCR2_ARGS,
+            env={**OCR_ENV, **PURE_TORCHVISION_ENV},
+            start_timeout=600.0,
+            description="DeepSeek-OCR-2 (DeepseekOCR2ForCausalLM: tiny LM, real-size vision towers, dummy "
+            "weights) with DeepSeek-OCR's recipe flags: /v1/chat/completions (16 tokens)",
         ),
     )
 }

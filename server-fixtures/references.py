@@ -682,6 +682,86 @@ def qianfan_ocr(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     return _vision_chat(QianfanOCRForConditionalGeneration, model_dir, request)
 
 
+def dots_ocr(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"image": path, "prompt": str, "max_new_tokens": n}`` -> ``{"prompt_ids": [...], "ids": [...],
+    "text": str}``: dots.ocr's greedy answer on the same weights without vLLM. transformers 5.19 has no
+    dots.ocr; dots' ``modeling_dots_ocr.py`` is transformers' ``Qwen2ForCausalLM`` whose input embeddings
+    get the vision tower's rows at the image-pad tokens, which is what this runs, with
+    ``build_dots_ocr.DotsVision`` (dots' ``modeling_dots_vision.py``, SDPA path, float32) as the tower. The
+    prompt is dots' client's (``dots_ocr/model/inference.py``): the image placeholder, then the prompt, in
+    the user turn of its chat template; the image through the ``Qwen2VLProcessor`` vLLM loads."""
+    from build_dots_ocr import IMAGE_PLACEHOLDER, use_pure_torchvision, vision_tower
+
+    use_pure_torchvision()
+    import torch
+    from PIL import Image
+    from safetensors.torch import load_file
+    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen2VLProcessor
+
+    config = json.loads((model_dir / "config.json").read_text())
+    weights = load_file(str(model_dir / "model.safetensors"))
+    lm = Qwen2ForCausalLM(Qwen2Config.from_dict(config)).eval()
+    lm.load_state_dict({k: v for k, v in weights.items() if not k.startswith("vision_tower.")})
+    vision = vision_tower(config["vision_config"]).eval()
+    prefix = "vision_tower."
+    vision.load_state_dict({k.removeprefix(prefix): v for k, v in weights.items() if k.startswith(prefix)})
+    processor = Qwen2VLProcessor.from_pretrained(str(model_dir), trust_remote_code=True)
+    chat = [{"role": "user", "content": IMAGE_PLACEHOLDER + request["prompt"]}]
+    text = processor.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    inputs = processor(text=[text], images=[Image.open(request["image"]).convert("RGB")], return_tensors="pt")
+    ids = inputs["input_ids"]
+    with torch.no_grad():
+        embeds = lm.get_input_embeddings()(ids)
+        rows = vision(inputs["pixel_values"], inputs["image_grid_thw"].tolist())
+        embeds[ids == config["image_token_id"]] = rows[:, : config["hidden_size"]]
+        out = lm.generate(
+            input_ids=ids,
+            inputs_embeds=embeds,
+            attention_mask=inputs["attention_mask"],
+            max_new_tokens=request["max_new_tokens"],
+            do_sample=False,
+        )
+    new = out[0, ids.shape[1] :].tolist()
+    return {
+        "prompt_ids": ids[0].tolist(),
+        "ids": new,
+        "text": processor.tokenizer.decode(new, skip_special_tokens=True),
+    }
+
+
+def deepseek_ocr2(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"image": path, "prompt": str, "max_new_tokens": n}`` -> ``{"prompt_ids": [...], "ids": [...],
+    "text": str}``: transformers' ``DeepseekOcr2ForConditionalGeneration`` on build_deepseek_ocr2's
+    real-size random weights (``model_dir/transformers``), greedy, float32, on the prompt vLLM's
+    DeepSeek-OCR-2 processor writes for an image and a text (BOS, the image, a newline, the text), the image
+    through transformers' ``DeepseekOcr2ImageProcessorPil`` and the served tokenizer (``model_dir/vllm``)."""
+    import torch
+    from PIL import Image
+    from transformers import (
+        AutoTokenizer,
+        DeepseekOcr2ForConditionalGeneration,
+        DeepseekOcr2ImageProcessorPil,
+        DeepseekOcr2Processor,
+    )
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir / "vllm"))
+    processor = DeepseekOcr2Processor(image_processor=DeepseekOcr2ImageProcessorPil(), tokenizer=tokenizer)
+    model = DeepseekOcr2ForConditionalGeneration.from_pretrained(
+        str(model_dir / "transformers"), dtype=torch.float32
+    ).eval()
+    text = f"{tokenizer.bos_token}<image>\n{request['prompt']}"
+    inputs = processor(images=[Image.open(request["image"]).convert("RGB")], text=text, return_tensors="pt")
+    with torch.no_grad():
+        out = model.generate(**inputs, max_new_tokens=request["max_new_tokens"], do_sample=False)
+    n = inputs["input_ids"].shape[1]
+    ids = out[0, n:].tolist()
+    return {
+        "prompt_ids": inputs["input_ids"][0].tolist(),
+        "ids": ids,
+        "text": tokenizer.decode(ids, skip_special_tokens=False),
+    }
+
+
 def main(argv: list[str]) -> int:
     family, model_dir = argv[1], Path(argv[2])
     compute = globals()[family.replace("-", "_")]

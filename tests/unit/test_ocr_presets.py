@@ -79,7 +79,7 @@ def test_the_served_model_picks_its_preset(model_id: str, root: str | None, name
     assert ocr_preset(info_of(model_id, root), None).name == name
 
 
-@pytest.mark.parametrize("root", ["deepseek-ai/DeepSeek-OCR-2", "Qwen/Qwen2.5-VL-3B-Instruct", "llava"])
+@pytest.mark.parametrize("root", ["stepfun-ai/GOT-OCR-2.0-hf", "Qwen/Qwen2.5-VL-3B-Instruct", "llava"])
 def test_an_unknown_model_is_a_typed_error_naming_the_presets(root: str) -> None:
     with pytest.raises(InvalidInputError, match="no OCR preset recognises") as caught:
         ocr_preset(info_of("served", root), None)

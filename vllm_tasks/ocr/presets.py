@@ -157,6 +157,98 @@ DEEPSEEK_OCR = OCRPreset(
 """DeepSeek-OCR (vLLM's ``recipes/models/deepseek-ai/DeepSeek-OCR.yaml``): the prompts it was trained on,
 greedy, special tokens kept (its grounding tags), the n-gram repetition guard per request."""
 
+DEEPSEEK_OCR2 = OCRPreset(
+    name="deepseek-ocr2",
+    pattern=r"deepseek[-_ ]?ocr[-_ ]?2",
+    tasks={
+        "markdown": "<|grounding|>Convert the document to markdown.",
+        "free": "Free OCR.",
+    },
+    sampling=DEEPSEEK_OCR.sampling,
+    extra_body=DEEPSEEK_OCR.extra_body,
+    output="deepseek-grounding",
+    server_check=NGRAM_PROCESSOR_FLAG,
+    serve_flags=DEEPSEEK_OCR.serve_flags,
+)
+"""DeepSeek-OCR-2 (deepseek-ai/DeepSeek-OCR-2's model card: its two prompts, each after the image): served
+and sent as DeepSeek-OCR is, the same n-gram guard per request, the same grounding tags back."""
+
+UNLIMITED_OCR_PROCESSOR_FLAG = (
+    "--logits-processors vllm.model_executor.models.unlimited_ocr:NGramPerReqLogitsProcessor"
+)
+
+UNLIMITED_OCR = OCRPreset(
+    name="unlimited-ocr",
+    pattern=r"unlimited[-_ ]?ocr",
+    tasks={"parse": "<image>document parsing."},
+    content="image-tag",
+    sampling={"temperature": 0.0, "skip_special_tokens": False},
+    # Its guard: a longer n-gram and window than DeepSeek-OCR's, no whitelist.
+    extra_body={"vllm_xargs": {"ngram_size": 35, "window_size": 128}},
+    output="deepseek-grounding",
+    server_check=UNLIMITED_OCR_PROCESSOR_FLAG,
+    serve_flags=f"{UNLIMITED_OCR_PROCESSOR_FLAG} --no-enable-prefix-caching --mm-processor-cache-gb 0",
+    max_tokens=8192,
+)
+"""Unlimited-OCR (baidu/Unlimited-OCR; vLLM's ``unlimited_ocr.py``: DeepSeek-OCR's vision stack and
+processor): the prompt written after a literal ``<image>`` (``<image>document parsing.``, as its
+``model.infer`` examples send it), greedy, special tokens kept, the n-gram guard with ``ngram_size`` 35 and
+``window_size`` 128 and 8,192 output tokens from vLLM's Unlimited-OCR module (which re-exports DeepSeek-OCR's
+processor)."""
+
+DOTS_IMAGE_PLACEHOLDER = "<|img|><|imgpad|><|endofimg|>"
+"""dots.ocr's image placeholder, written before each prompt (without it vLLM puts it there with a newline,
+which dots.ocr's client avoids)."""
+
+DOTS_OCR = OCRPreset(
+    name="dots-ocr",
+    pattern=r"dots[-_. ]?ocr",
+    tasks={
+        "layout": DOTS_IMAGE_PLACEHOLDER
+        + "Please output the layout information from the PDF image, including each layout element's bbox, "
+        "its category, and the corresponding text content within the bbox.\n\n1. Bbox format: [x1, y1, x2, "
+        "y2]\n\n2. Layout Categories: The possible categories are ['Caption', 'Footnote', 'Formula', "
+        "'List-item', 'Page-footer', 'Page-header', 'Picture', 'Section-header', 'Table', 'Text', "
+        "'Title'].\n\n3. Text Extraction & Formatting Rules:\n    - Picture: For the 'Picture' category, "
+        "the text field should be omitted.\n    - Formula: Format its text as LaTeX.\n    - Table: Format "
+        "its text as HTML.\n    - All Others (Text, Title, etc.): Format their text as Markdown.\n\n4. "
+        "Constraints:\n    - The output text must be the original text from the image, with no "
+        "translation.\n    - All layout elements must be sorted according to human reading order.\n\n5. "
+        "Final Output: The entire output must be a single JSON object.\n",
+        "layout-only": DOTS_IMAGE_PLACEHOLDER
+        + "Please output the layout information from this PDF image, including each layout's bbox and its "
+        "category. The bbox should be in the format [x1, y1, x2, y2]. The layout categories for the PDF "
+        "document include ['Caption', 'Footnote', 'Formula', 'List-item', 'Page-footer', 'Page-header', "
+        "'Picture', 'Section-header', 'Table', 'Text', 'Title']. Do not output the corresponding text. The "
+        "layout result should be in JSON format.",
+    },
+    sampling={"temperature": 0.1, "top_p": 1.0},
+    max_side=3360,
+    side_multiple=28,
+    output="dots-ocr-layout",
+    serve_flags="--trust-remote-code",
+    max_tokens=16384,
+)
+"""dots.ocr (rednote-hilab/dots.ocr: ``dots_ocr/utils/prompts.py`` and the request of
+``dots_ocr/model/inference.py``): its layout prompts after its image placeholder, the answer a JSON list of
+``{bbox, category, text}``; its parser's temperature 0.1, top_p 1.0 and 16,384 output tokens; sides
+multiples of 28 and at most 3360 px (its processor's 11,289,600-pixel cap), so the processor keeps the sent
+size and the boxes are in its pixels."""
+
+DOTS_OCR_TEXT = OCRPreset(
+    name="dots-ocr-text",
+    pattern=r"(?!)",
+    tasks={"ocr": DOTS_IMAGE_PLACEHOLDER + "Extract the text content from this image."},
+    sampling=DOTS_OCR.sampling,
+    max_side=DOTS_OCR.max_side,
+    side_multiple=DOTS_OCR.side_multiple,
+    output="dots-ocr-text",
+    serve_flags=DOTS_OCR.serve_flags,
+    max_tokens=DOTS_OCR.max_tokens,
+)
+"""dots.ocr's plain-text prompt (``prompt_ocr``), the answer read as text: a model served as dots.ocr picks
+:data:`DOTS_OCR`; name this one (``preset="dots-ocr-text"``) for text."""
+
 GENERIC = OCRPreset(
     name="generic",
     pattern=r"(?!)",
@@ -252,6 +344,10 @@ PRESETS: dict[str, OCRPreset] = {
     "nanonets-ocr2": NANONETS_OCR2,
     "hunyuan-ocr": HUNYUAN_OCR,
     "qianfan-ocr": QIANFAN_OCR,
+    "deepseek-ocr2": DEEPSEEK_OCR2,
+    "unlimited-ocr": UNLIMITED_OCR,
+    "dots-ocr": DOTS_OCR,
+    "dots-ocr-text": DOTS_OCR_TEXT,
 }
 """Every OCR preset by name, in the order a served model is matched against them."""
 

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""DeepSeek-OCR-2 through vLLM against transformers' ``deepseek_ocr2`` on real-size random weights: the
+equality check the test suite leaves out (too slow for it). Run with the SDK's python from the repository
+root:
+
+    .venv/bin/python server-fixtures/check_deepseek_ocr2.py [--out DIR]
+
+It builds ``<cache>/models/deepseek-ocr2-random`` once (build_deepseek_ocr2.build_random: about 470M
+parameters, 0.9 GB), computes transformers' greedy answer for the two small pages of tests/data/ocr
+(references.py ``deepseek_ocr2``), starts vLLM on the same weights with the ``deepseek-ocr2`` fixture's
+flags (real weights instead of dummy ones), sends each page through ``client.ocr`` (the ``deepseek-ocr2``
+preset, token ids returned) and compares prompt ids and the 16 generated ids. It prints each step's seconds
+and the server's RSS; exit status 0 when both pages are equal and their answers differ, 1 otherwise.
+Costs on the 2-core machine with other vLLM servers running (load 8-12): build 75 s, transformers'
+reference 330 s for both pages, vLLM start 205 s and 5.1 GB RSS, 45-57 s a page: far over the contract
+tier's budget, which is why the suite's ``deepseek-ocr2`` fixture runs on dummy weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from fixture_pins import cache_dir, venv_python  # noqa: E402
+from fixture_table import (  # noqa: E402
+    BASE_ENV,
+    DEEPSEEK_OCR2_ARGS,
+    OCR_ENV,
+    OCR_REFERENCE_MAX_NEW_TOKENS,
+    PURE_TORCHVISION_ENV,
+)
+from launcher import Server, free_port  # noqa: E402
+
+IMAGES = (
+    HERE.parent / "tests" / "data" / "ocr" / "small-hello-112x84.png",
+    HERE.parent / "tests" / "data" / "ocr" / "small-invoice-140x112.png",
+)
+SERVED_NAME = "deepseek-ocr2-random"
+
+
+def _step(label: str, started: float) -> float:
+    now = time.monotonic()
+    print(f"{label}: {now - started:.1f} s", flush=True)
+    return now
+
+
+def _served_args() -> list[str]:
+    """The fixture's flags with the weights loaded from disk instead of drawn by vLLM."""
+    args = list(DEEPSEEK_OCR2_ARGS)
+    at = args.index("--load-format")
+    del args[at : at + 2]
+    return args
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, default=cache_dir() / "models" / "deepseek-ocr2-random")
+    out = parser.parse_args().out
+    started = time.monotonic()
+    if not (out / "vllm" / "config.json").exists():
+        build = f"import sys; sys.path.insert(0, {str(HERE)!r}); from pathlib import Path; "
+        build += f"from build_deepseek_ocr2 import build_random; build_random(Path({str(out)!r}))"
+        subprocess.run([str(venv_python()), "-c", build], check=True)
+        started = _step("build", started)
+    prompt = "<|grounding|>Convert the document to markdown."
+    requests = [
+        {"image": str(image), "prompt": prompt, "max_new_tokens": OCR_REFERENCE_MAX_NEW_TOKENS}
+        for image in IMAGES
+    ]
+    done = subprocess.run(
+        [str(venv_python()), str(HERE / "references.py"), "deepseek-ocr2", str(out)],
+        input=json.dumps(requests),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    expected = json.loads(done.stdout)
+    started = _step("transformers reference, both pages", started)
+
+    import vllm_tasks as vt
+
+    port = free_port("127.0.0.1")
+    command = [
+        str(venv_python()),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(out / "vllm"),
+        "--served-model-name",
+        SERVED_NAME,
+        "--port",
+        str(port),
+        *_served_args(),
+    ]
+    env = {**BASE_ENV, **OCR_ENV, **PURE_TORCHVISION_ENV}
+    server = Server(SERVED_NAME, command, port=port, env=env, start_timeout=900)
+    equal = True
+    try:
+        server.start()
+        print(f"vLLM ready: {server.start_seconds:.1f} s, RSS {server.rss_mib():.0f} MiB", flush=True)
+        started = time.monotonic()
+        with vt.Client(server.base_url, timeout=900, max_retries=0) as client:
+            for image, answer in zip(IMAGES, expected, strict=True):
+                result = client.ocr(
+                    image,
+                    max_tokens=OCR_REFERENCE_MAX_NEW_TOKENS,
+                    extra_body={"return_token_ids": True},
+                    require_ngram_processor=True,
+                )
+                started = _step(f"vLLM {image.name} ({result.preset})", started)
+                same = result.prompt_token_ids == answer["prompt_ids"] and result.token_ids == answer["ids"]
+                equal = equal and same
+                print(f"  vLLM         {len(result.prompt_token_ids or [])} prompt ids, {result.token_ids}")
+                print(f"  transformers {len(answer['prompt_ids'])} prompt ids, {answer['ids']}")
+                print(f"  equal: {same}", flush=True)
+    finally:
+        server.stop()
+    differ = expected[0]["ids"] != expected[1]["ids"]
+    print(f"both pages equal: {equal}; the two pages' answers differ: {differ}")
+    return 0 if equal and differ else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
