@@ -75,6 +75,9 @@ MODELS: tuple[str, ...] = (
     "qwen3-forcedaligner-tiny",
     "granite-speech-tiny",
     "glm-asr-tiny",
+    "paddleocr-vl-tiny",
+    "glm-ocr-tiny",
+    "lighton-ocr-tiny",
 )
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.
@@ -87,6 +90,9 @@ BUILDER_MODULES: tuple[str, ...] = (
     "build_qwen3_aligner.py",
     "build_granite_speech.py",
     "build_glm_asr.py",
+    "build_paddleocr_vl.py",
+    "build_glm_ocr.py",
+    "build_lighton_ocr.py",
 )
 
 # --------------------------------------------------------------------------------------------------
