@@ -43,6 +43,7 @@ from .._sync.client import Client
 from ..config import ClientSettings
 from ..errors import InvalidInputError
 from ..ocr import OCRParams
+from ..ocr.presets import OCRPreset
 from ..transcription import TranscribeParams, segment_keywords
 from ..types.ocr import OCRDocument, OCRResult
 from ..types.scoring import RerankResult
@@ -250,6 +251,8 @@ class VLLMOCRLoader(BaseLoader):
             fields): the prompt (``"markdown"``, ``"ocr"``, ``"free"``, ...; see ``docs/ocr.md``), the
             output limit per page (a page cut short has ``metadata["truncated"]`` set and warns,
             ``vllm_tasks.OCRTruncatedWarning``), the n-gram guard, ``max_side``, ...
+        preset: the OCR model preset (``"deepseek-ocr"``, ``"generic"``, ... or an ``OCRPreset``), as
+            ``params``' ``preset``; default: recognised from the served model.
         extra_body: extra JSON fields for every request.
 
     The connection arguments (``settings``, its settings by name such as ``base_url``, ``client``,
@@ -275,6 +278,7 @@ class VLLMOCRLoader(BaseLoader):
         dpi: float = defaults.OCR_PDF_DPI,
         concurrency: int = defaults.OCR_PDF_CONCURRENCY,
         params: OCRParams | Mapping[str, Any] | None = None,
+        preset: str | OCRPreset | None = None,
         extra_body: Mapping[str, Any] | None = None,
         settings: ClientSettings | None = None,
         client: Client | None = None,
@@ -290,7 +294,7 @@ class VLLMOCRLoader(BaseLoader):
             raise InvalidInputError("pages", pages, "applies to PDFs only", "Leave pages=None for an image.")
         self.mode: Literal["page", "single"] = mode
         self.pdf_options: dict[str, Any] = {"pages": pages, "dpi": dpi, "concurrency": concurrency}
-        self.params = OCRParams.of(params)
+        self.params = OCRParams.of(params).using(preset)
         self.ocr_options: dict[str, Any] = {**self.params.keywords(), "extra_body": extra_body}
         self.connection = _connection(settings, client, async_client, connection)
 

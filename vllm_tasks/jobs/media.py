@@ -15,6 +15,7 @@ from .. import defaults, pdf
 from ..adaptive import Concurrency
 from ..integrations._common import block_metadata
 from ..ocr import OCRParams
+from ..ocr.presets import OCRPreset
 from ..transcription import (
     Chunking,
     ChunkingOptions,
@@ -184,6 +185,7 @@ async def aocr_dir(
     out: str | os.PathLike[str],
     *,
     params: OCRParams | None = None,
+    preset: str | OCRPreset | None = None,
     dpi: float = defaults.OCR_PDF_DPI,
     concurrency: Concurrency = defaults.JOB_CONCURRENCY,
     resume: bool = True,
@@ -214,7 +216,9 @@ async def aocr_dir(
         params: the OCR options of every page (``vllm_tasks.OCRParams(prompt="free", max_tokens=2048)``:
             the preset, output tokens per page (a page cut short says ``truncated`` in ``pages.jsonl``),
             the n-gram guard, ``max_side``, ...; see :meth:`AsyncClient.ocr`), checked before any
-            request; default: the DeepSeek-OCR recipe's.
+            request; default: the served model's preset's.
+        preset: the OCR model preset (``"deepseek-ocr"``, ``"generic"``, ... or an ``OCRPreset``; see
+            ``docs/ocr.md``), as ``params.preset``; default: recognised from the served model.
         dpi: PDF rendering resolution.
         concurrency: pages in flight per server, or ``"auto"`` (the default: tuned per server from its
             latencies, reported in ``report.replicas``); a number fixes it.
@@ -241,7 +245,7 @@ async def aocr_dir(
         >>> report.summary()
         'scans-md: 12/12 file(s) done, 230 page(s)'
     """
-    job = _OCRJob(OCRParams.of(params), positive_number("dpi", dpi))
+    job = _OCRJob(OCRParams.of(params).using(preset), positive_number("dpi", dpi))
     return await run_folder_job(
         job,
         client,
