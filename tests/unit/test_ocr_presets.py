@@ -287,3 +287,44 @@ def test_grounding_format_depends_on_its_input() -> None:
     )
     assert (one.markdown, one.blocks[0].label, one.blocks[0].boxes) == ("# A", "title", [(0, 0, 200, 50)])
     assert (two.markdown, two.blocks[0].label, two.blocks[0].boxes) == ("B", "text", [(0, 50, 200, 100)])
+
+
+def test_system_message_task_fields_and_the_preset_s_max_tokens(
+    make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    preset = OCRPreset(
+        name="recipe",
+        pattern="recipe",
+        tasks={"ocr": "OCR:", "spotting": "Spotting:"},
+        system="You are a helpful assistant.",
+        max_tokens=8000,
+        task_fields={"spotting": {"skip_special_tokens": False}},
+    )
+    serve(httpx_mock, "m")
+    httpx_mock.add_response(url=CHAT, json=answer("x"), is_reusable=True)
+    client = make_client()
+    client.ocr(png((8, 8)), preset=preset)
+    client.ocr(png((8, 8)), preset=preset, task="spotting", max_tokens=100)
+    client.ocr(png((8, 8)), preset=preset, prompt="spotting", max_tokens=None)
+    plain, spotting, named = sent(httpx_mock)
+    assert [m["role"] for m in plain["messages"]] == ["system", "user"]
+    assert plain["messages"][0]["content"] == "You are a helpful assistant."
+    assert plain["max_tokens"] == 8000 and "skip_special_tokens" not in plain
+    assert spotting["max_tokens"] == 100 and spotting["skip_special_tokens"] is False
+    assert "max_tokens" not in named and named["skip_special_tokens"] is False
+    with pytest.raises(InvalidInputError, match=r"preset\.task_fields"):
+        replace(preset, task_fields={"table": {"top_k": 1}})
+
+
+def test_token_ids_of_the_wrong_type_are_an_unexpected_response(
+    make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    from vllm_tasks.errors import UnexpectedResponse
+
+    serve(httpx_mock, "qwen-vl")
+    httpx_mock.add_response(url=CHAT, json=answer("a", choice={"token_ids": ["a"]}))
+    httpx_mock.add_response(url=CHAT, json=answer("a", prompt_token_ids=[1, True]))
+    client = make_client()
+    for _ in range(2):
+        with pytest.raises(UnexpectedResponse, match="token_ids is not a list of token ids"):
+            client.ocr(png((8, 8)), preset="generic")

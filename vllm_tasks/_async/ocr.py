@@ -38,7 +38,7 @@ class AsyncOCRMethods(AsyncClientBase):
         preset: str | OCRPreset | None = None,
         task: str | None = None,
         prompt: str | None = None,
-        max_tokens: int | None = defaults.OCR_MAX_TOKENS,
+        max_tokens: int | PresetDefaultType | None = PRESET_DEFAULT,
         ngram_size: int | PresetDefaultType | None = PRESET_DEFAULT,
         window_size: int | PresetDefaultType | None = PRESET_DEFAULT,
         whitelist_token_ids: Sequence[int] | PresetDefaultType | None = PRESET_DEFAULT,
@@ -74,7 +74,8 @@ class AsyncOCRMethods(AsyncClientBase):
                 + markdown), ``"ocr"`` (text lines with boxes), ``"free"`` (plain text), ``"figure"``,
                 ``"describe"``, ``"locate:TEXT"``.
             prompt: text sent instead of the task's prompt (a task's name is that task).
-            max_tokens: output limit; a page cut short has ``truncated=True`` and warns.
+            max_tokens: output limit (default: the preset's, 4096 for DeepSeek-OCR); a page cut short has
+                ``truncated=True`` and warns.
             ngram_size: DeepSeek-OCR's n-gram repetition guard (``vllm_xargs``; default: the recipe's
                 30); ``None`` sends no ``vllm_xargs``. Refused for a preset without the guard.
             window_size: how many recent tokens the guard looks at (default: the recipe's 90).
@@ -217,7 +218,7 @@ class AsyncOCRMethods(AsyncClientBase):
         preset: str | OCRPreset | None = None,
         task: str | None = None,
         prompt: str | None = None,
-        max_tokens: int | None = defaults.OCR_MAX_TOKENS,
+        max_tokens: int | PresetDefaultType | None = PRESET_DEFAULT,
         ngram_size: int | PresetDefaultType | None = PRESET_DEFAULT,
         window_size: int | PresetDefaultType | None = PRESET_DEFAULT,
         whitelist_token_ids: Sequence[int] | PresetDefaultType | None = PRESET_DEFAULT,

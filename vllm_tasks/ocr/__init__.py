@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from .. import defaults, gates
+from .. import gates
 from ..calls import CallOptions, TaskParams, plain
 from ..dependencies import require
 from ..discovery import NGRAM_PROCESSOR_FLAG
@@ -99,7 +99,7 @@ class OCRParams(TaskParams):
     """
 
     prompt: str | None = None
-    max_tokens: int | None = defaults.OCR_MAX_TOKENS
+    max_tokens: int | PresetDefaultType | None = PRESET_DEFAULT
     ngram_size: int | PresetDefaultType | None = PRESET_DEFAULT
     window_size: int | PresetDefaultType | None = PRESET_DEFAULT
     whitelist_token_ids: Sequence[int] | PresetDefaultType | None = PRESET_DEFAULT
@@ -220,8 +220,8 @@ def resolve_prompt(prompt: str, preset: OCRPreset = DEEPSEEK_OCR) -> str:
     return _task_prompt(preset, prompt) or prompt
 
 
-def _call_prompt(preset: OCRPreset, options: OCRParams) -> str:
-    """The text the call sends: its task's prompt, or its own prompt (``""`` for the image alone)."""
+def _call_prompt(preset: OCRPreset, options: OCRParams) -> tuple[str | None, str]:
+    """The call's task (``None`` for its own prompt) and the text it sends (``""`` for the image alone)."""
     if options.task is not None and options.prompt is not None:
         raise InvalidInputError(
             "task", options.task, "is given with prompt=", "Pass one: task= names a prompt, prompt= is text."
@@ -233,10 +233,12 @@ def _call_prompt(preset: OCRPreset, options: OCRParams) -> str:
             f"the model reads the image alone ({preset.name} preset)",
             "Drop prompt, or name another preset.",
         )
+    task: str | None = options.task or preset.default_task
     if options.prompt is not None:
         text = resolve_prompt(options.prompt, preset)
+        task = options.prompt if _task_prompt(preset, options.prompt) is not None else None
     else:
-        found = _task_prompt(preset, options.task or preset.default_task)
+        found = _task_prompt(preset, task or "")
         if found is None:
             raise InvalidInputError(
                 "task",
@@ -245,11 +247,12 @@ def _call_prompt(preset: OCRPreset, options: OCRParams) -> str:
                 f"Use one of: {_task_names(preset)}.",
             )
         text = found
+    task = task.partition(":")[0] if task is not None else None
     if preset.content == "image":
-        return ""
+        return task, ""
     if preset.content == "image-tag" and not text.startswith(IMAGE_TAG):
-        return f"{IMAGE_TAG}\n{text}"
-    return text
+        return task, f"{IMAGE_TAG}\n{text}"
+    return task, text
 
 
 def _recipe_extras(preset: OCRPreset, options: OCRParams) -> dict[str, Any]:
@@ -300,15 +303,18 @@ def plan_request(preset: OCRPreset, options: OCRParams) -> OCRRequest:
         >>> plan.prompt, plan.fields["vllm_xargs"]
         ('Free OCR.', {'ngram_size': 30, 'whitelist_token_ids': [128821, 128822]})
     """
+    task, prompt = _call_prompt(preset, options)
     fields: dict[str, Any] = dict(preset.sampling)
     if options.temperature is not None:
         fields["temperature"] = options.temperature
-    if options.max_tokens is not None:
-        fields["max_tokens"] = options.max_tokens
+    max_tokens = preset.max_tokens if options.max_tokens is PRESET_DEFAULT else options.max_tokens
+    if max_tokens is not None:
+        fields["max_tokens"] = max_tokens
     fields.update(_recipe_extras(preset, options))
+    fields.update(preset.task_fields.get(task or "", {}))
     return OCRRequest(
         preset=preset,
-        prompt=_call_prompt(preset, options),
+        prompt=prompt,
         fields=fields,
         max_side=preset.max_side if options.max_side is PRESET_DEFAULT else options.max_side,
         side_multiple=preset.side_multiple,
@@ -385,7 +391,10 @@ def build_body(
         ... ]
         4096
     """
-    body: dict[str, Any] = {"messages": [{"role": "user", "content": message_content(image_url, request)}]}
+    messages = [{"role": "user", "content": message_content(image_url, request)}]
+    if request.preset.system is not None:
+        messages.insert(0, {"role": "system", "content": request.preset.system})
+    body: dict[str, Any] = {"messages": messages}
     body.update(request.fields)
     if model:
         body["model"] = model

@@ -64,6 +64,10 @@ class OCRPreset:
             ``repetition_penalty``, ``skip_special_tokens``); ``temperature=`` overrides its temperature.
         extra_body: other per-request fields of the recipe (DeepSeek's ``vllm_xargs``; the n-gram
             arguments of ``ocr`` override its ``ngram_size``/``window_size``/``whitelist_token_ids``).
+        max_tokens: the output limit the recipe sends (``None``: none); ``max_tokens=`` overrides it.
+        system: a system message sent before the user's (``None``: none).
+        task_fields: task name -> request fields of that task only, merged over the others (e.g.
+            ``{"spotting": {"skip_special_tokens": False}}``).
         max_side: the longest side sent, in pixels (``None``: no limit); ``max_side=`` overrides it.
         side_multiple: sides are rounded to a multiple of this before upload (``None``: as they are).
         output: the name of the answer's format in :data:`vllm_tasks.ocr.formats.FORMATS`.
@@ -91,6 +95,9 @@ class OCRPreset:
     output: str = "markdown"
     server_check: str | None = None
     serve_flags: str = ""
+    max_tokens: int | None = defaults.OCR_MAX_TOKENS
+    system: str | None = None
+    task_fields: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -109,7 +116,10 @@ class OCRPreset:
             raise InvalidInputError(
                 "preset.output", self.output, "is not a format", f"Use one of {', '.join(FORMATS)}."
             )
-        for name in ("max_side", "side_multiple"):
+        unknown = sorted(set(self.task_fields) - set(self.tasks))
+        if unknown:
+            raise InvalidInputError("preset.task_fields", unknown, "are not tasks of the preset", "")
+        for name in ("max_side", "side_multiple", "max_tokens"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise InvalidInputError(f"preset.{name}", value, "must be a positive int or None", "")
