@@ -292,6 +292,36 @@ def build_deepseek_ocr2_tiny(out: Path) -> None:
     build(out)
 
 
+def build_paddleocr_vl_tiny(out: Path) -> None:
+    """PaddleOCR-VL's architecture (PaddleOCRVLForConditionalGeneration: NaViT vision encoder, projector,
+    Ernie-4.5 LM), tiny and seeded, with its processor; see build_paddleocr_vl.py (its tokenizer:
+    build_qwen3_asr's recipe over build_zoo's MiniLM words)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_paddleocr_vl import build
+
+    build(out)
+
+
+def build_glm_ocr_tiny(out: Path) -> None:
+    """GLM-OCR's architecture (GlmOcrForConditionalGeneration: vision encoder, patch merger, GLM LM), tiny and
+    seeded, with its processor (needs the pure torchvision); see build_glm_ocr.py (its tokenizer:
+    build_qwen3_asr's recipe over build_zoo's MiniLM words)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_glm_ocr import build
+
+    build(out)
+
+
+def build_lighton_ocr_tiny(out: Path) -> None:
+    """LightOnOCR-2's architecture (LightOnOCRForConditionalGeneration: Pixtral vision encoder, projector,
+    Qwen3 LM), tiny and seeded, with its processor (needs build_glm_ocr's pure torchvision); see
+    build_lighton_ocr.py (its tokenizer: build_qwen3_asr's recipe over build_zoo's MiniLM words)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from build_lighton_ocr import build
+
+    build(out)
+
+
 def main(argv: list[str]) -> int:
     out_dir = Path(argv[1])
     out_dir.mkdir(parents=True, exist_ok=True)

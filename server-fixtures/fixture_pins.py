@@ -86,6 +86,9 @@ MODELS: tuple[str, ...] = (
     "dots-ocr-tiny",
     "unlimited-ocr-tiny",
     "deepseek-ocr2-tiny",
+    "paddleocr-vl-tiny",
+    "glm-ocr-tiny",
+    "lighton-ocr-tiny",
 )
 
 #: Modules build_models.py imports its builders from; their content is part of the models stamp.
@@ -106,6 +109,9 @@ BUILDER_MODULES: tuple[str, ...] = (
     "build_dots_ocr.py",
     "build_unlimited_ocr.py",
     "build_deepseek_ocr2.py",
+    "build_paddleocr_vl.py",
+    "build_glm_ocr.py",
+    "build_lighton_ocr.py",
 )
 
 # --------------------------------------------------------------------------------------------------

@@ -315,6 +315,52 @@ DEEPSEEK_OCR2_ARGS: tuple[str, ...] = (
     json.dumps({"max_new_tokens": OCR_REFERENCE_MAX_NEW_TOKENS}),
 )
 
+#: What every OCR reference fixture adds to its recipe's flags: float32, eager, no profiling run of the image
+#: encoder, a small context and the token cap (random weights never write EOS).
+OCR_REFERENCE_ARGS: tuple[str, ...] = (
+    *IN_PROCESS_ENGINE_ARGS,
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--skip-mm-profiling",
+    "--max-model-len",
+    "1024",
+    "--override-generation-config",
+    json.dumps({"max_new_tokens": OCR_REFERENCE_MAX_NEW_TOKENS}),
+)
+#: The cache flags of the OCR recipes (PaddleOCR-VL, LightOnOCR, DeepSeek-OCR): one page is one request,
+#: nothing to reuse.
+OCR_CACHE_ARGS: tuple[str, ...] = ("--no-enable-prefix-caching", "--mm-processor-cache-gb", "0")
+#: PaddleOCR-VL as vLLM's recipe serves it (recipes/PaddlePaddle/PaddleOCR-VL.md), less its
+#: --trust-remote-code: that runs the release's own processor code, which the fixture (transformers' native
+#: PaddleOCR-VL, no remote code) lacks; with it, vLLM 0.32 reads the remote processor's ``max_pixels`` and
+#: fails to start ("'PaddleOCRVLImageProcessorPil' object has no attribute 'max_pixels'").
+PADDLEOCR_VL_ARGS: tuple[str, ...] = (
+    *OCR_REFERENCE_ARGS,
+    "--max-num-batched-tokens",
+    "16384",
+    *OCR_CACHE_ARGS,
+)
+
+#: GLM-OCR as vLLM's recipe serves it (recipes/GLM/GLM-OCR.md: no flags; its MTP speculative decoding is an
+#: option the tiny checkpoint has no layers for), images only: without video vLLM's start skips the
+#: processor warm-up on a dummy 16-frame video (21 s of the start on 2 cores). Its processor (Glm46VProcessor)
+#: needs torchvision.
+GLM_OCR_ARGS: tuple[str, ...] = (
+    *OCR_REFERENCE_ARGS,
+    "--limit-mm-per-prompt",
+    json.dumps({"image": 1, "video": 0}),
+)
+#: LightOnOCR-2 as its model card serves it (one image a request, the cache flags), run by vLLM's own
+#: LightOnOCRForConditionalGeneration: that class imports torchvision (through Mistral-3 and Pixtral), so
+#: the pure torchvision is on the path; without it vLLM falls back to its Transformers backend.
+LIGHTON_OCR_ARGS: tuple[str, ...] = (
+    *OCR_REFERENCE_ARGS,
+    "--limit-mm-per-prompt",
+    json.dumps({"image": 1}),
+    *OCR_CACHE_ARGS,
+)
+
 #: The Qwen2.5-VL fixture's cap on generated tokens per request (the reference generates as many).
 QWEN2_5_VL_MAX_NEW_TOKENS = 16
 #: Qwen2.5-VL as olmOCR's pipeline serves it (``--limit-mm-per-prompt '{"video": 0}'``: no video encoder
@@ -793,6 +839,34 @@ FIXTURES: dict[str, Fixture] = {
             start_timeout=600.0,
             description="DeepSeek-OCR-2 (DeepseekOCR2ForCausalLM: tiny LM, real-size vision towers, dummy "
             "weights) with DeepSeek-OCR's recipe flags: /v1/chat/completions (16 tokens)",
+        ),
+        Fixture(
+            name="paddleocr-vl",
+            model_dir="paddleocr-vl-tiny",
+            served_model_name="PaddleOCR-VL-tiny",
+            args=PADDLEOCR_VL_ARGS,
+            description="PaddleOCR-VL's architecture (PaddleOCRVLForConditionalGeneration), tiny, seeded, "
+            "with the recipe's flags: /v1/chat/completions with an image and a task prompt (16 tokens)",
+        ),
+        Fixture(
+            name="glm-ocr",
+            model_dir="glm-ocr-tiny",
+            served_model_name="GLM-OCR-tiny",
+            args=GLM_OCR_ARGS,
+            env=PURE_TORCHVISION_ENV,
+            description="GLM-OCR's architecture (GlmOcrForConditionalGeneration), tiny, seeded, on PyPI's "
+            "torchvision without its compiled parts: /v1/chat/completions with an image and a task prompt "
+            "(16 tokens)",
+        ),
+        Fixture(
+            name="lighton-ocr",
+            model_dir="lighton-ocr-tiny",
+            served_model_name="LightOnOCR-2-tiny",
+            args=LIGHTON_OCR_ARGS,
+            env=PURE_TORCHVISION_ENV,
+            description="LightOnOCR-2's architecture (LightOnOCRForConditionalGeneration, vLLM's own class "
+            "on PyPI's torchvision without its compiled parts), tiny, seeded, with the model card's flags: "
+            "/v1/chat/completions with the image alone (16 tokens)",
         ),
     )
 }

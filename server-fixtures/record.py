@@ -25,6 +25,7 @@ import json
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -583,8 +584,40 @@ def _qwen3_reranker_exchanges(model: str) -> list[dict]:
     ]
 
 
+def _preset_chat(model: str, prompt: str | None, sampling: dict) -> dict:
+    """A request as ``ocr()`` sends it with a preset (the image, then the prompt if any), asking for the
+    token ids, 8 of them."""
+    url = "data:image/png;base64," + base64.b64encode(_tiny_png()).decode()
+    content: list[dict] = [{"type": "image_url", "image_url": {"url": url}}]
+    if prompt is not None:
+        content.append({"type": "text", "text": prompt})
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": content}],
+        **sampling,
+        "max_tokens": 8,
+        "return_token_ids": True,
+    }
+
+
+def _preset_exchanges(prompt: str | None, sampling: dict) -> Callable[[str], list[dict]]:
+    """The exchanges of an OCR fixture recorded for its preset's FakeVLLM: version, models, one page."""
+
+    def exchanges(model: str) -> list[dict]:
+        return [
+            _ex("version", "GET", "/version"),
+            _ex("models", "GET", "/v1/models"),
+            _ex("chat_page_token_ids", "POST", "/v1/chat/completions", _preset_chat(model, prompt, sampling)),
+        ]
+
+    return exchanges
+
+
 EXCHANGES = {
     "ocr": _ocr_exchanges,
+    "paddleocr-vl": _preset_exchanges("OCR:", {"temperature": 0.0}),
+    "glm-ocr": _preset_exchanges("Text Recognition:", {"temperature": 0.0}),
+    "lighton-ocr": _preset_exchanges(None, {"temperature": 0.2, "top_p": 0.9}),
     "ocr-no-processor": _ocr_no_processor_exchanges,
     "embed": _embed_exchanges,
     "embed-mrl": _mrl_exchanges,

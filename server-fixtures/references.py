@@ -762,6 +762,61 @@ def deepseek_ocr2(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def ocr_chat(model_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"image": path, "text"?: prompt, "text_first"?: bool, "max_new_tokens": n, "torchvision"?: bool,
+    "align_corners"?: bool, "model_class"?: name, "processor_class"?: name}`` ->
+    ``{"prompt_ids": [...], "ids": [...], "text": str}``: transformers' greedy generation on one user turn of
+    the image and the text (image first unless ``text_first``; the image alone without ``text``), through the
+    model directory's processor and chat template (``AutoProcessor`` and ``AutoModelForImageTextToText``, or
+    the transformers classes ``processor_class`` and ``model_class`` name), as an OCR model served on
+    /v1/chat/completions reads it;
+    ``text`` decoded without special tokens.
+
+    ``torchvision``: PyPI's torchvision without its compiled parts (``fixture_table.pure_torchvision_dir``)
+    on the path, so that the processor runs with the torchvision backend the server picks with it.
+    ``align_corners``: how the vision tower resamples its learned position grid to the image's patch grid
+    (``interpolation_align_corners`` of transformers' vision embeddings), where a model's release code and
+    transformers disagree: transformers 5.19's PaddleOCR-VL says True, the release (Keye's
+    ``SiglipVisionEmbeddings``) and vLLM 0.32 resample with ``align_corners=False``."""
+    if request.get("torchvision"):
+        from fixture_table import pure_torchvision_dir
+
+        sys.path.insert(0, str(pure_torchvision_dir()))
+    import torch
+    import transformers
+    from PIL import Image
+
+    processor_class = getattr(transformers, request.get("processor_class", "AutoProcessor"))
+    processor = processor_class.from_pretrained(model_dir)
+    model_class = getattr(transformers, request.get("model_class", "AutoModelForImageTextToText"))
+    model = model_class.from_pretrained(model_dir, dtype=torch.float32).eval()
+    if "align_corners" in request:
+        for module in model.modules():
+            if hasattr(module, "interpolation_align_corners"):
+                module.interpolation_align_corners = request["align_corners"]
+    image = Image.open(request["image"]).convert("RGB")
+    content: list[dict[str, Any]] = [{"type": "image", "image": image}]
+    if request.get("text") is not None:
+        text_part = {"type": "text", "text": request["text"]}
+        content = [text_part, *content] if request.get("text_first") else [*content, text_part]
+    inputs = processor.apply_chat_template(
+        [{"role": "user", "content": content}],
+        tokenize=True,
+        add_generation_prompt=True,
+        return_dict=True,
+        return_tensors="pt",
+    )
+    with torch.no_grad():
+        out = model.generate(**inputs, do_sample=False, max_new_tokens=request["max_new_tokens"])
+    n = inputs["input_ids"].shape[1]
+    ids = out[0, n:].tolist()
+    return {
+        "prompt_ids": inputs["input_ids"][0].tolist(),
+        "ids": ids,
+        "text": processor.decode(ids, skip_special_tokens=True),
+    }
+
+
 def main(argv: list[str]) -> int:
     family, model_dir = argv[1], Path(argv[2])
     compute = globals()[family.replace("-", "_")]

@@ -44,6 +44,14 @@ _QWEN3_RERANKER: dict[str, Any] = {
     "version": VLLM_VERSION,
 }
 
+#: The OCR reference fixtures (PaddleOCR-VL, GLM-OCR, LightOnOCR): a 1024-token context, no n-gram processor.
+_OCR_REFERENCE: dict[str, Any] = {
+    "tasks": OCR_TASKS,
+    "max_model_len": 1024,
+    "version": VLLM_VERSION,
+    "ngram_processor": False,
+}
+
 #: FakeVLLM keyword arguments per fixture name: what the real fixture serves, its model name, width,
 #: context length, Matryoshka declaration, scorer, labels and key. (The embed fixture's chat template is
 #: for /v1/embeddings' `messages`: it mounts no /v1/chat/completions.)
@@ -112,6 +120,9 @@ FAKE_SETTINGS: dict[str, dict[str, Any]] = {
         "max_model_len": 512,
         "version": VLLM_VERSION,
     },
+    "paddleocr-vl": {**_OCR_REFERENCE, "ocr_preset": "paddleocr-vl"},
+    "glm-ocr": {**_OCR_REFERENCE, "ocr_preset": "glm-ocr"},
+    "lighton-ocr": {**_OCR_REFERENCE, "ocr_preset": "lighton-ocr"},
 }
 
 

@@ -336,6 +336,54 @@ QIANFAN_OCR = OCRPreset(
 )
 """Qianfan-OCR (``baidu/Qianfan-OCR``, InternVL with a Qwen3 LM): the page then the prompt of transformers'
 ``qianfan_ocr`` usage example, greedy. The answer is markdown."""
+PADDLEOCR_VL = OCRPreset(
+    name="paddleocr-vl",
+    pattern=r"paddle[-_ ]?ocr[-_ ]?vl",
+    tasks={
+        "ocr": "OCR:",
+        "table": "Table Recognition:",
+        "formula": "Formula Recognition:",
+        "chart": "Chart Recognition:",
+        "spotting": "Spotting:",
+        "seal": "Seal Recognition:",
+    },
+    # the spotting answer's <|LOC_n|> location tokens are special tokens (PaddleX keeps them for it alone)
+    task_fields={"spotting": {"skip_special_tokens": False}},
+    output="paddleocr-vl",
+    serve_flags="--max-num-batched-tokens 16384 --no-enable-prefix-caching --mm-processor-cache-gb 0",
+)
+"""PaddleOCR-VL (vLLM's ``recipes/models/PaddlePaddle/PaddleOCR-VL.yaml``, ``-1.5.yaml``): the image then a
+task prompt, greedy. ``spotting`` and ``seal`` are PaddleOCR-VL-1.5's tasks. The recipe also passes
+``--trust-remote-code`` (the release's own processor code); transformers >= 5 implements the model without
+it. The server's processor resizes the image (28-pixel steps, at most 2,822,400 pixels)."""
+
+GLM_OCR = OCRPreset(
+    name="glm-ocr",
+    pattern=r"glm[-_ ]?ocr",
+    tasks={
+        "text": "Text Recognition:",
+        "table": "Table Recognition:",
+        "formula": "Formula Recognition:",
+    },
+    output="markdown-html",
+)
+"""GLM-OCR (vLLM's ``recipes/models/zai-org/GLM-OCR.yaml``; the tasks of zai-org/GLM-OCR's
+``glmocr/config.yaml``): the image then a task prompt, greedy as the recipe sends it (the authors' ``glmocr``
+tool adds ``repetition_penalty`` 1.1: ``extra_body``). The recipe's MTP speculative decoding is a server
+option (``--speculative-config.method mtp --speculative-config.num_speculative_tokens 1``)."""
+
+LIGHTON_OCR = OCRPreset(
+    name="lighton-ocr",
+    pattern=r"lighton[-_ ]?ocr",
+    tasks={"markdown": ""},
+    content="image",
+    sampling={"temperature": 0.2, "top_p": 0.9},
+    max_side=1540,
+    output="markdown-html",
+    serve_flags="--limit-mm-per-prompt '{\"image\": 1}' --no-enable-prefix-caching --mm-processor-cache-gb 0",
+)
+"""LightOnOCR-2 (lightonai/LightOnOCR-2-1B's model card): the image alone (a prompt makes the model repeat
+it), pages rendered at most 1540 px long, temperature 0.2, top_p 0.9; the answer is markdown."""
 
 PRESETS: dict[str, OCRPreset] = {
     "deepseek-ocr": DEEPSEEK_OCR,
@@ -348,6 +396,9 @@ PRESETS: dict[str, OCRPreset] = {
     "unlimited-ocr": UNLIMITED_OCR,
     "dots-ocr": DOTS_OCR,
     "dots-ocr-text": DOTS_OCR_TEXT,
+    "paddleocr-vl": PADDLEOCR_VL,
+    "glm-ocr": GLM_OCR,
+    "lighton-ocr": LIGHTON_OCR,
 }
 """Every OCR preset by name, in the order a served model is matched against them."""
 
