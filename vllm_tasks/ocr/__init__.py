@@ -30,6 +30,7 @@ from .. import defaults, gates, grounding
 from ..calls import CallOptions, TaskParams
 from ..discovery import NGRAM_PROCESSOR_FLAG
 from ..errors import InvalidInputError, UnsupportedByServer
+from ..errors import OCRDocumentFailed as OCRDocumentFailed
 from ..images import PreparedImage, prepare_image
 from ..pdf import parse_pages
 from ..responses import json_object, malformed, text_or_none, usage_of
@@ -38,6 +39,7 @@ from ..types.common import Usage
 from ..types.ocr import OCRBlock, OCRDocument, OCRPage, OCRResult
 from ..types.server import ServerInfo
 from ..validation import is_number, number_in_range, positive_int
+from .ladder import PageQuality as PageQuality
 
 CHAT_PATH = "/v1/chat/completions"
 
@@ -374,8 +376,8 @@ def close_pages(rendered: Iterator[tuple[int, Any]]) -> None:
 
 
 def merge_pages(pages: list[OCRPage]) -> OCRDocument:
-    """The document of per-page results: markdown joined with ``---``, usage summed, truncated pages
-    listed."""
+    """The document of per-page results: markdown joined with ``---``, usage summed, truncated and failed
+    pages listed."""
     usage = Usage()
     for page in pages:
         usage = usage + page.result.usage
@@ -384,4 +386,5 @@ def merge_pages(pages: list[OCRPage]) -> OCRDocument:
         markdown="\n\n---\n\n".join(page.result.markdown for page in pages),
         usage=usage,
         truncated_pages=[page.page for page in pages if page.result.truncated],
+        failed_pages=[page.page for page in pages if page.failure is not None],
     )
