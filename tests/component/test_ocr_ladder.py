@@ -90,6 +90,11 @@ def test_a_truncated_page_is_tried_at_rising_temperatures_until_kept(fake: FakeV
     assert [(p.page, p.tries, p.failure) for p in doc.pages] == [(1, 1, None), (2, 4, None), (3, 1, None)]
     assert doc.markdown == "# Page 1\n\n---\n\n# Page 2\n\n---\n\n# Page 3"
     assert doc.failed_pages == [] and doc.truncated_pages == []
+    kept, cut = doc.pages[0].result.usage.completion_tokens or 0, 64  # a kept answer's tokens; max_tokens
+    assert (
+        doc.pages[1].tries_usage is not None and doc.pages[1].tries_usage.completion_tokens == 3 * cut + kept
+    )
+    assert doc.usage.completion_tokens == 3 * kept + 3 * cut  # every try is counted
 
 
 def test_without_the_ladder_the_truncated_page_is_kept(fake: FakeVLLM, script: Script) -> None:

@@ -22,6 +22,7 @@ from ..ocr import ladder
 from ..ocr.ladder import PageQuality
 from ..offload import sync_offload
 from ..progress import Progress
+from ..types.common import Usage
 from ..types.ocr import OCRDocument, OCRPage, OCRResult
 from ..types.server import ServerInfo
 from . import discovery
@@ -325,6 +326,7 @@ class OCRMethods(ClientBase):
         prompt = ocr_parts.resolve_prompt(options.prompt)
         states = [ladder.PageLadder() for _ in batch]
         last: list[OCRResult | None] = [None] * len(batch)
+        spent = [Usage() for _ in batch]
         while pending := [
             (index, attempt)
             for index, state in enumerate(states)
@@ -348,15 +350,17 @@ class OCRMethods(ClientBase):
                 if answer is None:
                     result = ocr_parts.parse_response(response, image, prompt, warn=False)
                     answer = ladder.answer_of(result)
+                    spent[index] = spent[index] + result.usage
                 last[index] = result
                 states[index] = ladder.step(quality, states[index], answer)
         fallback = quality is not None and quality.text_layer_fallback and source is not None
         pages = []
-        for (number, _), state, result in zip(batch, states, last, strict=True):
+        for (number, _), state, result, used in zip(batch, states, last, spent, strict=True):
             text = None
             if state.outcome == "failed" and fallback:
                 text = sync_offload(pdf.text_layer, source, number)
-            pages.append(ladder.page_of(number, state, result, text, model=model or "", prompt=prompt))
+            page = ladder.page_of(number, state, result, text, model=model or "", prompt=prompt, spent=used)
+            pages.append(page)
         return pages
 
     def _ocr_page(
@@ -379,7 +383,7 @@ class OCRMethods(ClientBase):
         pages = self._ocr_ladder(
             [(page, prepared)], options, call, quality, model=model, concurrency=1, source=source
         )
-        self._counted(pages[0].result)
+        self._counted(ocr_parts.merge_pages(pages))  # every try's tokens
         return pages[0]
 
     def check_ngram_processor(self, *, refresh: bool = False, model: str | None = None) -> bool | None:

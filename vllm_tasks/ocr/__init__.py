@@ -380,7 +380,7 @@ def merge_pages(pages: list[OCRPage]) -> OCRDocument:
     pages listed."""
     usage = Usage()
     for page in pages:
-        usage = usage + page.result.usage
+        usage = usage + (page.tries_usage or page.result.usage)
     return OCRDocument(
         pages=pages,
         markdown="\n\n---\n\n".join(page.result.markdown for page in pages),

@@ -404,12 +404,22 @@ def rotated(image: PreparedImage, degrees: int, max_side: int | None) -> Prepare
 
 
 def page_of(
-    number: int, ladder: PageLadder, last: OCRResult | None, fallback: str | None, *, model: str, prompt: str
+    number: int,
+    ladder: PageLadder,
+    last: OCRResult | None,
+    fallback: str | None,
+    *,
+    model: str,
+    prompt: str,
+    spent: Usage | None = None,
 ) -> OCRPage:
     """The :class:`OCRPage` of a page whose ladder is over: its answer kept, or for a failed page its
-    ``fallback`` text (the PDF's text layer; ``None``: none)."""
+    ``fallback`` text (the PDF's text layer; ``None``: none); ``spent``: the tokens of all its tries."""
+    spent = spent if ladder.tries > 1 else None
     if ladder.outcome == "kept" and last is not None:
-        return OCRPage(page=number, result=last, tries=ladder.tries, rotation=ladder.last_rotation)
+        return OCRPage(
+            page=number, result=last, tries=ladder.tries, rotation=ladder.last_rotation, tries_usage=spent
+        )
     return OCRPage(
         page=number,
         result=failed_result(last, fallback or "", model=model, prompt=prompt),
@@ -417,6 +427,7 @@ def page_of(
         rotation=ladder.last_rotation,
         failure=ladder.failure or "invalid",
         fallback=fallback is not None,
+        tries_usage=spent,
     )
 
 

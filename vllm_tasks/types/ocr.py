@@ -199,6 +199,7 @@ class OCRPage(BaseModel):
         failure: why the page failed every try (``"truncated"``, ``"unfinished"``, ``"invalid"``,
             ``"context_length"``: see :data:`vllm_tasks.ocr.ladder.Problem`), or ``None``.
         fallback: the failed page's markdown is the PDF's text layer.
+        tries_usage: the tokens of every try of the page (``None``: one try, the result's ``usage``).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -209,6 +210,7 @@ class OCRPage(BaseModel):
     rotation: int = 0
     failure: str | None = None
     fallback: bool = False
+    tries_usage: Usage | None = None
 
 
 class OCRDocument(BaseModel):
@@ -217,7 +219,7 @@ class OCRDocument(BaseModel):
     Attributes:
         pages: the OCR'd pages in page order.
         markdown: every page's markdown, pages separated by a blank line, ``---`` and a blank line.
-        usage: token counts summed over the pages.
+        usage: token counts summed over the pages (every try of each page).
         truncated_pages: 1-based numbers of pages cut short by ``max_tokens`` (with ``quality=None``; the
             ladder tries such a page again, and lists it in ``failed_pages`` if every try is).
         failed_pages: 1-based numbers of pages that failed every try of the page-quality ladder.
