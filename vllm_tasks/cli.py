@@ -34,7 +34,9 @@ from .errors import (
     UnsupportedByServer,
 )
 from .jobs.inputs import text_lines
+from .ocr import OCRParams
 from .ocr.ladder import MAX_PAGE_ERROR_RATE, PageQuality
+from .ocr.presets import PRESETS
 from .types.audio import ResponseFormat, TranscriptionDelta
 from .types.server import ProbeReport, TaskStatus
 
@@ -336,11 +338,17 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_ocr_options(parser: argparse.ArgumentParser) -> None:
-    """The OCR options of ``ocr`` and ``ocr-dir``: ``--prompt``, ``--max-tokens``, ``--dpi``, and the
-    page-quality ladder's ``--one-try`` and ``--max-page-error-rate``."""
+    """The OCR options of ``ocr`` and ``ocr-dir``: ``--preset``, ``--task``, ``--prompt``, ``--max-tokens``,
+    ``--dpi``, and the page-quality ladder's ``--one-try`` and ``--max-page-error-rate``."""
     parser.add_argument(
-        "--prompt", default="markdown", help="preset (markdown, ocr, free, figure, describe) or text"
+        "--preset",
+        default=None,
+        help=f"the OCR model's preset ({', '.join(PRESETS)}; default: recognised from the served model)",
     )
+    parser.add_argument(
+        "--task", default=None, help="a task of the preset (deepseek-ocr: markdown, ocr, free, figure, ...)"
+    )
+    parser.add_argument("--prompt", default=None, help="text sent instead of the task's prompt")
     parser.add_argument(
         "--max-tokens",
         type=int,
@@ -375,7 +383,7 @@ def ocr_quality(args: argparse.Namespace) -> PageQuality | None:
 def add_ocr_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The ``ocr`` sub-command's arguments."""
     ocr = commands.add_parser(
-        "ocr", help="OCR an image or a PDF with DeepSeek-OCR: markdown to stdout (or --out), boxes to --boxes"
+        "ocr", help="OCR an image or a PDF with an OCR model: markdown to stdout (or --out), boxes to --boxes"
     )
     ocr.add_argument("file", help="an image (PNG, JPEG, ...), a PDF, or an http(s) image URL")
     ocr.add_argument("--url", default=None, help="server root URL (default: env or localhost)")
@@ -405,6 +413,15 @@ def _starts_like_pdf(path: str) -> bool:
         return handle.read(5) == b"%PDF-"
 
 
+def ocr_params(args: argparse.Namespace) -> OCRParams:
+    """The OCR options of ``ocr`` and ``ocr-dir`` from their arguments.
+
+    Raises:
+        InvalidInputError: a bad option (an unknown preset, an empty prompt, ...).
+    """
+    return OCRParams(preset=args.preset, task=args.task, prompt=args.prompt, max_tokens=args.max_tokens)
+
+
 def run_ocr(args: argparse.Namespace, client: Client) -> int:
     """The ``ocr`` sub-command: markdown of an image or PDF; truncated pages are reported on stderr."""
     import warnings
@@ -417,7 +434,7 @@ def run_ocr(args: argparse.Namespace, client: Client) -> int:
     if args.pages is not None and not is_pdf:
         print("vllm-tasks ocr: --pages applies to PDFs only", file=sys.stderr)
         return EXIT_USAGE
-    options = {"prompt": args.prompt, "max_tokens": args.max_tokens}
+    options = ocr_params(args).keywords()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OCRTruncatedWarning)  # reported below, once
         if is_pdf:
@@ -577,7 +594,7 @@ def run_folder_job(args: argparse.Namespace, client: Client) -> int:
     import warnings
 
     from .jobs import ocr_dir, transcribe_dir
-    from .ocr import OCRParams, OCRTruncatedWarning
+    from .ocr import OCRTruncatedWarning
     from .transcription import TranscribeParams
 
     common = {
@@ -589,7 +606,9 @@ def run_folder_job(args: argparse.Namespace, client: Client) -> int:
     with _job_servers(args, client) as servers, warnings.catch_warnings():
         warnings.simplefilter("ignore", OCRTruncatedWarning)  # pages.jsonl says which pages hit max_tokens
         if args.command == "ocr-dir":
-            params = OCRParams(prompt=args.prompt, max_tokens=args.max_tokens)
+            params = OCRParams(
+                preset=args.preset, task=args.task, prompt=args.prompt, max_tokens=args.max_tokens
+            )
             report = ocr_dir(
                 servers,
                 args.source,

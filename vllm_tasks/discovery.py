@@ -391,16 +391,16 @@ def ngram_check_request(
     )
 
 
-def missing_processor_message() -> str:
-    """The warning text for a server without the n-gram processor.
+def missing_processor_message(flag: str = NGRAM_PROCESSOR_FLAG) -> str:
+    """The warning text for a server without the n-gram processor loaded by ``flag``.
 
     Examples:
         >>> "--logits-processors" in missing_processor_message()
         True
     """
     return (
-        "This server ignores vllm_xargs: DeepSeek-OCR's n-gram repetition guard is not loaded, so tables "
-        f"and repeated lines can loop until max_tokens. Start the server with `{NGRAM_PROCESSOR_FLAG}` "
+        "This server ignores vllm_xargs: the OCR model's n-gram repetition guard is not loaded, so tables "
+        f"and repeated lines can loop until max_tokens. Start the server with `{flag}` "
         "(and, per the recipe, --no-enable-prefix-caching --mm-processor-cache-gb 0). Pass "
         "require_ngram_processor=True to raise instead."
     )

@@ -8,6 +8,7 @@ until it is sent at a temperature of at least T.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import json
 import random
@@ -22,6 +23,8 @@ from PIL import Image
 
 import vllm_tasks as vt
 from vllm_tasks.ocr import OCRDocumentFailed, PageQuality
+from vllm_tasks.ocr.formats import FORMATS, OutputFormat, PageSizes, ParsedAnswer
+from vllm_tasks.ocr.presets import GENERIC, OCRPreset
 from vllm_tasks.testing import OCR_TASKS, FakeVLLM, ReceivedRequest, grounding_output
 
 from ..clients import cli_env, kill_at_random_progress
@@ -33,10 +36,14 @@ NEVER = 9.0
 """A temperature no try reaches: the page is bad every time."""
 
 
-def width_of(request: ReceivedRequest) -> int:
+def image_of(request: ReceivedRequest) -> Image.Image:
     parts = [p for m in request.json["messages"] for p in m["content"] if isinstance(p, dict)]
     url = next(p["image_url"]["url"] for p in parts if p.get("type") == "image_url")
-    return int(Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).width)
+    return Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+
+
+def width_of(request: ReceivedRequest) -> int:
+    return int(image_of(request).width)
 
 
 def page_number(request: ReceivedRequest) -> int:
@@ -66,8 +73,8 @@ def page_requests(fake: FakeVLLM, page: int | None = None) -> list[ReceivedReque
     return [r for r in sent if page is None or page_number(r) == page]
 
 
-def temperatures(fake: FakeVLLM, page: int) -> list[float]:
-    return [r.json["temperature"] for r in page_requests(fake, page)]
+def temperatures(fake: FakeVLLM, page: int) -> list[float | None]:
+    return [r.json.get("temperature") for r in page_requests(fake, page)]
 
 
 @pytest.fixture
@@ -158,21 +165,56 @@ def test_a_prompt_over_the_context_fails_its_page_without_retries(fake: FakeVLLM
             client.ocr_pdf(document(1), dpi=72)
 
 
-def test_a_rotated_page_is_sent_again_turned(fake: FakeVLLM, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A format with rotation metadata (olmOCR's front matter) asks for a turn: here, any portrait page."""
+def front_matter_preset(monkeypatch: pytest.MonkeyPatch) -> OCRPreset:
+    """A preset whose format works as olmOCR's front matter does, in miniature: ``TURN`` asks for a 90
+    degree rotation (its metadata), ``BROKEN`` is refused by its check."""
 
-    def verdict(result: vt.types.OCRResult) -> Any:
-        portrait = result.image_size is not None and result.image_size[0] < result.image_size[1]
-        return vt.ocr.ladder.FormatVerdict(True, not portrait, 90 if portrait else 0)
+    def parse(text: str, sizes: PageSizes) -> ParsedAnswer:
+        turn = text.startswith("TURN")
+        return ParsedAnswer(text, metadata={"is_rotation_valid": not turn, "rotation_correction": 90 * turn})
 
-    monkeypatch.setattr(vt.ocr.ladder, "format_verdict", verdict)
-    pdf = text_pdf(["Sideways"], [(100, 200)])
-    with vt.Client(fake.url) as client:
-        doc = client.ocr_pdf(pdf, dpi=72)
-    sent = page_requests(fake)
-    assert [width_of(r) for r in sent] == [100, 200]  # the second try turned 90 degrees
-    assert [r.json["temperature"] for r in sent] == [0.0, 0.1]
-    assert (doc.pages[0].rotation, doc.pages[0].tries, doc.pages[0].result.image_size) == (90, 2, (200, 100))
+    def check(text: str) -> str | None:
+        return "no front matter" if text.startswith("BROKEN") else None
+
+    monkeypatch.setitem(FORMATS, "test-front-matter", OutputFormat("test-front-matter", parse, check))
+    return dataclasses.replace(GENERIC, name="test-front-matter", output="test-front-matter")
+
+
+def test_a_page_the_model_says_is_turned_is_sent_again_rotated(monkeypatch: pytest.MonkeyPatch) -> None:
+    preset = front_matter_preset(monkeypatch)
+
+    def answer(request: ReceivedRequest) -> str:
+        image = image_of(request)
+        return "TURN" if image.height > image.width else "# Upright"
+
+    with FakeVLLM(model="m", tasks=OCR_TASKS, ocr_preset=preset, ocr_output=answer) as fake:
+        with vt.Client(fake.url) as client:
+            doc = client.ocr_pdf(text_pdf(["Sideways"], [(100, 200)]), dpi=72, preset=preset)
+        sent = page_requests(fake)
+    assert [image_of(r).size for r in sent] == [(100, 200), (200, 100)]  # turned 90 degrees
+    assert [r.json.get("temperature") for r in sent] == [preset.sampling.get("temperature"), 0.1]
+    page = doc.pages[0]
+    assert (page.rotation, page.tries, page.result.image_size) == (90, 2, (200, 100))
+    assert page.result.markdown == "# Upright"
+    first, turned = (image_of(r).convert("RGB") for r in sent)
+    assert turned.tobytes() == first.transpose(Image.Transpose.ROTATE_90).tobytes()
+
+
+def test_an_answer_the_format_refuses_is_tried_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    preset = front_matter_preset(monkeypatch)
+    bad_below = {1: 0.2, 2: NEVER}
+
+    def answer(request: ReceivedRequest) -> str:
+        low = (request.json.get("temperature") or 0.0) < bad_below[page_number(request)]
+        return "BROKEN" if low else f"# Page {page_number(request)}"
+
+    quality = PageQuality(max_page_error_rate=0.5)
+    with FakeVLLM(model="m", tasks=OCR_TASKS, ocr_preset=preset, ocr_output=answer) as fake:
+        with vt.Client(fake.url) as client:
+            doc = client.ocr_pdf(document(2), dpi=72, preset=preset, quality=quality)
+        assert temperatures(fake, 1)[1:] == [0.1, 0.2] and len(temperatures(fake, 2)) == 8
+    assert [(p.tries, p.failure) for p in doc.pages] == [(3, None), (8, "invalid")]
+    assert doc.markdown == "# Page 1\n\n---\n\nSecond page text"
 
 
 # --- ocr_dir -------------------------------------------------------------------------------------------

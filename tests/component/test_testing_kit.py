@@ -278,6 +278,7 @@ def test_speech_refusals(client: Any) -> None:
 # --------------------------------------------------------------------------------------------- OCR
 
 
+@pytest.mark.fake_vllm(model="deepseek-ocr")
 def test_ocr_markdown_blocks_and_prompts(client: Any, fake_vllm: FakeVLLM) -> None:
     image = png()
     result = client.ocr(image)

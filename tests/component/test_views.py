@@ -159,6 +159,7 @@ def test_stream_result_keeps_the_path(make_client: Any, fake_vllm: FakeVLLM) -> 
     assert "<audio" in result._repr_html_()
 
 
+@pytest.mark.fake_vllm(model="deepseek-ocr")
 def test_ocr_view_draws_the_boxes_over_the_page(make_client: Any, fake_vllm: FakeVLLM) -> None:
     result = make_client(fake_vllm.url).ocr(page_image())
     html = result._repr_html_()
@@ -419,7 +420,7 @@ def test_attachment_semantics() -> None:
 
 def test_ocr_without_its_image_shows_markdown_and_boxes() -> None:
     output = grounding_output([("title", (10, 10, 900, 80), "Report <b>")])
-    with FakeVLLM(ocr_output=output) as fake, vt.Client(fake.url) as client:
+    with FakeVLLM(model="deepseek-ocr", ocr_output=output) as fake, vt.Client(fake.url) as client:
         result = client.ocr(png_bytes(page_image()))
     bare = vt.types.OCRResult.model_validate(result.model_dump())  # made elsewhere: no image at hand
     html = bare._repr_html_()

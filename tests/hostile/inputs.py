@@ -366,6 +366,14 @@ for _params in ("EmbedParams", "EmbedV2Params", "PoolParams", "ClassifyParams", 
         if hasattr(_cls, _view):
             register(f"{_params}.{_view}")
 
+register(
+    "OCRParams.using",
+    Call(lambda env: vt.OCRParams().using("no-such-preset"), None, label="unknown-preset", check=refused),
+    Call(lambda env: vt.OCRParams().using(42), None, label="not-a-preset", check=refused),  # type: ignore[arg-type]
+    Call(lambda env: vt.OCRParams(preset="generic").using("deepseek-ocr"), None, label="second-preset",
+         check=refused),
+)  # fmt: skip
+
 
 def _ocr_pdf_quality(quality: Any) -> Callable[[Env], Any]:
     """``ocr_pdf`` with a page-quality ladder it must refuse before opening the PDF or sending."""

@@ -23,6 +23,7 @@ from vllm_tasks import pdf
 from vllm_tasks.errors import BadRequestError, InvalidInputError
 from vllm_tasks.images import prepare_image
 from vllm_tasks.ocr import ladder
+from vllm_tasks.ocr.formats import no_problem
 from vllm_tasks.ocr.ladder import Answer, PageLadder, PageQuality
 from vllm_tasks.types.common import Usage
 from vllm_tasks.types.ocr import OCRDocument, OCRPage, OCRResult
@@ -235,10 +236,16 @@ def result(finish_reason: str | None) -> OCRResult:
                      sent_size=(2, 1))  # fmt: skip
 
 
-def test_answer_of_reads_the_finish_reason() -> None:
-    assert [ladder.answer_of(result(r)).problem for r in ("stop", "length", "abort", None)] == [
-        None, "truncated", "unfinished", "unfinished"
-    ]  # fmt: skip
+def test_answer_of_reads_the_finish_reason_the_format_s_check_and_the_rotation() -> None:
+    reasons = [ladder.answer_of(result(r), no_problem).problem for r in ("stop", "length", "abort", None)]
+    assert reasons == [None, "truncated", "unfinished", "unfinished"]
+    assert ladder.answer_of(result("stop"), lambda text: "front matter missing") == Answer("invalid")
+    turned = result("stop").model_copy(
+        update={"metadata": {"is_rotation_valid": False, "rotation_correction": 270}}
+    )
+    assert ladder.answer_of(turned, no_problem) == Answer(None, False, 270)
+    odd = result("length").model_copy(update={"metadata": {"rotation_correction": 45}})
+    assert ladder.answer_of(odd, no_problem) == Answer("truncated", True, 0)
 
 
 def test_rotated_turns_the_page_as_pil_does() -> None:

@@ -13,7 +13,6 @@ from ..discovery import (
     advisories_for,
     classify_probe,
     missing_processor_message,
-    model_matches,
     ngram_check_request,
     parse_models_response,
     parse_openapi_response,
@@ -21,6 +20,7 @@ from ..discovery import (
     probe_requests,
 )
 from ..errors import APIConnectionError, APIError, BadRequestError, ServerNotReady
+from ..ocr.presets import recognised
 from ..score_template import template_advisory, template_check_requests, template_missing
 from ..tasks import TASK_ROUTES
 from ..transport import Request, answered
@@ -100,13 +100,15 @@ async def probe(transport: AsyncTransport, base_url: str) -> ProbeReport:
     advisories = advisories_for(info, tasks)
     ngram_processor: bool | None = None
     chat_served = any(t.task == "chat" and t.status is TaskStatus.SERVED for t in tasks)
-    if chat_served and model_matches(info, r"ocr"):
+    preset = recognised(info, None)
+    if chat_served and preset is not None and preset.server_check is not None:
         try:
             ngram_processor = await check_ngram_processor(transport)
         except APIError:
             ngram_processor = None
         if ngram_processor is False:
-            advisories.append(Advisory(id="ocr-ngram-processor-missing", message=missing_processor_message()))
+            message = missing_processor_message(preset.server_check)
+            advisories.append(Advisory(id="ocr-ngram-processor-missing", message=message))
     bare_pairs: bool | None = None
     served = {t.task for t in tasks if t.status is TaskStatus.SERVED}
     if {"rerank", "classify"} <= served:  # a cross-encoder: its active task is classify

@@ -15,11 +15,13 @@ from typing import Any
 from .. import defaults, pdf
 from .. import ocr as ocr_parts
 from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
-from ..discovery import NGRAM_PROCESSOR, missing_processor_message
+from ..discovery import NGRAM_PROCESSOR, NGRAM_PROCESSOR_FLAG, missing_processor_message
 from ..errors import InvalidInputError
 from ..images import ImageInput, PreparedImage, is_remote_url, prepare_image
 from ..ocr import ladder
+from ..ocr.formats import FORMATS
 from ..ocr.ladder import PageQuality
+from ..ocr.presets import PRESET_DEFAULT, OCRPreset, PresetDefaultType, ocr_preset, preset_named
 from ..offload import sync_offload
 from ..progress import Progress
 from ..types.common import Usage
@@ -31,66 +33,82 @@ from .fetching import fetch_input
 
 
 class OCRMethods(ClientBase):
-    """``ocr`` and ``ocr_pdf``: DeepSeek-OCR through ``/v1/chat/completions`` with the recipe applied."""
+    """``ocr`` and ``ocr_pdf``: an OCR model through ``/v1/chat/completions``, each request shaped by the
+    model's preset (``vllm_tasks.ocr.presets``)."""
 
     def ocr(
         self,
         image: ImageInput,
         *,
-        prompt: str = "markdown",
-        max_tokens: int | None = defaults.OCR_MAX_TOKENS,
-        ngram_size: int | None = ocr_parts.RECIPE_NGRAM_SIZE,
-        window_size: int | None = ocr_parts.RECIPE_WINDOW_SIZE,
-        whitelist_token_ids: Sequence[int] | None = ocr_parts.RECIPE_WHITELIST,
-        temperature: float = 0.0,
+        preset: str | OCRPreset | None = None,
+        task: str | None = None,
+        prompt: str | None = None,
+        max_tokens: int | PresetDefaultType | None = PRESET_DEFAULT,
+        ngram_size: int | PresetDefaultType | None = PRESET_DEFAULT,
+        window_size: int | PresetDefaultType | None = PRESET_DEFAULT,
+        whitelist_token_ids: Sequence[int] | PresetDefaultType | None = PRESET_DEFAULT,
+        temperature: float | None = None,
         require_ngram_processor: bool = False,
         fetch_urls: bool = True,
-        max_side: int | None = defaults.IMAGE_MAX_SIDE,
+        max_side: int | PresetDefaultType | None = PRESET_DEFAULT,
         downscale: bool = True,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
         timeout: TimeoutLike = CLIENT_DEFAULT,
     ) -> OCRResult:
-        """OCR one image with DeepSeek-OCR: text, clean markdown, and layout blocks with pixel boxes.
+        """OCR one image with the served OCR model: text, clean markdown, layout blocks with pixel boxes
+        (where the model writes them) and the model's metadata.
 
-        The image is checked before upload (it decodes; at most 178,956,970 pixels, PIL's bomb limit,
-        above which the server answers 500; longest side at most ``max_side``, else downscaled) and sent
-        as a base64 data URL. The first call on a client checks once that the server runs the n-gram
-        logits processor; without it ``vllm_xargs`` are silently ignored (a warning, or an error with
-        ``require_ngram_processor=True``).
+        The request is shaped by the model's preset (recognised from the served model, or ``preset=``):
+        its prompt, the order of image and text, sampling, extras, image size; its answer is read by the
+        preset's format. The image is checked before upload (it decodes; at most 178,956,970 pixels,
+        PIL's bomb limit, above which the server answers 500; longest side at most ``max_side``, else
+        downscaled) and sent as a base64 data URL. For DeepSeek-OCR the first call on a client checks
+        once that the server runs the n-gram logits processor; without it ``vllm_xargs`` are silently
+        ignored (a warning, or an error with ``require_ngram_processor=True``).
 
         Args:
             image: a path, ``bytes``, a binary file object, a PIL image, a numpy array, a ``data:`` URL,
                 or an ``http(s)`` URL (fetched by the client, without your API key, unless
                 ``fetch_urls=False``).
-            prompt: a preset -- ``"markdown"`` (layout + markdown), ``"ocr"`` (text lines with boxes),
-                ``"free"`` (plain text), ``"figure"``, ``"describe"``, ``"locate:TEXT"`` (see
-                :func:`vllm_tasks.ocr.locate`) -- or any other text, sent as is.
-            max_tokens: output limit; a page cut short has ``truncated=True`` and warns.
-            ngram_size: the n-gram repetition guard (``vllm_xargs``); ``None`` sends no ``vllm_xargs``.
-            window_size: how many recent tokens the guard looks at.
-            whitelist_token_ids: tokens never banned (``<td>``, ``</td>``).
-            temperature: sampling temperature (the recipe uses 0).
+            preset: the model's preset: a name in ``vllm_tasks.ocr.presets.PRESETS``
+                (``"deepseek-ocr"``, ``"generic"`` for any vision-chat model, ...) or an ``OCRPreset``;
+                default: recognised from the served model.
+            task: one of the preset's tasks (default: its first); DeepSeek-OCR's: ``"markdown"`` (layout
+                + markdown), ``"ocr"`` (text lines with boxes), ``"free"`` (plain text), ``"figure"``,
+                ``"describe"``, ``"locate:TEXT"``.
+            prompt: text sent instead of the task's prompt (a task's name is that task).
+            max_tokens: output limit (default: the preset's, 4096 for DeepSeek-OCR); a page cut short has
+                ``truncated=True`` and warns.
+            ngram_size: DeepSeek-OCR's n-gram repetition guard (``vllm_xargs``; default: the recipe's
+                30); ``None`` sends no ``vllm_xargs``. Refused for a preset without the guard.
+            window_size: how many recent tokens the guard looks at (default: the recipe's 90).
+            whitelist_token_ids: tokens never banned (default: ``<td>``, ``</td>``).
+            temperature: sampling temperature (default: the preset's).
             require_ngram_processor: raise :class:`UnsupportedByServer` instead of warning when the
                 server lacks the processor.
             fetch_urls: fetch ``http(s)`` images client-side (the server can only reach what it can
                 reach, and answers 500 after 5 s otherwise). ``False`` is refused under
                 ``FetchLimits(refuse_private=True)``: the server would fetch the URL unchecked.
-            max_side: longest side sent, in pixels (``None``: no limit).
+            max_side: longest side sent, in pixels (default: the preset's; ``None``: no limit).
             downscale: False refuses an image over ``max_side`` instead of downscaling it.
             model: served model name (default: the client's, else the server's first).
-            extra_body: extra JSON fields merged into the request.
+            extra_body: extra JSON fields merged into the request (``{"return_token_ids": True}``: the
+                result's ``token_ids`` and ``prompt_token_ids``).
             extra_headers: extra headers for the request.
             timeout: request timeout (default: the client's).
 
         Returns:
             OCRResult: ``.text`` (raw), ``.markdown``, ``.blocks`` (label, text, boxes in pixels of the
-            original image), ``.usage``, ``.finish_reason``, ``.truncated``; ``.draw()`` and ``.crop()``.
+            original image), ``.metadata``, ``.preset``, ``.usage``, ``.finish_reason``, ``.truncated``;
+            ``.draw()`` and ``.crop()``.
 
         Raises:
-            InvalidInputError: bad arguments, before any request; ``kind`` ``"image_decode"``: the image
-                does not decode, ``"image_too_large"``, ``"image_fetch"`` (an ``InputFetchError``).
+            InvalidInputError: bad arguments, before any page is sent: ``field="preset"`` when no preset
+                recognises the served model (the message lists them), a task the preset lacks, DeepSeek's
+                n-gram arguments for another preset; ``kind`` ``"image_decode"``: the image does not
+                decode, ``"image_too_large"``, ``"image_fetch"`` (an ``InputFetchError``).
             UnsupportedByServer: ``vllm_xargs`` on vLLM < 0.11.1, or no processor with
                 ``require_ngram_processor=True``.
             EndpointNotServed: the server's model does not serve chat completions.
@@ -105,6 +123,8 @@ class OCRMethods(ClientBase):
             >>> result.draw().save("page-boxes.png")
         """
         options = ocr_parts.OCRParams(
+            preset=preset,
+            task=task,
             prompt=prompt,
             max_tokens=max_tokens,
             ngram_size=ngram_size,
@@ -115,19 +135,31 @@ class OCRMethods(ClientBase):
             max_side=max_side,
         )
         call = CallOptions(model, extra_body, extra_headers, timeout)
-        prepared = self._load_image(image, options.max_side, fetch_urls=fetch_urls, downscale=downscale)
-        return self._counted(self._ocr(prepared, options, call))
+        # The image is checked before any request; sized once the preset (perhaps the server's) is known.
+        if options.max_side is not PRESET_DEFAULT:
+            first_side = options.max_side
+        else:
+            first_side = preset_named(options.preset).max_side if options.preset is not None else None
+        prepared = self._load_image(image, first_side, fetch_urls=fetch_urls, downscale=downscale)
+        return self._counted(self._ocr(prepared, options, call, downscale=downscale))
 
     def _ocr(
-        self, prepared: PreparedImage | str, options: ocr_parts.OCRParams, call: CallOptions
+        self,
+        prepared: PreparedImage | str,
+        options: ocr_parts.OCRParams,
+        call: CallOptions,
+        *,
+        downscale: bool = True,
     ) -> OCRResult:
         info = self.server_info()
         model = resolve_model(info, call.model, self.model)
-        self._ensure_ngram_processor(options, info, model, call.extra_headers)
+        request = ocr_parts.plan_request(ocr_preset(info, model, options.preset), options)
+        prepared = sync_offload(ocr_parts.fit_image, prepared, request, downscale=downscale)
+        self._ensure_ngram_processor(request, info, model, call.extra_headers)
         url = prepared.data_url if isinstance(prepared, PreparedImage) else prepared
-        response = self._transport.send(ocr_parts.page_request(url, options, model, call))
+        response = self._transport.send(ocr_parts.page_request(url, request, model, call))
         result = ocr_parts.parse_response(
-            response, prepared, ocr_parts.resolve_prompt(options.prompt), warn=False
+            response, prepared, request.prompt, preset=request.preset, warn=False
         )
         if result.truncated:  # stacklevel: _ocr < ocr < the caller
             warnings.warn(ocr_parts.truncated_message(result), ocr_parts.OCRTruncatedWarning, stacklevel=3)
@@ -159,24 +191,24 @@ class OCRMethods(ClientBase):
 
     def _ensure_ngram_processor(
         self,
-        options: ocr_parts.OCRParams,
+        request: ocr_parts.OCRRequest,
         info: ServerInfo,
         model: str | None,
         extra_headers: Mapping[str, str] | None,
     ) -> None:
-        """Gate ``vllm_xargs`` on the server version, then check the processor once per client."""
-        if not ocr_parts.uses_ngram_processor(options, info):
+        """Gate ``vllm_xargs`` on the server version, then check the preset's processor once per client."""
+        if not ocr_parts.uses_ngram_processor(request, info):
             return
         known = self._server_state.knows(NGRAM_PROCESSOR, model or "")
         found = self._ngram_processor(model, extra_headers)
-        if not known and found is False and not options.require_ngram_processor:
+        if not known and found is False and not request.require_processor:
             # stacklevel: here < _ocr / _ocr_pdf < ocr / ocr_pdf < the caller
             warnings.warn(
-                missing_processor_message(),
+                missing_processor_message(request.preset.server_check or NGRAM_PROCESSOR_FLAG),
                 ocr_parts.NGramProcessorMissingWarning,
                 stacklevel=4,
             )
-        ocr_parts.require_ngram_processor(found, options, info)
+        ocr_parts.require_ngram_processor(found, request, info)
 
     def ocr_pdf(
         self,
@@ -187,14 +219,16 @@ class OCRMethods(ClientBase):
         concurrency: int = defaults.OCR_PDF_CONCURRENCY,
         show_progress: bool = False,
         quality: PageQuality | None = ladder.DEFAULT_QUALITY,
-        prompt: str = "markdown",
-        max_tokens: int | None = defaults.OCR_MAX_TOKENS,
-        ngram_size: int | None = ocr_parts.RECIPE_NGRAM_SIZE,
-        window_size: int | None = ocr_parts.RECIPE_WINDOW_SIZE,
-        whitelist_token_ids: Sequence[int] | None = ocr_parts.RECIPE_WHITELIST,
-        temperature: float = 0.0,
+        preset: str | OCRPreset | None = None,
+        task: str | None = None,
+        prompt: str | None = None,
+        max_tokens: int | PresetDefaultType | None = PRESET_DEFAULT,
+        ngram_size: int | PresetDefaultType | None = PRESET_DEFAULT,
+        window_size: int | PresetDefaultType | None = PRESET_DEFAULT,
+        whitelist_token_ids: Sequence[int] | PresetDefaultType | None = PRESET_DEFAULT,
+        temperature: float | None = None,
         require_ngram_processor: bool = False,
-        max_side: int | None = defaults.IMAGE_MAX_SIDE,
+        max_side: int | PresetDefaultType | None = PRESET_DEFAULT,
         model: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         extra_headers: Mapping[str, str] | None = None,
@@ -218,9 +252,9 @@ class OCRMethods(ClientBase):
                 many failed pages raise :class:`~vllm_tasks.ocr.OCRDocumentFailed`. ``None``: one try per
                 page, kept whatever it is (a truncated page warns).
 
-        The other arguments (``prompt``, ``model``, ``max_tokens``, ``ngram_size``, ``window_size``,
-        ``whitelist_token_ids``, ``temperature``, ``require_ngram_processor``, ``max_side``,
-        ``extra_body``, ``extra_headers``, ``timeout``) are as for :meth:`ocr`.
+        The other arguments (``preset``, ``task``, ``prompt``, ``model``, ``max_tokens``, ``ngram_size``,
+        ``window_size``, ``whitelist_token_ids``, ``temperature``, ``require_ngram_processor``,
+        ``max_side``, ``extra_body``, ``extra_headers``, ``timeout``) are as for :meth:`ocr`.
 
         Returns:
             OCRDocument: ``.pages`` (``page``, ``result``, ``tries``, ``rotation``, ``failure``) in page
@@ -239,6 +273,8 @@ class OCRMethods(ClientBase):
             >>> open("report.md", "w").write(doc.markdown)
         """
         options = ocr_parts.OCRParams(
+            preset=preset,
+            task=task,
             prompt=prompt,
             max_tokens=max_tokens,
             ngram_size=ngram_size,
@@ -272,11 +308,12 @@ class OCRMethods(ClientBase):
         try:
             info = self.server_info()
             model = resolve_model(info, call.model, self.model)
-            self._ensure_ngram_processor(options, info, model, call.extra_headers)
+            request = ocr_parts.plan_request(ocr_preset(info, model, options.preset), options)
+            self._ensure_ngram_processor(request, info, model, call.extra_headers)
             progress = Progress(total, enabled=show_progress, description="OCR pages")
             try:
                 pages = self._ocr_pages(
-                    rendered, options, plan, call, quality, model=model, progress=progress, source=source
+                    rendered, request, plan, call, quality, model=model, progress=progress, source=source
                 )
             finally:
                 progress.close()
@@ -291,7 +328,7 @@ class OCRMethods(ClientBase):
     def _ocr_pages(
         self,
         rendered: Iterator[tuple[int, Any]],
-        options: ocr_parts.OCRParams,
+        request: ocr_parts.OCRRequest,
         plan: ocr_parts.PDFPlan,
         call: CallOptions,
         quality: PageQuality | None,
@@ -302,9 +339,9 @@ class OCRMethods(ClientBase):
     ) -> list[OCRPage]:
         """Render and encode ``plan.wave`` pages at a time (in a worker thread), then OCR them."""
         pages: list[OCRPage] = []
-        while batch := sync_offload(ocr_parts.prepare_pages, rendered, plan.wave, options.max_side):
+        while batch := sync_offload(ocr_parts.prepare_pages, rendered, plan.wave, request):
             pages += self._ocr_ladder(
-                batch, options, call, quality, model=model, concurrency=plan.concurrency, source=source
+                batch, request, call, quality, model=model, concurrency=plan.concurrency, source=source
             )
             progress.advance(len(batch))
         return pages
@@ -312,7 +349,7 @@ class OCRMethods(ClientBase):
     def _ocr_ladder(
         self,
         batch: Sequence[tuple[int, PreparedImage]],
-        options: ocr_parts.OCRParams,
+        request: ocr_parts.OCRRequest,
         call: CallOptions,
         quality: PageQuality | None,
         *,
@@ -323,7 +360,7 @@ class OCRMethods(ClientBase):
         """OCR each ``(page number, image)`` through the page-quality ladder: each round sends the next
         try of every page still on it at once; a failed page of the PDF ``source`` falls back to its text.
         """
-        prompt = ocr_parts.resolve_prompt(options.prompt)
+        check = FORMATS[request.preset.output].check
         states = [ladder.PageLadder() for _ in batch]
         last: list[OCRResult | None] = [None] * len(batch)
         spent = [Usage() for _ in batch]
@@ -335,21 +372,26 @@ class OCRMethods(ClientBase):
             images = [batch[index][1] for index, _ in pending]
             if any(attempt.rotation for _, attempt in pending):
                 images = sync_offload(
-                    lambda: [ladder.rotated(batch[i][1], t.rotation, options.max_side) for i, t in pending]
+                    lambda: [
+                        ocr_parts.round_sides(
+                            ladder.rotated(batch[i][1], t.rotation, request.max_side), request.side_multiple
+                        )
+                        for i, t in pending
+                    ]
                 )
             requests = []
             for image, (_, attempt) in zip(images, pending, strict=True):
-                request = ocr_parts.page_request(image.data_url, options, model, call)
-                requests.append(
-                    request if quality is None else ladder.try_request(request, attempt.temperature)
-                )
+                sent = ocr_parts.page_request(image.data_url, request, model, call)
+                requests.append(sent if quality is None else ladder.try_request(sent, attempt.temperature))
             responses = self._transport.send_all(requests, concurrency)
             for image, (index, _), response in zip(images, pending, responses, strict=True):
                 answer = ladder.refusal(response)
                 result = None
                 if answer is None:
-                    result = ocr_parts.parse_response(response, image, prompt, warn=False)
-                    answer = ladder.answer_of(result)
+                    result = ocr_parts.parse_response(
+                        response, image, request.prompt, preset=request.preset, warn=False
+                    )
+                    answer = ladder.answer_of(result, check)
                     spent[index] = spent[index] + result.usage
                 last[index] = result
                 states[index] = ladder.step(quality, states[index], answer)
@@ -359,7 +401,9 @@ class OCRMethods(ClientBase):
             text = None
             if state.outcome == "failed" and fallback:
                 text = sync_offload(pdf.text_layer, source, number)
-            page = ladder.page_of(number, state, result, text, model=model or "", prompt=prompt, spent=used)
+            page = ladder.page_of(
+                number, state, result, text, model=model or "", prompt=request.prompt, spent=used
+            )
             pages.append(page)
         return pages
 
@@ -375,13 +419,15 @@ class OCRMethods(ClientBase):
     ) -> OCRPage:
         """OCR one image (page ``page`` of the PDF ``source``, for its text) through the page-quality
         ladder: what ``ocr_dir`` and Ray's ``OCR`` send for each image and page."""
-        prepared = self._load_image(image, options.max_side, fetch_urls=True, downscale=True)
-        assert isinstance(prepared, PreparedImage)  # fetch_urls=True: a URL is fetched
         info = self.server_info()
         model = resolve_model(info, call.model, self.model)
-        self._ensure_ngram_processor(options, info, model, call.extra_headers)
+        request = ocr_parts.plan_request(ocr_preset(info, model, options.preset), options)
+        loaded = self._load_image(image, request.max_side, fetch_urls=True, downscale=True)
+        prepared = sync_offload(ocr_parts.fit_image, loaded, request, downscale=True)
+        assert isinstance(prepared, PreparedImage)  # fetch_urls=True: a URL is fetched
+        self._ensure_ngram_processor(request, info, model, call.extra_headers)
         pages = self._ocr_ladder(
-            [(page, prepared)], options, call, quality, model=model, concurrency=1, source=source
+            [(page, prepared)], request, call, quality, model=model, concurrency=1, source=source
         )
         self._counted(ocr_parts.merge_pages(pages))  # every try's tokens
         return pages[0]

@@ -44,6 +44,7 @@ from ..config import ClientSettings
 from ..errors import InvalidInputError
 from ..ocr import OCRParams
 from ..ocr.ladder import DEFAULT_QUALITY, PageQuality, quality_of
+from ..ocr.presets import OCRPreset
 from ..transcription import TranscribeParams, segment_keywords
 from ..types.ocr import OCRDocument, OCRResult
 from ..types.scoring import RerankResult
@@ -253,6 +254,8 @@ class VLLMOCRLoader(BaseLoader):
             fields): the prompt (``"markdown"``, ``"ocr"``, ``"free"``, ...; see ``docs/ocr.md``), the
             output limit per page (a page cut short has ``metadata["truncated"]`` set and warns,
             ``vllm_tasks.OCRTruncatedWarning``), the n-gram guard, ``max_side``, ...
+        preset: the OCR model preset (``"deepseek-ocr"``, ``"generic"``, ... or an ``OCRPreset``), as
+            ``params``' ``preset``; default: recognised from the served model.
         extra_body: extra JSON fields for every request.
 
     The connection arguments (``settings``, its settings by name such as ``base_url``, ``client``,
@@ -279,6 +282,7 @@ class VLLMOCRLoader(BaseLoader):
         concurrency: int = defaults.OCR_PDF_CONCURRENCY,
         quality: PageQuality | Mapping[str, Any] | None = DEFAULT_QUALITY,
         params: OCRParams | Mapping[str, Any] | None = None,
+        preset: str | OCRPreset | None = None,
         extra_body: Mapping[str, Any] | None = None,
         settings: ClientSettings | None = None,
         client: Client | None = None,
@@ -299,7 +303,7 @@ class VLLMOCRLoader(BaseLoader):
             "concurrency": concurrency,
             "quality": quality_of(quality),
         }
-        self.params = OCRParams.of(params)
+        self.params = OCRParams.of(params).using(preset)
         self.ocr_options: dict[str, Any] = {**self.params.keywords(), "extra_body": extra_body}
         self.connection = _connection(settings, client, async_client, connection)
 

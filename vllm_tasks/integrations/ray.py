@@ -63,6 +63,7 @@ from ..embeddings import EmbedParams
 from ..errors import InvalidInputError, is_about
 from ..ocr import OCRParams, merge_pages
 from ..ocr.ladder import DEFAULT_QUALITY, PageQuality, check_document, quality_of
+from ..ocr.presets import OCRPreset
 from ..scoring import RerankParams
 from ..transcription import TranscribeParams, segment_keywords
 from ..transport import overload_listener
@@ -703,7 +704,7 @@ class Transcriber(_BatchCallable):
 
 @dataclasses.dataclass(kw_only=True, eq=False)
 class OCR(_BatchCallable):
-    """OCR an image or PDF column with DeepSeek-OCR (``/v1/chat/completions``): one markdown text per row.
+    """OCR an image or PDF column with an OCR model (``/v1/chat/completions``): one markdown text per row.
 
     An image row is one request; a PDF row (bytes starting with ``%PDF-``, or a path to one) is rendered
     and OCR'd page by page (``Client.ocr_pdf``), its pages' markdown joined by ``---``. ``concurrency``
@@ -730,6 +731,8 @@ class OCR(_BatchCallable):
             ``docs/ocr.md``), the output limit per page, ... (``vllm_tasks.OCRParams(prompt="free",
             max_tokens=2048)``, or a dict of its fields), checked at construction; they apply to PDF pages
             too.
+        preset: the OCR model preset (``"deepseek-ocr"``, ``"generic"``, ... or an ``OCRPreset``), as
+            ``params``' ``preset``; default: recognised from the served model.
         extra_body: extra JSON fields for every request.
         on_error: as for :class:`Embedder` (a failing row's markdown is ``""``).
         error_column: as for :class:`Embedder`.
@@ -760,6 +763,7 @@ class OCR(_BatchCallable):
     output_column: str = "markdown"
     blocks_column: str | None = None
     params: OCRParams | Mapping[str, Any] | None = None
+    preset: str | OCRPreset | None = None
     quality: PageQuality | Mapping[str, Any] | None = DEFAULT_QUALITY
     concurrency: Concurrency = defaults.CONCURRENCY
     pdf_concurrency: int = defaults.OCR_PDF_CONCURRENCY
@@ -774,7 +778,7 @@ class OCR(_BatchCallable):
         )
         concurrency_setting("concurrency", self.concurrency)
         positive_int("pdf_concurrency", self.pdf_concurrency)
-        self._params, self._quality = OCRParams.of(self.params), quality_of(self.quality)
+        self._params, self._quality = OCRParams.of(self.params).using(self.preset), quality_of(self.quality)
         self._call = CallOptions(extra_body=self.extra_body)
         self.options = {**self._params.keywords(), "extra_body": self._call.extra_body}
         super().__post_init__()

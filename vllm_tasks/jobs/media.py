@@ -17,6 +17,7 @@ from ..calls import CallOptions
 from ..integrations._common import block_metadata
 from ..ocr import OCRParams, ladder
 from ..ocr.ladder import PageQuality
+from ..ocr.presets import OCRPreset
 from ..transcription import (
     Chunking,
     ChunkingOptions,
@@ -208,6 +209,7 @@ async def aocr_dir(
     out: str | os.PathLike[str],
     *,
     params: OCRParams | None = None,
+    preset: str | OCRPreset | None = None,
     quality: PageQuality | None = ladder.DEFAULT_QUALITY,
     dpi: float = defaults.OCR_PDF_DPI,
     concurrency: Concurrency = defaults.JOB_CONCURRENCY,
@@ -241,7 +243,9 @@ async def aocr_dir(
         params: the OCR options of every page (``vllm_tasks.OCRParams(prompt="free", max_tokens=2048)``:
             the preset, output tokens per page (a page cut short says ``truncated`` in ``pages.jsonl``),
             the n-gram guard, ``max_side``, ...; see :meth:`AsyncClient.ocr`), checked before any
-            request; default: the DeepSeek-OCR recipe's.
+            request; default: the served model's preset's.
+        preset: the OCR model preset (``"deepseek-ocr"``, ``"generic"``, ... or an ``OCRPreset``; see
+            ``docs/ocr.md``), as ``params.preset``; default: recognised from the served model.
         quality: the page-quality ladder (``vllm_tasks.ocr.PageQuality``; default: olmOCR's): a page whose
             answer is truncated, over the context or refused by the output format is tried again at
             rising temperatures (rotated where the model says so); a page that fails every try is saved
@@ -275,7 +279,7 @@ async def aocr_dir(
         >>> report.summary()
         'scans-md: 12/12 file(s) done, 230 page(s)'
     """
-    job = _OCRJob(OCRParams.of(params), positive_number("dpi", dpi), ladder.quality_of(quality))
+    job = _OCRJob(OCRParams.of(params).using(preset), positive_number("dpi", dpi), ladder.quality_of(quality))
     return await run_folder_job(
         job,
         client,

@@ -28,7 +28,7 @@ pages at once.)
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -251,41 +251,28 @@ def _settled(ladder: PageLadder, outcome: Literal["kept", "failed"]) -> PageLadd
     return PageLadder(ladder.tries, ladder.rotation, ladder.path, ladder.last, ladder.last_rotation, outcome)
 
 
-def answer_of(result: OCRResult) -> Answer:
-    """The ladder's reading of one OCR answer: its finish reason, and what the output format says of it.
+def answer_of(result: OCRResult, check: Callable[[str], str | None]) -> Answer:
+    """The ladder's reading of one OCR answer: the output format's ``check`` of its text (a reason:
+    ``"invalid"``), its finish reason, and the rotation its metadata reports (olmOCR's front matter:
+    ``is_rotation_valid``, ``rotation_correction``; upright without them).
 
     Examples:
-        >>> answer_of(OCRResult(text="x", markdown="x", blocks=[], usage=Usage(), finish_reason="length",
-        ...     truncated=True, model="m", prompt="p", image_size=None, sent_size=None)).problem
+        >>> cut = OCRResult(text="x", markdown="x", blocks=[], usage=Usage(), finish_reason="length",
+        ...     truncated=True, model="m", prompt="p", image_size=None, sent_size=None)
+        >>> answer_of(cut, lambda text: None).problem
         'truncated'
     """
-    verdict = format_verdict(result)
-    if not verdict.valid:
+    if check(result.text) is not None:
         return Answer("invalid")
     problem: Problem | None = None
     if result.finish_reason == "length":
         problem = "truncated"
     elif result.finish_reason != "stop":
         problem = "unfinished"
-    return Answer(problem, verdict.rotation_valid, verdict.rotation_correction)
-
-
-@dataclass(frozen=True)
-class FormatVerdict:
-    """What an output format says of one answer: whether it reads it, and the page's rotation."""
-
-    valid: bool = True
-    rotation_valid: bool = True
-    rotation_correction: int = 0
-
-
-def format_verdict(result: OCRResult) -> FormatVerdict:
-    """The output format's verdict on ``result``: valid and upright unless its metadata says otherwise
-    (``metadata["rotation_correction"]`` and ``["is_rotation_valid"]``, as olmOCR's front matter)."""
-    metadata = getattr(result, "metadata", None) or {}
+    metadata = result.metadata or {}
     correction = metadata.get("rotation_correction", 0)
-    correction = correction if correction in ROTATIONS else 0
-    return FormatVerdict(True, metadata.get("is_rotation_valid", True) is not False, correction)
+    upright = metadata.get("is_rotation_valid", True) is not False
+    return Answer(problem, upright, correction if correction in ROTATIONS else 0)
 
 
 def failed_result(last: OCRResult | None, text: str, *, model: str, prompt: str) -> OCRResult:

@@ -1,13 +1,23 @@
-"""The fake server's ``/v1/chat/completions``, answering as DeepSeek-OCR does (grounded markdown)."""
+"""The fake server's ``/v1/chat/completions``, answering as its OCR preset's model does (DeepSeek-OCR's
+grounded markdown by default)."""
 
 from __future__ import annotations
 
 import base64
 from typing import Any
 
+from ..grounding import parse_grounding, to_markdown
+from ..ocr.presets import IMAGE_TAG, OCRPreset
 from . import content
 from .inputs import Call, part_text, usage
 from .wire import Reply, bad_request, json_reply, validation_error
+
+_SHAPES: dict[str, tuple[list[str], str]] = {
+    "image-text": (["image", "text"], "the image then the prompt"),
+    "text-image": (["text", "image"], "the prompt then the image"),
+    "image": (["image"], "the image alone"),
+    "image-tag": (["image", "text"], "the image then a prompt starting with <image>"),
+}
 
 
 def chat_completions(call: Call) -> Reply:
@@ -15,26 +25,66 @@ def chat_completions(call: Call) -> Reply:
     messages = call.body.get("messages")
     if not isinstance(messages, list):
         raise validation_error("messages", "missing", "Field required")
-    _check_xargs(call)
+    preset = call.settings.preset
+    if preset.ngram_guard:
+        _check_xargs(call)
     max_tokens = call.optional_int("max_tokens", 1)
     prompt, media = _prompt(messages)
     if not all(_loads(url) for url in media):
         raise bad_request("Failed to load image: cannot identify image file <_io.BytesIO object>")
-    output = content.ocr_answer(call.settings.text_of(call.settings.ocr_output, call.request), prompt)
+    if media:
+        _check_shape(preset, messages)
+    output = _answer(preset, call.settings.text_of(call.settings.ocr_output, call.request), prompt)
     text, completion, cut = content.cut_to_tokens(output, max_tokens)
     prompt_tokens = content.count_tokens(prompt, special=False) + content.IMAGE_TOKENS * len(media)
+    token_ids = prompt_ids = None
+    if call.body.get("return_token_ids") is True:
+        token_ids = _ids(text)
+        prompt_ids = _ids(prompt) + [content.token_id(IMAGE_TAG)] * (content.IMAGE_TOKENS * len(media))
     message = {"role": "assistant", "content": text, "refusal": None, "annotations": None, "audio": None,
                "function_call": None, "reasoning": None}  # fmt: skip
     choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": "length" if cut else "stop",
-              "stop_reason": None, "token_ids": None, "routed_experts": None}  # fmt: skip
+              "stop_reason": None, "token_ids": token_ids, "routed_experts": None}  # fmt: skip
     return json_reply(
         {"id": call.response_id("chatcmpl"), "object": "chat.completion", "created": call.created(),
          "model": call.settings.model, "choices": [choice], "service_tier": None,
          "system_fingerprint": f"vllm-{call.settings.version}-fake",
          "usage": usage(prompt_tokens, completion),
-         "prompt_logprobs": None, "prompt_token_ids": None, "prompt_text": None, "kv_transfer_params": None,
-         "ec_transfer_params": None, "metrics": None}
+         "prompt_logprobs": None, "prompt_token_ids": prompt_ids, "prompt_text": None,
+         "kv_transfer_params": None, "ec_transfer_params": None, "metrics": None}
     )  # fmt: skip
+
+
+def _ids(text: str) -> list[int]:
+    return [content.token_id(text[start:end]) for start, end in content.token_spans(text)]
+
+
+def _answer(preset: OCRPreset, output: str, prompt: str) -> str:
+    """The model's answer: DeepSeek-OCR's per prompt; another format's: grounded output written as its
+    markdown, any other text as is."""
+    if preset.output == "deepseek-grounding":
+        return content.ocr_answer(output, prompt)
+    if "<|ref|>" in output:
+        return to_markdown(parse_grounding(output))
+    return output
+
+
+def _check_shape(preset: OCRPreset, messages: list[Any]) -> None:
+    """Refuse a message with an image that is not shaped as the preset's model takes it."""
+    parts = messages[-1].get("content") if isinstance(messages[-1], dict) else None
+    parts = parts if isinstance(parts, list) else [parts]
+    kinds = ["text" if isinstance(part, str) or _is_text(part) else "image" for part in parts]
+    expected, said = _SHAPES[preset.content]
+    tagged = preset.content != "image-tag" or part_text(parts[-1]).startswith(IMAGE_TAG)
+    if kinds != expected or not tagged:
+        raise bad_request(
+            f"FakeVLLM as {preset.name}: the model takes {said}; this message's parts are {kinds} "
+            "(vLLM would answer, with output of no use)."
+        )
+
+
+def _is_text(part: object) -> bool:
+    return isinstance(part, dict) and part.get("type") == "text"
 
 
 def _check_xargs(call: Call) -> None:

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import InvalidInputError
+from ..ocr.presets import OCRPreset
 from ..telemetry import request_inputs
 from ..validation import positive_int
 from . import content, routes
@@ -242,7 +243,10 @@ class FakeVLLM:
         language: the language ``verbose_json`` reports by default.
         segments: False answers ``verbose_json`` with vLLM's 400, as a speech model without timed segments
             (Voxtral, Qwen3-ASR) does.
-        ocr_output: DeepSeek-OCR's raw grounded output (or a function of the request).
+        ocr_output: the OCR model's page (or a function of the request): DeepSeek-OCR's grounded output,
+            or text in the format of ``ocr_preset`` (see :class:`FakeSettings`).
+        ocr_preset: the OCR model the chat route answers as (``"deepseek-ocr"``, ``"generic"``, a preset
+            name or an ``OCRPreset``): requests with an image shaped otherwise are answered 400.
         ngram_processor: whether DeepSeek-OCR's n-gram processor is loaded.
         api_key: require ``Authorization: Bearer <key>`` on ``/v1`` and ``/v2`` routes.
         openapi: serve ``/openapi.json`` (False: 404, as with ``--disable-fastapi-docs``).
@@ -287,6 +291,7 @@ class FakeVLLM:
         language: str = "en",
         segments: bool = True,
         ocr_output: TextSource = content.DEFAULT_OCR_OUTPUT,
+        ocr_preset: str | OCRPreset = "deepseek-ocr",
         ngram_processor: bool = True,
         score_template: bool = True,
         api_key: str | None = None,
@@ -304,7 +309,7 @@ class FakeVLLM:
             matryoshka=matryoshka, scorer=scorer, sparse=sparse, lexical=lexical, aligner=aligner,
             labels=labels, input_types=input_types,
             transcript=transcript, language=language, segments=segments, ocr_output=ocr_output,
-            ngram_processor=ngram_processor,
+            ocr_preset=ocr_preset, ngram_processor=ngram_processor,
             score_template=score_template, api_key=api_key, openapi=openapi, latency=latency,
         )  # fmt: skip
         self.vocabulary = Vocabulary()

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 from ..errors import InvalidInputError
+from ..ocr.presets import OCRPreset, preset_named
 from ..tasks import TASK_ROUTES, TaskName
 from ..validation import positive_int
 from .content import DEFAULT_OCR_OUTPUT, DEFAULT_TRANSCRIPT
@@ -32,7 +33,7 @@ REALTIME_TASKS: frozenset[str] = frozenset({"transcription", "realtime"})
 """What a realtime speech model serves (Qwen3-ASR as ``Qwen3ASRRealtimeGeneration``, Voxtral Realtime):
 ``/v1/audio/transcriptions`` and the WebSocket route ``/v1/realtime``."""
 OCR_TASKS: frozenset[TaskName] = frozenset({"chat"})
-"""What DeepSeek-OCR serves (chat completions)."""
+"""What an OCR model (DeepSeek-OCR, PaddleOCR-VL, ...) serves: chat completions."""
 
 
 @dataclass
@@ -73,10 +74,18 @@ class FakeSettings:
         language: the language ``verbose_json`` reports when the request names none.
         segments: whether the speech model gives timed segments (Whisper); False answers ``verbose_json``
             with vLLM's 400, as a Voxtral or Qwen3-ASR server does.
-        ocr_output: DeepSeek-OCR's raw output for the markdown prompt (or a function of the request);
-            build one with :func:`grounding_output`.
+        ocr_output: the OCR model's page (or a function of the request): DeepSeek-OCR's grounded output
+            (build one with :func:`grounding_output`), answered per prompt as DeepSeek-OCR does; for a
+            preset of another format, grounded output is answered as its markdown and any other text as
+            is (write it in the preset's format: olmOCR's front matter, dots.ocr's JSON, ...).
+        ocr_preset: the OCR model the chat route answers as (a name in
+            ``vllm_tasks.ocr.presets.PRESETS`` or an ``OCRPreset``): a request with an image whose
+            message is not shaped as that model takes it (image and text order, the image alone, the
+            literal ``<image>``) is answered 400, naming the difference -- vLLM itself would answer, with
+            output of no use. Name ``model`` (or ``root``) so that the SDK recognises the preset.
         ngram_processor: whether DeepSeek-OCR's n-gram logits processor is "loaded" (it refuses
-            ``vllm_xargs.ngram_size`` 0, the SDK's check); False ignores ``vllm_xargs``.
+            ``vllm_xargs.ngram_size`` 0, the SDK's check); False ignores ``vllm_xargs``. Only for a preset
+            with the n-gram guard (another model's server has no such processor).
         score_template: False makes the cross-encoder read each pair as the bare concatenation of query and
             document, as an LLM reranker (Qwen3-Reranker) started without ``--chat-template`` does:
             ``/score`` and ``/rerank`` count the joined text's tokens, no special tokens (the SDK's check).
@@ -103,6 +112,7 @@ class FakeSettings:
     language: str = "en"
     segments: bool = True
     ocr_output: TextSource = DEFAULT_OCR_OUTPUT
+    ocr_preset: str | OCRPreset = "deepseek-ocr"
     ngram_processor: bool = True
     score_template: bool = True
     api_key: str | None = None
@@ -114,6 +124,7 @@ class FakeSettings:
 
     def __post_init__(self) -> None:
         self.tasks = checked_tasks(self.tasks)
+        preset_named(self.ocr_preset)
         positive_int("width", self.width)
         positive_int("max_model_len", self.max_model_len)
         if not self.labels:
@@ -123,6 +134,11 @@ class FakeSettings:
         if self.scorer is not None and self.scorer not in get_args(Scorer):
             kinds = ", ".join(repr(kind) for kind in get_args(Scorer))
             raise InvalidInputError("scorer", self.scorer, "is not a scorer kind", f"Use one of {kinds}.")
+
+    @property
+    def preset(self) -> OCRPreset:
+        """The OCR preset the chat route answers as."""
+        return preset_named(self.ocr_preset)
 
     @property
     def scorer_kind(self) -> Scorer:

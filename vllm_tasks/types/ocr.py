@@ -1,4 +1,4 @@
-"""Results of document OCR (DeepSeek-OCR over ``/v1/chat/completions``)."""
+"""Results of document OCR (an OCR model over ``/v1/chat/completions``, read by its preset's format)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import io
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from .. import defaults
 from ..views import Shown, card, clip, count, esc, note, pre, table
@@ -56,6 +56,11 @@ class OCRResult(BaseModel):
         image_size: ``(width, height)`` of the original image; ``sent_size`` is what was uploaded (it
             differs after a downscale). Both are ``None`` for a URL left to the server
             (``fetch_urls=False``); ``boxes`` are then normalised like ``boxes_normalized``.
+        preset: the name of the model preset the request was built with (``"deepseek-ocr"``).
+        metadata: what the model reported besides the page (e.g. a rotation), by its output format.
+        token_ids: the generated token ids, when the server returned them
+            (``extra_body={"return_token_ids": True}``); else ``None``.
+        prompt_token_ids: the prompt's token ids (image tokens included), likewise.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -70,6 +75,10 @@ class OCRResult(BaseModel):
     prompt: str
     image_size: tuple[int, int] | None
     sent_size: tuple[int, int] | None
+    preset: str = ""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    token_ids: list[int] | None = None
+    prompt_token_ids: list[int] | None = None
     _image: Any = PrivateAttr(default=None)
 
     def _boxes_for(self, block: OCRBlock, size: tuple[int, int]) -> list[PixelBox]:
