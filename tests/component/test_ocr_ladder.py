@@ -354,3 +354,24 @@ def test_ray_ocr_rows_go_through_the_ladder(fake: FakeVLLM, script: Script) -> N
     assert "1 of 1 page(s) failed every try (page 1: truncated)" in out["error"][1]
     lenient = ray_ocr(fake, quality={"max_page_error_rate": 1.0})([png(210)])
     assert lenient["error"][0] == "" and lenient["markdown"][0] == ""
+
+
+# --- the CLI ---------------------------------------------------------------------------------------------
+
+
+def test_the_ocr_command_fails_a_document_over_the_rate(
+    fake: FakeVLLM, script: Script, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from vllm_tasks import cli
+
+    script.bad = {2: NEVER}
+    path = tmp_path / "doc.pdf"
+    path.write_bytes(document(2))
+    argv = ["ocr", str(path), "--url", fake.url, "--max-tokens", "64", "--dpi", "72"]
+    assert cli.main(argv) == cli.EXIT_SERVER_ERROR
+    assert "1 of 2 page(s) failed every try (page 2: truncated)" in capsys.readouterr().err
+    assert cli.main([*argv, "--max-page-error-rate", "0.5"]) == cli.EXIT_OK
+    assert capsys.readouterr().out == "# Page 1\n\n---\n\nSecond page text\n"
+    fake.clear_requests()
+    assert cli.main([*argv, "--one-try"]) == cli.EXIT_OK
+    assert len(page_requests(fake)) == 2 and "hit --max-tokens on page(s) 2" in capsys.readouterr().err
