@@ -515,6 +515,12 @@ def _ocr_exchanges(model: str) -> list[dict]:
             _ocr_chat(model, url, OCR_MARKDOWN, 40, OCR_XARGS),
         ),
         _ex(
+            "chat_markdown_token_ids",
+            "POST",
+            "/v1/chat/completions",
+            {**_ocr_chat(model, url, OCR_MARKDOWN, 8, OCR_XARGS), "return_token_ids": True},
+        ),
+        _ex(
             "chat_markdown_no_xargs",
             "POST",
             "/v1/chat/completions",

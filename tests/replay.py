@@ -45,6 +45,7 @@ READ_HEADERS = {
 FREE_LENGTHS: dict[tuple[str, str], str] = {
     ("*", "$.tokens"): "token ids: the fake's tokenizer is words and punctuation, not WordPiece",
     ("*", "$.token_strs"): "the same tokens as strings",
+    ("*", "$.prompt_token_ids"): "a chat prompt's ids: the fake counts 256 tokens an image",
     ("late-interaction", "$.data[*].data"): "one vector per token, as many as the tokenizer makes",
     ("stt", "$.segments"): "Whisper ends a segment where its timestamp tokens say; the fake at each sentence",
     ("stt", "$.segments[*].tokens"): "Whisper's token ids of the segment",

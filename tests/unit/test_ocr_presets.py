@@ -314,3 +314,17 @@ def test_system_message_task_fields_and_the_preset_s_max_tokens(
     assert "max_tokens" not in named and named["skip_special_tokens"] is False
     with pytest.raises(InvalidInputError, match=r"preset\.task_fields"):
         replace(preset, task_fields={"table": {"top_k": 1}})
+
+
+def test_token_ids_of_the_wrong_type_are_an_unexpected_response(
+    make_client: Any, httpx_mock: HTTPXMock
+) -> None:
+    from vllm_tasks.errors import UnexpectedResponse
+
+    serve(httpx_mock, "qwen-vl")
+    httpx_mock.add_response(url=CHAT, json=answer("a", choice={"token_ids": ["a"]}))
+    httpx_mock.add_response(url=CHAT, json=answer("a", prompt_token_ids=[1, True]))
+    client = make_client()
+    for _ in range(2):
+        with pytest.raises(UnexpectedResponse, match="token_ids is not a list of token ids"):
+            client.ocr(png((8, 8)), preset="generic")
