@@ -220,14 +220,18 @@ def chat_error(status: int, message: str) -> httpx.Response:
 
 
 def test_refusal_reads_only_a_prompt_over_the_context_as_the_page_s() -> None:
-    over = chat_error(
-        400,
-        "This model's maximum context length is 8192 tokens. However, your prompt contains 9001 input tokens",
+    # vLLM 0.32's answer to an image prompt over the context (recorded from the `ocr` fixture started with
+    # --max-model-len 200: DeepSeek-OCR's "Free OCR." and a 320 x 240 page, 279 prompt tokens).
+    recorded = chat_error(400, "Input length (279) exceeds model's maximum context length (200).")
+    assert ladder.refusal(recorded) == Answer("context_length")
+    renderer = (
+        "This model's maximum context length is 8192 tokens. However, your prompt contains 9001 input tokens"
     )
-    assert ladder.refusal(over) == Answer("context_length")
+    assert ladder.refusal(chat_error(400, renderer)) == Answer("context_length")
     assert ladder.refusal(httpx.Response(200, json={})) is None
-    with pytest.raises(BadRequestError, match="temperature"):
-        ladder.refusal(chat_error(400, "temperature must be non-negative"))
+    # ... and its answer to max_tokens over max_model_len: the call's options, raised
+    with pytest.raises(BadRequestError, match="max_tokens=4096 cannot be greater"):
+        ladder.refusal(chat_error(400, "max_tokens=4096 cannot be greater than max_model_len=200."))
 
 
 def result(finish_reason: str | None) -> OCRResult:
