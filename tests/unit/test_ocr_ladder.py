@@ -248,6 +248,8 @@ def test_answer_of_reads_the_finish_reason_the_format_s_check_and_the_rotation()
         update={"metadata": {"is_rotation_valid": False, "rotation_correction": 270}}
     )
     assert ladder.answer_of(turned, no_problem) == Answer(None, False, 270)
+    # a format whose check also refuses a turned page (its reason names the turn): still an answer to turn
+    assert ladder.answer_of(turned, lambda text: "the page is not upright") == Answer(None, False, 270)
     odd = result("length").model_copy(update={"metadata": {"rotation_correction": 45}})
     assert ladder.answer_of(odd, no_problem) == Answer("truncated", True, 0)
 

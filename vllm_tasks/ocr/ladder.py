@@ -262,16 +262,17 @@ def answer_of(result: OCRResult, check: Callable[[str], str | None]) -> Answer:
         >>> answer_of(cut, lambda text: None).problem
         'truncated'
     """
-    if check(result.text) is not None:
+    metadata = result.metadata or {}
+    correction = metadata.get("rotation_correction", 0)
+    upright = metadata.get("is_rotation_valid", True) is not False
+    # A page the model read but says is turned is an answer (olmOCR turns it), whatever the check says of it.
+    if upright and check(result.text) is not None:
         return Answer("invalid")
     problem: Problem | None = None
     if result.finish_reason == "length":
         problem = "truncated"
     elif result.finish_reason != "stop":
         problem = "unfinished"
-    metadata = result.metadata or {}
-    correction = metadata.get("rotation_correction", 0)
-    upright = metadata.get("is_rotation_valid", True) is not False
     return Answer(problem, upright, correction if correction in ROTATIONS else 0)
 
 
