@@ -342,9 +342,15 @@ class AsyncOCRMethods(AsyncClientBase):
         pages: list[OCRPage] = []
         while batch := await async_offload(ocr_parts.prepare_pages, rendered, plan.wave, request):
             pages += await self._ocr_ladder(
-                batch, request, call, quality, model=model, concurrency=plan.concurrency, source=source
+                batch,
+                request,
+                call,
+                quality,
+                model=model,
+                concurrency=plan.concurrency,
+                source=source,
+                progress=progress,
             )
-            progress.advance(len(batch))
         return pages
 
     async def _ocr_ladder(
@@ -357,9 +363,11 @@ class AsyncOCRMethods(AsyncClientBase):
         model: str | None,
         concurrency: int,
         source: Any = None,
+        progress: Progress | None = None,
     ) -> list[OCRPage]:
         """OCR each ``(page number, image)`` through the page-quality ladder: each round sends the next
         try of every page still on it at once; a failed page of the PDF ``source`` falls back to its text.
+        ``progress`` advances as each page is kept or fails.
         """
         check = FORMATS[request.preset.output].check
         states = [ladder.PageLadder() for _ in batch]
@@ -396,6 +404,8 @@ class AsyncOCRMethods(AsyncClientBase):
                     spent[index] = spent[index] + result.usage
                 last[index] = result
                 states[index] = ladder.step(quality, states[index], answer)
+                if progress is not None and states[index].outcome != "pending":
+                    progress.advance(1)
         fallback = quality is not None and quality.text_layer_fallback and source is not None
         pages = []
         for (number, _), state, result, used in zip(batch, states, last, spent, strict=True):

@@ -341,9 +341,15 @@ class OCRMethods(ClientBase):
         pages: list[OCRPage] = []
         while batch := sync_offload(ocr_parts.prepare_pages, rendered, plan.wave, request):
             pages += self._ocr_ladder(
-                batch, request, call, quality, model=model, concurrency=plan.concurrency, source=source
+                batch,
+                request,
+                call,
+                quality,
+                model=model,
+                concurrency=plan.concurrency,
+                source=source,
+                progress=progress,
             )
-            progress.advance(len(batch))
         return pages
 
     def _ocr_ladder(
@@ -356,9 +362,11 @@ class OCRMethods(ClientBase):
         model: str | None,
         concurrency: int,
         source: Any = None,
+        progress: Progress | None = None,
     ) -> list[OCRPage]:
         """OCR each ``(page number, image)`` through the page-quality ladder: each round sends the next
         try of every page still on it at once; a failed page of the PDF ``source`` falls back to its text.
+        ``progress`` advances as each page is kept or fails.
         """
         check = FORMATS[request.preset.output].check
         states = [ladder.PageLadder() for _ in batch]
@@ -395,6 +403,8 @@ class OCRMethods(ClientBase):
                     spent[index] = spent[index] + result.usage
                 last[index] = result
                 states[index] = ladder.step(quality, states[index], answer)
+                if progress is not None and states[index].outcome != "pending":
+                    progress.advance(1)
         fallback = quality is not None and quality.text_layer_fallback and source is not None
         pages = []
         for (number, _), state, result, used in zip(batch, states, last, spent, strict=True):
