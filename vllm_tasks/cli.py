@@ -352,8 +352,8 @@ def add_ocr_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-tokens",
         type=int,
-        default=defaults.OCR_MAX_TOKENS,
-        help="output tokens per page (default %(default)s)",
+        default=None,
+        help=f"output tokens per page (default: the preset's, {defaults.OCR_MAX_TOKENS} for DeepSeek-OCR)",
     )
     parser.add_argument(
         "--dpi",
@@ -419,7 +419,8 @@ def ocr_params(args: argparse.Namespace) -> OCRParams:
     Raises:
         InvalidInputError: a bad option (an unknown preset, an empty prompt, ...).
     """
-    return OCRParams(preset=args.preset, task=args.task, prompt=args.prompt, max_tokens=args.max_tokens)
+    given = {"preset": args.preset, "task": args.task, "prompt": args.prompt, "max_tokens": args.max_tokens}
+    return OCRParams(**{name: value for name, value in given.items() if value is not None})
 
 
 def run_ocr(args: argparse.Namespace, client: Client) -> int:
@@ -606,14 +607,11 @@ def run_folder_job(args: argparse.Namespace, client: Client) -> int:
     with _job_servers(args, client) as servers, warnings.catch_warnings():
         warnings.simplefilter("ignore", OCRTruncatedWarning)  # pages.jsonl says which pages hit max_tokens
         if args.command == "ocr-dir":
-            params = OCRParams(
-                preset=args.preset, task=args.task, prompt=args.prompt, max_tokens=args.max_tokens
-            )
             report = ocr_dir(
                 servers,
                 args.source,
                 args.out,
-                params=params,
+                params=ocr_params(args),
                 quality=ocr_quality(args),
                 dpi=args.dpi,
                 **common,

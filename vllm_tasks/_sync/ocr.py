@@ -258,7 +258,7 @@ class OCRMethods(ClientBase):
 
         Returns:
             OCRDocument: ``.pages`` (``page``, ``result``, ``tries``, ``rotation``, ``failure``) in page
-            order, ``.markdown`` (pages joined with ``---``), ``.usage`` (of the answers kept),
+            order, ``.markdown`` (pages joined with ``---``), ``.usage`` (every try of every page),
             ``.truncated_pages``, ``.failed_pages``.
 
         Raises:
