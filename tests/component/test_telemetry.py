@@ -107,7 +107,7 @@ def test_every_task_is_logged_with_its_batch_size(
     client.embed_v2(texts=DOCS)
     client.classify(DOCS)
     client.transcribe(FOX)
-    client.ocr(Image.new("RGB", (64, 64), "white"))
+    client.ocr(Image.new("RGB", (64, 64), "white"), preset="deepseek-ocr")
     inputs = {f["route"]: f["inputs"] for f in request_records(records) if f["status"] == 200}
     assert inputs["/rerank"] == 3 and inputs["/score"] == 2 and inputs["/v2/embed"] == 3
     assert inputs["/classify"] == 3 and inputs["/v1/audio/transcriptions"] == 1
@@ -316,11 +316,11 @@ def test_usage_totals_add_up_the_results(make_client: Any, fake_vllm: FakeVLLM) 
     embedded = client.embed(DOCS)
     ranked = client.rerank("capital?", DOCS)
     spoken = client.transcribe(FOX)
-    page = client.ocr(Image.new("RGB", (64, 64), "white"))
+    page = client.ocr(Image.new("RGB", (64, 64), "white"), preset="deepseek-ocr")
     buffer = io.BytesIO()
     pages = [Image.new("RGB", (200, 100), "white"), Image.new("RGB", (200, 100))]
     pages[0].save(buffer, "PDF", save_all=True, append_images=pages[1:])
-    document = client.ocr_pdf(buffer.getvalue())
+    document = client.ocr_pdf(buffer.getvalue(), preset="deepseek-ocr")
     usage = client.usage
     prompt = embedded.usage.prompt_tokens + ranked.usage.prompt_tokens + page.usage.prompt_tokens
     prompt += document.usage.prompt_tokens + (spoken.usage.prompt_tokens or 0 if spoken.usage else 0)

@@ -297,7 +297,7 @@ def test_huge_embeddings_transcripts_and_pages_stay_small() -> None:
 def test_a_large_page_image_is_shown_as_a_smaller_copy(make_client: Any, fake_vllm: FakeVLLM) -> None:
     rng = np.random.default_rng(1)
     noise = Image.fromarray(rng.integers(0, 255, (1800, 1800, 3), dtype=np.uint8))  # ~9.7 MB as PNG
-    result = make_client(fake_vllm.url).ocr(noise)
+    result = make_client(fake_vllm.url).ocr(noise, preset="deepseek-ocr")
     assert len(result._image.data) > defaults.VIEW_MAX_MEDIA_BYTES
     html = result._repr_html_()
     assert '<image href="data:image/jpeg;base64,' in html
@@ -350,7 +350,7 @@ def test_results_round_trip_through_pickle_and_dump(make_client: Any, fake_vllm:
     restored = pickle.loads(pickle.dumps(embedding))
     assert np.array_equal(restored.vectors, embedding.vectors)
     assert set(embedding.model_dump()) == {"vectors", "model", "usage", "encoding_format"}
-    ocr = client.ocr(page_image())
+    ocr = client.ocr(page_image(), preset="deepseek-ocr")
     assert pickle.loads(pickle.dumps(ocr)).model_dump() == ocr.model_dump()
 
 
