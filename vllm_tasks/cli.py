@@ -30,10 +30,12 @@ from .errors import (
     InvalidInputError,
     JobError,
     MissingDependency,
+    OCRDocumentFailed,
     UnsupportedByServer,
 )
 from .jobs.inputs import text_lines
 from .ocr import OCRParams
+from .ocr.ladder import MAX_PAGE_ERROR_RATE, PageQuality
 from .ocr.presets import PRESETS
 from .types.audio import ResponseFormat, TranscriptionDelta
 from .types.server import ProbeReport, TaskStatus
@@ -337,7 +339,7 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
 
 def add_ocr_options(parser: argparse.ArgumentParser) -> None:
     """The OCR options of ``ocr`` and ``ocr-dir``: ``--preset``, ``--task``, ``--prompt``, ``--max-tokens``,
-    ``--dpi``."""
+    ``--dpi``, and the page-quality ladder's ``--one-try`` and ``--max-page-error-rate``."""
     parser.add_argument(
         "--preset",
         default=None,
@@ -359,6 +361,23 @@ def add_ocr_options(parser: argparse.ArgumentParser) -> None:
         default=defaults.OCR_PDF_DPI,
         help="PDF rendering resolution (default %(default)g)",
     )
+    parser.add_argument(
+        "--one-try",
+        action="store_true",
+        help="one request per page, kept whatever it is (default: a truncated or unreadable page is tried "
+        "again at rising temperatures, as olmOCR does)",
+    )
+    parser.add_argument(
+        "--max-page-error-rate",
+        type=float,
+        default=MAX_PAGE_ERROR_RATE,
+        help="share of a PDF's pages that may fail every try before the document fails (default %(default)g)",
+    )
+
+
+def ocr_quality(args: argparse.Namespace) -> PageQuality | None:
+    """The page-quality ladder the OCR options ask for (``None`` with ``--one-try``)."""
+    return None if args.one_try else PageQuality(max_page_error_rate=args.max_page_error_rate)
 
 
 def add_ocr_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -426,6 +445,7 @@ def run_ocr(args: argparse.Namespace, client: Client) -> int:
                 dpi=args.dpi,
                 concurrency=args.concurrency,
                 show_progress=args.progress,
+                quality=ocr_quality(args),
                 **options,
             )
             markdown, truncated = document.markdown, document.truncated_pages
@@ -587,7 +607,15 @@ def run_folder_job(args: argparse.Namespace, client: Client) -> int:
     with _job_servers(args, client) as servers, warnings.catch_warnings():
         warnings.simplefilter("ignore", OCRTruncatedWarning)  # pages.jsonl says which pages hit max_tokens
         if args.command == "ocr-dir":
-            report = ocr_dir(servers, args.source, args.out, params=ocr_params(args), dpi=args.dpi, **common)
+            report = ocr_dir(
+                servers,
+                args.source,
+                args.out,
+                params=ocr_params(args),
+                quality=ocr_quality(args),
+                dpi=args.dpi,
+                **common,
+            )
         else:
             report = transcribe_dir(
                 servers,
@@ -706,7 +734,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except APIConnectionError as error:
         print(f"vllm-tasks: server unreachable: {error}", file=sys.stderr)
         return EXIT_UNREACHABLE
-    except (APIError, UnsupportedByServer) as error:
+    except (APIError, UnsupportedByServer, OCRDocumentFailed) as error:
         print(f"vllm-tasks: {error}", file=sys.stderr)
         return EXIT_SERVER_ERROR
     except BrokenPipeError:  # `vllm-tasks embed ... | head -1`: the reader has what it wanted

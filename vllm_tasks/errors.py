@@ -9,6 +9,7 @@ tree. Errors that differ only in vLLM's or the client's wording are one class wi
     ├── MissingDependency (also ImportError)  an optional package is not installed (names the extra)
     ├── UnsupportedByServer                   feature needs a newer vLLM or a server flag
     ├── ServerNotReady                        wait_until_ready() ran out of time
+    ├── OCRDocumentFailed                     too many pages of a document failed every OCR try
     ├── JobError                              a batch job cannot start or go on (vllm_tasks.jobs)
     │   ├── JobMismatch                       a checkpoint or finished output belongs to another job
     │   ├── ReplicaMismatch                   the servers of one job serve different models
@@ -288,6 +289,34 @@ class ServerNotReady(VLLMTasksError):
     def __init__(self, message: str, last_cause: str | None) -> None:
         self.last_cause = redact_text(last_cause) if last_cause else last_cause
         super().__init__(f"{message}; last seen: {last_cause}" if last_cause else message)
+
+
+class OCRDocumentFailed(VLLMTasksError):
+    """More of a document's pages failed every try of the page-quality ladder than its
+    ``max_page_error_rate`` allows (:class:`~vllm_tasks.ocr.PageQuality`): the document is not complete.
+
+    Attributes:
+        pages: the document's pages OCR'd.
+        failed_pages: ``(page, why)`` of each failed page (1-based; ``why`` as ``OCRPage.failure``).
+        max_page_error_rate: the share allowed.
+        document: the ``OCRDocument`` with every page (failed ones as their fallback), for a caller that
+            keeps it anyway.
+    """
+
+    scope: ErrorScope = "row"
+
+    def __init__(
+        self, message: str, pages: int, failed_pages: list[tuple[int, str]], rate: float, document: Any
+    ) -> None:
+        self.pages = pages
+        self.failed_pages = failed_pages
+        self.max_page_error_rate = rate
+        self.document = document
+        super().__init__(
+            f"{message}. Raise max_tokens (a truncated page), check the server's context and the page's "
+            "size, raise PageQuality(max_page_error_rate=...) to accept it, or read the pages from "
+            "error.document."
+        )
 
 
 class JobError(VLLMTasksError):

@@ -165,6 +165,42 @@ def check_page_sizes(document: Any, numbers: Sequence[int], dpi: float) -> None:
             )
 
 
+def reopenable(pdf: Any) -> Any:
+    """``pdf`` as a source that opens more than once: a binary file object's bytes (read now); a path or
+    ``bytes`` as is."""
+    return pdf.read() if hasattr(pdf, "read") else pdf
+
+
+def text_layer(pdf: Any, page: int) -> str:
+    """The text a PDF holds for page ``page`` (1-based), as pypdfium2 reads it; ``""`` for a scan.
+
+    The page-quality ladder's fallback for a page that failed every OCR try (olmOCR's is pdftotext).
+
+    Raises:
+        InvalidInputError: unreadable PDF, or no such page.
+        MissingDependency: pypdfium2 is not installed.
+
+    Examples:
+        >>> text_layer("report.pdf", 1)[:12]
+        'Annual repor'
+    """
+    document = open_pdf(pdf)
+    try:
+        with PDFIUM_LOCK:
+            _expand([page], len(document))
+            opened = document[page - 1]
+            try:
+                text = opened.get_textpage()
+                try:
+                    return str(text.get_text_bounded())
+                finally:
+                    text.close()
+            finally:
+                opened.close()
+    finally:
+        _close(document)
+
+
 def _render(document: Any, number: int, dpi: float) -> Any:
     """Page ``number`` (1-based) as an RGB PIL image that holds no PDFium memory."""
     with PDFIUM_LOCK:

@@ -96,3 +96,4 @@ class ThreadedClient:
     translate = _in_thread(Client.translate)
     ocr = _in_thread(Client.ocr)
     ocr_pdf = _in_thread(Client.ocr_pdf)
+    _ocr_page = _in_thread(Client._ocr_page)

@@ -94,12 +94,12 @@ def test_ocr_dir_writes_a_markdown_file_per_document_and_the_pages(
     scans: Path, tmp_path: Path, ocr_fake: FakeVLLM
 ) -> None:
     out = tmp_path / "md"
-    report = vt.ocr_dir(ocr_fake.url, scans, out, params=vt.OCRParams(max_tokens=64))
+    report = vt.ocr_dir(ocr_fake.url, scans, out, params=vt.OCRParams(max_tokens=64), quality=None)
     assert (report.documents, report.documents_done, report.units, report.units_sent) == (3, 3, 4, 4)
     assert report.complete and report.failed == () and report.errors_file is None
     assert sorted(outputs(out)) == ["page.md", "pages.jsonl", "sub/deeper/copy.md", "sub/report.md"]
     with vt.Client(ocr_fake.url) as client:
-        document = client.ocr_pdf(REPORT, max_tokens=64)
+        document = client.ocr_pdf(REPORT, max_tokens=64, quality=None)
         single = client.ocr(PAGE, max_tokens=64)
     assert (out / "sub/report.md").read_text() == document.markdown + "\n"
     assert (out / "page.md").read_text() == single.markdown + "\n"
@@ -230,7 +230,7 @@ def test_other_options_or_another_model_refuse_to_resume(
     scans: Path, tmp_path: Path, ocr_fake: FakeVLLM
 ) -> None:
     out = tmp_path / "md"
-    vt.ocr_dir(ocr_fake.url, scans, out, params=vt.OCRParams(max_tokens=64))
+    vt.ocr_dir(ocr_fake.url, scans, out, params=vt.OCRParams(max_tokens=64), quality=None)
     with pytest.raises(vt.jobs.JobMismatch, match="option max_tokens: 64 -> 128"):
         vt.ocr_dir(ocr_fake.url, scans, out, params=vt.OCRParams(max_tokens=128))
     with (
@@ -241,7 +241,7 @@ def test_other_options_or_another_model_refuse_to_resume(
     assert cli.main(["ocr-dir", str(scans), "--out", str(out), "--url", ocr_fake.url]) == cli.EXIT_JOB_REFUSED
     ocr_fake.clear_requests()
     report = vt.ocr_dir(
-        ocr_fake.url, scans, out, params=vt.OCRParams(max_tokens=128), resume=False
+        ocr_fake.url, scans, out, params=vt.OCRParams(max_tokens=128), resume=False, quality=None
     )  # --restart
     assert report.units_sent == 4 and len(page_requests(ocr_fake)) == 4
 
@@ -619,9 +619,8 @@ def test_ocr_dir_cli_passes_its_options(
     scans: Path, tmp_path: Path, ocr_fake: FakeVLLM, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["ocr-dir", str(scans), "--out", str(tmp_path / "md"), "--url", ocr_fake.url]
-    assert (
-        cli.main([*argv, "--max-tokens", "32", "--dpi", "72", "--prompt", "free", "--concurrency", "2"]) == 0
-    )
+    options = ["--max-tokens", "32", "--dpi", "72", "--prompt", "free", "--concurrency", "2", "--one-try"]
+    assert cli.main([*argv, *options]) == 0
     assert {r.json["max_tokens"] for r in page_requests(ocr_fake)} == {32}
     assert "3/3 file(s) done, 4 page(s)" in capsys.readouterr().err
     assert cli.main(
@@ -681,7 +680,7 @@ def test_an_audio_file_that_does_not_decode_is_recorded(
 
 
 def job_command(kind: str, source: Path, out: Path, url: str) -> list[str]:
-    extra = ["--max-tokens", "64"] if kind == "ocr-dir" else ["--language", "en"]
+    extra = ["--max-tokens", "64", "--one-try"] if kind == "ocr-dir" else ["--language", "en"]
     return [sys.executable, "-m", "vllm_tasks.cli", "--timeout", "600", kind, str(source), "--out", str(out),
             "--url", url, "--concurrency", "1", *extra]  # fmt: skip
 

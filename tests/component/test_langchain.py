@@ -454,7 +454,7 @@ def test_ocr_loader_refuses_before_sending(ocr_server: FakeVLLM, tmp_path: Path)
 
 def test_ocr_loader_truncated_pages_are_marked(ocr_server: FakeVLLM, tmp_path: Path) -> None:
     loader = VLLMOCRLoader(
-        pdf(tmp_path / "one.pdf", 1), base_url=ocr_server.url, dpi=72, params={"max_tokens": 5}
+        pdf(tmp_path / "one.pdf", 1), base_url=ocr_server.url, dpi=72, params={"max_tokens": 5}, quality=None
     )
     with pytest.warns(vt.ocr.OCRTruncatedWarning):
         [doc] = loader.load()

@@ -36,7 +36,8 @@ def test_three_page_pdf(tmp_path: Path) -> None:
         with pytest.warns(vt.ocr.OCRTruncatedWarning):
             one = client.ocr(png(page("Page 1", (400, 534))), max_tokens=4)
         with pytest.warns(vt.ocr.OCRTruncatedWarning):
-            document = client.ocr_pdf(pdf, max_tokens=4, concurrency=2, dpi=96)  # 400 x 534 pixels
+            # 400 x 534 pixels; one try per page: each kept truncated
+            document = client.ocr_pdf(pdf, max_tokens=4, concurrency=2, dpi=96, quality=None)
     assert [p.page for p in document.pages] == [1, 2, 3]
     assert [p.result.image_size for p in document.pages] == [(400, 534)] * 3
     assert all(p.result.usage.prompt_tokens == one.usage.prompt_tokens for p in document.pages)

@@ -374,6 +374,26 @@ register(
          check=refused),
 )  # fmt: skip
 
+
+def _ocr_pdf_quality(quality: Any) -> Callable[[Env], Any]:
+    """``ocr_pdf`` with a page-quality ladder it must refuse before opening the PDF or sending."""
+
+    def call(env: Env) -> Any:
+        with vt.Client("http://127.0.0.1:9") as client:
+            return client.ocr_pdf(b"not a pdf", quality=quality)
+
+    return call
+
+
+for _label, _quality in {
+    "quality-not-options": 42,
+    "quality-unknown-field": {"tries": 3},
+    "quality-rate-over-1": {"max_page_error_rate": 2},
+    "quality-temperature-text": {"retry_temperatures": "hot"},
+    "quality-temperature-nan": {"retry_temperatures": [math.nan]},
+}.items():
+    register("Client.ocr_pdf", Call(_ocr_pdf_quality(_quality), None, label=_label, check=refused))
+
 # ------------------------------------------------------------------------- after an over-cap wait
 
 PROMPT = 5.0

@@ -352,7 +352,7 @@ def test_ocr_pdf_returns_pages_in_order_with_joined_markdown(
     httpx_mock.add_callback(page_color_server, url=CHAT, is_reusable=True)
     client = make_client()
     with pytest.warns(ocr_ops.OCRTruncatedWarning, match="page") as caught:
-        document = client.ocr_pdf(pdf, pages="2-4", dpi=72, concurrency=2)
+        document = client.ocr_pdf(pdf, pages="2-4", dpi=72, concurrency=2, quality=None)
     if isinstance(client, vt.Client):  # (pypdfium2 may warn too: only the SDK's warning is checked)
         ours = [w for w in caught if issubclass(w.category, ocr_ops.OCRTruncatedWarning)]
         assert ours[0].filename == __file__

@@ -17,9 +17,13 @@ from ..calls import CLIENT_DEFAULT, CallOptions, TimeoutLike, resolve_model
 from ..discovery import NGRAM_PROCESSOR, NGRAM_PROCESSOR_FLAG, missing_processor_message
 from ..errors import InvalidInputError
 from ..images import ImageInput, PreparedImage, is_remote_url, prepare_image
+from ..ocr import ladder
+from ..ocr.formats import FORMATS
+from ..ocr.ladder import PageQuality
 from ..ocr.presets import PRESET_DEFAULT, OCRPreset, PresetDefaultType, ocr_preset, preset_named
 from ..offload import async_offload
 from ..progress import Progress
+from ..types.common import Usage
 from ..types.ocr import OCRDocument, OCRPage, OCRResult
 from ..types.server import ServerInfo
 from . import discovery
@@ -215,6 +219,7 @@ class AsyncOCRMethods(AsyncClientBase):
         dpi: float = defaults.OCR_PDF_DPI,
         concurrency: int = defaults.OCR_PDF_CONCURRENCY,
         show_progress: bool = False,
+        quality: PageQuality | None = ladder.DEFAULT_QUALITY,
         preset: str | OCRPreset | None = None,
         task: str | None = None,
         prompt: str | None = None,
@@ -241,17 +246,26 @@ class AsyncOCRMethods(AsyncClientBase):
             dpi: rendering resolution (144 gives ~1190 x 1684 px for A4).
             concurrency: pages in flight.
             show_progress: draw a tqdm bar.
+            quality: the page-quality ladder (:class:`~vllm_tasks.ocr.PageQuality`; default: olmOCR's): a
+                page whose answer is truncated, over the context or refused by the output format is
+                tried again at rising temperatures (rotated where the model says so); a page that fails
+                every try is kept as the PDF's own text (or empty) and listed in ``failed_pages``; too
+                many failed pages raise :class:`~vllm_tasks.ocr.OCRDocumentFailed`. ``None``: one try per
+                page, kept whatever it is (a truncated page warns).
 
         The other arguments (``preset``, ``task``, ``prompt``, ``model``, ``max_tokens``, ``ngram_size``,
         ``window_size``, ``whitelist_token_ids``, ``temperature``, ``require_ngram_processor``,
         ``max_side``, ``extra_body``, ``extra_headers``, ``timeout``) are as for :meth:`ocr`.
 
         Returns:
-            OCRDocument: ``.pages`` (``page``, ``result``) in page order, ``.markdown`` (pages joined with
-            ``---``), ``.usage``, ``.truncated_pages``.
+            OCRDocument: ``.pages`` (``page``, ``result``, ``tries``, ``rotation``, ``failure``) in page
+            order, ``.markdown`` (pages joined with ``---``), ``.usage`` (every try of every page),
+            ``.truncated_pages``, ``.failed_pages``.
 
         Raises:
-            InvalidInputError: bad page numbers, dpi or concurrency; a file that is not a PDF.
+            InvalidInputError: bad page numbers, dpi, concurrency or quality; a file that is not a PDF.
+            OCRDocumentFailed: more pages failed every try than ``quality.max_page_error_rate`` allows
+                (``error.document`` holds every page).
             MissingDependency: pypdfium2 or pillow is not installed (``pip install "vllm-tasks[image]"``).
             UnsupportedByServer, EndpointNotServed: as for :meth:`ocr`.
 
@@ -273,7 +287,10 @@ class AsyncOCRMethods(AsyncClientBase):
         )
         plan = ocr_parts.plan_pdf(pages, dpi, concurrency)
         call = CallOptions(model, extra_body, extra_headers, timeout)
-        return self._counted(await self._ocr_pdf(pdf, options, plan, call, show_progress=show_progress))
+        quality = ladder.quality_of(quality)
+        return self._counted(
+            await self._ocr_pdf(pdf, options, plan, call, quality=quality, show_progress=show_progress)
+        )
 
     async def _ocr_pdf(
         self,
@@ -282,8 +299,11 @@ class AsyncOCRMethods(AsyncClientBase):
         plan: ocr_parts.PDFPlan,
         call: CallOptions,
         *,
+        quality: PageQuality | None,
         show_progress: bool,
     ) -> OCRDocument:
+        if quality is not None and quality.text_layer_fallback:  # read again for a failed page's text
+            source = await async_offload(pdf.reopenable, source)
         # Opening the PDF checks it and the page numbers before any request.
         total, rendered = await async_offload(pdf.render_pages, source, plan.pages, plan.dpi)
         try:
@@ -293,12 +313,14 @@ class AsyncOCRMethods(AsyncClientBase):
             await self._ensure_ngram_processor(request, info, model, call.extra_headers)
             progress = Progress(total, enabled=show_progress, description="OCR pages")
             try:
-                pages = await self._ocr_pages(rendered, request, plan, call, model=model, progress=progress)
+                pages = await self._ocr_pages(
+                    rendered, request, plan, call, quality, model=model, progress=progress, source=source
+                )
             finally:
                 progress.close()
         finally:
             await async_offload(ocr_parts.close_pages, rendered)  # the PDF, when a page failed half-way
-        document = ocr_parts.merge_pages(pages)
+        document = ladder.check_document(quality, ocr_parts.merge_pages(pages))
         if document.truncated_pages:  # stacklevel: _ocr_pdf < ocr_pdf < the caller
             message = ocr_parts.truncated_pages_message(document.truncated_pages)
             warnings.warn(message, ocr_parts.OCRTruncatedWarning, stacklevel=3)
@@ -310,23 +332,116 @@ class AsyncOCRMethods(AsyncClientBase):
         request: ocr_parts.OCRRequest,
         plan: ocr_parts.PDFPlan,
         call: CallOptions,
+        quality: PageQuality | None,
         *,
         model: str | None,
         progress: Progress,
+        source: Any,
     ) -> list[OCRPage]:
-        """Render and encode ``plan.wave`` pages at a time (in a worker thread), then send them."""
+        """Render and encode ``plan.wave`` pages at a time (in a worker thread), then OCR them."""
         pages: list[OCRPage] = []
         while batch := await async_offload(ocr_parts.prepare_pages, rendered, plan.wave, request):
-            requests = [ocr_parts.page_request(image.data_url, request, model, call) for _, image in batch]
-            responses = await self._transport.send_all(
-                requests, plan.concurrency, lambda _index, _response: progress.advance(1)
+            pages += await self._ocr_ladder(
+                batch,
+                request,
+                call,
+                quality,
+                model=model,
+                concurrency=plan.concurrency,
+                source=source,
+                progress=progress,
             )
-            for (number, image), response in zip(batch, responses, strict=True):
-                result = ocr_parts.parse_response(
-                    response, image, request.prompt, preset=request.preset, warn=False
-                )
-                pages.append(OCRPage(page=number, result=result))
         return pages
+
+    async def _ocr_ladder(
+        self,
+        batch: Sequence[tuple[int, PreparedImage]],
+        request: ocr_parts.OCRRequest,
+        call: CallOptions,
+        quality: PageQuality | None,
+        *,
+        model: str | None,
+        concurrency: int,
+        source: Any = None,
+        progress: Progress | None = None,
+    ) -> list[OCRPage]:
+        """OCR each ``(page number, image)`` through the page-quality ladder: each round sends the next
+        try of every page still on it at once; a failed page of the PDF ``source`` falls back to its text.
+        ``progress`` advances as each page is kept or fails.
+        """
+        check = FORMATS[request.preset.output].check
+        states = [ladder.PageLadder() for _ in batch]
+        last: list[OCRResult | None] = [None] * len(batch)
+        spent = [Usage() for _ in batch]
+        while pending := [
+            (index, attempt)
+            for index, state in enumerate(states)
+            if (attempt := ladder.next_try(quality, state)) is not None
+        ]:
+            images = [batch[index][1] for index, _ in pending]
+            if any(attempt.rotation for _, attempt in pending):
+                images = await async_offload(
+                    lambda: [
+                        ocr_parts.round_sides(
+                            ladder.rotated(batch[i][1], t.rotation, request.max_side), request.side_multiple
+                        )
+                        for i, t in pending
+                    ]
+                )
+            requests = []
+            for image, (_, attempt) in zip(images, pending, strict=True):
+                sent = ocr_parts.page_request(image.data_url, request, model, call)
+                requests.append(sent if quality is None else ladder.try_request(sent, attempt.temperature))
+            responses = await self._transport.send_all(requests, concurrency)
+            for image, (index, _), response in zip(images, pending, responses, strict=True):
+                answer = ladder.refusal(response)
+                result = None
+                if answer is None:
+                    result = ocr_parts.parse_response(
+                        response, image, request.prompt, preset=request.preset, warn=False
+                    )
+                    answer = ladder.answer_of(result, check)
+                    spent[index] = spent[index] + result.usage
+                last[index] = result
+                states[index] = ladder.step(quality, states[index], answer)
+                if progress is not None and states[index].outcome != "pending":
+                    progress.advance(1)
+        fallback = quality is not None and quality.text_layer_fallback and source is not None
+        pages = []
+        for (number, _), state, result, used in zip(batch, states, last, spent, strict=True):
+            text = None
+            if state.outcome == "failed" and fallback:
+                text = await async_offload(pdf.text_layer, source, number)
+            page = ladder.page_of(
+                number, state, result, text, model=model or "", prompt=request.prompt, spent=used
+            )
+            pages.append(page)
+        return pages
+
+    async def _ocr_page(
+        self,
+        image: ImageInput,
+        options: ocr_parts.OCRParams,
+        call: CallOptions,
+        quality: PageQuality | None,
+        *,
+        source: Any = None,
+        page: int = 1,
+    ) -> OCRPage:
+        """OCR one image (page ``page`` of the PDF ``source``, for its text) through the page-quality
+        ladder: what ``ocr_dir`` and Ray's ``OCR`` send for each image and page."""
+        info = await self.server_info()
+        model = resolve_model(info, call.model, self.model)
+        request = ocr_parts.plan_request(ocr_preset(info, model, options.preset), options)
+        loaded = await self._load_image(image, request.max_side, fetch_urls=True, downscale=True)
+        prepared = await async_offload(ocr_parts.fit_image, loaded, request, downscale=True)
+        assert isinstance(prepared, PreparedImage)  # fetch_urls=True: a URL is fetched
+        await self._ensure_ngram_processor(request, info, model, call.extra_headers)
+        pages = await self._ocr_ladder(
+            [(page, prepared)], request, call, quality, model=model, concurrency=1, source=source
+        )
+        self._counted(ocr_parts.merge_pages(pages))  # every try's tokens
+        return pages[0]
 
     async def check_ngram_processor(self, *, refresh: bool = False, model: str | None = None) -> bool | None:
         """Whether the server runs DeepSeek-OCR's n-gram logits processor (cached per client).

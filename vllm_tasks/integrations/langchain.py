@@ -43,6 +43,7 @@ from .._sync.client import Client
 from ..config import ClientSettings
 from ..errors import InvalidInputError
 from ..ocr import OCRParams
+from ..ocr.ladder import DEFAULT_QUALITY, PageQuality, quality_of
 from ..ocr.presets import OCRPreset
 from ..transcription import TranscribeParams, segment_keywords
 from ..types.ocr import OCRDocument, OCRResult
@@ -247,6 +248,8 @@ class VLLMOCRLoader(BaseLoader):
         pages: PDF pages, 1-based numbers or a spec such as ``"1-5,8"`` (default: all).
         dpi: PDF rendering resolution (default 144).
         concurrency: PDF pages in flight.
+        quality: the page-quality ladder of a PDF's pages (``vllm_tasks.ocr.PageQuality``, a dict of its
+            fields, or ``None`` for one try per page; see :meth:`~vllm_tasks.Client.ocr_pdf`).
         params: the OCR options (``vllm_tasks.OCRParams(prompt="free", max_tokens=2048)``, or a dict of its
             fields): the prompt (``"markdown"``, ``"ocr"``, ``"free"``, ...; see ``docs/ocr.md``), the
             output limit per page (a page cut short has ``metadata["truncated"]`` set and warns,
@@ -277,6 +280,7 @@ class VLLMOCRLoader(BaseLoader):
         pages: Sequence[int] | str | None = None,
         dpi: float = defaults.OCR_PDF_DPI,
         concurrency: int = defaults.OCR_PDF_CONCURRENCY,
+        quality: PageQuality | Mapping[str, Any] | None = DEFAULT_QUALITY,
         params: OCRParams | Mapping[str, Any] | None = None,
         preset: str | OCRPreset | None = None,
         extra_body: Mapping[str, Any] | None = None,
@@ -293,7 +297,12 @@ class VLLMOCRLoader(BaseLoader):
         if pages is not None and not self.pdf:
             raise InvalidInputError("pages", pages, "applies to PDFs only", "Leave pages=None for an image.")
         self.mode: Literal["page", "single"] = mode
-        self.pdf_options: dict[str, Any] = {"pages": pages, "dpi": dpi, "concurrency": concurrency}
+        self.pdf_options: dict[str, Any] = {
+            "pages": pages,
+            "dpi": dpi,
+            "concurrency": concurrency,
+            "quality": quality_of(quality),
+        }
         self.params = OCRParams.of(params).using(preset)
         self.ocr_options: dict[str, Any] = {**self.params.keywords(), "extra_body": extra_body}
         self.connection = _connection(settings, client, async_client, connection)

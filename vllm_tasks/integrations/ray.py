@@ -61,7 +61,8 @@ from ..calls import CallOptions
 from ..config import ClientSettings
 from ..embeddings import EmbedParams
 from ..errors import InvalidInputError, is_about
-from ..ocr import OCRParams
+from ..ocr import OCRParams, merge_pages
+from ..ocr.ladder import DEFAULT_QUALITY, PageQuality, check_document, quality_of
 from ..ocr.presets import OCRPreset
 from ..scoring import RerankParams
 from ..transcription import TranscribeParams, segment_keywords
@@ -722,6 +723,10 @@ class OCR(_BatchCallable):
             one row, and its seconds are all its pages': among images, PDFs may look like a queue and
             hold the limit back, where a fixed number does better).
         pdf_concurrency: pages in flight per PDF row.
+        quality: the page-quality ladder of every image and PDF page (``vllm_tasks.ocr.PageQuality``, a dict
+            of its fields, or ``None`` for one try per page; default: olmOCR's; see
+            :meth:`~vllm_tasks.Client.ocr_pdf`): a row whose failed pages are over its
+            ``max_page_error_rate`` (an image: its one page failed) fails as ``OCRDocumentFailed``.
         params: the OCR options: the prompt (``"markdown"``, ``"ocr"``, ``"free"``, ...; see
             ``docs/ocr.md``), the output limit per page, ... (``vllm_tasks.OCRParams(prompt="free",
             max_tokens=2048)``, or a dict of its fields), checked at construction; they apply to PDF pages
@@ -759,6 +764,7 @@ class OCR(_BatchCallable):
     blocks_column: str | None = None
     params: OCRParams | Mapping[str, Any] | None = None
     preset: str | OCRPreset | None = None
+    quality: PageQuality | Mapping[str, Any] | None = DEFAULT_QUALITY
     concurrency: Concurrency = defaults.CONCURRENCY
     pdf_concurrency: int = defaults.OCR_PDF_CONCURRENCY
     extra_body: Mapping[str, Any] | None = None
@@ -772,17 +778,20 @@ class OCR(_BatchCallable):
         )
         concurrency_setting("concurrency", self.concurrency)
         positive_int("pdf_concurrency", self.pdf_concurrency)
-        self.options = {
-            **OCRParams.of(self.params).using(self.preset).keywords(),
-            "extra_body": CallOptions(extra_body=self.extra_body).extra_body,
-        }
+        self._params, self._quality = OCRParams.of(self.params).using(self.preset), quality_of(self.quality)
+        self._call = CallOptions(extra_body=self.extra_body)
+        self.options = {**self._params.keywords(), "extra_body": self._call.extra_body}
         super().__post_init__()
 
     def _ocr(self, cell: Any) -> OCRDocument | OCRResult:
         pdf = cell.startswith(b"%PDF-") if isinstance(cell, bytes) else isinstance(cell, str) and is_pdf(cell)
         if not pdf:
-            return self._client.ocr(cell, **self.options)
-        return self._client.ocr_pdf(cell, concurrency=self.pdf_concurrency, **self.options)
+            page = self._client._ocr_page(cell, self._params, self._call, self._quality)
+            check_document(self._quality, merge_pages([page]))
+            return page.result
+        return self._client.ocr_pdf(
+            cell, concurrency=self.pdf_concurrency, quality=self._quality, **self.options
+        )
 
     def __call__(self, batch: Any) -> dict[str, Any]:
         """OCR one batch: the input columns, ``output_column`` and ``blocks_column`` if set.

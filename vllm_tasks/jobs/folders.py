@@ -195,6 +195,16 @@ class FolderJob(ABC):
         """After a run: write whatever covers every finished file (``done``: each with its records, read
         one file at a time) through ``out``."""
 
+    def done(self, record: dict[str, Any]) -> bool:
+        """Whether a saved unit is finished (else the next run does it again, the record still rendered
+        meanwhile): every unit by default."""
+        return True
+
+    def rejected(self, document: Document, records: list[dict[str, Any]]) -> str | None:
+        """Why a file whose units are all saved must not be written (listed as failed instead), else
+        ``None``: never by default."""
+        return None
+
     def outputs(self, document: Document) -> list[str]:
         """A file's outputs' paths relative to the output folder (POSIX)."""
         return [output_name(document, suffix) for suffix in self.output_suffixes]
@@ -737,7 +747,7 @@ class _FolderRun:
                 self._fail(document, None, refusal)
                 continue
             self._units[document.relative] = units
-            left = [unit for unit in units if self._records.load(document, unit) is None]
+            left = [unit for unit in units if not self._done(document, unit)]
             self._left[document.relative] = len(left)
             todo.extend((document, unit) for unit in left)
             if not left:  # every unit done earlier; outputs rewritten if a kill came before them
@@ -789,17 +799,23 @@ class _FolderRun:
             progress.advance(0, 0)
             return
         await write_in_thread(self._records.save, document, unit, record)
+        if not job.done(record):  # saved for the file's outputs, and done again by the next run
+            self._fail(document, unit, f"failed every try: {record.get('failure') or 'truncated'}")
         self._sent += 1
         progress.advance(1, int((record.get("usage") or {}).get("total_tokens") or 0))
         self._left[document.relative] -= 1
         if self._left[document.relative] == 0:
             await write_in_thread(self._write_outputs, document)
 
-    def _fail(self, document: Document, unit: Unit, error: Exception) -> None:
+    def _fail(self, document: Document, unit: Unit, error: Exception | str) -> None:
         message = error.message if isinstance(error, APIStatusError) else str(error)
         where = shown(document.relative) + ("" if unit is None else f" page {unit}")
         logger.warning("%s failed: %s", where, shown(message))
         self._failed.append((document.relative, unit, message))
+
+    def _done(self, document: Document, unit: Unit) -> bool:
+        record = self._records.load(document, unit)
+        return record is not None and self._job.done(record)
 
     def _loaded(self, document: Document) -> list[dict[str, Any]] | None:
         records = [self._records.load(document, unit) for unit in self._units[document.relative]]
@@ -807,7 +823,9 @@ class _FolderRun:
 
     def _write_outputs(self, document: Document) -> None:
         records = self._loaded(document)
-        if records is not None:
+        if records is not None and (rejected := self._job.rejected(document, records)) is not None:
+            self._fail(document, None, rejected)
+        elif records is not None:
             rendered = self._job.render(document, records)
             for suffix in self._job.output_suffixes:
                 self._out.write(output_name(document, suffix), rendered[suffix])

@@ -13,8 +13,10 @@ import orjson
 
 from .. import defaults, pdf
 from ..adaptive import Concurrency
+from ..calls import CallOptions
 from ..integrations._common import block_metadata
-from ..ocr import OCRParams
+from ..ocr import OCRParams, ladder
+from ..ocr.ladder import PageQuality
 from ..ocr.presets import OCRPreset
 from ..transcription import (
     Chunking,
@@ -57,12 +59,25 @@ class _OCRJob(FolderJob):
     own_files = (*JOB_FILES, "pages.jsonl")
     output_suffixes = (".md",)
 
-    def __init__(self, params: OCRParams, dpi: float) -> None:
-        self._params, self._dpi = params, dpi
+    def __init__(self, params: OCRParams, dpi: float, quality: PageQuality | None) -> None:
+        self._params, self._dpi, self._quality = params, dpi, quality
 
     @property
     def fingerprint(self) -> dict[str, Any]:
+        # Not the ladder's options: a page kept under any of them is the model's valid answer, and a run
+        # with others (more tries, another error rate) goes on with the pages left and failed.
         return {**self._params.changed(), "dpi": self._dpi}
+
+    def done(self, record: dict[str, Any]) -> bool:
+        """A page that failed every try, or (with the ladder on) one saved truncated, is tried again."""
+        return record.get("failure") is None and not (self._quality is not None and record.get("truncated"))
+
+    def rejected(self, document: Document, records: list[dict[str, Any]]) -> str | None:
+        """Too many failed pages (over ``max_page_error_rate``): the document's markdown is not written."""
+        failed = [(record["page"] or 1, record["failure"]) for record in records if record.get("failure")]
+        if self._quality is None or not ladder.document_failed(self._quality, len(failed), len(records)):
+            return None
+        return ladder.failed_pages_message(failed, len(records), self._quality.max_page_error_rate)
 
     def max_bytes(self, document: Document) -> int | None:
         """An image is capped (``defaults.IMAGE_MAX_BYTES``); a PDF is read page by page."""
@@ -82,9 +97,14 @@ class _OCRJob(FolderJob):
 
     async def process(self, client: JobClient, document: Document, unit: Unit) -> dict[str, Any]:
         image: Any = document.path
+        source = None
         if unit is not None and _is_pdf(document.path):
+            source = document.path
             image = await _render_page(document.path, unit or 1, self._dpi)
-        result = await client.ocr(image, **self._params.keywords())
+        page = await client._ocr_page(
+            image, self._params, CallOptions(), self._quality, source=source, page=unit or 1
+        )
+        result = page.result
         return {
             "document": document.relative,
             "page": unit,
@@ -94,7 +114,11 @@ class _OCRJob(FolderJob):
             "truncated": result.truncated,
             "finish_reason": result.finish_reason,
             "model": result.model,
-            "usage": result.usage.model_dump(),
+            "usage": (page.tries_usage or result.usage).model_dump(),
+            "tries": page.tries,
+            "rotation": page.rotation,
+            "failure": page.failure,
+            "fallback": page.fallback,
         }
 
     def render(self, document: Document, records: list[dict[str, Any]]) -> dict[str, bytes]:
@@ -186,6 +210,7 @@ async def aocr_dir(
     *,
     params: OCRParams | None = None,
     preset: str | OCRPreset | None = None,
+    quality: PageQuality | None = ladder.DEFAULT_QUALITY,
     dpi: float = defaults.OCR_PDF_DPI,
     concurrency: Concurrency = defaults.JOB_CONCURRENCY,
     resume: bool = True,
@@ -200,12 +225,14 @@ async def aocr_dir(
     (any case) in ``source`` and its subfolders (hidden ones skipped). Writes, under ``out``:
     ``<relative path>.md`` per document (its pages joined with ``---``, once every page is done),
     ``pages.jsonl`` (one line per page: ``document``, ``page``, ``markdown``, ``blocks`` with labels and
-    pixel boxes, ``image_size``, ``truncated``, ``finish_reason``, ``model``, ``usage``), ``errors.jsonl``
-    (``document``, ``page``, ``error``: pages that failed in this run) and ``manifest.json``. Every page
-    is saved as it finishes: a run after ``kill -9`` or Ctrl-C redoes no finished page; failed pages are
-    tried again. A document the job cannot take (its name not UTF-8, its output's name too long for the
-    file system, unreadable, deleted during the run) fails alone, listed in ``errors.jsonl``. One run
-    per ``out`` at a time. Async-first: ``ocr_dir`` (same arguments) runs this in its own event loop.
+    pixel boxes, ``image_size``, ``truncated``, ``finish_reason``, ``model``, ``usage`` (of every try), and
+    the page-quality ladder's ``tries``, ``rotation``, ``failure``, ``fallback``), ``errors.jsonl``
+    (``document``, ``page``, ``error``: pages that failed in this run, and documents with too many failed
+    pages, ``page`` null) and ``manifest.json``. Every page is saved as it finishes: a run after
+    ``kill -9`` or Ctrl-C redoes no finished page; failed pages are tried again. A document the job
+    cannot take (its name not UTF-8, its output's name too long for the file system, unreadable, deleted
+    during the run) fails alone, listed in ``errors.jsonl``. One run per ``out`` at a time. Async-first:
+    ``ocr_dir`` (same arguments) runs this in its own event loop.
 
     Args:
         client: the server(s): a ``Client``/``AsyncClient``, a root URL, or a list of them (pages go to
@@ -219,6 +246,13 @@ async def aocr_dir(
             request; default: the served model's preset's.
         preset: the OCR model preset (``"deepseek-ocr"``, ``"generic"``, ... or an ``OCRPreset``; see
             ``docs/ocr.md``), as ``params.preset``; default: recognised from the served model.
+        quality: the page-quality ladder (``vllm_tasks.ocr.PageQuality``; default: olmOCR's): a page whose
+            answer is truncated, over the context or refused by the output format is tried again at
+            rising temperatures (rotated where the model says so); a page that fails every try is saved
+            with its ``failure`` and its PDF's own text (``fallback``), listed in ``errors.jsonl`` and
+            tried again by the next run; a document with more failed pages than ``max_page_error_rate``
+            allows gets no markdown file and is listed in ``errors.jsonl``. Not part of the job's
+            options: a run with another ladder resumes. ``None``: one try per page, kept whatever it is.
         dpi: PDF rendering resolution.
         concurrency: pages in flight per server, or ``"auto"`` (the default: tuned per server from its
             latencies, reported in ``report.replicas``); a number fixes it.
@@ -245,7 +279,7 @@ async def aocr_dir(
         >>> report.summary()
         'scans-md: 12/12 file(s) done, 230 page(s)'
     """
-    job = _OCRJob(OCRParams.of(params).using(preset), positive_number("dpi", dpi))
+    job = _OCRJob(OCRParams.of(params).using(preset), positive_number("dpi", dpi), ladder.quality_of(quality))
     return await run_folder_job(
         job,
         client,

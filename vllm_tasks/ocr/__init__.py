@@ -35,6 +35,7 @@ from ..calls import CallOptions, TaskParams, plain
 from ..dependencies import require
 from ..discovery import NGRAM_PROCESSOR_FLAG
 from ..errors import InvalidInputError, UnsupportedByServer
+from ..errors import OCRDocumentFailed as OCRDocumentFailed
 from ..images import PreparedImage, prepare_image
 from ..pdf import parse_pages
 from ..responses import json_object, malformed, text_or_none, usage_of
@@ -44,6 +45,7 @@ from ..types.ocr import OCRDocument, OCRPage, OCRResult
 from ..types.server import ServerInfo
 from ..validation import is_number, number_in_range, positive_int
 from .formats import FORMATS, PageSizes
+from .ladder import PageQuality as PageQuality
 from .presets import (
     DEEPSEEK_OCR,
     IMAGE_TAG,
@@ -609,14 +611,15 @@ def close_pages(rendered: Iterator[tuple[int, Any]]) -> None:
 
 
 def merge_pages(pages: list[OCRPage]) -> OCRDocument:
-    """The document of per-page results: markdown joined with ``---``, usage summed, truncated pages
-    listed."""
+    """The document of per-page results: markdown joined with ``---``, usage summed, truncated and failed
+    pages listed."""
     usage = Usage()
     for page in pages:
-        usage = usage + page.result.usage
+        usage = usage + (page.tries_usage or page.result.usage)
     return OCRDocument(
         pages=pages,
         markdown="\n\n---\n\n".join(page.result.markdown for page in pages),
         usage=usage,
         truncated_pages=[page.page for page in pages if page.result.truncated],
+        failed_pages=[page.page for page in pages if page.failure is not None],
     )

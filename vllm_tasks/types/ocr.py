@@ -195,12 +195,31 @@ class OCRResult(BaseModel):
 
 
 class OCRPage(BaseModel):
-    """One page of :meth:`Client.ocr_pdf`: its 1-based number and its :class:`OCRResult`."""
+    """One page of :meth:`Client.ocr_pdf`: its 1-based number, its :class:`OCRResult`, and how the
+    page-quality ladder got it (:class:`~vllm_tasks.ocr.PageQuality`).
+
+    Attributes:
+        page: the 1-based page number.
+        result: the answer kept; for a failed page, its fallback: the PDF's own text for the page (or
+            ``""``) as ``text`` and ``markdown``, no blocks.
+        tries: requests sent for the page (1: the first answer was kept).
+        rotation: degrees the page was rotated (counter-clockwise) for the answer kept, where the model
+            said it was not upright; its boxes are in pixels of the rotated page.
+        failure: why the page failed every try (``"truncated"``, ``"unfinished"``, ``"invalid"``,
+            ``"context_length"``: see :data:`vllm_tasks.ocr.ladder.Problem`), or ``None``.
+        fallback: the failed page's markdown is the PDF's text layer.
+        tries_usage: the tokens of every try of the page (``None``: one try, the result's ``usage``).
+    """
 
     model_config = ConfigDict(frozen=True)
 
     page: int
     result: OCRResult
+    tries: int = 1
+    rotation: int = 0
+    failure: str | None = None
+    fallback: bool = False
+    tries_usage: Usage | None = None
 
 
 class OCRDocument(BaseModel):
@@ -209,8 +228,10 @@ class OCRDocument(BaseModel):
     Attributes:
         pages: the OCR'd pages in page order.
         markdown: every page's markdown, pages separated by a blank line, ``---`` and a blank line.
-        usage: token counts summed over the pages.
-        truncated_pages: 1-based numbers of pages cut short by ``max_tokens``.
+        usage: token counts summed over the pages (every try of each page).
+        truncated_pages: 1-based numbers of pages cut short by ``max_tokens`` (with ``quality=None``; the
+            ladder tries such a page again, and lists it in ``failed_pages`` if every try is).
+        failed_pages: 1-based numbers of pages that failed every try of the page-quality ladder.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -219,6 +240,7 @@ class OCRDocument(BaseModel):
     markdown: str
     usage: Usage
     truncated_pages: list[int]
+    failed_pages: list[int] = []
 
 
 def _fit(boxes: Sequence[PixelBox], size: tuple[int, int], original: tuple[int, int]) -> list[PixelBox]:
