@@ -181,8 +181,13 @@ def text_layer(pdf: Any, page: int) -> str:
         MissingDependency: pypdfium2 is not installed.
 
     Examples:
-        >>> text_layer("report.pdf", 1)[:12]
-        'Annual repor'
+        >>> import io, pypdfium2
+        >>> blank = pypdfium2.PdfDocument.new()
+        >>> page = blank.new_page(612, 792)
+        >>> buffer = io.BytesIO()
+        >>> blank.save(buffer)
+        >>> text_layer(buffer.getvalue(), 1)  # a page without text, as a scan is
+        ''
     """
     document = open_pdf(pdf)
     try:

@@ -173,7 +173,9 @@ def test_ocr_dir_sends_every_request_through_the_clients_http_client(
     job = vt.ocr_dir if kind == "sync" else vt.aocr_dir
 
     report = run_with_client(
-        kind, ocr_fake.url, lambda c: job(c, scans, tmp_path / "md", params=vt.OCRParams(max_tokens=32))
+        kind,
+        ocr_fake.url,
+        lambda c: job(c, scans, tmp_path / "md", params=vt.OCRParams(max_tokens=32), quality=None),
     )
     assert report.complete and report.units_sent == 2
     assert_all_through(ocr_fake)

@@ -126,3 +126,18 @@ def test_a_deepseek_fake_still_answers_per_prompt(tmp_path: Path) -> None:
         assert client.ocr(png(), task="free").text == "# Invoice 7\n\nDue now."
         generic: Any = client.ocr(png(), preset="generic")  # DeepSeek-OCR read a plain instruction
         assert generic.markdown == "# Invoice 7\n\nDue now." and generic.blocks == []
+
+
+@pytest.mark.parametrize("name", sorted(vt.ocr.presets.PRESETS))
+@pytest.mark.parametrize("output", [PAGE, "Plain words on a page."])
+def test_every_preset_s_fake_answers_in_a_form_its_format_accepts(name: str, output: str) -> None:
+    """A fake whose answer its own preset's format refuses would fail every page of a job (the ladder)."""
+    with (
+        FakeVLLM(model=name, tasks=OCR_TASKS, ocr_preset=name, ocr_output=output) as fake,
+        vt.Client(fake.url) as client,
+    ):
+        result = client.ocr(png(), preset=name, max_tokens=2000)
+    assert result.finish_reason == "stop"
+    assert "Invoice 7" in result.markdown or "Plain words" in result.markdown
+    output_format = vt.ocr.formats.FORMATS[vt.ocr.presets.PRESETS[name].output]
+    assert output_format.check(result.text) is None

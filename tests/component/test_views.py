@@ -349,7 +349,7 @@ def test_results_round_trip_through_pickle_and_dump(make_client: Any, fake_vllm:
     embedding = client.embed(DOCS)
     restored = pickle.loads(pickle.dumps(embedding))
     assert np.array_equal(restored.vectors, embedding.vectors)
-    assert set(embedding.model_dump()) == {"vectors", "model", "usage", "encoding_format"}
+    assert set(embedding.model_dump()) == {"vectors", "model", "usage", "encoding_format", "chunks"}
     ocr = client.ocr(page_image(), preset="deepseek-ocr")
     assert pickle.loads(pickle.dumps(ocr)).model_dump() == ocr.model_dump()
 

@@ -62,6 +62,7 @@ def test_pdf_pages_out_file_and_truncation_note(
         str(out),
         "--boxes",
         str(tmp_path / "b.png"),
+        "--one-try",  # a truncated page is kept as it is, with the note
     ]
     assert cli.main(args) == cli.EXIT_OK
     assert out.read_text() == "# Title\n\nBody.\n\n---\n\n# Title\n\nBody.\n"

@@ -4,6 +4,7 @@ grounded markdown by default)."""
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 from ..grounding import parse_grounding, to_markdown
@@ -59,14 +60,48 @@ def _ids(text: str) -> list[int]:
     return [content.token_id(text[start:end]) for start, end in content.token_spans(text)]
 
 
+#: olmOCR's front matter for an upright page of text, before the markdown (its ``olmocr`` format).
+OLMOCR_FRONT_MATTER = (
+    "---\nprimary_language: en\nis_rotation_valid: True\nrotation_correction: 0\nis_table: False\n"
+    "is_diagram: False\n---\n"
+)
+#: dots.ocr's categories for DeepSeek-OCR's layout labels (its ``dots-ocr-layout`` format).
+DOTS_CATEGORIES = {
+    "title": "Title",
+    "sub_title": "Section-header",
+    "table": "Table",
+    "image": "Picture",
+    "equation": "Formula",
+    "table_caption": "Caption",
+    "image_caption": "Caption",
+}
+
+
 def _answer(preset: OCRPreset, output: str, prompt: str) -> str:
     """The model's answer: DeepSeek-OCR's per prompt; another format's: grounded output written as its
-    markdown, any other text as is."""
+    markdown (any other text as is), in the preset's format: olmOCR's front matter first, dots.ocr's
+    layout as its JSON list of cells."""
     if preset.output == "deepseek-grounding":
         return content.ocr_answer(output, prompt)
-    if "<|ref|>" in output:
-        return to_markdown(parse_grounding(output))
-    return output
+    if preset.output == "dots-ocr-layout":
+        return _dots_layout(output)
+    markdown = to_markdown(parse_grounding(output)) if "<|ref|>" in output else output
+    return OLMOCR_FRONT_MATTER + markdown if preset.output == "olmocr" else markdown
+
+
+def _dots_layout(output: str) -> str:
+    """dots.ocr's layout answer: one ``{bbox, category, text}`` cell per grounded block (its 0-999 box
+    taken as the pixels of the image the model saw), or one ``Text`` cell holding plain text."""
+    blocks = [block for block in parse_grounding(output) if block.boxes] if "<|ref|>" in output else []
+    cells = [
+        {
+            "bbox": list(block.boxes[0]),
+            "category": DOTS_CATEGORIES.get((block.label or "").strip(), "Text"),
+            "text": block.text.strip(),
+        }
+        for block in blocks
+    ] or [{"bbox": [0, 0, 28, 28], "category": "Text", "text": output.strip()}]
+    return json.dumps(cells, ensure_ascii=False)
 
 
 def _check_shape(preset: OCRPreset, messages: list[Any]) -> None:
