@@ -26,6 +26,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from build_qwen2_5_vl import use_pure_torchvision
+
 VOCAB_SIZE = 151936
 #: dots.ocr's special tokens at their ids (its tokenizer's added tokens).
 SPECIAL_IDS: dict[str, int] = {
@@ -246,17 +248,6 @@ def lm_config() -> Any:
         eos_token_id=SPECIAL_IDS["<|endoftext|>"],
         torch_dtype="float32",
     )
-
-
-def use_pure_torchvision() -> None:
-    """PyPI's torchvision without its compiled parts on ``sys.path`` (as on the server's PYTHONPATH):
-    transformers' Qwen2-VL video processor, part of the processor vLLM loads, needs it."""
-    import sys
-
-    from fixture_table import pure_torchvision_dir
-
-    if str(pure_torchvision_dir()) not in sys.path:
-        sys.path.insert(0, str(pure_torchvision_dir()))
 
 
 def build(out: Path) -> None:

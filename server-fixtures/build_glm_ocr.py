@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from build_qwen2_5_vl import use_pure_torchvision
+
 #: GLM-OCR's vocabulary size and the ids of the tokens its chat template, processor and EOS use.
 VOCAB_SIZE = 59392
 SPECIAL_IDS: dict[str, int] = {
@@ -56,24 +58,13 @@ SEED = 5
 WEIGHT_SCALE = 5.0
 
 
-def use_pure_torchvision() -> None:
-    """Make PyPI's torchvision without its compiled parts importable (``fixture_table.pure_torchvision_dir``)
-    as the fixture's server has it: transformers' torchvision processors then exist and are picked."""
-    import sys
-
-    from fixture_table import pure_torchvision_dir
-
-    if str(pure_torchvision_dir()) not in sys.path:
-        sys.path.insert(0, str(pure_torchvision_dir()))
-
-
 def build(out: Path) -> None:
     """``GlmOcrForConditionalGeneration``: vision encoder of width 64 (1 layer, 2 heads, patch 14, merge 2,
     temporal patch 2), GLM LM of width 64 (2 layers, head_dim 32), weights from seed ``SEED`` with every 2-D
     weight times ``WEIGHT_SCALE``; the tokenizer and ``Glm46VProcessor`` (image and video processors) beside
     them."""
     use_pure_torchvision()
-    import torch
+    from build_qwen2_5_vl import save_scaled_random
     from build_qwen3_asr import write_tokenizer
     from transformers import (
         Glm46VImageProcessor,
@@ -116,13 +107,7 @@ def build(out: Path) -> None:
         },
         architectures=["GlmOcrForConditionalGeneration"],
     )
-    torch.manual_seed(SEED)
-    model = GlmOcrForConditionalGeneration(config).eval()
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() == 2:
-                param.mul_(WEIGHT_SCALE)
-    model.save_pretrained(str(out), safe_serialization=True)
+    save_scaled_random(GlmOcrForConditionalGeneration, config, out, seed=SEED, scale=WEIGHT_SCALE)
     write_tokenizer(
         out,
         vocab_size=VOCAB_SIZE,

@@ -73,7 +73,7 @@ def build(out: Path) -> None:
     from build_qwen2_5_vl import use_pure_torchvision
 
     use_pure_torchvision()
-    import torch
+    from build_qwen2_5_vl import save_scaled_random
     from build_qwen3_asr import write_tokenizer
     from transformers import (
         HunYuanVLConfig,
@@ -121,13 +121,7 @@ def build(out: Path) -> None:
         im_newline_id=SPECIAL_IDS[IMAGE_NEWLINE],
         architectures=["HunYuanVLForConditionalGeneration"],
     )
-    torch.manual_seed(SEED)
-    model = HunYuanVLForConditionalGeneration(config).eval()
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() == 2:
-                param.mul_(WEIGHT_SCALE)
-    model.save_pretrained(str(out), safe_serialization=True)
+    save_scaled_random(HunYuanVLForConditionalGeneration, config, out, seed=SEED, scale=WEIGHT_SCALE)
     write_tokenizer(
         out,
         vocab_size=VOCAB_SIZE,

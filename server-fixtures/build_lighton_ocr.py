@@ -62,10 +62,10 @@ def build(out: Path) -> None:
     32, patch 14), merge 2, Qwen3 LM of width 64 (2 layers, head_dim 32, tied embeddings), weights from seed
     ``SEED`` with every 2-D weight times ``WEIGHT_SCALE``; the tokenizer and
     ``PixtralProcessor(PixtralImageProcessorPil(longest_edge=LONGEST_EDGE))`` beside them."""
-    from build_glm_ocr import use_pure_torchvision
+    from build_qwen2_5_vl import use_pure_torchvision
 
     use_pure_torchvision()
-    import torch
+    from build_qwen2_5_vl import save_scaled_random
     from build_qwen3_asr import write_tokenizer
     from transformers import (
         LightOnOcrConfig,
@@ -104,13 +104,7 @@ def build(out: Path) -> None:
         image_token_id=SPECIAL_IDS["<|image_pad|>"],
         spatial_merge_size=2,
     )
-    torch.manual_seed(SEED)
-    model = LightOnOcrForConditionalGeneration(config).eval()
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() == 2:
-                param.mul_(WEIGHT_SCALE)
-    model.save_pretrained(str(out), safe_serialization=True)
+    save_scaled_random(LightOnOcrForConditionalGeneration, config, out, seed=SEED, scale=WEIGHT_SCALE)
     # The release's config is a Mistral-3 config naming vLLM's class (vLLM's LightOnOCR checks its type);
     # transformers reads it with LightOnOcrConfig (references.py names the class).
     saved = json.loads((out / "config.json").read_text())

@@ -65,7 +65,7 @@ def build(out: Path) -> None:
     2), Ernie-4.5 LM of width 64 (2 layers, head_dim 32, tied embeddings), weights from seed ``SEED`` with
     every 2-D weight times ``WEIGHT_SCALE``; the tokenizer and ``PaddleOCRVLProcessor`` (its PIL image
     processor, no torchvision) beside them."""
-    import torch
+    from build_qwen2_5_vl import save_scaled_random
     from build_qwen3_asr import write_tokenizer
     from transformers import (
         PaddleOCRVLConfig,
@@ -101,13 +101,7 @@ def build(out: Path) -> None:
         vision_end_token_id=SPECIAL_IDS["<|IMAGE_END|>"],
         architectures=["PaddleOCRVLForConditionalGeneration"],
     )
-    torch.manual_seed(SEED)
-    model = PaddleOCRVLForConditionalGeneration(config).eval()
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() == 2:
-                param.mul_(WEIGHT_SCALE)
-    model.save_pretrained(str(out), safe_serialization=True)
+    save_scaled_random(PaddleOCRVLForConditionalGeneration, config, out, seed=SEED, scale=WEIGHT_SCALE)
     write_tokenizer(
         out,
         vocab_size=VOCAB_SIZE,

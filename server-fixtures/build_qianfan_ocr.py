@@ -81,7 +81,7 @@ def build(out: Path) -> None:
     from build_qwen2_5_vl import use_pure_torchvision
 
     use_pure_torchvision()
-    import torch
+    from build_qwen2_5_vl import save_scaled_random
     from build_qwen3_asr import write_tokenizer
     from transformers import (
         GotOcr2ImageProcessor,
@@ -122,13 +122,7 @@ def build(out: Path) -> None:
         downsample_ratio=0.5,
         architectures=["QianfanOCRForConditionalGeneration"],
     )
-    torch.manual_seed(SEED)
-    model = QianfanOCRForConditionalGeneration(config).eval()
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() == 2:
-                param.mul_(WEIGHT_SCALE)
-    model.save_pretrained(str(out), safe_serialization=True)
+    save_scaled_random(QianfanOCRForConditionalGeneration, config, out, seed=SEED, scale=WEIGHT_SCALE)
     _fix_language_model_names(out / "model.safetensors")
     saved = json.loads((out / "config.json").read_text())
     saved.update(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from fixture_table import pure_torchvision_dir
 
@@ -71,12 +72,26 @@ def use_pure_torchvision() -> None:
         import_utils.is_torchvision_v2_available.cache_clear()
 
 
+def save_scaled_random(model_class: Any, config: Any, out: Path, *, seed: int, scale: float) -> None:
+    """Save ``model_class(config)`` with random weights drawn after ``torch.manual_seed(seed)``, every 2-D
+    weight multiplied by ``scale`` (at the default init a tiny model writes one constant token, whatever
+    its input), as safetensors in ``out``."""
+    import torch
+
+    torch.manual_seed(seed)
+    model = model_class(config).eval()
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.dim() == 2:
+                param.mul_(scale)
+    model.save_pretrained(str(out), safe_serialization=True)
+
+
 def build(out: Path) -> None:
     """``Qwen2_5_VLForConditionalGeneration``: vision tower of width 64 (1 block, full attention, patch 14,
     merge 2), Qwen2 LM of width 64 (2 layers, head_dim 32, M-RoPE sections 4/6/6), weights from seed
     ``SEED`` with every 2-D weight times ``WEIGHT_SCALE``; the tokenizer and processor beside them."""
     use_pure_torchvision()
-    import torch
     from build_qwen3_asr import write_tokenizer
     from transformers import (
         PreTrainedTokenizerFast,
@@ -119,13 +134,7 @@ def build(out: Path) -> None:
         tie_word_embeddings=False,
         architectures=["Qwen2_5_VLForConditionalGeneration"],
     )
-    torch.manual_seed(SEED)
-    model = Qwen2_5_VLForConditionalGeneration(config).eval()
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() == 2:
-                param.mul_(WEIGHT_SCALE)
-    model.save_pretrained(str(out), safe_serialization=True)
+    save_scaled_random(Qwen2_5_VLForConditionalGeneration, config, out, seed=SEED, scale=WEIGHT_SCALE)
     write_tokenizer(
         out,
         vocab_size=VOCAB_SIZE,

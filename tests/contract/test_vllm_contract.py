@@ -549,5 +549,5 @@ def test_beam_search_with_one_beam_equals_greedy(stt_client: Any) -> None:
 # (Whisper reports only the transcription task: /v1/chat/completions is not mounted, 404.)
 def test_chat_route_on_whisper_is_not_served(stt_client: Any) -> None:
     with pytest.raises(vt.EndpointNotServed) as caught:
-        stt_client.ocr(np.zeros((8, 8, 3), dtype=np.uint8))
+        stt_client.ocr(np.zeros((8, 8, 3), dtype=np.uint8), preset="generic")  # sent: Whisper has no preset
     assert caught.value.status_code == 404 and caught.value.reason == "not_mounted"

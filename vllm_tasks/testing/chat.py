@@ -90,8 +90,11 @@ def _answer(preset: OCRPreset, output: str, prompt: str) -> str:
 
 
 def _dots_layout(output: str) -> str:
-    """dots.ocr's layout answer: one ``{bbox, category, text}`` cell per grounded block (its 0-999 box
-    taken as the pixels of the image the model saw), or one ``Text`` cell holding plain text."""
+    """dots.ocr's layout answer: a configured JSON list as it is, else one ``{bbox, category, text}`` cell
+    per grounded block (its 0-999 box taken as the pixels of the image the model saw), or one ``Text`` cell
+    holding plain text."""
+    if output.lstrip().startswith("["):
+        return output  # already dots.ocr's cells
     blocks = [block for block in parse_grounding(output) if block.boxes] if "<|ref|>" in output else []
     cells = [
         {
