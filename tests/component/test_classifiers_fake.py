@@ -5,9 +5,12 @@ answers."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pytest
 
 import vllm_tasks as vt
 from vllm_tasks.testing import FakeVLLM, token_classifier_files
@@ -57,3 +60,30 @@ def test_the_async_client_gives_the_same_entities(tmp_path: Path) -> None:
         assert words == client.token_classify(TEXTS, aggregation="max", tokenizer=folder)
     assert all(e.index is not None for e in tokens.entities[0])
     assert tokens != words
+
+
+@pytest.mark.parametrize(
+    ("settings", "served", "refused"),
+    [
+        ({"token_classifier": True, "labels": TAGS}, [], ["classify", "embed", "score", "rerank"]),
+        ({"reward": "token"}, [], ["classify", "embed", "score", "rerank"]),
+        ({"reward": "sequence"}, ["classify", "score", "rerank"], ["embed"]),
+    ],
+    ids=["token-classifier", "token-reward", "sequence-reward"],
+)
+def test_a_mounted_route_the_active_task_does_not_serve_is_vllms_501(
+    settings: dict[str, Any], served: list[str], refused: list[str]
+) -> None:
+    calls: dict[str, Callable[[vt.Client], object]] = {
+        "classify": lambda c: c.classify(["hello"]),
+        "embed": lambda c: c.embed(["hello"]),
+        "score": lambda c: c.score("q", ["d"]),
+        "rerank": lambda c: c.rerank("q", ["d"]),
+    }
+    with FakeVLLM(**settings) as fake, vt.Client(fake.url, max_retries=0) as client:
+        for name in served:
+            calls[name](client)
+        for name in refused:
+            with pytest.raises(vt.EndpointNotServed) as caught:
+                calls[name](client)
+            assert (caught.value.status_code, caught.value.reason) == (501, "inactive"), name

@@ -123,6 +123,27 @@ def check_embed_task(call: Call) -> None:
         raise Refusal(not_found())
     if call.settings.scorer_kind in ("late-interaction", "listwise") or call.settings.lexical:
         raise Refusal(error_reply(501, "The model does not support Embeddings API"))
+    check_active_task(call, ("embed",), "Embeddings")
+
+
+def check_active_task(call: Call, tasks: tuple[str, ...], api: str) -> None:
+    """vLLM's 501 on a mounted route that none of ``tasks`` (the route's) is active for, on the models
+    whose one active task the fake knows: a token classifier, a forced aligner (``token_classify``) and a
+    reward model (``classify`` or ``token_classify``). A real server does not mount the routes such a
+    model has no task for (404): mount them with ``tasks=``.
+
+    Raises:
+        Refusal: 501 ``The model does not support {api} API``.
+    """
+    settings = call.settings
+    if settings.reward is not None:
+        active = "classify" if settings.reward == "sequence" else "token_classify"
+    elif settings.token_classifier or settings.aligner:
+        active = "token_classify"
+    else:
+        return
+    if active not in tasks:
+        raise Refusal(error_reply(501, f"The model does not support {api} API"))
 
 
 def _token_embeddings(call: Call) -> Reply:
@@ -334,6 +355,7 @@ def _pair_tokens(call: Call, query: str, document: str) -> int:
 
 def score(call: Call) -> Reply:
     """``POST /score`` and ``/v1/score``: one score per pair (1:1, 1:N or N:N), in pair order."""
+    check_active_task(call, ("classify", "embed"), "Score")
     pairs = (("queries", "documents"), ("queries", "items"), ("data_1", "data_2"), ("text_1", "text_2"))
     keys = next((pair for pair in pairs if pair[0] in call.body and pair[1] in call.body), None)
     if keys is None:
@@ -354,6 +376,7 @@ def score(call: Call) -> Reply:
 
 def rerank(call: Call) -> Reply:
     """``POST /rerank``, ``/v1/rerank``, ``/v2/rerank``: documents sorted by relevance, cut to ``top_n``."""
+    check_active_task(call, ("classify", "embed"), "Rerank (Score)")
     if "query" not in call.body or "documents" not in call.body:
         raise validation_error(
             "query" if "query" not in call.body else "documents", "missing", "Field required"
@@ -379,6 +402,7 @@ def rerank(call: Call) -> Reply:
 
 def classify(call: Call) -> Reply:
     """``POST /classify``: per input, the label with the highest probability and every probability."""
+    check_active_task(call, ("classify",), "Classification")
     texts = fit_context(call, input_texts(call))
     labels = list(call.settings.labels)
     activation = call.body.get("use_activation") is not False
