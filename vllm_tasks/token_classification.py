@@ -13,6 +13,7 @@ step for step. The sending is ``vllm_tasks/_async/pooling.py``.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -133,27 +134,40 @@ def load_tokenizer(source: Any, root: str | None) -> LocalTokenizer:
                 "tokenizer", root, "is not a directory with tokenizer.json on this machine", _TOKENIZER_FIX
             )
         source = root
-    labels: tuple[str, ...] | None = None
     if isinstance(source, str | Path):
         path = Path(source)
-        if path.is_dir():
-            labels = _config_labels(path / "config.json")
-            path = path / "tokenizer.json"
-        else:
-            labels = _config_labels(path.with_name("config.json"))
-        try:
-            tokenizer = tokenizers.Tokenizer.from_file(str(path))
-        except Exception as error:  # the Rust library's own exception types
-            raise InvalidInputError(
-                "tokenizer", str(path), f"cannot be read ({error})", _TOKENIZER_FIX
-            ) from None
-    else:
-        backend = getattr(source, "backend_tokenizer", source)
-        if not isinstance(backend, tokenizers.Tokenizer):
-            raise InvalidInputError(
-                "tokenizer", type(source).__name__, "is not a fast tokenizer", _TOKENIZER_FIX
-            )
-        tokenizer = tokenizers.Tokenizer.from_str(backend.to_str())  # a copy: the caller's keeps its padding
+        file = path / "tokenizer.json" if path.is_dir() else path
+        config = file.with_name("config.json")
+        return _tokenizer_file(str(file), str(config), _file_stamp(file), _file_stamp(config))
+    backend = getattr(source, "backend_tokenizer", source)
+    if not isinstance(backend, tokenizers.Tokenizer):
+        raise InvalidInputError("tokenizer", type(source).__name__, "is not a fast tokenizer", _TOKENIZER_FIX)
+    # a copy: the caller's keeps its padding and truncation
+    return _local_tokenizer(tokenizers.Tokenizer.from_str(backend.to_str()), None)
+
+
+def _file_stamp(path: Path) -> tuple[int, int] | None:
+    """What tells a changed file from the one read before: its modification time and size."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
+
+
+@functools.lru_cache(maxsize=16)
+def _tokenizer_file(file: str, config: str, *stamps: tuple[int, int] | None) -> LocalTokenizer:
+    """A ``tokenizer.json`` and its ``config.json``'s labels, read once per version of the files
+    (``stamps``): a call does not parse the tokenizer again."""
+    tokenizers = require("tokenizers", "tokenizer", "token classification offsets")
+    try:
+        tokenizer = tokenizers.Tokenizer.from_file(file)
+    except Exception as error:  # the Rust library's own exception types
+        raise InvalidInputError("tokenizer", file, f"cannot be read ({error})", _TOKENIZER_FIX) from None
+    return _local_tokenizer(tokenizer, _config_labels(Path(config)))
+
+
+def _local_tokenizer(tokenizer: Any, labels: tuple[str, ...] | None) -> LocalTokenizer:
     tokenizer.no_padding()
     tokenizer.no_truncation()
     prefix = getattr(tokenizer.model, "continuing_subword_prefix", None)
