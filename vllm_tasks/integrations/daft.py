@@ -398,7 +398,7 @@ class Scorer:
         extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         self._rows = batches.Scorer(
-            settings=_settings(settings),
+            settings=settings,
             params=params,
             batch_size=batch_size,
             concurrency=concurrency,
@@ -497,7 +497,7 @@ class Reranker:
         extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         self._rows = _RerankRows(
-            settings=_settings(settings),
+            settings=settings,
             params=params,
             top_n=top_n,
             batch_size=batch_size,
@@ -562,7 +562,7 @@ class Transcriber:
         extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         self._rows = batches.Transcriber(
-            settings=_settings(settings),
+            settings=settings,
             params=params,
             concurrency=concurrency,
             extra_body=extra_body,
@@ -614,7 +614,7 @@ class OCR:
         extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         self._rows = batches.OCR(
-            settings=_settings(settings),
+            settings=settings,
             params=params,
             preset=preset,
             quality=quality,
