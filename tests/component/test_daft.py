@@ -27,6 +27,8 @@ import vllm_tasks as vt
 from vllm_tasks.integrations.daft import OCR, Reranker, Scorer, Transcriber, VLLMProvider
 from vllm_tasks.testing import FakeVLLM, ReceivedRequest, grounding_output
 
+from ..fakes import FakeFixture
+
 AUDIO = Path(__file__).resolve().parents[1] / "data" / "audio"
 LONG = "word " * 600  # over the fake's context (512 tokens): the server refuses it
 TEXTS = ["Paris is the capital of France.", "Bananas are yellow.", "The river floods in spring."]
@@ -97,6 +99,25 @@ def test_embed_image_equals_client_embed_images(settings: vt.ClientSettings) -> 
     assert out["vector"][2] is None
     np.testing.assert_allclose(np.stack(out["vector"][:2]), expected, atol=1e-6)
     assert not np.allclose(expected[0], expected[1])
+
+
+def test_a_model_without_matryoshka_gets_no_dimensions_and_long_texts_are_truncated_by_the_server(
+    fake_embed: FakeFixture,
+) -> None:
+    settings = vt.ClientSettings(fake_embed.base_url, max_retries=0)
+    provider = VLLMProvider(settings)
+    df = daft.from_pydict({"text": [TEXTS[0], LONG]})
+    embedded = df.with_column("vector", embed_text(col("text"), provider=provider, long_inputs="truncate"))
+    vectors = embedded.to_pydict()["vector"]
+    sent = [r.json for r in fake_embed.fake.received("/v1/embeddings")]
+    assert embedded.schema()["vector"].dtype == DataType.embedding(DataType.float32(), 384)  # the server's
+    assert all("dimensions" not in body and body["truncate_prompt_tokens"] == -1 for body in sent)
+    with vt.Client.from_settings(settings) as client:
+        expected = client.embed([TEXTS[0], LONG], long_inputs="truncate").vectors
+    np.testing.assert_allclose(np.stack(vectors), expected, atol=1e-6)
+    with pytest.raises(vt.BadRequestError) as refused:  # when the expression is built, not mid-query
+        embed_text(col("text"), provider=provider, dimensions=128)
+    assert refused.value.kind == "matryoshka_not_supported"
 
 
 def test_provider_options_that_are_not_the_sdks_are_refused(settings: vt.ClientSettings) -> None:
