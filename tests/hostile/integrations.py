@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from vllm_tasks.integrations import langchain, llama_index, ray
+from vllm_tasks.integrations import daft, langchain, llama_index, ray
 
 from .inputs import HOSTILE_PATHS, refused
 from .registry import ASYNC_CASES, TEXTS, Call, Env, png, register, wav
@@ -284,6 +284,47 @@ for _cls_name, (_cls, _server, _batch, _cells) in RAY_ROWS.items():
             f"{RAY}{_cls_name}.__call__",
             Call(_hostile_row(_cls, _batch, _bad), _server, label=f"row-{_name}", check=_row_refused()),
         )
+
+DAFT = "integrations.daft."
+
+
+def _daft_embedding(image: bool) -> Callable[[Env], Any]:
+    """What ``daft.functions.embed_text`` / ``embed_image`` do with the provider: build the descriptor,
+    probe the width, embed a batch in a worker's instance."""
+
+    def run(env: Env) -> Any:
+        provider = daft.VLLMProvider(env.settings())
+        described = provider.get_image_embedder() if image else provider.get_text_embedder()
+        embedder = described.instantiate()
+        rows = embedder.embed_image([png(), png(90)]) if image else embedder.embed_text(TEXTS)
+        return described.get_dimensions().size, rows
+
+    return run
+
+
+def _daft(cls: Any, *columns: Callable[[], Any]) -> Callable[[Env], Any]:
+    """A ``@daft.cls`` instance called directly on Series, as Daft calls it in each worker."""
+
+    def run(env: Env) -> Any:
+        import daft as daft_engine
+
+        return cls(env.settings())(*(daft_engine.Series.from_pylist(column()) for column in columns))
+
+    return run
+
+
+register(DAFT + "VLLMProvider.get_text_embedder", Call(_daft_embedding(False), "all", ADAPTER_CASES))
+register(DAFT + "VLLMProvider.get_image_embedder", Call(_daft_embedding(True), "all", PLAIN_CASES))
+register(
+    DAFT + "Scorer.__call__",
+    Call(_daft(daft.Scorer, lambda: ["q"] * 3, lambda: list(TEXTS)), "all", RANK_CASES),
+)
+register(
+    DAFT + "Reranker.__call__",
+    Call(_daft(daft.Reranker, lambda: ["q"], lambda: [list(TEXTS)]), "all", RANK_CASES),
+)
+register(DAFT + "Transcriber.__call__", Call(_daft(daft.Transcriber, lambda: [wav()]), "all", PLAIN_CASES))
+register(DAFT + "OCR.__call__", Call(_daft(daft.OCR, lambda: [png()]), "ocr", PLAIN_CASES))
 
 # Closing an adapter (or a Ray callable) closes its own clients: nothing a server says reaches it.
 for _name in ("VLLMEmbeddings.close", "VLLMEmbeddings.aclose", "VLLMReranker.close", "VLLMReranker.aclose"):
