@@ -9,6 +9,7 @@ trailing ``\\r`` of a CRLF line is dropped, a lone ``\\r`` inside a line is kept
 from __future__ import annotations
 
 import codecs
+import contextlib
 import csv
 import hashlib
 import itertools
@@ -23,6 +24,7 @@ import orjson
 from .. import media_files
 from ..dependencies import require
 from ..errors import InvalidInputError
+from .locations import RemoteFile, location
 
 InputFormat = Literal["text", "jsonl", "csv", "parquet"]
 SUFFIXES: dict[str, InputFormat] = {
@@ -79,14 +81,15 @@ class InputSpec:
     """Where a job's texts come from.
 
     Attributes:
-        path: the input file.
+        path: the input file: a local path, or a remote file (an fsspec URL, see
+            :mod:`~vllm_tasks.jobs.locations`).
         format: ``text`` (one text per line), ``jsonl``, ``csv`` or ``parquet``.
         text_field: the column (or JSON key) holding the text (not for ``text``).
         id_field: the column holding each row's id; ``None``: the row number.
         keep_columns: other columns copied to a Parquet output.
     """
 
-    path: Path
+    path: Path | RemoteFile
     format: InputFormat
     text_field: str = "text"
     id_field: str | None = None
@@ -95,7 +98,7 @@ class InputSpec:
     @classmethod
     def create(
         cls,
-        path: str | os.PathLike[str],
+        source: str | os.PathLike[str],
         *,
         format: str | None = None,
         text_field: str | None = None,
@@ -105,9 +108,11 @@ class InputSpec:
         """Check the arguments; the format defaults to the file's suffix (``text`` for any other).
 
         Raises:
-            InvalidInputError: an unknown format, or column names given for plain text.
+            InvalidInputError: an unknown format, or column names given for plain text; a URL whose
+                protocol is unknown or whose package is missing (:func:`~vllm_tasks.jobs.locations.location`).
+            MissingDependency: a URL without the ``fsspec`` extra.
         """
-        path = Path(path)
+        path = location(source, "source")
         chosen = format if format is not None else SUFFIXES.get(path.suffix.lower(), "text")
         if chosen not in get_args(InputFormat):
             raise InvalidInputError(
@@ -177,8 +182,11 @@ def scan(spec: InputSpec) -> tuple[int, str]:
     return rows, digest
 
 
-def file_digest(path: Path) -> str:
-    """The SHA-256 hex digest of a file's bytes, streaming."""
+def file_digest(path: Path | RemoteFile) -> str:
+    """The SHA-256 hex digest of a file's bytes, streaming (a remote file's: see
+    :meth:`~vllm_tasks.jobs.locations.RemoteFile.digest`)."""
+    if isinstance(path, RemoteFile):
+        return path.digest()
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         while block := handle.read(_HASH_BLOCK):
@@ -186,13 +194,16 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def check_regular(path: Path) -> None:
+def check_regular(path: Path | RemoteFile) -> None:
     """Refuse what is not a regular file (a FIFO or ``/dev/zero`` would never end), or cannot be a path
-    (:func:`vllm_tasks.media_files.check_regular_file`).
+    (:func:`vllm_tasks.media_files.check_regular_file`); a remote file that is not there.
 
     Raises:
         InvalidInputError: naming the path and what it is.
     """
+    if isinstance(path, RemoteFile):
+        path.check_file("source")
+        return
     media_files.check_regular_file(path, "source", max_bytes=None)
 
 
@@ -301,11 +312,16 @@ def _csv_rows(spec: InputSpec) -> Iterator[tuple[Any, ...]]:
             yield tuple(record[name] for name in spec.columns)
 
 
-def _parquet_file(spec: InputSpec) -> Any:
+@contextlib.contextmanager
+def _parquet_file(spec: InputSpec) -> Iterator[Any]:
+    """The input opened by pyarrow (a remote one through its stream, closed after), columns checked."""
     parquet = require("pyarrow.parquet", "parquet", "reading Parquet inputs")
-    handle = parquet.ParquetFile(spec.path)
-    _check_columns(spec, handle.schema_arrow.names)
-    return handle
+    with contextlib.ExitStack() as stack:
+        path = spec.path
+        source = stack.enter_context(path.open("rb")) if isinstance(path, RemoteFile) else path
+        handle = parquet.ParquetFile(source)
+        _check_columns(spec, handle.schema_arrow.names)
+        yield handle
 
 
 def _check_columns(spec: InputSpec, names: list[str]) -> None:
@@ -322,28 +338,29 @@ def _check_columns(spec: InputSpec, names: list[str]) -> None:
 
 def _parquet_rows(spec: InputSpec, start: int) -> Iterator[tuple[Any, ...]]:
     """Rows from ``start``, read one row group at a time (row groups before ``start`` are not read)."""
-    handle = _parquet_file(spec)
-    first = 0
-    for group in range(handle.metadata.num_row_groups):
-        size = handle.metadata.row_group(group).num_rows
-        if first + size <= start:
-            first += size
-            continue
-        table = handle.read_row_group(group, columns=spec.columns)
-        columns = [table.column(name).to_pylist() for name in spec.columns]
-        skip = max(0, start - first)
-        first += size
-        for position, row in enumerate(zip(*columns, strict=True)):
-            if position < skip:
+    with _parquet_file(spec) as handle:
+        first = 0
+        for group in range(handle.metadata.num_row_groups):
+            size = handle.metadata.row_group(group).num_rows
+            if first + size <= start:
+                first += size
                 continue
-            if not isinstance(row[0], str):
-                raise InvalidInputError(
-                    "text_field",
-                    spec.text_field,
-                    f"row {first - size + position} of {spec.path} is {type(row[0]).__name__}, not a string",
-                    "Name the column that holds the text with text_field= (vllm-tasks: --text-field).",
-                )
-            yield row
+            table = handle.read_row_group(group, columns=spec.columns)
+            columns = [table.column(name).to_pylist() for name in spec.columns]
+            skip = max(0, start - first)
+            first += size
+            for position, row in enumerate(zip(*columns, strict=True)):
+                if position < skip:
+                    continue
+                if not isinstance(row[0], str):
+                    raise InvalidInputError(
+                        "text_field",
+                        spec.text_field,
+                        f"row {first - size + position} of {spec.path} is {type(row[0]).__name__}, "
+                        "not a string",
+                        "Name the column that holds the text with text_field= (vllm-tasks: --text-field).",
+                    )
+                yield row
 
 
 def parquet_types(spec: InputSpec) -> dict[str, Any]:
@@ -357,6 +374,7 @@ def parquet_types(spec: InputSpec) -> dict[str, Any]:
     pa = require("pyarrow", "parquet", "writing Parquet outputs")
     names = spec.columns[1:]
     if spec.format == "parquet":
-        schema = _parquet_file(spec).schema_arrow
+        with _parquet_file(spec) as handle:
+            schema = handle.schema_arrow
         return {name: schema.field(name).type for name in names}
     return {name: pa.string() for name in names}
