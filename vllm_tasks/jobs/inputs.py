@@ -12,6 +12,7 @@ import codecs
 import contextlib
 import csv
 import hashlib
+import io
 import itertools
 import os
 from collections.abc import Iterable, Iterator
@@ -158,6 +159,9 @@ def scan(spec: InputSpec) -> tuple[int, str]:
     same reader the job reads with, so a bad row is found before any request and the count is the
     rows the job will read.
 
+    A text, JSONL or CSV input is read once, hashed as its rows are read (a remote one downloaded once);
+    a Parquet input is hashed, then its needed columns read.
+
     Returns:
         ``(rows, sha256 hex digest of the file's bytes)``.
 
@@ -168,8 +172,9 @@ def scan(spec: InputSpec) -> tuple[int, str]:
     """
     check_regular(spec.path)
     try:
-        digest = file_digest(spec.path)
-        rows = sum(1 for _ in _rows(spec))
+        if spec.format == "parquet":
+            return sum(1 for _ in _rows(spec)), file_digest(spec.path)
+        return _count_hashing(spec)
     except InvalidInputError:
         raise
     except (OSError, UnicodeDecodeError, csv.Error, ValueError) as error:  # pyarrow's ArrowInvalid is one
@@ -179,6 +184,40 @@ def scan(spec: InputSpec) -> tuple[int, str]:
             f"cannot be read ({error})",
             f"Check that it is a valid {spec.format} file.",
         ) from error
+
+
+class _Hashing(io.RawIOBase):
+    """A binary stream that hashes every byte read through it (read in order, never seeked)."""
+
+    def __init__(self, raw: BinaryIO, digest: Any) -> None:
+        super().__init__()
+        self._raw = raw
+        self.digest = digest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._raw.read(len(buffer))
+        buffer[: len(data)] = data
+        self.digest.update(data)
+        return len(data)
+
+
+def _count_hashing(spec: InputSpec) -> tuple[int, str]:
+    """The rows of a text, JSONL or CSV input and its SHA-256, from one read (a remote file's digest is
+    remembered under the identity it had before the read: see
+    :meth:`~vllm_tasks.jobs.locations.RemoteFile.remember`)."""
+    identity = spec.path.identity() if isinstance(spec.path, RemoteFile) else None
+    with spec.path.open("rb") as raw:
+        hashing = _Hashing(raw, hashlib.sha256())
+        stream = io.BufferedReader(hashing, buffer_size=_HASH_BLOCK)
+        rows = sum(1 for _ in _rows(spec, stream=stream))
+        while stream.read(_HASH_BLOCK):  # the readers read to the end; a last line without rows too
+            pass
+    digest = str(hashing.digest.hexdigest())
+    if isinstance(spec.path, RemoteFile) and identity is not None:
+        spec.path.remember(identity, digest)
     return rows, digest
 
 
@@ -236,18 +275,21 @@ def read_chunks(spec: InputSpec, chunk_rows: int, skip: frozenset[int] = frozens
         index += 1
 
 
-def _rows(spec: InputSpec, start: int = 0) -> Iterator[tuple[str, Any, tuple[Any, ...]]]:
-    """``(text, id, kept values)`` per row, from row ``start`` (only Parquet starts late: by row group)."""
+def _rows(
+    spec: InputSpec, start: int = 0, stream: BinaryIO | None = None
+) -> Iterator[tuple[str, Any, tuple[Any, ...]]]:
+    """``(text, id, kept values)`` per row, from row ``start`` (only Parquet starts late: by row group);
+    a text, JSONL or CSV input read from ``stream`` when given, else opened."""
     raw: Iterator[tuple[Any, ...]]
     if spec.format == "text":
-        with spec.path.open("rb") as handle:
+        with _opened(spec, stream) as handle:
             for line in text_lines(handle, str(spec.path)):
                 yield line, None, ()
         return
     if spec.format == "jsonl":
-        raw = (_fields(spec, record, f"line {number}") for number, record in _json_lines(spec))
+        raw = (_fields(spec, record, f"line {number}") for number, record in _json_lines(spec, stream))
     elif spec.format == "csv":
-        raw = _csv_rows(spec)
+        raw = _csv_rows(spec, stream)
     else:
         raw = _parquet_rows(spec, start)
     has_id = spec.id_field is not None
@@ -279,8 +321,18 @@ def _as_text(value: Any) -> str | None:
     return orjson.dumps(value).decode()
 
 
-def _json_lines(spec: InputSpec) -> Iterator[tuple[int, Any]]:
+@contextlib.contextmanager
+def _opened(spec: InputSpec, stream: BinaryIO | None) -> Iterator[BinaryIO]:
+    """``stream`` (left open), or the input opened (and closed after)."""
+    if stream is not None:
+        yield stream
+        return
     with spec.path.open("rb") as handle:
+        yield cast(BinaryIO, handle)
+
+
+def _json_lines(spec: InputSpec, stream: BinaryIO | None) -> Iterator[tuple[int, Any]]:
+    with _opened(spec, stream) as handle:
         for number, raw in enumerate(handle, start=1):
             line = raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw
             if not line.strip():
@@ -293,11 +345,12 @@ def _json_lines(spec: InputSpec) -> Iterator[tuple[int, Any]]:
                 ) from None
 
 
-def _csv_rows(spec: InputSpec) -> Iterator[tuple[Any, ...]]:
+def _csv_rows(spec: InputSpec, stream: BinaryIO | None) -> Iterator[tuple[Any, ...]]:
     """CSV rows as ``DictReader`` reads them (blank lines are not rows); a UTF-8 BOM (Excel) is dropped."""
     # One long cell must not refuse the whole file (the default cap is 128 KiB); the cap is process-wide.
     csv.field_size_limit(max(csv.field_size_limit(), _CSV_FIELD_LIMIT))
-    with spec.path.open(encoding="utf-8-sig", newline="") as handle:
+    with _opened(spec, stream) as binary:
+        handle = io.TextIOWrapper(binary, encoding="utf-8-sig", newline="")
         reader = csv.DictReader(handle)
         _check_columns(spec, list(reader.fieldnames or []))
         for record in reader:
@@ -310,6 +363,7 @@ def _csv_rows(spec: InputSpec) -> Iterator[tuple[Any, ...]]:
                     "Fix or drop that line.",
                 )
             yield tuple(record[name] for name in spec.columns)
+        handle.detach()  # the binary stream is closed by its owner
 
 
 @contextlib.contextmanager

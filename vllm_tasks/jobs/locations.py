@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal, overload
+from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from ..dependencies import require
@@ -201,29 +201,16 @@ class RemoteFile:
                 "Name an existing file.",
             )
 
-    @overload
-    def open(self, mode: Literal["rb"]) -> io.BufferedReader[_GuardedReader]: ...
-
-    @overload
-    def open(
-        self, mode: Literal["r"] = "r", *, encoding: str | None = None, newline: str | None = None
-    ) -> io.TextIOWrapper: ...
-
-    def open(
-        self, mode: str = "r", *, encoding: str | None = None, newline: str | None = None
-    ) -> io.BufferedReader[_GuardedReader] | io.TextIOWrapper:
-        """The file opened for reading (``rb``: a buffered binary stream; ``r``: text), its filesystem's
-        errors raised as :class:`JobError` (see :meth:`errors`).
+    def open(self, mode: Literal["rb"] = "rb") -> io.BufferedReader[_GuardedReader]:
+        """The file opened for reading, as a buffered binary stream whose filesystem errors are raised as
+        :class:`JobError` (see :meth:`errors`).
 
         Raises:
             JobError: it cannot be opened.
         """
         with self.errors("opening it"):
             handle = self.fs.open(self.path, "rb")
-        stream = io.BufferedReader(_GuardedReader(handle, self), buffer_size=_READ_BLOCK)
-        if "b" in mode:
-            return stream
-        return io.TextIOWrapper(stream, encoding=encoding, newline=newline)
+        return io.BufferedReader(_GuardedReader(handle, self), buffer_size=_READ_BLOCK)
 
     def identity(self) -> str:
         """What tells a version of the file from another without reading it: fsspec's ``ukey`` (an ETag,
@@ -250,6 +237,11 @@ class RemoteFile:
                     digest.update(block)
             self._digests[key] = digest.hexdigest()
         return self._digests[key]
+
+    def remember(self, identity: str, digest: str) -> None:
+        """Keep ``digest`` as the content digest of the file's version ``identity`` (read while reading its
+        rows: :meth:`digest` then reads nothing while the file stays that version)."""
+        self._digests[identity] = digest
 
     def exists(self) -> bool:
         """Whether the file exists.
