@@ -252,3 +252,21 @@ def test_credentials_in_a_url_are_never_shown(
     assert "access denied" in shown[1] and "gone.txt" in shown[0] and "memory://" in manifest
     for text in shown:
         assert SECRET not in text
+
+
+def test_image_rows_need_a_local_input(tmp_path: Path, fake: FakeVLLM, memory: tuple[Any, str]) -> None:
+    fs, bucket = memory
+    fs.pipe(f"/{bucket}/photos.txt", b"a.png\n")
+    fake.clear_requests()
+    with pytest.raises(vt.InvalidInputError, match="reads its images next to a local input"):
+        vt.embed_file(fake.url, f"memory://{bucket}/photos.txt", tmp_path / "o.npy", images=True)
+    assert fake.received() == []
+
+
+def test_the_cli_takes_urls_and_a_work_dir(tmp_path: Path, fake: FakeVLLM, memory: tuple[Any, str]) -> None:
+    fs, bucket = memory
+    fs.pipe(f"/{bucket}/in.txt", b"a\nb\n")
+    argv = ["embed-file", f"memory://{bucket}/in.txt", "--out", f"memory://{bucket}/o.npy", "--url", fake.url]
+    assert cli.main([*argv, "--work-dir", str(tmp_path / "w")]) == cli.EXIT_OK
+    assert (tmp_path / "w" / "o.npy").is_file()  # the finished output's copy, beside its state
+    np.testing.assert_array_equal(read_output(fs.cat(f"/{bucket}/o.npy"), "o.npy")[1], fake.vector("b"))

@@ -13,6 +13,10 @@ by the output URL: checkpoint, parts and lock need POSIX files an object store d
 uploaded once when it is complete (:meth:`Target.publish`): the output, its errors and ids files, and
 its manifest last, so a reader who finds the manifest finds the rest.
 
+A folder job's remote source is copied to a local cache folder keyed by its URL (:func:`source_folder`:
+the files with the job's suffixes, a file downloaded again only when its listing entry changed), which
+the job then reads as a local folder.
+
 A URL is shown without its credentials (``user:password@``, query values) in every message, log line
 and manifest (:func:`vllm_tasks.redaction.redact_url`); the filesystem's own error texts are shown with
 the URL and its path replaced by the shown URL.
@@ -21,20 +25,24 @@ the URL and its path replaced by the shown URL.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import json
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 from urllib.parse import unquote, urlsplit
 
 from ..dependencies import require
 from ..errors import InvalidInputError, JobError
 from ..redaction import redact_text, redact_url
+from .files import make_folder, read_no_follow, write_atomically
+from .state import job_lock, write_json
 
 _URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(::[A-Za-z][A-Za-z0-9+.\-]*)*://")
 _READ_BLOCK = 1 << 20
@@ -426,15 +434,13 @@ class Target:
         """
         if self.remote is None:
             return None
-        from .state import write_json  # state imports files, which this module's callers import first
-
         local_manifest = self.local.with_name(self.local.name + MANIFEST)
-        manifest = json.loads(local_manifest.read_bytes())
+        manifest = json.loads(read_no_follow(local_manifest))
         if manifest.get("output") != self.remote.shown:
             manifest["output"] = self.remote.shown
             write_json(local_manifest, manifest)
         remote_manifest = self.remote.sibling(MANIFEST)
-        content = local_manifest.read_bytes()
+        content = read_no_follow(local_manifest)
         if remote_manifest.exists() and remote_manifest.read_bytes() == content and self._uploaded():
             return self.remote.shown
         remote_manifest.remove()
@@ -455,3 +461,64 @@ class Target:
             if not self.remote.fs.exists(self.remote.path):
                 return False
             return int(self.remote.fs.size(self.remote.path)) == self.local.stat().st_size
+
+
+def source_folder(source: str | os.PathLike[str], suffixes: frozenset[str]) -> Path:
+    """The local folder a folder job reads: ``source`` itself, or the local copy of an fsspec folder URL
+    (under :func:`default_work_dir` of the URL): every file below it with one of ``suffixes`` (lower
+    case, with the dot) and no hidden part in its name, downloaded when new or changed in the listing
+    (size, ETag, mtime), the copies of files gone from it removed.
+
+    Raises:
+        InvalidInputError: the URL is not a folder (or what :func:`location` raises).
+        JobError: listing or downloading failed, or another run is copying the same URL.
+    """
+    where = location(source, "source")
+    if isinstance(where, Path):
+        return where
+    home = default_work_dir(redact_url(where.url, query=False))
+    make_folder(home)
+    with job_lock(home / "lock", where.shown):
+        _mirror(where, home / "source", home / "source.json", suffixes)
+    return home / "source"
+
+
+def _mirror(remote: RemoteFile, folder: Path, index_path: Path, suffixes: frozenset[str]) -> None:
+    """Make ``folder`` hold ``remote``'s wanted files (see :func:`source_folder`); ``index_path`` keeps
+    each copy's listing entry."""
+    with remote.errors("listing it"):
+        if not remote.fs.isdir(remote.path):
+            raise InvalidInputError("source", remote.shown, "is not a folder", "Name a folder URL.")
+        listing = remote.fs.find(remote.path, detail=True)
+    root = remote.path.rstrip("/") + "/"
+    wanted: dict[str, tuple[str, str]] = {}
+    for name, info in listing.items():
+        relative = PurePosixPath(name.removeprefix(root))
+        hidden = any(part.startswith(".") for part in relative.parts)  # "..": never outside the folder
+        if name.startswith(root) and not hidden and relative.suffix.lower() in suffixes:
+            entry = json.dumps(info, sort_keys=True, default=str)
+            wanted[relative.as_posix()] = (name, hashlib.sha256(entry.encode()).hexdigest())
+    try:
+        index = json.loads(read_no_follow(index_path))
+    except (OSError, ValueError, JobError):
+        index = {}
+    for path in sorted(folder.rglob("*"), reverse=True) if folder.exists() else ():
+        if (path.is_file() and path.relative_to(folder).as_posix() not in wanted) or path.is_symlink():
+            path.unlink()
+        elif path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+    for key, (name, entry) in sorted(wanted.items()):
+        local = folder / key
+        if index.get(key) == entry and local.is_file():
+            continue
+        make_folder(local.parent)
+        with remote.errors(f"downloading {key}"):
+            write_atomically(local, functools.partial(_download, remote.fs, name))
+        index[key] = entry
+    write_json(index_path, {key: value for key, value in index.items() if key in wanted})
+
+
+def _download(fs: Any, name: str, handle: BinaryIO) -> None:
+    """Copy the file ``name`` of ``fs`` into ``handle``, a block at a time."""
+    with fs.open(name, "rb") as remote:
+        shutil.copyfileobj(remote, handle, _READ_BLOCK)
