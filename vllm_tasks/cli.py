@@ -106,10 +106,7 @@ def add_embed_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "embed-file",
         help="embed a text, JSONL, CSV or Parquet file of any size into .npy or Parquet, resumably",
     )
-    embed_file.add_argument("source", help="the input: text (one text per line), .jsonl, .csv or .parquet")
-    embed_file.add_argument(
-        "--out", required=True, help="the output: .npy matrix or .parquet (its folder made if missing)"
-    )
+    add_embed_file_ends(embed_file)
     embed_file.add_argument("--input-format", choices=["text", "jsonl", "csv", "parquet"], default=None)
     embed_file.add_argument("--output-format", choices=["npy", "parquet"], default=None)
     embed_file.add_argument(
@@ -175,6 +172,24 @@ def add_embed_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
             + (", per server" if sub_parser is embed_file else "")
             + ", or auto: tuned from the answers' latencies (default %(default)s)",
         )
+
+
+def add_embed_file_ends(parser: argparse.ArgumentParser) -> None:
+    """``embed-file``'s input and output (paths or fsspec URLs) and ``--work-dir`` for a URL output."""
+    parser.add_argument(
+        "source",
+        help="the input: text (one text per line), .jsonl, .csv or .parquet; a path or an fsspec URL (s3://...)",
+    )
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="the output: .npy matrix or .parquet (its folder made if missing); a path or an fsspec URL",
+    )
+    parser.add_argument(
+        "--work-dir",
+        default=None,
+        help="for a URL --out: the local folder of the job's state and output copy (default: a cache folder)",
+    )
 
 
 def job_concurrency(text: str) -> int | Literal["auto"]:
@@ -267,6 +282,7 @@ def run_embed_file(args: argparse.Namespace, client: Client) -> int:
             multi_vector=args.multi_vector,
             images=args.images,
             params=params,
+            work_dir=args.work_dir,
         )
     print(report.summary(), file=sys.stderr)
     return EXIT_OK

@@ -323,6 +323,38 @@ def _vanishing(c: vt.Client, env: Env) -> Any:
         env.fake.clear_faults()
 
 
+HOSTILE_URLS: dict[str, Callable[[Env], tuple[Any, Any]]] = {
+    "source-url-unknown-protocol": lambda env: ("nosuchproto://b/in.txt", env.tmp / "o.npy"),
+    "source-url-protocol-package-missing": lambda env: ("vtmissing://b/in.txt", env.tmp / "o.npy"),
+    "source-url-missing-file": lambda env: (
+        "memory://user:KEY@vt-hostile/none.txt?sig=KEY",
+        env.tmp / "o.npy",
+    ),
+    "source-url-folder": lambda env: ("memory://vt-hostile", env.tmp / "o.npy"),
+    "source-file-url-other-host": lambda env: ("file://elsewhere/in.txt", env.tmp / "o.npy"),
+    "out-url-without-a-name": lambda env: (text_source(env), "memory://vt-hostile/"),
+    "out-url-protocol-package-missing": lambda env: (text_source(env), "vtmissing://b/o.npy"),
+    "out-url-is-the-source": lambda env: ("memory://vt-hostile/in.txt", "memory://vt-hostile/in.txt"),
+}
+"""fsspec URLs a job refuses (typed) before any request; ``vtmissing://`` is a protocol whose package is
+not installed (registered with fsspec while the call runs)."""
+
+
+def _url_job(make: Callable[[Env], tuple[Any, Any]]) -> Callable[[vt.Client, Env], Any]:
+    def run(c: vt.Client, env: Env) -> Any:
+        import fsspec
+        from fsspec.registry import known_implementations
+
+        fsspec.filesystem("memory").pipe("/vt-hostile/in.txt", b"a\n")
+        missing = {"class": "vtmissing_pkg.FileSystem", "err": "Install vtmissing_pkg"}
+        with mock.patch.dict(known_implementations, {"vtmissing": missing}):
+            return _embed(c, *make(env))
+
+    return run
+
+
+for _name, _urls in HOSTILE_URLS.items():
+    embed_input(_name, _url_job(_urls))
 embed_input("out-folder-missing", _missing_folder, lambda report: Path(report.out).exists())
 embed_input("out-folder-read-only", _read_only)
 embed_input("disk-full", _full, check=refused)

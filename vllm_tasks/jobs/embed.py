@@ -5,6 +5,8 @@ Work happens in ``OUT.partial/`` next to the output: the matrix (or Parquet part
 checkpoint) and ``errors.jsonl``. When every row is done the result is renamed to ``OUT``, refused rows
 go to ``OUT.errors.jsonl`` (row, id, status, the server's message), ids to ``OUT.ids.jsonl`` (``.npy``
 with an ``id_field``), and ``OUT.manifest.json`` records the model, the servers, the shape and timings.
+The input and the output may be fsspec URLs (:mod:`~vllm_tasks.jobs.locations`): a remote output is
+made so in a local work folder, then uploaded.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ..validation import positive_int
 from .engine import Engine, Plan, error_rows
 from .files import make_folder, read_no_follow, write_atomically
 from .inputs import InputSpec, check_regular, file_digest, parquet_types, read_chunks, scan
+from .locations import RemoteFile, Target
 from .outputs import NpySink, ParquetSink, Sink
 from .progress import JobProgress
 from .replicas import Replica, ReplicaPool, Servers, run_in_own_loop
@@ -75,6 +78,9 @@ class EmbedFileReport:
         vectors: what the rows are: ``"dense"`` (an ``embedding`` column or a ``.npy`` matrix), ``"sparse"``
             (``sparse_indices``/``sparse_values`` columns) or ``"multi-vector"`` (a ``token_embeddings``
             column of per-token vectors).
+        url: where the output was uploaded when ``out`` is an fsspec URL (shown without credentials;
+            ``out``, ``errors_file`` and ``manifest`` are then their copies in the work folder), else
+            ``None``.
     """
 
     out: Path
@@ -89,6 +95,7 @@ class EmbedFileReport:
     seconds: float
     replicas: tuple[ReplicaReport, ...]
     vectors: str = "dense"
+    url: str | None = None
 
     @property
     def sparse(self) -> bool:
@@ -103,9 +110,10 @@ class EmbedFileReport:
             shape = f"{self.texts} sparse vectors" + (f" ({self.dimensions} ids)" if self.dimensions else "")
         elif self.vectors == MULTI_VECTOR.name:
             shape = f"{self.texts} per-token matrices x {self.dimensions} float32"
+        where = self.url or self.out
         if self.already_complete:
-            return f"{self.out}: already complete ({shape}); nothing to do"
-        parts = [f"{self.out}: {shape}"]
+            return f"{where}: already complete ({shape}); nothing to do"
+        parts = [f"{where}: {shape}"]
         if self.chunks_resumed:
             parts.append(f"{self.chunks_resumed} chunk(s) resumed")
         if self.failed_rows:
@@ -134,14 +142,19 @@ class _Paths:
             out.with_name(out.name + ".lock"),
         )
 
-    def check_apart_from(self, source: Path) -> None:
+    def check_apart_from(self, source: Path | RemoteFile) -> None:
         """Refuse an output that would overwrite the input, or that exists and is not a regular file.
 
         Raises:
             InvalidInputError: naming ``out`` and the fix.
         """
         for path in (self.out, self.manifest, self.errors, self.ids):
-            if path.exists() and source.exists() and os.path.samefile(path, source):
+            if (
+                isinstance(source, Path)
+                and path.exists()
+                and source.exists()
+                and os.path.samefile(path, source)
+            ):
                 raise InvalidInputError(
                     "out", str(self.out), f"would overwrite the input {source}", "Write the output elsewhere."
                 )
@@ -180,6 +193,7 @@ async def aembed_file(
     extra_body: Mapping[str, Any] | None = None,
     extra_headers: Mapping[str, str] | None = None,
     timeout: TimeoutLike = CLIENT_DEFAULT,
+    work_dir: str | os.PathLike[str] | None = None,
 ) -> EmbedFileReport:
     """Embed every row of a text, JSONL, CSV or Parquet file into ``.npy`` or Parquet, resumably.
 
@@ -190,8 +204,11 @@ async def aembed_file(
         client: the server(s): a ``Client``/``AsyncClient``, a root URL, or a list of them; batches go to
             the one with the fewest requests in flight; all must serve the same model.
         source: the input. Plain text is one text per line, split on ``\\n`` only (empty lines are rows).
+            A path, or an fsspec URL (``s3://``, ``gs://``, ``hf://``; the ``fsspec`` extra and the
+            protocol's package), read as a stream.
         out: the output: ``.npy`` (a float32 matrix, row ``i`` = input row ``i``) or ``.parquet``; its
-            folder is made when missing.
+            folder is made when missing. An fsspec URL is made in ``work_dir`` and uploaded when the job
+            is complete, with its errors, ids and manifest (last).
         input_format: ``text``, ``jsonl``, ``csv`` or ``parquet`` (default: from the suffix; else text).
         text_field: the column or JSON key holding the text (default ``text``).
         id_field: the column holding each row's id (default: the row number).
@@ -234,6 +251,9 @@ async def aembed_file(
             send the same).
         extra_headers: extra headers for every request.
         timeout: per-request timeout (default: the client's).
+        work_dir: for an fsspec URL ``out``: the local folder of the job's working state (checkpoint,
+            parts, lock) and the finished output's copy (default: a folder under
+            ``~/.cache/vllm-tasks/jobs`` keyed by the URL). Not for a local ``out``.
 
     Returns:
         EmbedFileReport.
@@ -251,6 +271,8 @@ async def aembed_file(
         JobError: a symlink where the lock or a work file goes (never followed), or an output folder
             that cannot be written (naming it); see :mod:`vllm_tasks.jobs.files`.
         RowFailed: with ``fail_fast``, the first refused row.
+        JobError: an fsspec URL that failed while read or written (its message shows the URL without
+            credentials); progress is kept: run again to resume (or to upload).
         UnexpectedResponse: (``kind="decode"``) a server kept answering batches of another width (or
             vocabulary) than the job's probe found, naming the rows and both widths; a server that does
             it once is set aside and the batch sent again, and nothing of such an answer is written.
@@ -272,9 +294,11 @@ async def aembed_file(
     spec = InputSpec.create(
         source, format=input_format, text_field=text_field, id_field=id_field, keep_columns=keep_columns
     )
-    paths = _Paths.of(Path(out))
+    target = Target.of(out, work_dir)
+    paths = _Paths.of(target.local)
     check_regular(spec.path)
     paths.check_apart_from(spec.path)
+    target.check_apart_from(spec.path)
     chosen_output = _output_format(output_format, paths.out)
     vectors = _vectors(sparse, multi_vector, chosen_output, output_format, paths.out)
     _check_output_columns(spec, chosen_output, vectors)
@@ -286,7 +310,7 @@ async def aembed_file(
         _embed_call(chosen_params, CallOptions(model, extra_body, extra_headers, timeout)),
         bool(fail_fast),
         vectors,
-        spec.path.parent if images else None,
+        _image_folder(spec) if images else None,
     )
     positive_int("chunk_rows", chunk_rows)
     settings = JobSettings(concurrency, show_progress, progress_interval, retry_replica_after, give_up_after)
@@ -301,7 +325,7 @@ async def aembed_file(
             # only sparse jobs say so: dense checkpoints of earlier versions stay resumable
             "output": {"format": chosen_output, **_kind_record(vectors)},
         }
-        return await _locked_run(
+        report = await _locked_run(
             paths,
             spec,
             fingerprint,
@@ -312,6 +336,24 @@ async def aembed_file(
             pool=servers.pool,
             settings=settings,
         )
+    url = await asyncio.to_thread(target.publish)
+    return report if url is None else dataclasses.replace(report, url=url)
+
+
+def _image_folder(spec: InputSpec) -> Path:
+    """The folder an image job reads relative image paths from: the input's.
+
+    Raises:
+        InvalidInputError: the input is an fsspec URL (images are read from local files or http URLs).
+    """
+    if isinstance(spec.path, RemoteFile):
+        raise InvalidInputError(
+            "images",
+            True,
+            f"reads its images next to a local input, not {spec.path}",
+            "Copy the input (and its images) to a local folder first.",
+        )
+    return spec.path.parent
 
 
 async def _locked_run(

@@ -58,6 +58,7 @@ from ..errors import (
 from ..types.server import ServerInfo
 from .engine import first_error
 from .files import append_no_follow, make_folder, read_no_follow, write_atomically, write_in_thread
+from .locations import source_folder
 from .progress import JobProgress
 from .replicas import JobClient, Replica, ReplicaPool, Servers
 from .scaffold import JobSettings, ReplicaReport, check_same_job, job_servers, replica_reports, served_section
@@ -637,7 +638,7 @@ async def run_folder_job(
         APIError: a fatal answer (401, 404, ...), or every server down for ``give_up_after`` seconds.
     """
     started = time.monotonic()
-    folder, target = Path(source), Path(out)
+    folder, target = await asyncio.to_thread(source_folder, source, job.suffixes), Path(out)
     await asyncio.to_thread(check_folders, folder, target)
     with locked(target):
         documents, refused, written = await asyncio.to_thread(_prepare, job, folder, target)

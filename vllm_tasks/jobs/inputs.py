@@ -9,8 +9,10 @@ trailing ``\\r`` of a CRLF line is dropped, a lone ``\\r`` inside a line is kept
 from __future__ import annotations
 
 import codecs
+import contextlib
 import csv
 import hashlib
+import io
 import itertools
 import os
 from collections.abc import Iterable, Iterator
@@ -23,6 +25,7 @@ import orjson
 from .. import media_files
 from ..dependencies import require
 from ..errors import InvalidInputError
+from .locations import RemoteFile, location
 
 InputFormat = Literal["text", "jsonl", "csv", "parquet"]
 SUFFIXES: dict[str, InputFormat] = {
@@ -79,14 +82,15 @@ class InputSpec:
     """Where a job's texts come from.
 
     Attributes:
-        path: the input file.
+        path: the input file: a local path, or a remote file (an fsspec URL, see
+            :mod:`~vllm_tasks.jobs.locations`).
         format: ``text`` (one text per line), ``jsonl``, ``csv`` or ``parquet``.
         text_field: the column (or JSON key) holding the text (not for ``text``).
         id_field: the column holding each row's id; ``None``: the row number.
         keep_columns: other columns copied to a Parquet output.
     """
 
-    path: Path
+    path: Path | RemoteFile
     format: InputFormat
     text_field: str = "text"
     id_field: str | None = None
@@ -95,7 +99,7 @@ class InputSpec:
     @classmethod
     def create(
         cls,
-        path: str | os.PathLike[str],
+        source: str | os.PathLike[str],
         *,
         format: str | None = None,
         text_field: str | None = None,
@@ -105,9 +109,11 @@ class InputSpec:
         """Check the arguments; the format defaults to the file's suffix (``text`` for any other).
 
         Raises:
-            InvalidInputError: an unknown format, or column names given for plain text.
+            InvalidInputError: an unknown format, or column names given for plain text; a URL whose
+                protocol is unknown or whose package is missing (:func:`~vllm_tasks.jobs.locations.location`).
+            MissingDependency: a URL without the ``fsspec`` extra.
         """
-        path = Path(path)
+        path = location(source, "source")
         chosen = format if format is not None else SUFFIXES.get(path.suffix.lower(), "text")
         if chosen not in get_args(InputFormat):
             raise InvalidInputError(
@@ -153,6 +159,9 @@ def scan(spec: InputSpec) -> tuple[int, str]:
     same reader the job reads with, so a bad row is found before any request and the count is the
     rows the job will read.
 
+    A text, JSONL or CSV input is read once, hashed as its rows are read (a remote one downloaded once);
+    a Parquet input is hashed, then its needed columns read.
+
     Returns:
         ``(rows, sha256 hex digest of the file's bytes)``.
 
@@ -163,8 +172,9 @@ def scan(spec: InputSpec) -> tuple[int, str]:
     """
     check_regular(spec.path)
     try:
-        digest = file_digest(spec.path)
-        rows = sum(1 for _ in _rows(spec))
+        if spec.format == "parquet":
+            return sum(1 for _ in _rows(spec)), file_digest(spec.path)
+        return _count_hashing(spec)
     except InvalidInputError:
         raise
     except (OSError, UnicodeDecodeError, csv.Error, ValueError) as error:  # pyarrow's ArrowInvalid is one
@@ -174,11 +184,48 @@ def scan(spec: InputSpec) -> tuple[int, str]:
             f"cannot be read ({error})",
             f"Check that it is a valid {spec.format} file.",
         ) from error
+
+
+class _Hashing(io.RawIOBase):
+    """A binary stream that hashes every byte read through it (read in order, never seeked)."""
+
+    def __init__(self, raw: BinaryIO, digest: Any) -> None:
+        super().__init__()
+        self._raw = raw
+        self.digest = digest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._raw.read(len(buffer))
+        buffer[: len(data)] = data
+        self.digest.update(data)
+        return len(data)
+
+
+def _count_hashing(spec: InputSpec) -> tuple[int, str]:
+    """The rows of a text, JSONL or CSV input and its SHA-256, from one read (a remote file's digest is
+    remembered under the identity it had before the read: see
+    :meth:`~vllm_tasks.jobs.locations.RemoteFile.remember`)."""
+    identity = spec.path.identity() if isinstance(spec.path, RemoteFile) else None
+    with spec.path.open("rb") as raw:
+        hashing = _Hashing(raw, hashlib.sha256())
+        stream = io.BufferedReader(hashing, buffer_size=_HASH_BLOCK)
+        rows = sum(1 for _ in _rows(spec, stream=stream))
+        while stream.read(_HASH_BLOCK):  # the readers read to the end; a last line without rows too
+            pass
+    digest = str(hashing.digest.hexdigest())
+    if isinstance(spec.path, RemoteFile) and identity is not None:
+        spec.path.remember(identity, digest)
     return rows, digest
 
 
-def file_digest(path: Path) -> str:
-    """The SHA-256 hex digest of a file's bytes, streaming."""
+def file_digest(path: Path | RemoteFile) -> str:
+    """The SHA-256 hex digest of a file's bytes, streaming (a remote file's: see
+    :meth:`~vllm_tasks.jobs.locations.RemoteFile.digest`)."""
+    if isinstance(path, RemoteFile):
+        return path.digest()
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         while block := handle.read(_HASH_BLOCK):
@@ -186,13 +233,16 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def check_regular(path: Path) -> None:
+def check_regular(path: Path | RemoteFile) -> None:
     """Refuse what is not a regular file (a FIFO or ``/dev/zero`` would never end), or cannot be a path
-    (:func:`vllm_tasks.media_files.check_regular_file`).
+    (:func:`vllm_tasks.media_files.check_regular_file`); a remote file that is not there.
 
     Raises:
         InvalidInputError: naming the path and what it is.
     """
+    if isinstance(path, RemoteFile):
+        path.check_file("source")
+        return
     media_files.check_regular_file(path, "source", max_bytes=None)
 
 
@@ -225,18 +275,21 @@ def read_chunks(spec: InputSpec, chunk_rows: int, skip: frozenset[int] = frozens
         index += 1
 
 
-def _rows(spec: InputSpec, start: int = 0) -> Iterator[tuple[str, Any, tuple[Any, ...]]]:
-    """``(text, id, kept values)`` per row, from row ``start`` (only Parquet starts late: by row group)."""
+def _rows(
+    spec: InputSpec, start: int = 0, stream: BinaryIO | None = None
+) -> Iterator[tuple[str, Any, tuple[Any, ...]]]:
+    """``(text, id, kept values)`` per row, from row ``start`` (only Parquet starts late: by row group);
+    a text, JSONL or CSV input read from ``stream`` when given, else opened."""
     raw: Iterator[tuple[Any, ...]]
     if spec.format == "text":
-        with spec.path.open("rb") as handle:
+        with _opened(spec, stream) as handle:
             for line in text_lines(handle, str(spec.path)):
                 yield line, None, ()
         return
     if spec.format == "jsonl":
-        raw = (_fields(spec, record, f"line {number}") for number, record in _json_lines(spec))
+        raw = (_fields(spec, record, f"line {number}") for number, record in _json_lines(spec, stream))
     elif spec.format == "csv":
-        raw = _csv_rows(spec)
+        raw = _csv_rows(spec, stream)
     else:
         raw = _parquet_rows(spec, start)
     has_id = spec.id_field is not None
@@ -268,8 +321,18 @@ def _as_text(value: Any) -> str | None:
     return orjson.dumps(value).decode()
 
 
-def _json_lines(spec: InputSpec) -> Iterator[tuple[int, Any]]:
+@contextlib.contextmanager
+def _opened(spec: InputSpec, stream: BinaryIO | None) -> Iterator[BinaryIO]:
+    """``stream`` (left open), or the input opened (and closed after)."""
+    if stream is not None:
+        yield stream
+        return
     with spec.path.open("rb") as handle:
+        yield cast(BinaryIO, handle)
+
+
+def _json_lines(spec: InputSpec, stream: BinaryIO | None) -> Iterator[tuple[int, Any]]:
+    with _opened(spec, stream) as handle:
         for number, raw in enumerate(handle, start=1):
             line = raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw
             if not line.strip():
@@ -282,11 +345,12 @@ def _json_lines(spec: InputSpec) -> Iterator[tuple[int, Any]]:
                 ) from None
 
 
-def _csv_rows(spec: InputSpec) -> Iterator[tuple[Any, ...]]:
+def _csv_rows(spec: InputSpec, stream: BinaryIO | None) -> Iterator[tuple[Any, ...]]:
     """CSV rows as ``DictReader`` reads them (blank lines are not rows); a UTF-8 BOM (Excel) is dropped."""
     # One long cell must not refuse the whole file (the default cap is 128 KiB); the cap is process-wide.
     csv.field_size_limit(max(csv.field_size_limit(), _CSV_FIELD_LIMIT))
-    with spec.path.open(encoding="utf-8-sig", newline="") as handle:
+    with _opened(spec, stream) as binary:
+        handle = io.TextIOWrapper(binary, encoding="utf-8-sig", newline="")
         reader = csv.DictReader(handle)
         _check_columns(spec, list(reader.fieldnames or []))
         for record in reader:
@@ -299,13 +363,19 @@ def _csv_rows(spec: InputSpec) -> Iterator[tuple[Any, ...]]:
                     "Fix or drop that line.",
                 )
             yield tuple(record[name] for name in spec.columns)
+        handle.detach()  # the binary stream is closed by its owner
 
 
-def _parquet_file(spec: InputSpec) -> Any:
+@contextlib.contextmanager
+def _parquet_file(spec: InputSpec) -> Iterator[Any]:
+    """The input opened by pyarrow (a remote one through its stream, closed after), columns checked."""
     parquet = require("pyarrow.parquet", "parquet", "reading Parquet inputs")
-    handle = parquet.ParquetFile(spec.path)
-    _check_columns(spec, handle.schema_arrow.names)
-    return handle
+    with contextlib.ExitStack() as stack:
+        path = spec.path
+        source = stack.enter_context(path.open("rb")) if isinstance(path, RemoteFile) else path
+        handle = parquet.ParquetFile(source)
+        _check_columns(spec, handle.schema_arrow.names)
+        yield handle
 
 
 def _check_columns(spec: InputSpec, names: list[str]) -> None:
@@ -322,28 +392,29 @@ def _check_columns(spec: InputSpec, names: list[str]) -> None:
 
 def _parquet_rows(spec: InputSpec, start: int) -> Iterator[tuple[Any, ...]]:
     """Rows from ``start``, read one row group at a time (row groups before ``start`` are not read)."""
-    handle = _parquet_file(spec)
-    first = 0
-    for group in range(handle.metadata.num_row_groups):
-        size = handle.metadata.row_group(group).num_rows
-        if first + size <= start:
-            first += size
-            continue
-        table = handle.read_row_group(group, columns=spec.columns)
-        columns = [table.column(name).to_pylist() for name in spec.columns]
-        skip = max(0, start - first)
-        first += size
-        for position, row in enumerate(zip(*columns, strict=True)):
-            if position < skip:
+    with _parquet_file(spec) as handle:
+        first = 0
+        for group in range(handle.metadata.num_row_groups):
+            size = handle.metadata.row_group(group).num_rows
+            if first + size <= start:
+                first += size
                 continue
-            if not isinstance(row[0], str):
-                raise InvalidInputError(
-                    "text_field",
-                    spec.text_field,
-                    f"row {first - size + position} of {spec.path} is {type(row[0]).__name__}, not a string",
-                    "Name the column that holds the text with text_field= (vllm-tasks: --text-field).",
-                )
-            yield row
+            table = handle.read_row_group(group, columns=spec.columns)
+            columns = [table.column(name).to_pylist() for name in spec.columns]
+            skip = max(0, start - first)
+            first += size
+            for position, row in enumerate(zip(*columns, strict=True)):
+                if position < skip:
+                    continue
+                if not isinstance(row[0], str):
+                    raise InvalidInputError(
+                        "text_field",
+                        spec.text_field,
+                        f"row {first - size + position} of {spec.path} is {type(row[0]).__name__}, "
+                        "not a string",
+                        "Name the column that holds the text with text_field= (vllm-tasks: --text-field).",
+                    )
+                yield row
 
 
 def parquet_types(spec: InputSpec) -> dict[str, Any]:
@@ -357,6 +428,7 @@ def parquet_types(spec: InputSpec) -> dict[str, Any]:
     pa = require("pyarrow", "parquet", "writing Parquet outputs")
     names = spec.columns[1:]
     if spec.format == "parquet":
-        schema = _parquet_file(spec).schema_arrow
+        with _parquet_file(spec) as handle:
+            schema = handle.schema_arrow
         return {name: schema.field(name).type for name in names}
     return {name: pa.string() for name in names}

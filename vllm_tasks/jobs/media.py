@@ -237,7 +237,8 @@ async def aocr_dir(
     Args:
         client: the server(s): a ``Client``/``AsyncClient``, a root URL, or a list of them (pages go to
             the one with the fewest in flight; all must serve the same model).
-        source: the folder of documents.
+        source: the folder of documents; or an fsspec folder URL (``s3://bucket/scans/``: the ``fsspec``
+            extra), whose documents are copied to a local cache folder first (changed ones only).
         out: the output folder (made if missing; inside ``source`` is fine: it is skipped). Only files
             the job wrote there are ever overwritten.
         params: the OCR options of every page (``vllm_tasks.OCRParams(prompt="free", max_tokens=2048)``:
@@ -325,7 +326,8 @@ async def atranscribe_dir(
 
     Args:
         client: the server(s): a ``Client``/``AsyncClient``, a root URL, or a list of them.
-        source: the folder of recordings.
+        source: the folder of recordings; or an fsspec folder URL (``s3://bucket/calls/``: the ``fsspec``
+            extra), whose recordings are copied to a local cache folder first (changed ones only).
         out: the output folder (made if missing). Only files the job wrote there are ever overwritten.
         formats: the files written per recording.
         params: the speech options of every file (``vllm_tasks.TranscribeParams(language="de",
