@@ -358,8 +358,9 @@ def default_work_dir(shown_without_user: str) -> Path:
     ``user:password@`` left out: other credentials, same job).
 
     Examples:
-        >>> default_work_dir("s3://bucket/corpus.parquet").parent
-        PosixPath('/home/me/.cache/vllm-tasks/jobs')
+        >>> path = default_work_dir("s3://bucket/corpus.parquet")
+        >>> path.parent.parts[-2:], len(path.name)
+        (('vllm-tasks', 'jobs'), 16)
     """
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     key = hashlib.sha256(shown_without_user.encode()).hexdigest()[:16]
