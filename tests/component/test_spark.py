@@ -54,6 +54,8 @@ def spark() -> Iterator[SparkSession]:
             SparkSession.builder.master("local[1]")
             .appName("vllm-tasks-tests")
             .config("spark.ui.enabled", "false")
+            .config("spark.driver.bindAddress", "127.0.0.1")  # not the host's name, whatever it resolves to
+            .config("spark.driver.host", "127.0.0.1")
             .config("spark.sql.shuffle.partitions", "1")
             .config("spark.driver.memory", "512m")
             # The JIT's first tier only and the serial collector: the JVM's start and first jobs take about
