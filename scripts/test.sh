@@ -35,7 +35,7 @@ step "mkdocs build --strict (into site/, ignored by git; a warning fails it)"
 VLLM_TASKS_PYTHON="$PY" bash scripts/docs-build.sh
 case "$tier" in
     unit | lowest) ;;
-    component) step "nginx (server-fixtures/setup --nginx-only)"; server-fixtures/setup --nginx-only ;;
+    component) step "nginx, Java (server-fixtures/setup --system-only)"; server-fixtures/setup --system-only ;;
     *) step "fixture setup"; server-fixtures/setup ;;
 esac
 status=0

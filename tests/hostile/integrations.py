@@ -1,5 +1,6 @@
 """The integrations in the registry: LangChain and LlamaIndex adapters, the Ray callables (called directly on
-a batch, as Ray Data does in each worker), and the client pieces reached only through other entries."""
+a batch, as Ray Data does in each worker), the Spark UDFs (their function called on pandas batches, as a
+Spark Python worker does, without a JVM), and the client pieces reached only through other entries."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from vllm_tasks.integrations import daft, langchain, llama_index, ray
+from vllm_tasks.integrations import daft, langchain, llama_index, ray, spark
 
 from .inputs import HOSTILE_PATHS, refused
 from .registry import ASYNC_CASES, TEXTS, Call, Env, png, register, wav
@@ -197,6 +199,61 @@ register(
     Call(_ray(ray.Transcriber, lambda env: {"audio": np.array([wav()], dtype=object)}), "all", PLAIN_CASES),
 )
 
+SPARK = "integrations.spark."
+
+
+def _spark(
+    factory: Callable[..., Any],
+    columns: Callable[..., list[Any]],
+    bad: Callable[[Env], Any] | None = None,
+) -> Callable[[Env], Any]:
+    """``factory``'s UDF run on one batch of ``columns(env)`` (or ``columns(env, bad(env))``) as pandas
+    Series, as a Spark Python worker runs it; the struct column it yields as lists (arrays as lists). The
+    worker's callable is closed after."""
+
+    def run(env: Env) -> Any:
+        env.tmp.mkdir(parents=True, exist_ok=True)
+        before = set(spark._BUILT)
+        udf = factory(settings=env.settings())
+        values = columns(env) if bad is None else columns(env, bad(env))
+        series = [pd.Series(column, dtype=object) for column in values]
+        try:
+            (frame,) = udf.func(iter([series[0] if len(series) == 1 else tuple(series)]))
+        finally:
+            for key in set(spark._BUILT) - before:
+                spark._BUILT.pop(key).close()
+        return {
+            name: [value.tolist() if isinstance(value, np.ndarray) else value for value in frame[name]]
+            for name in frame.columns
+        }
+
+    return run
+
+
+register(SPARK + "embed_udf", Call(_spark(spark.embed_udf, lambda env: [TEXTS]), "all", ADAPTER_CASES))
+register(
+    SPARK + "sparse_embed_udf",
+    Call(_spark(spark.sparse_embed_udf, lambda env: [TEXTS]), "sparse", PLAIN_CASES),
+)
+register(
+    SPARK + "score_udf",
+    Call(_spark(spark.score_udf, lambda env: [["q"] * len(TEXTS), TEXTS]), "all", RANK_CASES),
+)
+register(
+    SPARK + "rerank_udf",
+    Call(_spark(spark.rerank_udf, lambda env: [["q", "r"], [TEXTS, TEXTS[:1]]]), "all", RANK_CASES),
+)
+register(SPARK + "ocr_udf", Call(_spark(spark.ocr_udf, lambda env: [[png()]]), "ocr", PLAIN_CASES))
+register(
+    SPARK + "transcribe_udf", Call(_spark(spark.transcribe_udf, lambda env: [[wav()]]), "all", PLAIN_CASES)
+)
+
+
+def _spark_row_refused(result: Any) -> bool:
+    """A batch of a hostile row then a good one: the first row's error, the second's result."""
+    errors = result["error"]
+    return len(errors) == 2 and bool(errors[0]) and errors[1] is None
+
 
 # ------------------------------------------------------------------------------- hostile inputs
 
@@ -325,6 +382,24 @@ register(
 )
 register(DAFT + "Transcriber.__call__", Call(_daft(daft.Transcriber, lambda: [wav()]), "all", PLAIN_CASES))
 register(DAFT + "OCR.__call__", Call(_daft(daft.OCR, lambda: [png()]), "ocr", PLAIN_CASES))
+SPARK_ROWS: dict[str, tuple[Any, str, Callable[[Env, Any], list[Any]], dict[str, Callable[[Env], Any]]]] = {
+    "embed_udf": (spark.embed_udf, "all", lambda env, bad: [[bad, TEXTS[0]]], BAD_CELLS),
+    "sparse_embed_udf": (spark.sparse_embed_udf, "sparse", lambda env, bad: [[bad, TEXTS[0]]], BAD_CELLS),
+    "score_udf": (spark.score_udf, "all", lambda env, bad: [["q", "q"], [bad, TEXTS[0]]], BAD_CELLS),
+    "rerank_udf": (spark.rerank_udf, "all", lambda env, bad: [["q", "q"], [bad, TEXTS]], BAD_CELLS),
+    "ocr_udf": (spark.ocr_udf, "ocr", lambda env, bad: [[bad, png()]], BAD_CELLS),
+    "transcribe_udf": (spark.transcribe_udf, "all", lambda env, bad: [[bad, wav()]], BAD_CELLS),
+}
+"""What a Spark column may hold that is no row's value: the UDF gives the row a null result and its error
+(hostile paths reach the same Ray callables' cells, attacked in ``RAY_ROWS``)."""
+for _udf_name, (_factory, _server, _columns, _cells) in SPARK_ROWS.items():
+    for _name, _bad in _cells.items():
+        register(
+            SPARK + _udf_name,
+            Call(
+                _spark(_factory, _columns, bad=_bad), _server, label=f"row-{_name}", check=_spark_row_refused
+            ),
+        )
 
 # Closing an adapter (or a Ray callable) closes its own clients: nothing a server says reaches it.
 for _name in ("VLLMEmbeddings.close", "VLLMEmbeddings.aclose", "VLLMReranker.close", "VLLMReranker.aclose"):

@@ -3,9 +3,9 @@
 ``public_names()`` is computed by introspection: the public methods of ``vt.Client``/``vt.AsyncClient``, the
 functions and the public methods of the classes in ``vt.__all__``, ``vllm_tasks.jobs.__all__`` and
 ``vllm_tasks.types.__all__`` (methods defined in vllm_tasks only: pydantic's, ``str``'s and ``Enum``'s own are
-not the SDK's), the integrations' classes (the Ray callables by their ``__call__``), and the CLI's
-subcommands. ``tests/unit/test_hostile_registry.py`` fails when a public name is not in :data:`REGISTRY`, or
-when the registry names something that no longer exists.
+not the SDK's), the integrations' classes (the Ray callables by their ``__call__``) and functions (the Spark
+UDF factories), and the CLI's subcommands. ``tests/unit/test_hostile_registry.py`` fails when a public name
+is not in :data:`REGISTRY`, or when the registry names something that no longer exists.
 
 Not scanned, on purpose:
 - dunder and private names (``__init__``, ``_parse``): not entry points;
@@ -40,7 +40,7 @@ from vllm_tasks.testing import EMBEDDING_TASKS, LISTWISE_TASKS, OCR_TASKS, FakeV
 from .answers import BODY_CASES, ROW_CASES, TRANSIENT_CASES, VECTOR_CASES, WS_CASES
 from .run import afinished, finished
 
-INTEGRATIONS = ("langchain", "llama_index", "ray", "daft")
+INTEGRATIONS = ("langchain", "llama_index", "ray", "daft", "spark")
 
 SERVERS: dict[str, dict[str, Any]] = {
     "all": {},
