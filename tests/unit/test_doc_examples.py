@@ -30,6 +30,7 @@ PUBLIC_MODULES = {
     "vllm_tasks.integrations.llama_index",
     "vllm_tasks.integrations.ray",
     "vllm_tasks.integrations.daft",
+    "vllm_tasks.integrations.spark",
 }
 
 
@@ -67,7 +68,7 @@ def internal_examples() -> Iterator[doctest.DocTest]:
     finder = doctest.DocTestFinder(exclude_empty=True)
     for info in pkgutil.walk_packages(vllm_tasks.__path__, "vllm_tasks."):
         if info.name.startswith("vllm_tasks._sync") or info.name.endswith(
-            ("langchain", "llama_index", "ray", "daft")
+            ("langchain", "llama_index", "ray", "daft", "spark")
         ):
             continue  # generated twins; the framework adapters import their frameworks (component tier)
         module = importlib.import_module(info.name)
