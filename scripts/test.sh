@@ -46,11 +46,11 @@ if [ "$tier" = all ]; then
     # tests, included) fails the run.
     step "pytest (unit + component, then lowest versions, in the background; contract in the foreground)"
     fast_log="$(mktemp "${TMPDIR:-/tmp}/vllm-tasks-fast-tiers.XXXXXX")"
-    # The contract tier is the longer: the background job runs at a lower priority (nice), so that it
+    # --durations: the slowest tests, to keep the run within its budget. The contract tier is the longer: the background job runs at a lower priority (nice), so that it
     # takes the CPU the contract tier leaves rather than slowing it down.
     background() {
         local tiers=0 lowest=0
-        nice -n 10 "$PY" -m pytest tests/unit tests/component -p no:cacheprovider "$@" || tiers=$?
+        nice -n 10 "$PY" -m pytest tests/unit tests/component -p no:cacheprovider --durations=20 "$@" || tiers=$?
         step "lowest versions (scripts/lowest-versions.sh)"
         nice -n 10 bash scripts/lowest-versions.sh || lowest=$?
         echo "== pytest exit: unit + component $tiers, lowest versions $lowest"
@@ -62,7 +62,7 @@ if [ "$tier" = all ]; then
     # (each command may fail, none may end the trap: under set -e a failing one would be the exit status)
     trap 'pkill -P "$fast_pid" 2>/dev/null || true; kill "$fast_pid" 2>/dev/null || true' EXIT
     contract_status=0
-    "$PY" -m pytest tests/contract "$@" || contract_status=$?
+    "$PY" -m pytest tests/contract --durations=10 "$@" || contract_status=$?
     fast_status=0
     wait "$fast_pid" || fast_status=$?
     echo "== unit + component tiers and lowest versions (run beside the contract tier):"
