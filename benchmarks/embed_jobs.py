@@ -24,11 +24,13 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-from embed_throughput import free_port
 
 import vllm_tasks as vt
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "server-fixtures"))
+
+from fault_proxy import free_port  # noqa: E402
 
 
 def fake_server(latency: float = 0.0) -> tuple[str, subprocess.Popen[str]]:
