@@ -283,7 +283,8 @@ async def aembed_file(
     plan = Plan(
         1 if images else positive_int("batch_size", batch_size),
         positive_int("max_batch_tokens", max_batch_tokens),
-        _embed_call(chosen_params, CallOptions(model, extra_body, extra_headers, timeout)),
+        chosen_params,
+        CallOptions(model, extra_body, extra_headers, timeout),
         bool(fail_fast),
         vectors,
         spec.path.parent if images else None,
@@ -516,17 +517,6 @@ def _job_params(
     return chosen
 
 
-def _embed_call(params: EmbedParams | SparseEmbedParams | PoolParams, call: CallOptions) -> dict[str, Any]:
-    """The keyword arguments of every ``embed`` (``embed_sparse``, ``pool``) call of the job."""
-    return {
-        **params.keywords(),
-        "model": call.model,
-        "extra_body": call.extra_body,
-        "extra_headers": call.extra_headers,
-        "timeout": call.timeout,
-    }
-
-
 def _fingerprinted(
     params: EmbedParams | SparseEmbedParams | PoolParams, extra_body: Mapping[str, Any] | None
 ) -> dict[str, Any]:
@@ -583,7 +573,7 @@ def _describe(plan: Plan) -> Describe:
     sparse, as the job's)."""
 
     async def describe(replica: Replica, info: ServerInfo) -> dict[str, Any]:
-        name = plan.call.get("model") or replica.client.model or info.default_model
+        name = plan.call.model or replica.client.model or info.default_model
         root = next((card.root for card in info.models if card.id == name), None)
         result = await plan.probe(replica.client)
         width, probe = plan.vectors.width(result), plan.vectors.probe(result)

@@ -14,7 +14,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,9 +23,10 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from .. import defaults
 from .._async.isolation import isolate_rows
 from ..batching import plan_batches
+from ..calls import CallOptions
+from ..embeddings import EmbedParams
 from ..errors import (
     APIError,
     APITimeoutError,
@@ -36,6 +37,8 @@ from ..errors import (
     VLLMTasksError,
     is_about,
 )
+from ..pooling import PoolParams
+from ..sparse import SparseEmbedParams
 from .files import append_no_follow, disk_errors, open_no_follow, read_no_follow, write_in_thread
 from .inputs import Chunk, InputSpec, read_chunks
 from .outputs import Sink
@@ -45,12 +48,6 @@ from .state import PROBE_IMAGE, PROBE_MIN_COSINE, PROBE_TEXT, Checkpoint, cosine
 from .vectors import Result, Rows, Vectors
 
 logger = logging.getLogger("vllm_tasks.jobs")
-
-
-ONE_REQUEST_TOKENS = defaults.EMBED_MAX_BATCH_CHARS // 3
-"""The most estimated tokens per batch whatever ``max_batch_tokens`` says: a batch under it has fewer than
-``EMBED_MAX_BATCH_CHARS`` characters (each text's estimate is over a third of its length), so the public
-``embed`` sends it as the one request it is instead of planning it again."""
 
 
 def estimated_tokens(text: str) -> int:
@@ -70,8 +67,9 @@ class Plan:
     Attributes:
         batch_size: the most rows per request.
         max_batch_tokens: the most estimated tokens per request.
-        call: keyword arguments of every ``AsyncClient.embed`` (or ``embed_sparse``) call (model and
-            vector options).
+        params: the vector options of every request (``EmbedParams``, ``SparseEmbedParams`` or
+            ``PoolParams``, as :attr:`vectors`).
+        call: the model, extra body and headers, and timeout of every request.
         fail_fast: stop at the first refused row instead of recording it.
         vectors: dense (``embed``), sparse (``embed_sparse``) or per-token (``pool``) rows.
         images: the folder that relative image paths are read from when each row names an image (a
@@ -80,25 +78,26 @@ class Plan:
 
     batch_size: int
     max_batch_tokens: int
-    call: Mapping[str, Any]
+    params: EmbedParams | SparseEmbedParams | PoolParams
+    call: CallOptions
     fail_fast: bool
     vectors: Vectors
     images: Path | None = None
 
-    async def embed(self, client: JobClient, rows: Sequence[str], **batching: Any) -> Result:
-        """The vectors of a batch of rows (texts, or the images they name) from ``client``, with the job's
-        options."""
+    async def embed(self, client: JobClient, rows: Sequence[str]) -> Result:
+        """The vectors of a batch of rows (texts, or the images they name) from ``client`` in one request,
+        with the job's options."""
         if self.images is None:
-            return await self.vectors.embed(client, rows, **batching, **self.call)
+            return await self.vectors.embed(client, rows, None, self.params, self.call)
         images = [self._image(row) for row in rows]
-        return await self.vectors.embed(client, None, images=images, **batching, **self.call)
+        return await self.vectors.embed(client, None, images, self.params, self.call)
 
     async def probe(self, client: JobClient) -> Result:
         """The vectors of the job's probe (:data:`PROBE_TEXT`, or :data:`PROBE_IMAGE` for an image job):
         the same model answers the same vectors."""
         if self.images is None:
-            return await self.vectors.embed(client, PROBE_TEXT, **self.call)
-        return await self.vectors.embed(client, None, images=[PROBE_IMAGE], **self.call)
+            return await self.vectors.embed(client, [PROBE_TEXT], None, self.params, self.call)
+        return await self.vectors.embed(client, None, [PROBE_IMAGE], self.params, self.call)
 
     def _image(self, row: str) -> str | Path:
         """A row's image: its URL as it is, else its path (relative to :attr:`images`)."""
@@ -219,9 +218,8 @@ class Engine:
             chunk, self._plan.vectors.rows(count, self._checkpoint.width), np.zeros(count, np.bool_)
         )
         sizes = [estimated_tokens(text) for text in chunk.texts]
-        budget = min(self._plan.max_batch_tokens, ONE_REQUEST_TOKENS)
         async with asyncio.TaskGroup() as group:
-            for batch in plan_batches(sizes, self._plan.batch_size, budget):
+            for batch in plan_batches(sizes, self._plan.batch_size, self._plan.max_batch_tokens):
                 # A task per batch once it has a slot: one waiter per chunk, not one per batch.
                 group.create_task(self._embed_rows(work, batch, await self._pool.acquire()))
         await self._check_models(work)
@@ -298,8 +296,7 @@ class Engine:
         texts = work.chunk.texts[start:stop]
 
         async def call(client: JobClient) -> Result:
-            # One request: the batch fits the public embed's own plan (see ONE_REQUEST_TOKENS).
-            result = await self._plan.embed(client, texts, batch_size=len(texts), concurrency=1)
+            result = await self._plan.embed(client, texts)
             self._check_batch(work, start, stop, result)
             return result
 
