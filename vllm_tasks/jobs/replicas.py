@@ -391,8 +391,10 @@ class ReplicaPool:
         attempts.clear()
 
 
-def make_replicas(servers: Servers) -> tuple[list[Replica], list[AsyncClient]]:
-    """A replica per server, and the clients the job made for them (it closes them when it ends).
+def make_replicas(servers: Servers) -> tuple[list[Replica], list[tuple[AsyncClient, Client | None]]]:
+    """A replica per server, and the clients the job made for them, each with the caller's ``Client`` it
+    stands for (``None`` for a URL): the job hands that one what its own learned, then closes it
+    (:func:`close_made`).
 
     Raises:
         InvalidInputError: no server, something that is not a client or a URL, a server named twice.
@@ -408,7 +410,7 @@ def make_replicas(servers: Servers) -> tuple[list[Replica], list[AsyncClient]]:
             "client", servers, "names no server", "Pass a client, a URL or a list of them."
         )
     replicas: list[Replica] = []
-    made: list[AsyncClient] = []
+    made: list[tuple[AsyncClient, Client | None]] = []
     for item in items:
         client: JobClient
         if isinstance(item, AsyncClient):
@@ -422,7 +424,7 @@ def make_replicas(servers: Servers) -> tuple[list[Replica], list[AsyncClient]]:
                 "client", item, "is not a client or a URL", "Pass a Client, an AsyncClient or a root URL."
             )
         if client is not item and isinstance(client, AsyncClient):
-            made.append(client)
+            made.append((client, item if isinstance(item, Client) else None))
         replicas.append(Replica(client, client.base_url))
     urls = [replica.url for replica in replicas]
     if len(set(urls)) < len(urls):
@@ -430,12 +432,22 @@ def make_replicas(servers: Servers) -> tuple[list[Replica], list[AsyncClient]]:
     return replicas, made
 
 
+async def close_made(made: list[tuple[AsyncClient, Client | None]]) -> None:
+    """Close the clients a job made (:func:`make_replicas`), each first handing the caller's ``Client`` it
+    stood for what it learned of the server."""
+    for client, origin in made:
+        if origin is not None:
+            client._hand_back(origin)
+        await client.close()
+
+
 def _on_event_loop(client: Client) -> JobClient:
-    """A sync client for the job's event loop: an ``AsyncClient`` with its settings, or, when it has its
-    own ``http_client`` (which an ``AsyncClient`` cannot use), the client itself, called in worker
-    threads, so that every request goes through it."""
+    """A sync client for the job's event loop: an ``AsyncClient`` beside it (its settings, counting into
+    its ``usage``, sharing what it knows of the server), or, when it has its own ``http_client`` (which an
+    ``AsyncClient`` cannot use), the client itself, called in worker threads, so that every request goes
+    through it."""
     if client.http_client is None:
-        return AsyncClient.from_settings(client.settings)
+        return AsyncClient._beside(client)
     return ThreadedClient(client)
 
 

@@ -21,7 +21,7 @@ from ..adaptive import Concurrency
 from ..errors import JobMismatch, ReplicaMismatch, is_about
 from ..types.server import ServerInfo
 from ..validation import concurrency_setting, positive_number
-from .replicas import Replica, ReplicaPool, Servers, logger, make_replicas
+from .replicas import Replica, ReplicaPool, Servers, close_made, logger, make_replicas
 from .state import PROBE_MIN_COSINE, changes, cosine
 
 Describe = Callable[[Replica, ServerInfo], Awaitable[dict[str, Any]]]
@@ -223,5 +223,4 @@ async def job_servers(
             logger.warning("%s cannot be reached (%s): starting without it", replica.url, error)
         yield JobServers(pool, served)
     finally:
-        for own in made:
-            await own.close()
+        await close_made(made)
