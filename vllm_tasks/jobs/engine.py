@@ -1,10 +1,20 @@
-"""The job engine: read chunks, plan batches, send them over the replicas, write, checkpoint.
+"""The job engine: every job's requests and their scheduling (``embed_file``, ``ocr_dir``,
+``transcribe_dir``).
 
+What every job kind shares is here, once: :func:`drain` keeps a window of work groups (a chunk of rows,
+a page, an audio file) in flight, read from the job's reader in a worker thread, and commits each
+finished one in a worker thread as it finishes (the first fatal error cancels the rest and is raised as
+itself); :func:`send_request` sends one planned batch as one request over the replicas (least in flight,
+hedged, a failing replica set aside: :class:`~vllm_tasks.jobs.replicas.ReplicaPool`) and gives its slot
+back with what it did; :func:`send_unit` is that for one row, a refused row handed to the caller (row
+isolation, :func:`~vllm_tasks._async.isolation.isolate_rows`).
+
+:class:`Engine` runs an ``embed_file`` job on them: read chunks, plan batches, send, write, checkpoint.
 Several chunks are in flight at once (enough to keep every replica's slots busy); each finished chunk is
 written to the sink, made durable, and only then recorded in the checkpoint, so a crash (``kill -9``,
 Ctrl-C, a full disk) at any point leaves a state the next run resumes from. A batch the server refuses
 with a 4xx is split in halves until the refused rows are alone; those go to the errors file (or stop
-the job with ``fail_fast``).
+the job with ``fail_fast``). The folder jobs' runs are in :mod:`vllm_tasks.jobs.folders`.
 """
 
 from __future__ import annotations
@@ -14,10 +24,10 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -48,6 +58,9 @@ from .state import PROBE_IMAGE, PROBE_MIN_COSINE, PROBE_TEXT, Checkpoint, cosine
 from .vectors import Result, Rows, Vectors
 
 logger = logging.getLogger("vllm_tasks.jobs")
+G = TypeVar("G")
+Done = TypeVar("Done")
+T = TypeVar("T")
 
 
 def estimated_tokens(text: str) -> int:
@@ -180,25 +193,9 @@ class Engine:
         self._trim_errors()
         started = time.monotonic()
         chunks = read_chunks(self._spec, self._checkpoint.chunk_rows, self._checkpoint.done)
-        active: set[asyncio.Task[ChunkWork]] = set()
-        exhausted = False
         try:
-            while True:
-                while not exhausted and len(active) < self._window:
-                    chunk = await asyncio.to_thread(next, chunks, None)
-                    if chunk is None:
-                        exhausted = True
-                    else:
-                        active.add(asyncio.create_task(self._embed_chunk(chunk)))
-                if not active:
-                    break
-                finished, active = await asyncio.wait(active, return_when=asyncio.FIRST_COMPLETED)
-                for task in finished:
-                    await write_in_thread(self._commit, _result(task))
+            await drain(chunks, self._embed_chunk, self._commit, window=self._window)
         finally:
-            for task in active:
-                task.cancel()
-            await asyncio.gather(*active, return_exceptions=True)
             self._checkpoint.seconds += time.monotonic() - started
             self._checkpoint.save(self._state_path)
         return self.outcome
@@ -300,22 +297,12 @@ class Engine:
             self._check_batch(work, start, stop, result)
             return result
 
-        first = replica or await self._pool.acquire()
-        replica, seconds, answer = await self._pool.race(call, first)
-        try:
-            result = answer.result()
-        except BaseException as error:
-            # An answer about the rows or the options was an answer: the replica is fine
-            if is_about(error, "row") or is_about(error, "options"):
-                self._pool.release(replica, seconds=seconds)
-            else:
-                self._pool.cancelled(replica)
-            raise
-        tokens = result.usage.prompt_tokens
-        self._pool.release(replica, rows=len(texts), tokens=tokens, seconds=seconds)
+        replica, result = await send_request(
+            self._pool, call, rows=len(texts), tokens=_prompt_tokens, first=replica
+        )
         work.served_by.setdefault(id(replica), (replica, []))[1].append(range(start, stop))
         work.rows.put(start, result)
-        self._progress.advance(len(texts), tokens)
+        self._progress.advance(len(texts), result.usage.prompt_tokens)
 
     def _check_batch(self, work: ChunkWork, start: int, stop: int, result: Result) -> None:
         """Refuse a batch's answer of another shape than the job's (its width as the model check found
@@ -374,8 +361,102 @@ class Engine:
         self.outcome.failed_rows += len(work.errors)
 
 
-def _result(task: asyncio.Task[ChunkWork]) -> ChunkWork:
-    """A chunk task's result; a failed batch's own error instead of the task group's wrapper."""
+def _prompt_tokens(result: Result) -> int:
+    return result.usage.prompt_tokens
+
+
+async def drain(
+    groups: Iterator[G],
+    start: Callable[[G], Coroutine[Any, Any, Done]],
+    commit: Callable[[Done], object],
+    *,
+    window: int,
+) -> None:
+    """Run a job's work: a task per group (``start``), at most ``window`` in flight, the next group read
+    from ``groups`` in a worker thread (a reader may read files); each finished group's result goes to
+    ``commit`` in a worker thread (:func:`write_in_thread`), one at a time, as it finishes.
+
+    Raises:
+        Exception: the first error of a group (its own type, not a task group's wrapper), or of
+            ``commit``, or of the reader; the groups still in flight are cancelled first.
+    """
+    active: set[asyncio.Task[Done]] = set()
+    exhausted = False
+    try:
+        while True:
+            while not exhausted and len(active) < window:
+                group = await asyncio.to_thread(next, groups, None)
+                if group is None:
+                    exhausted = True
+                else:
+                    active.add(asyncio.create_task(start(group)))
+            if not active:
+                break
+            finished, active = await asyncio.wait(active, return_when=asyncio.FIRST_COMPLETED)
+            for task in finished:
+                await write_in_thread(commit, _result(task))
+    finally:
+        for task in active:
+            task.cancel()
+        await asyncio.gather(*active, return_exceptions=True)
+
+
+async def send_request(
+    pool: ReplicaPool,
+    call: Callable[[JobClient], Coroutine[Any, Any, T]],
+    *,
+    rows: int,
+    tokens: Callable[[T], int] = lambda _: 0,
+    first: Replica | None = None,
+) -> tuple[Replica, T]:
+    """One request of a job (``call``): on ``first`` (its slot taken), else the next free replica,
+    hedged and moved on from failing replicas (:meth:`ReplicaPool.race`); the slot given back with the
+    ``rows`` and ``tokens`` it did.
+
+    Returns:
+        The replica that answered, and its answer.
+
+    Raises:
+        VLLMTasksError: the answer's error (about the rows, the options, the job), or the last server
+            failure once every replica is down.
+    """
+    replica, seconds, answer = await pool.race(call, first or await pool.acquire())
+    try:
+        result = answer.result()
+    except BaseException as error:
+        # An answer about the rows or the options was an answer: the replica is fine
+        if is_about(error, "row") or is_about(error, "options"):
+            pool.release(replica, seconds=seconds)
+        else:
+            pool.cancelled(replica)
+        raise
+    pool.release(replica, rows=rows, tokens=tokens(result), seconds=seconds)
+    return replica, result
+
+
+async def send_unit(
+    pool: ReplicaPool,
+    call: Callable[[JobClient], Coroutine[Any, Any, T]],
+    refused: Callable[[Exception], None],
+    *,
+    tokens: Callable[[T], int] = lambda _: 0,
+) -> T | None:
+    """One request for one row (a page, an audio file): its answer, or ``None`` when the server refused
+    the row for its own sake (``refused`` is told why).
+
+    Raises:
+        VLLMTasksError: any other error (see :func:`send_request`).
+    """
+
+    async def send(_: Sequence[int]) -> T:
+        return (await send_request(pool, call, rows=1, tokens=tokens))[1]
+
+    answered = await isolate_rows(send, [0], lambda _, error: refused(error))
+    return answered[0][1] if answered else None
+
+
+def _result(task: asyncio.Task[Done]) -> Done:
+    """A group task's result; a failed batch's own error instead of the task group's wrapper."""
     try:
         return task.result()
     except BaseExceptionGroup as group:

@@ -52,11 +52,9 @@ from ..errors import (
     APIStatusError,
     InvalidInputError,
     JobError,
-    VLLMTasksError,
-    is_about,
 )
 from ..types.server import ServerInfo
-from .engine import first_error
+from .engine import drain, send_unit
 from .files import append_no_follow, make_folder, read_no_follow, write_atomically, write_in_thread
 from .progress import JobProgress
 from .replicas import JobClient, Replica, ReplicaPool, Servers
@@ -641,7 +639,8 @@ async def run_folder_job(
     await asyncio.to_thread(check_folders, folder, target)
     with locked(target):
         documents, refused, written = await asyncio.to_thread(_prepare, job, folder, target)
-        async with job_servers(servers, settings, _describe, out=str(target)) as running:
+        # not hedged: a unit's request may take many times the job's median (a dense page, a long file)
+        async with job_servers(servers, settings, _describe, out=str(target), hedge=False) as running:
             fingerprint = {"model": running.served, "options": job.fingerprint}
             _check_state(target / WORK, target, fingerprint, resume)
             return await _FolderRun(
@@ -769,19 +768,18 @@ class _FolderRun:
         return await asyncio.to_thread(self._finish, total, total - len(todo), time.monotonic() - started)
 
     async def _send(self, todo: list[tuple[Document, Unit]], progress: JobProgress) -> None:
-        """Every unit left, at most ``concurrency`` per replica in flight (a task per unit only once it
-        may start: a million pages are not a million waiting tasks)."""
-        slots = asyncio.Semaphore(len(self._pool.replicas) * self._pool.most_in_flight)
-        try:
-            async with asyncio.TaskGroup() as group:
-                for document, unit in todo:
-                    await slots.acquire()
-                    task = group.create_task(self._unit(document, unit, progress))
-                    task.add_done_callback(lambda _task: slots.release())
-        except BaseExceptionGroup as errors:  # a fatal answer: raised as itself, the others cancelled
-            raise first_error(errors) from None
+        """Every unit left, at most ``concurrency`` per replica in flight, each saved as it is answered
+        (the engine's :func:`~vllm_tasks.jobs.engine.drain`)."""
+        window = len(self._pool.replicas) * self._pool.most_in_flight
 
-    async def _unit(self, document: Document, unit: Unit, progress: JobProgress) -> None:
+        async def unit(item: tuple[Document, Unit]) -> tuple[Document, Unit, dict[str, Any] | None]:
+            return (*item, await self._unit(*item, progress))
+
+        await drain(iter(todo), unit, self._commit, window=window)
+
+    async def _unit(self, document: Document, unit: Unit, progress: JobProgress) -> dict[str, Any] | None:
+        """One unit's record, or ``None`` when it was refused (a refused page, a file that does not
+        decode: recorded as failed, and tried again by the next run)."""
         job = self._job
 
         async def call(client: JobClient) -> dict[str, Any]:
@@ -790,22 +788,24 @@ class _FolderRun:
             except OSError as error:  # the file deleted, moved or made unreadable since it was found
                 raise unreadable(document, error) from error
 
-        try:
-            record = await self._pool.send(call)
-        except VLLMTasksError as error:
-            if not is_about(error, "row"):  # a refused page, a file that does not decode: retried next run
-                raise
-            self._fail(document, unit, error)
-            progress.advance(0, 0)
+        record = await send_unit(
+            self._pool, call, lambda error: self._fail(document, unit, error), tokens=_record_tokens
+        )
+        progress.advance(0 if record is None else 1, 0 if record is None else _record_tokens(record))
+        return record
+
+    def _commit(self, answered: tuple[Document, Unit, dict[str, Any] | None]) -> None:
+        """Save an answered unit's record; write its file's outputs once all its units are saved."""
+        document, unit, record = answered
+        if record is None:
             return
-        await write_in_thread(self._records.save, document, unit, record)
-        if not job.done(record):  # saved for the file's outputs, and done again by the next run
+        self._records.save(document, unit, record)
+        if not self._job.done(record):  # saved for the file's outputs, and done again by the next run
             self._fail(document, unit, f"failed every try: {record.get('failure') or 'truncated'}")
         self._sent += 1
-        progress.advance(1, int((record.get("usage") or {}).get("total_tokens") or 0))
         self._left[document.relative] -= 1
         if self._left[document.relative] == 0:
-            await write_in_thread(self._write_outputs, document)
+            self._write_outputs(document)
 
     def _fail(self, document: Document, unit: Unit, error: Exception | str) -> None:
         message = error.message if isinstance(error, APIStatusError) else str(error)
@@ -877,6 +877,11 @@ class _FolderRun:
             seconds=seconds,
             replicas=reports,
         )
+
+
+def _record_tokens(record: dict[str, Any]) -> int:
+    """The tokens a unit's record says its request used."""
+    return int((record.get("usage") or {}).get("total_tokens") or 0)
 
 
 def validate_formats(formats: Sequence[str], allowed: Sequence[str]) -> tuple[str, ...]:

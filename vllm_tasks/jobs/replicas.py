@@ -35,7 +35,6 @@ from ..adaptive import CEILING, OVERLOAD_STATUSES, AdaptiveLimit, Concurrency
 from ..errors import (
     APITimeoutError,
     InvalidInputError,
-    VLLMTasksError,
     is_about,
 )
 from ..threaded import ThreadedClient
@@ -109,6 +108,8 @@ class ReplicaPool:
         give_up_after: seconds without any answer, every replica set aside, before the job stops.
         admit: awaited before a replica that was set aside gets its next request (it checks the model
             the replica serves); ``None``: no check.
+        hedge: hedge and cut off requests (:meth:`hedge_after`, :meth:`deadline`); False for work whose
+            requests differ too much in size for one job's median to tell a stuck one (whole audio files).
     """
 
     def __init__(
@@ -119,9 +120,11 @@ class ReplicaPool:
         give_up_after: float,
         *,
         admit: Callable[[Replica], Awaitable[None]] | None = None,
+        hedge: bool = True,
     ) -> None:
         self.replicas = replicas
         self._admit = admit
+        self._hedge = hedge
         self.most_in_flight = CEILING if concurrency == "auto" else concurrency
         """The most requests in flight per replica (``auto``: the ceiling of its limit)."""
         for replica in replicas:
@@ -220,49 +223,20 @@ class ReplicaPool:
     def hedge_after(self) -> float | None:
         """Seconds after which a request without an answer is sent to another replica too
         (:data:`HEDGE_FACTOR` times the median of recent answered requests, at least
-        :data:`HEDGE_FLOOR`); ``None`` until :data:`MIN_LATENCY_SAMPLES` requests were answered."""
+        :data:`HEDGE_FLOOR`); ``None`` until :data:`MIN_LATENCY_SAMPLES` requests were answered, or for a
+        pool that does not hedge."""
         return self._over_median(HEDGE_FLOOR, HEDGE_FACTOR)
 
     def deadline(self) -> float | None:
         """Seconds after which a request without an answer is cancelled and its replica set aside
         (:data:`DEADLINE_FACTOR` times the median, at least :data:`DEADLINE_FLOOR`); ``None`` until
-        :data:`MIN_LATENCY_SAMPLES` requests were answered."""
+        :data:`MIN_LATENCY_SAMPLES` requests were answered, or for a pool that does not hedge."""
         return self._over_median(DEADLINE_FLOOR, DEADLINE_FACTOR)
 
     def _over_median(self, floor: float, factor: float) -> float | None:
-        if len(self._latencies) < MIN_LATENCY_SAMPLES:
+        if not self._hedge or len(self._latencies) < MIN_LATENCY_SAMPLES:
             return None
         return max(floor, factor * statistics.median(self._latencies))
-
-    async def send(self, call: Callable[[JobClient], Awaitable[T]], *, rows: int = 1) -> T:
-        """Run ``call`` on the next free replica; on a server failure set that one aside and run it on
-        another, until one answers (or every replica has been down for ``give_up_after``).
-
-        Any other error (about what was sent) frees the slot and is raised.
-
-        Raises:
-            APIError: the error ``call`` raised that is not a server failure, or the last server failure
-                once every replica is down.
-        """
-        while True:
-            replica = await self.acquire()
-            sent = time.monotonic()
-            try:
-                result = await self._checked(replica, call)
-            except VLLMTasksError as error:
-                if not is_about(error, "replica"):
-                    self.release(replica, seconds=time.monotonic() - sent)
-                    raise
-                self.set_aside(replica, error)
-                continue
-            except asyncio.CancelledError:
-                self.cancelled(replica)
-                raise
-            except Exception:
-                self.release(replica, seconds=time.monotonic() - sent)
-                raise
-            self.release(replica, rows=rows, seconds=time.monotonic() - sent)
-            return result
 
     async def race(
         self,
