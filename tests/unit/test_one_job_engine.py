@@ -1,10 +1,13 @@
-"""The jobs run on one engine: in vllm_tasks/jobs/, only engine.py schedules work and sends requests.
+"""The jobs run on one engine: in vllm_tasks/jobs/, only engine.py schedules work, sends requests and
+commits finished work.
 
-Every job kind (``embed_file``, ``ocr_dir``, ``transcribe_dir``) gets its window of work in flight, its
-requests over the replicas (least in flight, hedged, failing ones set aside) and its row isolation from
-vllm_tasks/jobs/engine.py; the pool itself (replicas.py) is the only other module that touches tasks or
-slots. A second engine -- a module with its own task group, semaphore or ``asyncio.wait`` loop, its own
-``pool.acquire``/``pool.race`` calls or its own ``isolate_rows`` -- fails here.
+Every job kind (``embed_file``, ``ocr_dir``, ``transcribe_dir``) is a ``JobKind`` run by
+vllm_tasks/jobs/engine.py's ``Engine``: its window of work in flight, its requests over the replicas
+(least in flight, hedged, failing ones set aside), its row isolation, and the call of its ``commit``
+(sink and checkpoint) as each group finishes; the pool itself (replicas.py) is the only other module that
+touches tasks or slots. A second engine -- a module with its own task group, semaphore or
+``asyncio.wait`` loop, its own ``pool.acquire``/``pool.race`` calls, its own ``isolate_rows``, or calling
+a commit itself -- fails here.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ ENGINE = "engine.py"
 SCHEDULING = {"create_task", "TaskGroup", "Semaphore", "wait", "as_completed"}
 """asyncio's ways of running requests side by side (``gather`` of a fixed set, ``to_thread`` of a file
 read, are not scheduling)."""
-SENDING = {"acquire", "try_acquire", "race", "isolate_rows"}
-"""A replica's slot, a hedged request, row isolation: what the engine's ``send_request``/``send_unit`` do."""
+SENDING = {"acquire", "try_acquire", "race", "isolate_rows", "commit"}
+"""A replica's slot, a hedged request, row isolation, a finished group's commit: what the engine does."""
 ALLOWED = {ENGINE: SCHEDULING | SENDING, "replicas.py": SCHEDULING | SENDING, "files.py": {"wait"}}
 """The engine; the pool itself (its slots, a hedged request's copies); ``write_in_thread``, which waits for
 its one write thread."""
@@ -44,9 +47,10 @@ def test_only_the_engine_schedules_work_and_sends_requests() -> None:
     assert {name: found for name, found in offenders.items() if found} == {}
 
 
-def test_the_folder_jobs_run_on_the_engines_scheduler_and_request_path() -> None:
-    # (a folder run that sent nothing would pass the test above too)
-    assert {"drain", "send_unit"} <= names_used(JOBS / "folders.py")
+def test_the_folder_jobs_run_on_the_engine() -> None:
+    # (a folder run that sent nothing would pass the test above too); embed_file's EmbedRun is in engine.py
+    assert "Engine" in names_used(JOBS / "folders.py")
+    assert "EmbedRun" in names_used(JOBS / "embed.py")
 
 
 def names_used(path: Path) -> set[str]:

@@ -31,7 +31,7 @@ from ..pooling import PoolParams
 from ..sparse import SparseEmbedParams
 from ..types.server import ServerInfo
 from ..validation import positive_int
-from .engine import Engine, Plan, error_rows
+from .engine import EmbedRun, Plan, error_rows
 from .files import make_folder, read_no_follow, write_atomically
 from .inputs import InputSpec, check_regular, file_digest, parquet_types, read_chunks, scan
 from .outputs import NpySink, ParquetSink, Sink
@@ -374,7 +374,7 @@ async def _run(
         if len(checkpoint.done) < checkpoint.chunks or work_data.exists():
             sink = _sink(output, paths, spec, checkpoint, plan.vectors)
             checkpoint.runs += 1
-            engine = Engine(
+            engine = EmbedRun(
                 spec,
                 sink=sink,
                 checkpoint=checkpoint,

@@ -1,20 +1,19 @@
-"""The job engine: every job's requests and their scheduling (``embed_file``, ``ocr_dir``,
-``transcribe_dir``).
+"""The job engine: every job kind (``embed_file``, ``ocr_dir``, ``transcribe_dir``) runs on
+:class:`Engine`.
 
-What every job kind shares is here, once: :func:`drain` keeps a window of work groups (a chunk of rows,
-a page, an audio file) in flight, read from the job's reader in a worker thread, and commits each
-finished one in a worker thread as it finishes (the first fatal error cancels the rest and is raised as
-itself); :func:`send_request` sends one planned batch as one request over the replicas (least in flight,
-hedged, a failing replica set aside: :class:`~vllm_tasks.jobs.replicas.ReplicaPool`) and gives its slot
-back with what it did; :func:`send_unit` is that for one row, a refused row handed to the caller (row
-isolation, :func:`~vllm_tasks._async.isolation.isolate_rows`).
+A job is groups of rows read by its reader (a chunk of texts, a page, an audio file) and a
+:class:`JobKind` that says what to do with them. The engine keeps a window of groups in flight
+(:func:`drain`: each read in a worker thread, committed in a worker thread as it finishes, the first fatal
+error cancelling the rest and raised as itself), plans each group into batches (the kind's planner), and
+sends each batch as exactly one request over the replicas (:func:`send_request`: least in flight, hedged,
+a failing replica set aside: :class:`~vllm_tasks.jobs.replicas.ReplicaPool`). A batch refused for a row's
+sake is split in halves until the refused rows are alone
+(:func:`~vllm_tasks._async.isolation.isolate_rows`); the kind records them (or stops the job). A
+finished group is checked (the kind's check: ``embed_file`` probes each server that embedded it) and then
+committed: written to its sink, made durable, and only then recorded in the checkpoint, so a crash
+(``kill -9``, Ctrl-C, a full disk) at any point leaves a state the next run resumes from.
 
-:class:`Engine` runs an ``embed_file`` job on them: read chunks, plan batches, send, write, checkpoint.
-Several chunks are in flight at once (enough to keep every replica's slots busy); each finished chunk is
-written to the sink, made durable, and only then recorded in the checkpoint, so a crash (``kill -9``,
-Ctrl-C, a full disk) at any point leaves a state the next run resumes from. A batch the server refuses
-with a 4xx is split in halves until the refused rows are alone; those go to the errors file (or stop
-the job with ``fail_fast``). The folder jobs' runs are in :mod:`vllm_tasks.jobs.folders`.
+:class:`EmbedRun` is ``embed_file``'s kind; the folder jobs' is in :mod:`vllm_tasks.jobs.folders`.
 """
 
 from __future__ import annotations
@@ -24,10 +23,10 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -60,6 +59,7 @@ from .vectors import Result, Rows, Vectors
 logger = logging.getLogger("vllm_tasks.jobs")
 G = TypeVar("G")
 Done = TypeVar("Done")
+W = TypeVar("W")
 T = TypeVar("T")
 
 
@@ -147,8 +147,94 @@ class Outcome:
     failed_rows: int = 0
 
 
-class Engine:
-    """Runs one job to the end (or to its first fatal error), saving progress after every chunk.
+class JobKind(Protocol[G, W]):
+    """What a kind of job gives the :class:`Engine`: how a group of rows (a chunk of texts, a page, an
+    audio file) is held while it is worked on, planned into batches, sent, answered, refused, checked and
+    committed (written to its sink and recorded in its checkpoint)."""
+
+    def start(self, group: G) -> W:
+        """The work of a group: where its answers go until it is committed."""
+
+    def batches(self, work: W) -> Iterable[Sequence[int]]:
+        """The group's rows planned into batches, one request each."""
+
+    async def request(self, client: JobClient, work: W, rows: Sequence[int]) -> Any:
+        """One request for ``rows`` of the group on ``client``; its answer.
+
+        Raises:
+            VLLMTasksError: the server's error; one about a row (``scope="row"``) splits the batch.
+        """
+
+    def tokens(self, answer: Any) -> int:
+        """The tokens an answer says its request used."""
+
+    def answered(self, work: W, rows: Sequence[int], answer: Any, replica: Replica) -> None:
+        """Keep an answer for ``rows`` (given by ``replica``)."""
+
+    def refused(self, work: W, row: int, error: Exception) -> None:
+        """A row the server refused for its own sake (it may raise, to stop the job)."""
+
+    async def check(self, work: W, engine: Engine[G, W]) -> None:
+        """Check a group's answers before it is committed (``engine.send`` sends rows again)."""
+
+    def commit(self, work: W) -> None:
+        """Write a finished group to its sink and record it in the checkpoint (in a worker thread)."""
+
+
+class Engine(Generic[G, W]):
+    """Runs every kind of job: groups read from a reader, each planned into batches sent one request
+    each over the replicas (hedged, a failing replica set aside, refused rows isolated), checked, and
+    committed as it finishes (see the module doc).
+
+    Args:
+        kind: what the job does with its groups.
+        pool: the replicas.
+        window: groups in flight at once.
+    """
+
+    def __init__(self, kind: JobKind[G, W], pool: ReplicaPool, *, window: int) -> None:
+        self._kind, self._pool, self._window = kind, pool, window
+
+    async def run(self, groups: Iterator[G]) -> None:
+        """Work and commit every group of ``groups``.
+
+        Raises:
+            Exception: the first fatal error (of a request, a check, a commit or the reader).
+        """
+        await drain(groups, self._group, self._kind.commit, window=self._window)
+
+    async def _group(self, group: G) -> W:
+        work = self._kind.start(group)
+        async with asyncio.TaskGroup() as tasks:
+            for batch in self._kind.batches(work):
+                # A task per batch once it has a slot: one waiter per group, not one per batch.
+                tasks.create_task(self.send(work, batch, await self._pool.acquire()))
+        await self._kind.check(work, self)
+        return work
+
+    async def send(self, work: W, rows: Sequence[int], replica: Replica | None = None) -> None:
+        """Send ``rows`` of a group, the first request on ``replica`` (its slot taken; else the next free
+        one); a batch refused for a row's sake is split until the row is alone (:func:`isolate_rows`)."""
+
+        async def send(part: Sequence[int]) -> None:
+            await self._send_rows(work, part, replica if part is rows else None)  # split halves: any
+
+        await isolate_rows(send, rows, functools.partial(self._kind.refused, work))
+
+    async def _send_rows(self, work: W, rows: Sequence[int], replica: Replica | None) -> None:
+        async def call(client: JobClient) -> Any:
+            return await self._kind.request(client, work, rows)
+
+        replica, answer = await send_request(
+            self._pool, call, rows=len(rows), tokens=self._kind.tokens, first=replica
+        )
+        self._kind.answered(work, rows, answer, replica)
+
+
+class EmbedRun:
+    """An ``embed_file`` job on the :class:`Engine` (its :class:`JobKind`): chunks of rows read from the
+    input, batches planned by ``batch_size`` and ``max_batch_tokens``, every server that embedded a chunk
+    checked before the chunk is written to the sink, made durable, and recorded in the checkpoint.
 
     Args:
         spec: the input.
@@ -158,6 +244,7 @@ class Engine:
         pool: the replicas.
         plan: batching and call options.
         progress: the progress display.
+        out: the output, named in errors.
     """
 
     def __init__(
@@ -185,7 +272,7 @@ class Engine:
 
         Raises:
             RowFailed: a refused row, with ``fail_fast``.
-            JobMismatch: a replica's model changed during the run (see :meth:`_check_models`).
+            JobMismatch: a replica's model changed during the run (see :meth:`check`).
             APIError: a fatal answer (401, 404, ...), or every replica down for ``give_up_after``.
             InvalidInputError: an unreadable input row.
             InsufficientDiskSpace: the disk filled up while writing.
@@ -194,7 +281,7 @@ class Engine:
         started = time.monotonic()
         chunks = read_chunks(self._spec, self._checkpoint.chunk_rows, self._checkpoint.done)
         try:
-            await drain(chunks, self._embed_chunk, self._commit, window=self._window)
+            await Engine(self, self._pool, window=self._window).run(chunks)
         finally:
             self._checkpoint.seconds += time.monotonic() - started
             self._checkpoint.save(self._state_path)
@@ -209,23 +296,41 @@ class Engine:
             finally:
                 os.close(handle)
 
-    async def _embed_chunk(self, chunk: Chunk) -> ChunkWork:
-        count = len(chunk.texts)
-        work = ChunkWork(
-            chunk, self._plan.vectors.rows(count, self._checkpoint.width), np.zeros(count, np.bool_)
-        )
-        sizes = [estimated_tokens(text) for text in chunk.texts]
-        async with asyncio.TaskGroup() as group:
-            for batch in plan_batches(sizes, self._plan.batch_size, self._plan.max_batch_tokens):
-                # A task per batch once it has a slot: one waiter per chunk, not one per batch.
-                group.create_task(self._embed_rows(work, batch, await self._pool.acquire()))
-        await self._check_models(work)
-        return work
+    def start(self, group: Chunk) -> ChunkWork:
+        """A chunk's work: NaN (or empty) rows, none refused."""
+        count = len(group.texts)
+        rows = self._plan.vectors.rows(count, self._checkpoint.width)
+        return ChunkWork(group, rows, np.zeros(count, np.bool_))
 
-    async def _check_models(self, work: ChunkWork) -> None:
+    def batches(self, work: ChunkWork) -> list[range]:
+        """The chunk's rows in batches of at most ``batch_size`` rows and ``max_batch_tokens`` estimated
+        tokens."""
+        sizes = [estimated_tokens(text) for text in work.chunk.texts]
+        return plan_batches(sizes, self._plan.batch_size, self._plan.max_batch_tokens)
+
+    async def request(self, client: JobClient, work: ChunkWork, rows: Sequence[int]) -> Result:
+        """The vectors of ``rows`` (consecutive) in one request, checked against the job's shape."""
+        start, stop = rows[0], rows[-1] + 1
+        result = await self._plan.embed(client, work.chunk.texts[start:stop])
+        self._check_batch(work, start, stop, result)
+        return result
+
+    def tokens(self, answer: Result) -> int:
+        """The prompt tokens of a batch."""
+        return answer.usage.prompt_tokens
+
+    def answered(self, work: ChunkWork, rows: Sequence[int], answer: Result, replica: Replica) -> None:
+        """Keep a batch's vectors, and which replica embedded them (checked before the chunk is kept)."""
+        start, stop = rows[0], rows[-1] + 1
+        work.served_by.setdefault(id(replica), (replica, []))[1].append(range(start, stop))
+        work.rows.put(start, answer)
+        self._progress.advance(stop - start, answer.usage.prompt_tokens)
+
+    async def check(self, work: ChunkWork, engine: Engine[Chunk, ChunkWork]) -> None:
         """Embed the job's probe again on every replica that embedded rows of the chunk, after them: a
         replica restarted on other weights under the same name and width (a rolling deploy) answers
-        another probe vector, and the chunk is not kept.
+        another probe vector, and the chunk is not kept. A replica down since: its rows go to the
+        others, checked in turn.
 
         Raises:
             JobMismatch: a replica's model changed since the job started; the chunk's rows are redone
@@ -239,12 +344,11 @@ class Engine:
             except VLLMTasksError as error:
                 if not is_about(error, "replica"):
                     raise
-                # down since: its rows go to the others, checked in turn
                 self._pool.set_aside(replica, error, held=False)
                 replica.rows -= sum(len(rows) for rows in batches)  # not kept from it
                 async with asyncio.TaskGroup() as group:
                     for rows in batches:
-                        group.create_task(self._embed_rows(work, rows))
+                        group.create_task(engine.send(work, rows))
                 continue
             similarity = cosine(self._plan.vectors.probe(probe), expected)
             if similarity < PROBE_MIN_COSINE:
@@ -273,37 +377,6 @@ class Engine:
                 raise
             raise APITimeoutError(f"no answer to the model check in {limit:.1f} s") from None
 
-    async def _embed_rows(self, work: ChunkWork, rows: range, replica: Replica | None = None) -> None:
-        """Embed ``rows`` of a chunk, the first request on ``replica`` (else the next free one); a batch
-        refused for a row's sake is split until the row is alone (:func:`isolate_rows`)."""
-
-        async def send(part: Sequence[int]) -> None:
-            await self._send_rows(work, part, replica if part is rows else None)  # split halves: any
-
-        await isolate_rows(send, rows, functools.partial(self._refused, work))
-
-    async def _send_rows(self, work: ChunkWork, rows: Sequence[int], replica: Replica | None) -> None:
-        """Embed ``rows`` (consecutive) of a chunk in one request on ``replica`` (else the next free
-        one), hedged (:meth:`ReplicaPool.race`).
-
-        Raises:
-            VLLMTasksError: the answer's error (a row's, the options', the job's).
-        """
-        start, stop = rows[0], rows[-1] + 1
-        texts = work.chunk.texts[start:stop]
-
-        async def call(client: JobClient) -> Result:
-            result = await self._plan.embed(client, texts)
-            self._check_batch(work, start, stop, result)
-            return result
-
-        replica, result = await send_request(
-            self._pool, call, rows=len(texts), tokens=_prompt_tokens, first=replica
-        )
-        work.served_by.setdefault(id(replica), (replica, []))[1].append(range(start, stop))
-        work.rows.put(start, result)
-        self._progress.advance(len(texts), result.usage.prompt_tokens)
-
     def _check_batch(self, work: ChunkWork, start: int, stop: int, result: Result) -> None:
         """Refuse a batch's answer of another shape than the job's (its width as the model check found
         it at the start, one row per row sent): an error about the server, which is set aside (see
@@ -322,23 +395,23 @@ class Engine:
                 kind="decode",
             )
 
-    def _refused(self, work: ChunkWork, index: int, error: Exception) -> None:
+    def refused(self, work: ChunkWork, row: int, error: Exception) -> None:
         """Record a refused row of a chunk in the errors file (or stop the job with ``fail_fast``).
 
         Raises:
             RowFailed: with ``fail_fast``.
         """
-        row, row_id = work.chunk.start + index, work.chunk.ids[index]
+        index, row_id = work.chunk.start + row, work.chunk.ids[row]
         message = error.message if isinstance(error, APIError) else str(error)
         if self._plan.fail_fast:
-            raise RowFailed(row, row_id, message) from error
-        logger.warning("row %d (id %r) refused: %s", row, row_id, message)
-        work.failed[index] = True
+            raise RowFailed(index, row_id, message) from error
+        logger.warning("row %d (id %r) refused: %s", index, row_id, message)
+        work.failed[row] = True
         status = getattr(error, "status_code", None)
-        work.errors.append({"row": row, "id": row_id, "status": status, "error": message})
+        work.errors.append({"row": index, "id": row_id, "status": status, "error": message})
         self._progress.advance(1, 0)
 
-    def _commit(self, work: ChunkWork) -> None:
+    def commit(self, work: ChunkWork) -> None:
         """Write a finished chunk, make it durable, then record it (in that order).
 
         Raises:
@@ -359,10 +432,6 @@ class Engine:
         self._checkpoint.save(self._state_path)
         self.outcome.chunks_sent += 1
         self.outcome.failed_rows += len(work.errors)
-
-
-def _prompt_tokens(result: Result) -> int:
-    return result.usage.prompt_tokens
 
 
 async def drain(
@@ -432,27 +501,6 @@ async def send_request(
         raise
     pool.release(replica, rows=rows, tokens=tokens(result), seconds=seconds)
     return replica, result
-
-
-async def send_unit(
-    pool: ReplicaPool,
-    call: Callable[[JobClient], Coroutine[Any, Any, T]],
-    refused: Callable[[Exception], None],
-    *,
-    tokens: Callable[[T], int] = lambda _: 0,
-) -> T | None:
-    """One request for one row (a page, an audio file): its answer, or ``None`` when the server refused
-    the row for its own sake (``refused`` is told why).
-
-    Raises:
-        VLLMTasksError: any other error (see :func:`send_request`).
-    """
-
-    async def send(_: Sequence[int]) -> T:
-        return (await send_request(pool, call, rows=1, tokens=tokens))[1]
-
-    answered = await isolate_rows(send, [0], lambda _, error: refused(error))
-    return answered[0][1] if answered else None
 
 
 def _result(task: asyncio.Task[Done]) -> Done:

@@ -54,7 +54,7 @@ from ..errors import (
     JobError,
 )
 from ..types.server import ServerInfo
-from .engine import drain, send_unit
+from .engine import Engine
 from .files import append_no_follow, make_folder, read_no_follow, write_atomically, write_in_thread
 from .progress import JobProgress
 from .replicas import JobClient, Replica, ReplicaPool, Servers
@@ -711,8 +711,20 @@ def _check_state(work: Path, out: Path, fingerprint: dict[str, Any], resume: boo
     write_json(state, {"fingerprint": fingerprint})
 
 
+@dataclass
+class _UnitWork:
+    """A unit being processed: its record once answered (``None``: refused)."""
+
+    document: Document
+    unit: Unit
+    record: dict[str, Any] | None = None
+
+
 class _FolderRun:
-    """One run of a folder job: the units left, sent with bounded concurrency over the replicas."""
+    """One run of a folder job on the :class:`~vllm_tasks.jobs.engine.Engine` (its
+    :class:`~vllm_tasks.jobs.engine.JobKind`): each unit left one group of one row, one request, its
+    record saved (the checkpoint) as it is answered, a file's outputs (the sink) once all its units are
+    saved."""
 
     def __init__(
         self,
@@ -732,6 +744,7 @@ class _FolderRun:
         self._failed: list[tuple[str, int | None, str]] = []
         self._finished: set[str] = set()
         self._sent = 0
+        self._progress: JobProgress | None = None  # made once the units are counted
 
     async def run(self, *, show_progress: bool, progress_interval: float, started: float) -> FolderJobReport:
         todo: list[tuple[Document, Unit]] = []
@@ -761,42 +774,60 @@ class _FolderRun:
             description=f"{self._job.kind}-dir",
             unit=self._job.unit,
         )
+        self._progress = progress
+        window = len(self._pool.replicas) * self._pool.most_in_flight  # every replica's slots busy
         try:
-            await self._send(todo, progress)
+            await Engine(self, self._pool, window=window).run(iter(todo))
         finally:
             progress.close()
         return await asyncio.to_thread(self._finish, total, total - len(todo), time.monotonic() - started)
 
-    async def _send(self, todo: list[tuple[Document, Unit]], progress: JobProgress) -> None:
-        """Every unit left, at most ``concurrency`` per replica in flight, each saved as it is answered
-        (the engine's :func:`~vllm_tasks.jobs.engine.drain`)."""
-        window = len(self._pool.replicas) * self._pool.most_in_flight
+    def start(self, group: tuple[Document, Unit]) -> _UnitWork:
+        """A unit's work: no record yet."""
+        return _UnitWork(*group)
 
-        async def unit(item: tuple[Document, Unit]) -> tuple[Document, Unit, dict[str, Any] | None]:
-            return (*item, await self._unit(*item, progress))
+    def batches(self, work: _UnitWork) -> list[list[int]]:
+        """One request per unit."""
+        return [[0]]
 
-        await drain(iter(todo), unit, self._commit, window=window)
+    async def request(self, client: JobClient, work: _UnitWork, rows: Sequence[int]) -> dict[str, Any]:
+        """The unit's record from one request.
 
-    async def _unit(self, document: Document, unit: Unit, progress: JobProgress) -> dict[str, Any] | None:
-        """One unit's record, or ``None`` when it was refused (a refused page, a file that does not
-        decode: recorded as failed, and tried again by the next run)."""
-        job = self._job
+        Raises:
+            InvalidInputError: the file was deleted, moved or made unreadable since it was found.
+        """
+        try:
+            return await self._job.process(client, work.document, work.unit)
+        except OSError as error:
+            raise unreadable(work.document, error) from error
 
-        async def call(client: JobClient) -> dict[str, Any]:
-            try:
-                return await job.process(client, document, unit)
-            except OSError as error:  # the file deleted, moved or made unreadable since it was found
-                raise unreadable(document, error) from error
+    def tokens(self, answer: dict[str, Any]) -> int:
+        """The tokens a unit's record says its request used."""
+        return int((answer.get("usage") or {}).get("total_tokens") or 0)
 
-        record = await send_unit(
-            self._pool, call, lambda error: self._fail(document, unit, error), tokens=_record_tokens
-        )
-        progress.advance(0 if record is None else 1, 0 if record is None else _record_tokens(record))
-        return record
+    def answered(
+        self, work: _UnitWork, rows: Sequence[int], answer: dict[str, Any], replica: Replica
+    ) -> None:
+        """Keep the unit's record (saved when it is committed)."""
+        work.record = answer
+        self._advance(1, self.tokens(answer))
 
-    def _commit(self, answered: tuple[Document, Unit, dict[str, Any] | None]) -> None:
+    def refused(self, work: _UnitWork, row: int, error: Exception) -> None:
+        """A refused page, a file that does not decode: recorded as failed, and tried again by the next
+        run."""
+        self._fail(work.document, work.unit, error)
+        self._advance(0, 0)
+
+    def _advance(self, units: int, tokens: int) -> None:
+        assert self._progress is not None  # made before any unit is sent
+        self._progress.advance(units, tokens)
+
+    async def check(self, work: _UnitWork, engine: Engine[tuple[Document, Unit], _UnitWork]) -> None:
+        """Nothing to check: a record is kept as answered."""
+
+    def commit(self, work: _UnitWork) -> None:
         """Save an answered unit's record; write its file's outputs once all its units are saved."""
-        document, unit, record = answered
+        document, unit, record = work.document, work.unit, work.record
         if record is None:
             return
         self._records.save(document, unit, record)
@@ -877,11 +908,6 @@ class _FolderRun:
             seconds=seconds,
             replicas=reports,
         )
-
-
-def _record_tokens(record: dict[str, Any]) -> int:
-    """The tokens a unit's record says its request used."""
-    return int((record.get("usage") or {}).get("total_tokens") or 0)
 
 
 def validate_formats(formats: Sequence[str], allowed: Sequence[str]) -> tuple[str, ...]:
