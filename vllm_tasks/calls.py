@@ -211,6 +211,10 @@ class Batching:
         """
         return (max(inputs, 1), sys.maxsize) if self.one_request else (self.batch_size, size_cap)
 
+    def inputs_per_request(self, inputs: int) -> int:
+        """The most inputs per request for a call of ``inputs`` inputs (see :meth:`caps`)."""
+        return self.caps(inputs, 0)[0]
+
     @property
     def window(self) -> int:
         """Requests whose work is held at once where it must be bounded ahead (``embed_sparse``'s dense

@@ -83,3 +83,14 @@ def test_the_callers_client_counts_the_jobs_requests_and_keeps_the_server_info(
     assert usage.requests == received  # every request the job sent
     assert len(batches_of(sent)) == 3
     assert usage.prompt_tokens == sum(count_tokens(text) for r in sent for text in r.json["input"])
+
+
+def test_a_late_chunking_job_sends_each_planned_batch_as_one_request(tmp_path: Path) -> None:
+    source = tmp_path / "texts.txt"
+    source.write_text("\n".join(f"text number {i} " + "word " * 30 for i in range(8)) + "\n")
+    params = vt.EmbedParams(long_inputs="late_chunking", chunk_tokens=16)
+    late = {"version": "0.33.0", "scorer": "late-interaction", "tasks": {"embed", "pooling"}}
+    with fake_server(**late) as server:
+        vt.embed_file(server.url, source, tmp_path / "o.npy", params=params, batch_size=4, concurrency=1)
+        sent = batches(server)
+    assert [len(batch) for batch in sent] == [4, 4]

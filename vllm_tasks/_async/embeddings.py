@@ -335,7 +335,7 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         }
         fields = {key: value for key, value in fields.items() if value is not None}
         requests, batches = long_inputs.late_chunking_requests(
-            texts, fields, call, batch_size=batching.batch_size
+            texts, fields, call, batch_size=batching.inputs_per_request(len(texts))
         )
         responses = await self._send_batches(
             requests,

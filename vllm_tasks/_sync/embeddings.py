@@ -332,7 +332,7 @@ class EmbeddingMethods(ClientBase):
         }
         fields = {key: value for key, value in fields.items() if value is not None}
         requests, batches = long_inputs.late_chunking_requests(
-            texts, fields, call, batch_size=batching.batch_size
+            texts, fields, call, batch_size=batching.inputs_per_request(len(texts))
         )
         responses = self._send_batches(
             requests,
