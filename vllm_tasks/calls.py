@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Self, TypeAlias, cast
@@ -182,6 +183,9 @@ class Batching:
         concurrency: the most requests in flight at once, or ``"auto"`` (tuned from the answers'
             latencies: :mod:`vllm_tasks.adaptive`).
         show_progress: draw a tqdm bar (``vllm-tasks[progress]``).
+        one_request: send every input in one request, whatever their count and size (a job's batch, planned
+            by the job): ``batch_size`` and the size caps do not split them, and a request the server finds
+            too large is not split either (the 413 is raised).
 
     Raises:
         InvalidInputError: ``batch_size`` is not an int >= 1, or ``concurrency`` is neither that nor
@@ -191,10 +195,25 @@ class Batching:
     batch_size: int
     concurrency: Concurrency
     show_progress: bool = False
+    one_request: bool = False
 
     def __post_init__(self) -> None:
         positive_int("batch_size", self.batch_size)
         concurrency_setting("concurrency", self.concurrency)
+
+    def caps(self, inputs: int, size_cap: int) -> tuple[int, int]:
+        """The most inputs and the size cap per request for a call of ``inputs`` inputs: ``batch_size`` and
+        ``size_cap``, or, with :attr:`one_request`, caps that all of them fit.
+
+        Examples:
+            >>> Batching(8, 1).caps(100, 1000), Batching(1, 1, one_request=True).caps(100, 1000)[0]
+            ((8, 1000), 100)
+        """
+        return (max(inputs, 1), sys.maxsize) if self.one_request else (self.batch_size, size_cap)
+
+    def inputs_per_request(self, inputs: int) -> int:
+        """The most inputs per request for a call of ``inputs`` inputs (see :meth:`caps`)."""
+        return self.caps(inputs, 0)[0]
 
     @property
     def window(self) -> int:

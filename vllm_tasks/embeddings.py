@@ -801,8 +801,10 @@ def plan_embed_v2(
     *,
     client_model: str | None,
     batch_size: int,
+    max_chars: int = defaults.EMBED_MAX_BATCH_CHARS,
 ) -> tuple[list[Request], list[range]]:
-    """Gate ``/v2/embed`` on the server's version and build the batched requests.
+    """Gate ``/v2/embed`` on the server's version and build the batched requests (at most ``batch_size``
+    items and, in texts, ``max_chars`` characters each).
 
     Raises:
         UnsupportedByServer: the server is older than vLLM 0.18.0 (or lacks ``priority``).
@@ -813,7 +815,7 @@ def plan_embed_v2(
     body = {key: value for key, value in body.items() if value is not None}
     body.update(call.extra_body or {})
     sizes = [len(item) if isinstance(item, str) else 1 for item in items]
-    batches = plan_batches(sizes, batch_size, defaults.EMBED_MAX_BATCH_CHARS)
+    batches = plan_batches(sizes, batch_size, max_chars)
     requests = [
         Request(
             "POST",

@@ -264,11 +264,12 @@ def plan_pooling_requests(
     *,
     batch_size: int,
     conversations: bool = False,
+    max_bytes: int = defaults.SCORE_MAX_REQUEST_BYTES,
 ) -> tuple[list[Request], list[range]]:
     """The batched ``/classify`` or ``/pooling`` requests of ``prompts`` and the batches they carry.
 
     Batches hold at most ``batch_size`` prompts (texts or token-id lists, see :func:`pool_inputs`) and
-    ``defaults.SCORE_MAX_REQUEST_BYTES`` of JSON (a token id counted as
+    ``max_bytes`` of JSON (a token id counted as
     :data:`~vllm_tasks.scoring.TOKEN_ID_JSON_BYTES`); ``fields`` (``None`` values left out) and
     ``call.extra_body`` go into every body. ``conversations`` go one per request as ``messages``
     (``/pooling`` takes a single conversation, vLLM 0.32).
@@ -283,7 +284,7 @@ def plan_pooling_requests(
     if conversations:
         batches = [range(i, i + 1) for i in range(len(prompts))]
     else:
-        batches = plan_batches(json_sizes(prompts), batch_size, defaults.SCORE_MAX_REQUEST_BYTES)
+        batches = plan_batches(json_sizes(prompts), batch_size, max_bytes)
     requests = [
         Request(
             "POST",

@@ -234,9 +234,16 @@ def lexical_vector(
 
 
 def plugin_requests(
-    prompts: Sequence[Any], params: SparseEmbedParams, model: str, call: CallOptions, *, batch_size: int
+    prompts: Sequence[Any],
+    params: SparseEmbedParams,
+    model: str,
+    call: CallOptions,
+    *,
+    batch_size: int,
+    max_bytes: int = defaults.SCORE_MAX_REQUEST_BYTES,
 ) -> tuple[list[Request], list[range]]:
-    """The batched ``/pooling`` requests to BGE-M3's sparse IO-processor plugin, and the batches they carry.
+    """The batched ``/pooling`` requests to BGE-M3's sparse IO-processor plugin, and the batches they carry
+    (at most ``batch_size`` prompts and ``max_bytes`` of JSON each).
 
     Token strings are always asked for (they cost the server nothing): special tokens are told by them.
 
@@ -255,7 +262,7 @@ def plugin_requests(
             "is not supported by BGE-M3's sparse plugin (its server always adds them)",
             "Leave add_special_tokens unset.",
         )
-    batches = plan_batches(json_sizes(prompts), batch_size, defaults.SCORE_MAX_REQUEST_BYTES)
+    batches = plan_batches(json_sizes(prompts), batch_size, max_bytes)
     requests = [
         Request(
             "POST",

@@ -89,8 +89,11 @@ class ThreadedClient:
 
     server_info = _in_thread(Client.server_info)
     embed = _in_thread(Client.embed)
+    _embed_request = _in_thread(Client._embed_request)
     embed_sparse = _in_thread(Client.embed_sparse)
+    _embed_sparse_request = _in_thread(Client._embed_sparse_request)
     pool = _in_thread(Client.pool)
+    _pool_request = _in_thread(Client._pool_request)
     rerank = _in_thread(Client.rerank)
     transcribe = _in_thread(Client.transcribe)
     translate = _in_thread(Client.translate)

@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import vllm_tasks as vt
 from vllm_tasks import cli, telemetry
 from vllm_tasks.adaptive import AdaptiveLimit, Concurrency
+from vllm_tasks.jobs.engine import send_request
 from vllm_tasks.jobs.replicas import JobClient, Replica, ReplicaPool
 from vllm_tasks.testing import OCR_TASKS, RERANKER_TASKS, FakeVLLM
 from vllm_tasks.threaded import ThreadedClient
@@ -208,7 +209,7 @@ def test_a_job_replicas_limit_hears_the_503s_its_client_retried(sync: bool) -> N
                 client = await stack.enter_async_context(vt.AsyncClient(url, max_retries=3))
             replica = Replica(client, url)
             pool = ReplicaPool([replica], "auto", retry_after=0.1, give_up_after=5.0)
-            result = await pool.send(lambda job_client: job_client.embed(["a text"]))
+            _, result = await send_request(pool, lambda job_client: job_client.embed(["a text"]), rows=1)
             await asyncio.sleep(0)  # a callback scheduled from a thread runs on the loop's next turn
             assert result.vectors.shape == (1, 384)
             return replica

@@ -4,9 +4,6 @@ A batch that waits far longer than the job's recent batches (``HEDGE_FLOOR`` sec
 ``HEDGE_FACTOR`` times their median) is sent again to another replica; the first answer wins, the other
 request is cancelled and its replica set aside. Was: a replica that stopped answering stalled the whole
 job for the client's timeout (600 s) times its attempts, while the other replica idled.
-
-Also item 1: each planned batch of the job goes out as one request (the public ``embed`` cut batches over
-200,000 characters into two).
 """
 
 from __future__ import annotations
@@ -132,21 +129,6 @@ def test_a_stuck_request_with_no_other_replica_is_cut_off_at_the_deadline(
     assert out.read_bytes() == clean
     (only_report,) = report.replicas
     assert (only_report.url, only_report.rows) == (url, len(LINES)) and only_report.failures >= 1
-
-
-def test_each_planned_batch_goes_out_as_one_request(tmp_path: Path) -> None:
-    source = tmp_path / "long.txt"
-    source.write_text("\n".join(f"{i} " + "word " * 12_000 for i in range(8)) + "\n")  # 60,000 characters
-    with fake_server(max_model_len=100_000) as server:
-        report = vt.embed_file(
-            server.url, source, tmp_path / "o.npy", batch_size=4, max_batch_tokens=100_000, concurrency=1
-        )
-        sent = batches(server)
-    # was: the job planned 2 batches of 4 rows (80,000 estimated tokens each); embed cut each at 200,000
-    # characters into 3 + 1 rows: 4 requests for the 2 batches the report counted
-    assert report.replicas[0].batches == len(sent)
-    assert [text for batch in sent for text in batch] == source.read_text().splitlines()
-    assert sum(len(text) for text in max(sent, key=len)) <= 200_000
 
 
 def test_a_sync_client_with_its_own_http_client_returns_once_its_hung_request_is_cut_off(

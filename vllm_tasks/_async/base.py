@@ -80,8 +80,14 @@ class AsyncClientBase:
         )
         self._start(settings, http_client)
 
-    def _start(self, settings: ClientSettings, http_client: httpx.AsyncClient | None) -> None:
-        """Set the client up from checked settings (what ``__init__`` and ``from_settings`` share)."""
+    def _start(
+        self,
+        settings: ClientSettings,
+        http_client: httpx.AsyncClient | None,
+        usage: UsageCounter | None = None,
+    ) -> None:
+        """Set the client up from checked settings (what ``__init__`` and ``from_settings`` share); it
+        counts into ``usage`` when given (see :meth:`_beside`)."""
         if http_client is not None and not isinstance(http_client, httpx.AsyncClient):
             raise InvalidInputError(
                 "http_client",
@@ -92,7 +98,7 @@ class AsyncClientBase:
         self._settings = settings
         self._owns_http = http_client is None
         self._http = http_client or httpx.AsyncClient()
-        self._usage = UsageCounter()
+        self._usage = usage or UsageCounter()
         self._transport = AsyncTransport(self._http, settings, usage=self._usage)
         self._server_state = ServerState()
         # Held while reading the server info or probing a fact once (scorer kind, n-gram processor).
@@ -132,6 +138,22 @@ class AsyncClientBase:
         client = cls.__new__(cls)
         client._start(settings, http_client)
         return client
+
+    @classmethod
+    def _beside(cls, other: Any) -> Self:
+        """A client of this kind for ``other``, a client of the other kind (async for sync, sync for async):
+        its settings, counting into its ``usage``, knowing what it knows of the server (give back what
+        this one learns with :meth:`_hand_back`). A job given a ``Client`` runs on such an ``AsyncClient``.
+        """
+        client = cls.__new__(cls)
+        client._start(other.settings, None, usage=other._usage)
+        client._server_state = other._server_state
+        return client
+
+    def _hand_back(self, other: Any) -> None:
+        """Give ``other`` (the client this one is :meth:`_beside`) what this one learned of the server."""
+        with other._state_swap:
+            other._server_state = self._server_state
 
     def with_options(self, **changes: Any) -> Self:
         """A new client with some settings changed; it shares this client's ``http_client``, if one was

@@ -171,6 +171,31 @@ class AsyncEmbeddingMethods(AsyncClientBase):
             chunk_overlap=chunk_overlap,
         )
         batching = Batching(batch_size, concurrency, show_progress)
+        return await self._embed_inputs(input, messages, images, params=params, call=call, batching=batching)
+
+    async def _embed_request(
+        self,
+        input: Sequence[str] | None,
+        images: Sequence[Any] | None,
+        params: embeddings.EmbedParams,
+        call: CallOptions,
+    ) -> EmbeddingResult:
+        """``embed`` of ``input`` (or ``images``) in one request, however many and long they are: a job's
+        batch, planned by the job (see :attr:`~vllm_tasks.calls.Batching.one_request`)."""
+        batching = Batching(1, 1, one_request=True)
+        return await self._embed_inputs(input, None, images, params=params, call=call, batching=batching)
+
+    async def _embed_inputs(
+        self,
+        input: embeddings.EmbedInput | None,
+        messages: Any,
+        images: Any,
+        *,
+        params: embeddings.EmbedParams,
+        call: CallOptions,
+        batching: Batching,
+    ) -> EmbeddingResult:
+        """``embed`` once its arguments are checked: the inputs made prompts (media read), then sent."""
         conversations = messages is not None or images is not None
         if conversations:
             field = "images" if images is not None else "messages"
@@ -209,8 +234,11 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         info = state.info
         assert info is not None  # _current_state read it
         bytes_batch_cap = state.get(embeddings.BYTES_BATCH_CAP, None)
-        batch_size, max_chars = batching.batch_size, defaults.EMBED_MAX_BATCH_CHARS
+        batch_size, max_chars = batching.caps(len(prompts), defaults.EMBED_MAX_BATCH_CHARS)
         while True:
+            if batching.one_request and bytes_batch_cap is not None and params.encoding_format == "auto":
+                # base64 answers carry no per-input header for a proxy to refuse: still one request
+                params = dataclasses.replace(params, encoding_format="base64")
             # Planning 50,000 inputs takes ~20 ms: too long for the event loop.
             plan = await async_offload(
                 embeddings.plan_embed,
@@ -229,7 +257,7 @@ class AsyncEmbeddingMethods(AsyncClientBase):
                 break
             except RequestTooLargeError:
                 # A proxy's or the server's body limit: halve the batches and send again.
-                smaller = smaller_batches(plan.batches, plan.sizes)
+                smaller = None if batching.one_request else smaller_batches(plan.batches, plan.sizes)
                 if smaller is None:
                     raise
                 batch_size, max_chars = smaller
@@ -307,7 +335,7 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         }
         fields = {key: value for key, value in fields.items() if value is not None}
         requests, batches = long_inputs.late_chunking_requests(
-            texts, fields, call, batch_size=batching.batch_size
+            texts, fields, call, batch_size=batching.inputs_per_request(len(texts))
         )
         responses = await self._send_batches(
             requests,
@@ -439,6 +467,17 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         prompts = embeddings.embed_inputs(input, None)
         return self._counted(await self._embed_sparse(prompts, params, call, batching))
 
+    async def _embed_sparse_request(
+        self, input: Sequence[str], params: sparse.SparseEmbedParams, call: CallOptions
+    ) -> SparseEmbeddingResult:
+        """``embed_sparse`` of ``input`` in one request per step (SPLADE: ``/v1/embeddings``; BGE-M3: its
+        ``/tokenize`` requests, then one ``/pooling``), however many and long: a job's batch, planned by the
+        job (see :attr:`~vllm_tasks.calls.Batching.one_request`)."""
+        batching = Batching(1, 1, one_request=True)
+        return self._counted(
+            await self._embed_sparse(embeddings.embed_inputs(input, None), params, call, batching)
+        )
+
     async def _embed_sparse(
         self,
         prompts: list[Any],
@@ -500,15 +539,17 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         info = state.info
         assert info is not None
         embed_params = params.embed_params()
+        batch_size, max_chars = batching.caps(len(prompts), defaults.EMBED_MAX_BATCH_CHARS)
         plan = embeddings.plan_embed(
             info,
             prompts,
             embed_params,
             call,
             client_model=self.model,
-            batch_size=batching.batch_size,
+            batch_size=batch_size,
             conversations=False,
-            bytes_batch_cap=state.get(embeddings.BYTES_BATCH_CAP, None),
+            max_chars=max_chars,
+            bytes_batch_cap=None if batching.one_request else state.get(embeddings.BYTES_BATCH_CAP, None),
         )
         vectors: list[SparseVector] = []
         usage = Usage()
@@ -555,13 +596,15 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         gates.require(info, [sparse.LEXICAL_FEATURE])
         sparse.lexical_fields(params)
         ids, strings = await self._token_ids(prompts, params, call, batching, name)
+        batch_size, max_bytes = batching.caps(len(ids), defaults.SCORE_MAX_REQUEST_BYTES)
         requests, batches = pooling.plan_pooling_requests(
             "/pooling",
             "pooling",
             ids,
             {"model": name, "task": "token_classify"},
             call,
-            batch_size=batching.batch_size,
+            batch_size=batch_size,
+            max_bytes=max_bytes,
         )
         responses = await self._send_batches(
             requests,
@@ -593,8 +636,10 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         """BGE-M3 with vLLM's sparse IO-processor plugin: ``/pooling`` ``task=plugin``, which pairs ids and
         weights on the server."""
         gates.require(info, [sparse.LEXICAL_FEATURE])
-        size = batching.batch_size
-        requests, batches = sparse.plugin_requests(prompts, params, name, call, batch_size=size)
+        size, max_bytes = batching.caps(len(prompts), defaults.SCORE_MAX_REQUEST_BYTES)
+        requests, batches = sparse.plugin_requests(
+            prompts, params, name, call, batch_size=size, max_bytes=max_bytes
+        )
         responses = await self._send_batches(
             requests,
             concurrency=batching.concurrency,
@@ -742,6 +787,7 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         info = await self.server_info()
         body_fields = params.body_fields()
         types = body_fields["embedding_types"]
+        batch_size, max_chars = batching.caps(len(items), defaults.EMBED_MAX_BATCH_CHARS)
         requests, batches = embeddings.plan_embed_v2(
             info,
             field_name,
@@ -749,7 +795,8 @@ class AsyncEmbeddingMethods(AsyncClientBase):
             body_fields,
             call,
             client_model=self.model,
-            batch_size=batching.batch_size,
+            batch_size=batch_size,
+            max_chars=max_chars,
         )
         responses = await self._send_batches(
             requests,

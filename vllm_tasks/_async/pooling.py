@@ -198,6 +198,32 @@ class AsyncPoolingMethods(AsyncClientBase):
             truncate_prompt_tokens=truncate_prompt_tokens,
             encoding_format=encoding_format,
         )
+        return await self._pool_inputs(input, messages, images, params=params, call=call, batching=batching)
+
+    async def _pool_request(
+        self,
+        input: Sequence[str] | None,
+        images: Sequence[Any] | None,
+        params: pooling.PoolParams,
+        call: CallOptions,
+    ) -> PoolingResult:
+        """``pool`` of ``input`` in one request, however many and long (``images``: one request each, as
+        ``/pooling`` takes one conversation): a job's batch, planned by the job (see
+        :attr:`~vllm_tasks.calls.Batching.one_request`)."""
+        batching = Batching(1, 1, one_request=True)
+        return await self._pool_inputs(input, None, images, params=params, call=call, batching=batching)
+
+    async def _pool_inputs(
+        self,
+        input: Any,
+        messages: Any,
+        images: Any,
+        *,
+        params: pooling.PoolParams,
+        call: CallOptions,
+        batching: Batching,
+    ) -> PoolingResult:
+        """``pool`` once its arguments are checked: the inputs made prompts (media read), then sent."""
         if images is None and messages is None:
             prompts, conversations = pooling.pool_prompts(input, messages, images)
         else:
@@ -409,14 +435,16 @@ class AsyncPoolingMethods(AsyncClientBase):
         if fields.get("use_activation") is not None:
             gates.require(info, ["use_activation"])
         name = resolve_model(info, call.model, self.model)
+        batch_size, max_bytes = batching.caps(len(prompts), defaults.SCORE_MAX_REQUEST_BYTES)
         requests, batches = pooling.plan_pooling_requests(
             path,
             task,
             prompts,
             {"model": name, **fields},
             call,
-            batch_size=batching.batch_size,
+            batch_size=batch_size,
             conversations=conversations,
+            max_bytes=max_bytes,
         )
         responses = await self._send_batches(
             requests,

@@ -33,7 +33,7 @@ from ..pooling import PoolParams
 from ..sparse import SparseEmbedParams
 from ..types.server import ServerInfo
 from ..validation import positive_int
-from .engine import Engine, Plan, error_rows
+from .engine import EmbedRun, Plan, error_rows
 from .files import make_folder, read_no_follow, write_atomically
 from .inputs import InputSpec, check_regular, file_digest, parquet_types, read_chunks, scan
 from .locations import RemoteFile, Target
@@ -307,7 +307,8 @@ async def aembed_file(
     plan = Plan(
         1 if images else positive_int("batch_size", batch_size),
         positive_int("max_batch_tokens", max_batch_tokens),
-        _embed_call(chosen_params, CallOptions(model, extra_body, extra_headers, timeout)),
+        chosen_params,
+        CallOptions(model, extra_body, extra_headers, timeout),
         bool(fail_fast),
         vectors,
         _image_folder(spec) if images else None,
@@ -415,7 +416,7 @@ async def _run(
         if len(checkpoint.done) < checkpoint.chunks or work_data.exists():
             sink = _sink(output, paths, spec, checkpoint, plan.vectors)
             checkpoint.runs += 1
-            engine = Engine(
+            engine = EmbedRun(
                 spec,
                 sink=sink,
                 checkpoint=checkpoint,
@@ -558,17 +559,6 @@ def _job_params(
     return chosen
 
 
-def _embed_call(params: EmbedParams | SparseEmbedParams | PoolParams, call: CallOptions) -> dict[str, Any]:
-    """The keyword arguments of every ``embed`` (``embed_sparse``, ``pool``) call of the job."""
-    return {
-        **params.keywords(),
-        "model": call.model,
-        "extra_body": call.extra_body,
-        "extra_headers": call.extra_headers,
-        "timeout": call.timeout,
-    }
-
-
 def _fingerprinted(
     params: EmbedParams | SparseEmbedParams | PoolParams, extra_body: Mapping[str, Any] | None
 ) -> dict[str, Any]:
@@ -625,7 +615,7 @@ def _describe(plan: Plan) -> Describe:
     sparse, as the job's)."""
 
     async def describe(replica: Replica, info: ServerInfo) -> dict[str, Any]:
-        name = plan.call.get("model") or replica.client.model or info.default_model
+        name = plan.call.model or replica.client.model or info.default_model
         root = next((card.root for card in info.models if card.id == name), None)
         result = await plan.probe(replica.client)
         width, probe = plan.vectors.width(result), plan.vectors.probe(result)

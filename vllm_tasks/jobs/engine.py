@@ -1,10 +1,19 @@
-"""The job engine: read chunks, plan batches, send them over the replicas, write, checkpoint.
+"""The job engine: every job kind (``embed_file``, ``ocr_dir``, ``transcribe_dir``) runs on
+:class:`Engine`.
 
-Several chunks are in flight at once (enough to keep every replica's slots busy); each finished chunk is
-written to the sink, made durable, and only then recorded in the checkpoint, so a crash (``kill -9``,
-Ctrl-C, a full disk) at any point leaves a state the next run resumes from. A batch the server refuses
-with a 4xx is split in halves until the refused rows are alone; those go to the errors file (or stop
-the job with ``fail_fast``).
+A job is groups of rows read by its reader (a chunk of texts, a page, an audio file) and a
+:class:`JobKind` that says what to do with them. The engine keeps a window of groups in flight
+(:func:`drain`: each read in a worker thread, committed in a worker thread as it finishes, the first fatal
+error cancelling the rest and raised as itself), plans each group into batches (the kind's planner), and
+sends each batch as exactly one request over the replicas (:func:`send_request`: least in flight, hedged,
+a failing replica set aside: :class:`~vllm_tasks.jobs.replicas.ReplicaPool`). A batch refused for a row's
+sake is split in halves until the refused rows are alone
+(:func:`~vllm_tasks._async.isolation.isolate_rows`); the kind records them (or stops the job). A
+finished group is checked (the kind's check: ``embed_file`` probes each server that embedded it) and then
+committed: written to its sink, made durable, and only then recorded in the checkpoint, so a crash
+(``kill -9``, Ctrl-C, a full disk) at any point leaves a state the next run resumes from.
+
+:class:`EmbedRun` is ``embed_file``'s kind; the folder jobs' is in :mod:`vllm_tasks.jobs.folders`.
 """
 
 from __future__ import annotations
@@ -14,18 +23,19 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 import orjson
 
-from .. import defaults
 from .._async.isolation import isolate_rows
 from ..batching import plan_batches
+from ..calls import CallOptions
+from ..embeddings import EmbedParams
 from ..errors import (
     APIError,
     APITimeoutError,
@@ -36,6 +46,8 @@ from ..errors import (
     VLLMTasksError,
     is_about,
 )
+from ..pooling import PoolParams
+from ..sparse import SparseEmbedParams
 from .files import append_no_follow, disk_errors, open_no_follow, read_no_follow, write_in_thread
 from .inputs import Chunk, InputSpec, read_chunks
 from .outputs import Sink
@@ -45,12 +57,10 @@ from .state import PROBE_IMAGE, PROBE_MIN_COSINE, PROBE_TEXT, Checkpoint, cosine
 from .vectors import Result, Rows, Vectors
 
 logger = logging.getLogger("vllm_tasks.jobs")
-
-
-ONE_REQUEST_TOKENS = defaults.EMBED_MAX_BATCH_CHARS // 3
-"""The most estimated tokens per batch whatever ``max_batch_tokens`` says: a batch under it has fewer than
-``EMBED_MAX_BATCH_CHARS`` characters (each text's estimate is over a third of its length), so the public
-``embed`` sends it as the one request it is instead of planning it again."""
+G = TypeVar("G")
+Done = TypeVar("Done")
+W = TypeVar("W")
+T = TypeVar("T")
 
 
 def estimated_tokens(text: str) -> int:
@@ -70,8 +80,9 @@ class Plan:
     Attributes:
         batch_size: the most rows per request.
         max_batch_tokens: the most estimated tokens per request.
-        call: keyword arguments of every ``AsyncClient.embed`` (or ``embed_sparse``) call (model and
-            vector options).
+        params: the vector options of every request (``EmbedParams``, ``SparseEmbedParams`` or
+            ``PoolParams``, as :attr:`vectors`).
+        call: the model, extra body and headers, and timeout of every request.
         fail_fast: stop at the first refused row instead of recording it.
         vectors: dense (``embed``), sparse (``embed_sparse``) or per-token (``pool``) rows.
         images: the folder that relative image paths are read from when each row names an image (a
@@ -80,25 +91,26 @@ class Plan:
 
     batch_size: int
     max_batch_tokens: int
-    call: Mapping[str, Any]
+    params: EmbedParams | SparseEmbedParams | PoolParams
+    call: CallOptions
     fail_fast: bool
     vectors: Vectors
     images: Path | None = None
 
-    async def embed(self, client: JobClient, rows: Sequence[str], **batching: Any) -> Result:
-        """The vectors of a batch of rows (texts, or the images they name) from ``client``, with the job's
-        options."""
+    async def embed(self, client: JobClient, rows: Sequence[str]) -> Result:
+        """The vectors of a batch of rows (texts, or the images they name) from ``client`` in one request,
+        with the job's options."""
         if self.images is None:
-            return await self.vectors.embed(client, rows, **batching, **self.call)
+            return await self.vectors.embed(client, rows, None, self.params, self.call)
         images = [self._image(row) for row in rows]
-        return await self.vectors.embed(client, None, images=images, **batching, **self.call)
+        return await self.vectors.embed(client, None, images, self.params, self.call)
 
     async def probe(self, client: JobClient) -> Result:
         """The vectors of the job's probe (:data:`PROBE_TEXT`, or :data:`PROBE_IMAGE` for an image job):
         the same model answers the same vectors."""
         if self.images is None:
-            return await self.vectors.embed(client, PROBE_TEXT, **self.call)
-        return await self.vectors.embed(client, None, images=[PROBE_IMAGE], **self.call)
+            return await self.vectors.embed(client, [PROBE_TEXT], None, self.params, self.call)
+        return await self.vectors.embed(client, None, [PROBE_IMAGE], self.params, self.call)
 
     def _image(self, row: str) -> str | Path:
         """A row's image: its URL as it is, else its path (relative to :attr:`images`)."""
@@ -135,8 +147,94 @@ class Outcome:
     failed_rows: int = 0
 
 
-class Engine:
-    """Runs one job to the end (or to its first fatal error), saving progress after every chunk.
+class JobKind(Protocol[G, W]):
+    """What a kind of job gives the :class:`Engine`: how a group of rows (a chunk of texts, a page, an
+    audio file) is held while it is worked on, planned into batches, sent, answered, refused, checked and
+    committed (written to its sink and recorded in its checkpoint)."""
+
+    def start(self, group: G) -> W:
+        """The work of a group: where its answers go until it is committed."""
+
+    def batches(self, work: W) -> Iterable[Sequence[int]]:
+        """The group's rows planned into batches, one request each."""
+
+    async def request(self, client: JobClient, work: W, rows: Sequence[int]) -> Any:
+        """One request for ``rows`` of the group on ``client``; its answer.
+
+        Raises:
+            VLLMTasksError: the server's error; one about a row (``scope="row"``) splits the batch.
+        """
+
+    def tokens(self, answer: Any) -> int:
+        """The tokens an answer says its request used."""
+
+    def answered(self, work: W, rows: Sequence[int], answer: Any, replica: Replica) -> None:
+        """Keep an answer for ``rows`` (given by ``replica``)."""
+
+    def refused(self, work: W, row: int, error: Exception) -> None:
+        """A row the server refused for its own sake (it may raise, to stop the job)."""
+
+    async def check(self, work: W, engine: Engine[G, W]) -> None:
+        """Check a group's answers before it is committed (``engine.send`` sends rows again)."""
+
+    def commit(self, work: W) -> None:
+        """Write a finished group to its sink and record it in the checkpoint (in a worker thread)."""
+
+
+class Engine(Generic[G, W]):
+    """Runs every kind of job: groups read from a reader, each planned into batches sent one request
+    each over the replicas (hedged, a failing replica set aside, refused rows isolated), checked, and
+    committed as it finishes (see the module doc).
+
+    Args:
+        kind: what the job does with its groups.
+        pool: the replicas.
+        window: groups in flight at once.
+    """
+
+    def __init__(self, kind: JobKind[G, W], pool: ReplicaPool, *, window: int) -> None:
+        self._kind, self._pool, self._window = kind, pool, window
+
+    async def run(self, groups: Iterator[G]) -> None:
+        """Work and commit every group of ``groups``.
+
+        Raises:
+            Exception: the first fatal error (of a request, a check, a commit or the reader).
+        """
+        await drain(groups, self._group, self._kind.commit, window=self._window)
+
+    async def _group(self, group: G) -> W:
+        work = self._kind.start(group)
+        async with asyncio.TaskGroup() as tasks:
+            for batch in self._kind.batches(work):
+                # A task per batch once it has a slot: one waiter per group, not one per batch.
+                tasks.create_task(self.send(work, batch, await self._pool.acquire()))
+        await self._kind.check(work, self)
+        return work
+
+    async def send(self, work: W, rows: Sequence[int], replica: Replica | None = None) -> None:
+        """Send ``rows`` of a group, the first request on ``replica`` (its slot taken; else the next free
+        one); a batch refused for a row's sake is split until the row is alone (:func:`isolate_rows`)."""
+
+        async def send(part: Sequence[int]) -> None:
+            await self._send_rows(work, part, replica if part is rows else None)  # split halves: any
+
+        await isolate_rows(send, rows, functools.partial(self._kind.refused, work))
+
+    async def _send_rows(self, work: W, rows: Sequence[int], replica: Replica | None) -> None:
+        async def call(client: JobClient) -> Any:
+            return await self._kind.request(client, work, rows)
+
+        replica, answer = await send_request(
+            self._pool, call, rows=len(rows), tokens=self._kind.tokens, first=replica
+        )
+        self._kind.answered(work, rows, answer, replica)
+
+
+class EmbedRun:
+    """An ``embed_file`` job on the :class:`Engine` (its :class:`JobKind`): chunks of rows read from the
+    input, batches planned by ``batch_size`` and ``max_batch_tokens``, every server that embedded a chunk
+    checked before the chunk is written to the sink, made durable, and recorded in the checkpoint.
 
     Args:
         spec: the input.
@@ -146,6 +244,7 @@ class Engine:
         pool: the replicas.
         plan: batching and call options.
         progress: the progress display.
+        out: the output, named in errors.
     """
 
     def __init__(
@@ -173,7 +272,7 @@ class Engine:
 
         Raises:
             RowFailed: a refused row, with ``fail_fast``.
-            JobMismatch: a replica's model changed during the run (see :meth:`_check_models`).
+            JobMismatch: a replica's model changed during the run (see :meth:`check`).
             APIError: a fatal answer (401, 404, ...), or every replica down for ``give_up_after``.
             InvalidInputError: an unreadable input row.
             InsufficientDiskSpace: the disk filled up while writing.
@@ -181,25 +280,9 @@ class Engine:
         self._trim_errors()
         started = time.monotonic()
         chunks = read_chunks(self._spec, self._checkpoint.chunk_rows, self._checkpoint.done)
-        active: set[asyncio.Task[ChunkWork]] = set()
-        exhausted = False
         try:
-            while True:
-                while not exhausted and len(active) < self._window:
-                    chunk = await asyncio.to_thread(next, chunks, None)
-                    if chunk is None:
-                        exhausted = True
-                    else:
-                        active.add(asyncio.create_task(self._embed_chunk(chunk)))
-                if not active:
-                    break
-                finished, active = await asyncio.wait(active, return_when=asyncio.FIRST_COMPLETED)
-                for task in finished:
-                    await write_in_thread(self._commit, _result(task))
+            await Engine(self, self._pool, window=self._window).run(chunks)
         finally:
-            for task in active:
-                task.cancel()
-            await asyncio.gather(*active, return_exceptions=True)
             self._checkpoint.seconds += time.monotonic() - started
             self._checkpoint.save(self._state_path)
         return self.outcome
@@ -213,24 +296,41 @@ class Engine:
             finally:
                 os.close(handle)
 
-    async def _embed_chunk(self, chunk: Chunk) -> ChunkWork:
-        count = len(chunk.texts)
-        work = ChunkWork(
-            chunk, self._plan.vectors.rows(count, self._checkpoint.width), np.zeros(count, np.bool_)
-        )
-        sizes = [estimated_tokens(text) for text in chunk.texts]
-        budget = min(self._plan.max_batch_tokens, ONE_REQUEST_TOKENS)
-        async with asyncio.TaskGroup() as group:
-            for batch in plan_batches(sizes, self._plan.batch_size, budget):
-                # A task per batch once it has a slot: one waiter per chunk, not one per batch.
-                group.create_task(self._embed_rows(work, batch, await self._pool.acquire()))
-        await self._check_models(work)
-        return work
+    def start(self, group: Chunk) -> ChunkWork:
+        """A chunk's work: NaN (or empty) rows, none refused."""
+        count = len(group.texts)
+        rows = self._plan.vectors.rows(count, self._checkpoint.width)
+        return ChunkWork(group, rows, np.zeros(count, np.bool_))
 
-    async def _check_models(self, work: ChunkWork) -> None:
+    def batches(self, work: ChunkWork) -> list[range]:
+        """The chunk's rows in batches of at most ``batch_size`` rows and ``max_batch_tokens`` estimated
+        tokens."""
+        sizes = [estimated_tokens(text) for text in work.chunk.texts]
+        return plan_batches(sizes, self._plan.batch_size, self._plan.max_batch_tokens)
+
+    async def request(self, client: JobClient, work: ChunkWork, rows: Sequence[int]) -> Result:
+        """The vectors of ``rows`` (consecutive) in one request, checked against the job's shape."""
+        start, stop = rows[0], rows[-1] + 1
+        result = await self._plan.embed(client, work.chunk.texts[start:stop])
+        self._check_batch(work, start, stop, result)
+        return result
+
+    def tokens(self, answer: Result) -> int:
+        """The prompt tokens of a batch."""
+        return answer.usage.prompt_tokens
+
+    def answered(self, work: ChunkWork, rows: Sequence[int], answer: Result, replica: Replica) -> None:
+        """Keep a batch's vectors, and which replica embedded them (checked before the chunk is kept)."""
+        start, stop = rows[0], rows[-1] + 1
+        work.served_by.setdefault(id(replica), (replica, []))[1].append(range(start, stop))
+        work.rows.put(start, answer)
+        self._progress.advance(stop - start, answer.usage.prompt_tokens)
+
+    async def check(self, work: ChunkWork, engine: Engine[Chunk, ChunkWork]) -> None:
         """Embed the job's probe again on every replica that embedded rows of the chunk, after them: a
         replica restarted on other weights under the same name and width (a rolling deploy) answers
-        another probe vector, and the chunk is not kept.
+        another probe vector, and the chunk is not kept. A replica down since: its rows go to the
+        others, checked in turn.
 
         Raises:
             JobMismatch: a replica's model changed since the job started; the chunk's rows are redone
@@ -244,12 +344,11 @@ class Engine:
             except VLLMTasksError as error:
                 if not is_about(error, "replica"):
                     raise
-                # down since: its rows go to the others, checked in turn
                 self._pool.set_aside(replica, error, held=False)
                 replica.rows -= sum(len(rows) for rows in batches)  # not kept from it
                 async with asyncio.TaskGroup() as group:
                     for rows in batches:
-                        group.create_task(self._embed_rows(work, rows))
+                        group.create_task(engine.send(work, rows))
                 continue
             similarity = cosine(self._plan.vectors.probe(probe), expected)
             if similarity < PROBE_MIN_COSINE:
@@ -278,48 +377,6 @@ class Engine:
                 raise
             raise APITimeoutError(f"no answer to the model check in {limit:.1f} s") from None
 
-    async def _embed_rows(self, work: ChunkWork, rows: range, replica: Replica | None = None) -> None:
-        """Embed ``rows`` of a chunk, the first request on ``replica`` (else the next free one); a batch
-        refused for a row's sake is split until the row is alone (:func:`isolate_rows`)."""
-
-        async def send(part: Sequence[int]) -> None:
-            await self._send_rows(work, part, replica if part is rows else None)  # split halves: any
-
-        await isolate_rows(send, rows, functools.partial(self._refused, work))
-
-    async def _send_rows(self, work: ChunkWork, rows: Sequence[int], replica: Replica | None) -> None:
-        """Embed ``rows`` (consecutive) of a chunk in one request on ``replica`` (else the next free
-        one), hedged (:meth:`ReplicaPool.race`).
-
-        Raises:
-            VLLMTasksError: the answer's error (a row's, the options', the job's).
-        """
-        start, stop = rows[0], rows[-1] + 1
-        texts = work.chunk.texts[start:stop]
-
-        async def call(client: JobClient) -> Result:
-            # One request: the batch fits the public embed's own plan (see ONE_REQUEST_TOKENS).
-            result = await self._plan.embed(client, texts, batch_size=len(texts), concurrency=1)
-            self._check_batch(work, start, stop, result)
-            return result
-
-        first = replica or await self._pool.acquire()
-        replica, seconds, answer = await self._pool.race(call, first)
-        try:
-            result = answer.result()
-        except BaseException as error:
-            # An answer about the rows or the options was an answer: the replica is fine
-            if is_about(error, "row") or is_about(error, "options"):
-                self._pool.release(replica, seconds=seconds)
-            else:
-                self._pool.cancelled(replica)
-            raise
-        tokens = result.usage.prompt_tokens
-        self._pool.release(replica, rows=len(texts), tokens=tokens, seconds=seconds)
-        work.served_by.setdefault(id(replica), (replica, []))[1].append(range(start, stop))
-        work.rows.put(start, result)
-        self._progress.advance(len(texts), tokens)
-
     def _check_batch(self, work: ChunkWork, start: int, stop: int, result: Result) -> None:
         """Refuse a batch's answer of another shape than the job's (its width as the model check found
         it at the start, one row per row sent): an error about the server, which is set aside (see
@@ -338,23 +395,23 @@ class Engine:
                 kind="decode",
             )
 
-    def _refused(self, work: ChunkWork, index: int, error: Exception) -> None:
+    def refused(self, work: ChunkWork, row: int, error: Exception) -> None:
         """Record a refused row of a chunk in the errors file (or stop the job with ``fail_fast``).
 
         Raises:
             RowFailed: with ``fail_fast``.
         """
-        row, row_id = work.chunk.start + index, work.chunk.ids[index]
+        index, row_id = work.chunk.start + row, work.chunk.ids[row]
         message = error.message if isinstance(error, APIError) else str(error)
         if self._plan.fail_fast:
-            raise RowFailed(row, row_id, message) from error
-        logger.warning("row %d (id %r) refused: %s", row, row_id, message)
-        work.failed[index] = True
+            raise RowFailed(index, row_id, message) from error
+        logger.warning("row %d (id %r) refused: %s", index, row_id, message)
+        work.failed[row] = True
         status = getattr(error, "status_code", None)
-        work.errors.append({"row": row, "id": row_id, "status": status, "error": message})
+        work.errors.append({"row": index, "id": row_id, "status": status, "error": message})
         self._progress.advance(1, 0)
 
-    def _commit(self, work: ChunkWork) -> None:
+    def commit(self, work: ChunkWork) -> None:
         """Write a finished chunk, make it durable, then record it (in that order).
 
         Raises:
@@ -377,8 +434,77 @@ class Engine:
         self.outcome.failed_rows += len(work.errors)
 
 
-def _result(task: asyncio.Task[ChunkWork]) -> ChunkWork:
-    """A chunk task's result; a failed batch's own error instead of the task group's wrapper."""
+async def drain(
+    groups: Iterator[G],
+    start: Callable[[G], Coroutine[Any, Any, Done]],
+    commit: Callable[[Done], object],
+    *,
+    window: int,
+) -> None:
+    """Run a job's work: a task per group (``start``), at most ``window`` in flight, the next group read
+    from ``groups`` in a worker thread (a reader may read files); each finished group's result goes to
+    ``commit`` in a worker thread (:func:`write_in_thread`), one at a time, as it finishes.
+
+    Raises:
+        Exception: the first error of a group (its own type, not a task group's wrapper), or of
+            ``commit``, or of the reader; the groups still in flight are cancelled first.
+    """
+    active: set[asyncio.Task[Done]] = set()
+    exhausted = False
+    try:
+        while True:
+            while not exhausted and len(active) < window:
+                group = await asyncio.to_thread(next, groups, None)
+                if group is None:
+                    exhausted = True
+                else:
+                    active.add(asyncio.create_task(start(group)))
+            if not active:
+                break
+            finished, active = await asyncio.wait(active, return_when=asyncio.FIRST_COMPLETED)
+            for task in finished:
+                await write_in_thread(commit, _result(task))
+    finally:
+        for task in active:
+            task.cancel()
+        await asyncio.gather(*active, return_exceptions=True)
+
+
+async def send_request(
+    pool: ReplicaPool,
+    call: Callable[[JobClient], Coroutine[Any, Any, T]],
+    *,
+    rows: int,
+    tokens: Callable[[T], int] = lambda _: 0,
+    first: Replica | None = None,
+) -> tuple[Replica, T]:
+    """One request of a job (``call``): on ``first`` (its slot taken), else the next free replica,
+    hedged and moved on from failing replicas (:meth:`ReplicaPool.race`); the slot given back with the
+    ``rows`` and ``tokens`` it did.
+
+    Returns:
+        The replica that answered, and its answer.
+
+    Raises:
+        VLLMTasksError: the answer's error (about the rows, the options, the job), or the last server
+            failure once every replica is down.
+    """
+    replica, seconds, answer = await pool.race(call, first or await pool.acquire())
+    try:
+        result = answer.result()
+    except BaseException as error:
+        # An answer about the rows or the options was an answer: the replica is fine
+        if is_about(error, "row") or is_about(error, "options"):
+            pool.release(replica, seconds=seconds)
+        else:
+            pool.cancelled(replica)
+        raise
+    pool.release(replica, rows=rows, tokens=tokens(result), seconds=seconds)
+    return replica, result
+
+
+def _result(task: asyncio.Task[Done]) -> Done:
+    """A group task's result; a failed batch's own error instead of the task group's wrapper."""
     try:
         return task.result()
     except BaseExceptionGroup as group:

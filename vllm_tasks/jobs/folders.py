@@ -52,11 +52,9 @@ from ..errors import (
     APIStatusError,
     InvalidInputError,
     JobError,
-    VLLMTasksError,
-    is_about,
 )
 from ..types.server import ServerInfo
-from .engine import first_error
+from .engine import Engine
 from .files import append_no_follow, make_folder, read_no_follow, write_atomically, write_in_thread
 from .locations import source_folder
 from .progress import JobProgress
@@ -642,7 +640,8 @@ async def run_folder_job(
     await asyncio.to_thread(check_folders, folder, target)
     with locked(target):
         documents, refused, written = await asyncio.to_thread(_prepare, job, folder, target)
-        async with job_servers(servers, settings, _describe, out=str(target)) as running:
+        # not hedged: a unit's request may take many times the job's median (a dense page, a long file)
+        async with job_servers(servers, settings, _describe, out=str(target), hedge=False) as running:
             fingerprint = {"model": running.served, "options": job.fingerprint}
             _check_state(target / WORK, target, fingerprint, resume)
             return await _FolderRun(
@@ -713,8 +712,20 @@ def _check_state(work: Path, out: Path, fingerprint: dict[str, Any], resume: boo
     write_json(state, {"fingerprint": fingerprint})
 
 
+@dataclass
+class _UnitWork:
+    """A unit being processed: its record once answered (``None``: refused)."""
+
+    document: Document
+    unit: Unit
+    record: dict[str, Any] | None = None
+
+
 class _FolderRun:
-    """One run of a folder job: the units left, sent with bounded concurrency over the replicas."""
+    """One run of a folder job on the :class:`~vllm_tasks.jobs.engine.Engine` (its
+    :class:`~vllm_tasks.jobs.engine.JobKind`): each unit left one group of one row, one request, its
+    record saved (the checkpoint) as it is answered, a file's outputs (the sink) once all its units are
+    saved."""
 
     def __init__(
         self,
@@ -734,6 +745,7 @@ class _FolderRun:
         self._failed: list[tuple[str, int | None, str]] = []
         self._finished: set[str] = set()
         self._sent = 0
+        self._progress: JobProgress | None = None  # made once the units are counted
 
     async def run(self, *, show_progress: bool, progress_interval: float, started: float) -> FolderJobReport:
         todo: list[tuple[Document, Unit]] = []
@@ -763,50 +775,69 @@ class _FolderRun:
             description=f"{self._job.kind}-dir",
             unit=self._job.unit,
         )
+        self._progress = progress
+        window = len(self._pool.replicas) * self._pool.most_in_flight  # every replica's slots busy
         try:
-            await self._send(todo, progress)
+            await Engine(self, self._pool, window=window).run(iter(todo))
         finally:
             progress.close()
         return await asyncio.to_thread(self._finish, total, total - len(todo), time.monotonic() - started)
 
-    async def _send(self, todo: list[tuple[Document, Unit]], progress: JobProgress) -> None:
-        """Every unit left, at most ``concurrency`` per replica in flight (a task per unit only once it
-        may start: a million pages are not a million waiting tasks)."""
-        slots = asyncio.Semaphore(len(self._pool.replicas) * self._pool.most_in_flight)
+    def start(self, group: tuple[Document, Unit]) -> _UnitWork:
+        """A unit's work: no record yet."""
+        return _UnitWork(*group)
+
+    def batches(self, work: _UnitWork) -> list[list[int]]:
+        """One request per unit."""
+        return [[0]]
+
+    async def request(self, client: JobClient, work: _UnitWork, rows: Sequence[int]) -> dict[str, Any]:
+        """The unit's record from one request.
+
+        Raises:
+            InvalidInputError: the file was deleted, moved or made unreadable since it was found.
+        """
         try:
-            async with asyncio.TaskGroup() as group:
-                for document, unit in todo:
-                    await slots.acquire()
-                    task = group.create_task(self._unit(document, unit, progress))
-                    task.add_done_callback(lambda _task: slots.release())
-        except BaseExceptionGroup as errors:  # a fatal answer: raised as itself, the others cancelled
-            raise first_error(errors) from None
+            return await self._job.process(client, work.document, work.unit)
+        except OSError as error:
+            raise unreadable(work.document, error) from error
 
-    async def _unit(self, document: Document, unit: Unit, progress: JobProgress) -> None:
-        job = self._job
+    def tokens(self, answer: dict[str, Any]) -> int:
+        """The tokens a unit's record says its request used."""
+        return int((answer.get("usage") or {}).get("total_tokens") or 0)
 
-        async def call(client: JobClient) -> dict[str, Any]:
-            try:
-                return await job.process(client, document, unit)
-            except OSError as error:  # the file deleted, moved or made unreadable since it was found
-                raise unreadable(document, error) from error
+    def answered(
+        self, work: _UnitWork, rows: Sequence[int], answer: dict[str, Any], replica: Replica
+    ) -> None:
+        """Keep the unit's record (saved when it is committed)."""
+        work.record = answer
+        self._advance(1, self.tokens(answer))
 
-        try:
-            record = await self._pool.send(call)
-        except VLLMTasksError as error:
-            if not is_about(error, "row"):  # a refused page, a file that does not decode: retried next run
-                raise
-            self._fail(document, unit, error)
-            progress.advance(0, 0)
+    def refused(self, work: _UnitWork, row: int, error: Exception) -> None:
+        """A refused page, a file that does not decode: recorded as failed, and tried again by the next
+        run."""
+        self._fail(work.document, work.unit, error)
+        self._advance(0, 0)
+
+    def _advance(self, units: int, tokens: int) -> None:
+        assert self._progress is not None  # made before any unit is sent
+        self._progress.advance(units, tokens)
+
+    async def check(self, work: _UnitWork, engine: Engine[tuple[Document, Unit], _UnitWork]) -> None:
+        """Nothing to check: a record is kept as answered."""
+
+    def commit(self, work: _UnitWork) -> None:
+        """Save an answered unit's record; write its file's outputs once all its units are saved."""
+        document, unit, record = work.document, work.unit, work.record
+        if record is None:
             return
-        await write_in_thread(self._records.save, document, unit, record)
-        if not job.done(record):  # saved for the file's outputs, and done again by the next run
+        self._records.save(document, unit, record)
+        if not self._job.done(record):  # saved for the file's outputs, and done again by the next run
             self._fail(document, unit, f"failed every try: {record.get('failure') or 'truncated'}")
         self._sent += 1
-        progress.advance(1, int((record.get("usage") or {}).get("total_tokens") or 0))
         self._left[document.relative] -= 1
         if self._left[document.relative] == 0:
-            await write_in_thread(self._write_outputs, document)
+            self._write_outputs(document)
 
     def _fail(self, document: Document, unit: Unit, error: Exception | str) -> None:
         message = error.message if isinstance(error, APIStatusError) else str(error)

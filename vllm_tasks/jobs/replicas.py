@@ -35,7 +35,6 @@ from ..adaptive import CEILING, OVERLOAD_STATUSES, AdaptiveLimit, Concurrency
 from ..errors import (
     APITimeoutError,
     InvalidInputError,
-    VLLMTasksError,
     is_about,
 )
 from ..threaded import ThreadedClient
@@ -109,6 +108,8 @@ class ReplicaPool:
         give_up_after: seconds without any answer, every replica set aside, before the job stops.
         admit: awaited before a replica that was set aside gets its next request (it checks the model
             the replica serves); ``None``: no check.
+        hedge: hedge and cut off requests (:meth:`hedge_after`, :meth:`deadline`); False for work whose
+            requests differ too much in size for one job's median to tell a stuck one (whole audio files).
     """
 
     def __init__(
@@ -119,9 +120,11 @@ class ReplicaPool:
         give_up_after: float,
         *,
         admit: Callable[[Replica], Awaitable[None]] | None = None,
+        hedge: bool = True,
     ) -> None:
         self.replicas = replicas
         self._admit = admit
+        self._hedge = hedge
         self.most_in_flight = CEILING if concurrency == "auto" else concurrency
         """The most requests in flight per replica (``auto``: the ceiling of its limit)."""
         for replica in replicas:
@@ -220,49 +223,20 @@ class ReplicaPool:
     def hedge_after(self) -> float | None:
         """Seconds after which a request without an answer is sent to another replica too
         (:data:`HEDGE_FACTOR` times the median of recent answered requests, at least
-        :data:`HEDGE_FLOOR`); ``None`` until :data:`MIN_LATENCY_SAMPLES` requests were answered."""
+        :data:`HEDGE_FLOOR`); ``None`` until :data:`MIN_LATENCY_SAMPLES` requests were answered, or for a
+        pool that does not hedge."""
         return self._over_median(HEDGE_FLOOR, HEDGE_FACTOR)
 
     def deadline(self) -> float | None:
         """Seconds after which a request without an answer is cancelled and its replica set aside
         (:data:`DEADLINE_FACTOR` times the median, at least :data:`DEADLINE_FLOOR`); ``None`` until
-        :data:`MIN_LATENCY_SAMPLES` requests were answered."""
+        :data:`MIN_LATENCY_SAMPLES` requests were answered, or for a pool that does not hedge."""
         return self._over_median(DEADLINE_FLOOR, DEADLINE_FACTOR)
 
     def _over_median(self, floor: float, factor: float) -> float | None:
-        if len(self._latencies) < MIN_LATENCY_SAMPLES:
+        if not self._hedge or len(self._latencies) < MIN_LATENCY_SAMPLES:
             return None
         return max(floor, factor * statistics.median(self._latencies))
-
-    async def send(self, call: Callable[[JobClient], Awaitable[T]], *, rows: int = 1) -> T:
-        """Run ``call`` on the next free replica; on a server failure set that one aside and run it on
-        another, until one answers (or every replica has been down for ``give_up_after``).
-
-        Any other error (about what was sent) frees the slot and is raised.
-
-        Raises:
-            APIError: the error ``call`` raised that is not a server failure, or the last server failure
-                once every replica is down.
-        """
-        while True:
-            replica = await self.acquire()
-            sent = time.monotonic()
-            try:
-                result = await self._checked(replica, call)
-            except VLLMTasksError as error:
-                if not is_about(error, "replica"):
-                    self.release(replica, seconds=time.monotonic() - sent)
-                    raise
-                self.set_aside(replica, error)
-                continue
-            except asyncio.CancelledError:
-                self.cancelled(replica)
-                raise
-            except Exception:
-                self.release(replica, seconds=time.monotonic() - sent)
-                raise
-            self.release(replica, rows=rows, seconds=time.monotonic() - sent)
-            return result
 
     async def race(
         self,
@@ -391,8 +365,10 @@ class ReplicaPool:
         attempts.clear()
 
 
-def make_replicas(servers: Servers) -> tuple[list[Replica], list[AsyncClient]]:
-    """A replica per server, and the clients the job made for them (it closes them when it ends).
+def make_replicas(servers: Servers) -> tuple[list[Replica], list[tuple[AsyncClient, Client | None]]]:
+    """A replica per server, and the clients the job made for them, each with the caller's ``Client`` it
+    stands for (``None`` for a URL): the job hands that one what its own learned, then closes it
+    (:func:`close_made`).
 
     Raises:
         InvalidInputError: no server, something that is not a client or a URL, a server named twice.
@@ -408,7 +384,7 @@ def make_replicas(servers: Servers) -> tuple[list[Replica], list[AsyncClient]]:
             "client", servers, "names no server", "Pass a client, a URL or a list of them."
         )
     replicas: list[Replica] = []
-    made: list[AsyncClient] = []
+    made: list[tuple[AsyncClient, Client | None]] = []
     for item in items:
         client: JobClient
         if isinstance(item, AsyncClient):
@@ -422,7 +398,7 @@ def make_replicas(servers: Servers) -> tuple[list[Replica], list[AsyncClient]]:
                 "client", item, "is not a client or a URL", "Pass a Client, an AsyncClient or a root URL."
             )
         if client is not item and isinstance(client, AsyncClient):
-            made.append(client)
+            made.append((client, item if isinstance(item, Client) else None))
         replicas.append(Replica(client, client.base_url))
     urls = [replica.url for replica in replicas]
     if len(set(urls)) < len(urls):
@@ -430,12 +406,22 @@ def make_replicas(servers: Servers) -> tuple[list[Replica], list[AsyncClient]]:
     return replicas, made
 
 
+async def close_made(made: list[tuple[AsyncClient, Client | None]]) -> None:
+    """Close the clients a job made (:func:`make_replicas`), each first handing the caller's ``Client`` it
+    stood for what it learned of the server."""
+    for client, origin in made:
+        if origin is not None:
+            client._hand_back(origin)
+        await client.close()
+
+
 def _on_event_loop(client: Client) -> JobClient:
-    """A sync client for the job's event loop: an ``AsyncClient`` with its settings, or, when it has its
-    own ``http_client`` (which an ``AsyncClient`` cannot use), the client itself, called in worker
-    threads, so that every request goes through it."""
+    """A sync client for the job's event loop: an ``AsyncClient`` beside it (its settings, counting into
+    its ``usage``, sharing what it knows of the server), or, when it has its own ``http_client`` (which an
+    ``AsyncClient`` cannot use), the client itself, called in worker threads, so that every request goes
+    through it."""
     if client.http_client is None:
-        return AsyncClient.from_settings(client.settings)
+        return AsyncClient._beside(client)
     return ThreadedClient(client)
 
 

@@ -21,7 +21,7 @@ from ..adaptive import Concurrency
 from ..errors import JobMismatch, ReplicaMismatch, is_about
 from ..types.server import ServerInfo
 from ..validation import concurrency_setting, positive_number
-from .replicas import Replica, ReplicaPool, Servers, logger, make_replicas
+from .replicas import Replica, ReplicaPool, Servers, close_made, logger, make_replicas
 from .state import PROBE_MIN_COSINE, changes, cosine
 
 Describe = Callable[[Replica, ServerInfo], Awaitable[dict[str, Any]]]
@@ -201,11 +201,12 @@ async def served_model(
 
 @contextlib.asynccontextmanager
 async def job_servers(
-    servers: Servers, settings: JobSettings, describe: Describe, *, out: str
+    servers: Servers, settings: JobSettings, describe: Describe, *, out: str, hedge: bool = True
 ) -> AsyncIterator[JobServers]:
     """The job's servers for the block: clients made for URLs (closed after it), the model they serve
     (:func:`served_model`), and the pool that hands them out, which checks a server back from being set
-    aside before its next request (:func:`recheck_model`); ``out`` names the job in its errors.
+    aside before its next request (:func:`recheck_model`) and hedges stuck requests unless not ``hedge``
+    (see :class:`~vllm_tasks.jobs.replicas.ReplicaPool`); ``out`` names the job in its errors.
 
     Raises:
         InvalidInputError: see :func:`~vllm_tasks.jobs.replicas.make_replicas`.
@@ -216,12 +217,16 @@ async def job_servers(
         served, down = await served_model(replicas, describe)
         admit = functools.partial(recheck_model, served=served, describe=describe, out=out)
         pool = ReplicaPool(
-            replicas, settings.concurrency, settings.retry_replica_after, settings.give_up_after, admit=admit
+            replicas,
+            settings.concurrency,
+            settings.retry_replica_after,
+            settings.give_up_after,
+            admit=admit,
+            hedge=hedge,
         )
         for replica, error in down:  # checked again before it gets work
             pool.set_aside(replica, error, held=False)
             logger.warning("%s cannot be reached (%s): starting without it", replica.url, error)
         yield JobServers(pool, served)
     finally:
-        for own in made:
-            await own.close()
+        await close_made(made)

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from ..calls import CallOptions
 from ..errors import UnsupportedByServer
 from ..types.embeddings import EmbeddingResult
 from ..types.scoring import PoolingResult
@@ -54,8 +55,16 @@ class Vectors(Protocol):
     name: str
     columns: tuple[str, ...]
 
-    async def embed(self, client: JobClient, texts: str | Sequence[str] | None, **options: Any) -> Result:
-        """The vectors of ``texts`` (one request's worth) from ``client``."""
+    async def embed(
+        self,
+        client: JobClient,
+        texts: Sequence[str] | None,
+        images: Sequence[Any] | None,
+        params: Any,
+        call: CallOptions,
+    ) -> Result:
+        """The vectors of ``texts`` (or ``images``) from ``client`` in one request, with the job's vector
+        options ``params`` and ``call``."""
 
     def probe(self, result: Result) -> list[float] | dict[str, float]:
         """The fingerprint's record of the probe text's vector (JSON: sparse ids become strings)."""
@@ -164,9 +173,16 @@ class Dense:
     name = "dense"
     columns: tuple[str, ...] = ("embedding",)
 
-    async def embed(self, client: JobClient, texts: str | Sequence[str] | None, **options: Any) -> Result:
-        """``client.embed(texts, **options)`` (``images=`` in ``options`` for image rows)."""
-        return await client.embed(texts, **options)
+    async def embed(
+        self,
+        client: JobClient,
+        texts: Sequence[str] | None,
+        images: Sequence[Any] | None,
+        params: Any,
+        call: CallOptions,
+    ) -> Result:
+        """``client.embed`` of ``texts`` (or ``images``), as one request."""
+        return await client._embed_request(texts, images, params, call)
 
     def probe(self, result: Result) -> list[float]:
         """The probe's vector as a list of floats."""
@@ -205,10 +221,17 @@ class Sparse:
     name = "sparse"
     columns: tuple[str, ...] = ("sparse_indices", "sparse_values")
 
-    async def embed(self, client: JobClient, texts: str | Sequence[str] | None, **options: Any) -> Result:
-        """``client.embed_sparse(texts, **options)`` (texts only: sparse image jobs are refused)."""
+    async def embed(
+        self,
+        client: JobClient,
+        texts: Sequence[str] | None,
+        images: Sequence[Any] | None,
+        params: Any,
+        call: CallOptions,
+    ) -> Result:
+        """``client.embed_sparse`` of ``texts``, as one request (texts only: no sparse image jobs)."""
         assert texts is not None
-        return await client.embed_sparse(texts, **options)
+        return await client._embed_sparse_request(texts, params, call)
 
     def probe(self, result: Result) -> dict[str, float]:
         """The probe's weights by token id (a string: JSON object keys are)."""
@@ -256,9 +279,16 @@ class MultiVector:
     name = "multi-vector"
     columns: tuple[str, ...] = ("token_embeddings",)
 
-    async def embed(self, client: JobClient, texts: str | Sequence[str] | None, **options: Any) -> Result:
-        """``client.pool(texts, **options)`` (``images=`` in ``options`` for image rows: ColPali)."""
-        return await client.pool(texts, **options)
+    async def embed(
+        self,
+        client: JobClient,
+        texts: Sequence[str] | None,
+        images: Sequence[Any] | None,
+        params: Any,
+        call: CallOptions,
+    ) -> Result:
+        """``client.pool`` of ``texts`` (or ``images``: ColPali), as one request."""
+        return await client._pool_request(texts, images, params, call)
 
     def probe(self, result: Result) -> list[float]:
         """The probe's normalised mean token vector (what a changed model changes too)."""

@@ -1,0 +1,59 @@
+"""The jobs run on one engine: in vllm_tasks/jobs/, only engine.py schedules work, sends requests and
+commits finished work.
+
+Every job kind (``embed_file``, ``ocr_dir``, ``transcribe_dir``) is a ``JobKind`` run by
+vllm_tasks/jobs/engine.py's ``Engine``: its window of work in flight, its requests over the replicas
+(least in flight, hedged, failing ones set aside), its row isolation, and the call of its ``commit``
+(sink and checkpoint) as each group finishes; the pool itself (replicas.py) is the only other module that
+touches tasks or slots. A second engine -- a module with its own task group, semaphore or
+``asyncio.wait`` loop, its own ``pool.acquire``/``pool.race`` calls, its own ``isolate_rows``, or calling
+a commit itself -- fails here.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+JOBS = Path(__file__).resolve().parents[2] / "vllm_tasks" / "jobs"
+ENGINE = "engine.py"
+SCHEDULING = {"create_task", "TaskGroup", "Semaphore", "wait", "as_completed"}
+"""asyncio's ways of running requests side by side (``gather`` of a fixed set, ``to_thread`` of a file
+read, are not scheduling)."""
+SENDING = {"acquire", "try_acquire", "race", "isolate_rows", "commit"}
+"""A replica's slot, a hedged request, row isolation, a finished group's commit: what the engine does."""
+ALLOWED = {ENGINE: SCHEDULING | SENDING, "replicas.py": SCHEDULING | SENDING, "files.py": {"wait"}}
+"""The engine; the pool itself (its slots, a hedged request's copies); ``write_in_thread``, which waits for
+its one write thread."""
+
+
+def called(path: Path) -> set[str]:
+    """The names of everything ``path`` calls or names as an attribute (``asyncio.TaskGroup()``,
+    ``pool.race(...)``, ``isolate_rows(...)``)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            names.add(node.func.id)
+    return names
+
+
+def test_only_the_engine_schedules_work_and_sends_requests() -> None:
+    offenders = {
+        path.name: sorted(called(path) & (SCHEDULING | SENDING) - ALLOWED.get(path.name, set()))
+        for path in sorted(JOBS.glob("*.py"))
+    }
+    assert {name: found for name, found in offenders.items() if found} == {}
+
+
+def test_the_folder_jobs_run_on_the_engine() -> None:
+    # (a folder run that sent nothing would pass the test above too); embed_file's EmbedRun is in engine.py
+    assert "Engine" in names_used(JOBS / "folders.py")
+    assert "EmbedRun" in names_used(JOBS / "embed.py")
+
+
+def names_used(path: Path) -> set[str]:
+    """Every bare name ``path`` uses (a function passed or called)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
