@@ -19,7 +19,6 @@ texts per request with 4 in flight per worker.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import subprocess
@@ -172,7 +171,8 @@ def measure(front: str, url: str, text: Path, parquet: Path) -> dict[str, float]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("--texts", type=int, default=100_000)
     parser.add_argument("--fronts", default=",".join(FRONTS))
     args = parser.parse_args()
