@@ -10,17 +10,17 @@ for the dataframe engines) and writing its vectors to disk. The server is benchm
 own process (384-dim vectors, answers in microseconds): the client is what is measured.
 
 Each front runs in a fresh Python process (``run FRONT``), so imports, a JVM or a Ray runtime are its
-own. ``seconds`` is the time of the job alone (the engine started and the corpus known); ``CPU`` is the
-user + system time of the front's whole process tree (imports and engine start included), from
-``getrusage(RUSAGE_CHILDREN)`` once it exits; ``µs/row`` divides it by the rows. Every front sends 64
+own. ``job s`` is the time of the job alone (the engine started); ``CPU s`` is the user + system time
+of the front's whole process tree (imports, JVM and Ray start included: see ``tree_cpu``); ``µs/row``
+divides it by the rows. Every front sends 64
 texts per request with 4 in flight per worker.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -28,6 +28,7 @@ import time
 import venv
 from pathlib import Path
 
+import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 from embed_jobs import corpus, fake_server
@@ -45,7 +46,7 @@ def run_embed_file(url: str, text: Path, parquet: Path, out: Path) -> int:
     started = time.perf_counter()
     report = vt.embed_file(url, text, out / "vectors.npy", batch_size=BATCH, concurrency=CONCURRENCY)
     _report_job(started)
-    return report.rows
+    return report.texts
 
 
 def run_ray(url: str, text: Path, parquet: Path, out: Path) -> int:
@@ -92,6 +93,8 @@ def run_daft(url: str, text: Path, parquet: Path, out: Path) -> int:
 
 def run_spark(url: str, text: Path, parquet: Path, out: Path) -> int:
     from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers import vllm_tasks from this venv
 
     import vllm_tasks as vt
     from vllm_tasks.integrations.spark import embed_udf
@@ -148,6 +151,25 @@ def _report_job(started: float) -> None:
 RUNNERS = {"embed_file": run_embed_file, "ray": run_ray, "daft": run_daft, "spark": run_spark}
 
 
+def tree_cpu(process: subprocess.Popen[str]) -> float:
+    """User + system seconds of ``process`` and every process under it (a JVM, Ray's daemons and
+    workers: none of them is reaped by this process, so ``RUSAGE_CHILDREN`` misses them), sampled every
+    0.1 s until it exits: a descendant's last 0.1 s before it ends is missed."""
+    seen: dict[tuple[int, float], float] = {}
+    root = psutil.Process(process.pid)
+    while process.poll() is None:
+        try:
+            tree = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            break
+        for member in tree:
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                times = member.cpu_times()
+                seen[(member.pid, member.create_time())] = times.user + times.system
+        time.sleep(0.1)
+    return sum(seen.values())
+
+
 def measure(front: str, url: str, text: Path, parquet: Path) -> dict[str, float] | str:
     """Run one front in its own process; its job seconds, rows and process-tree CPU seconds."""
     with tempfile.TemporaryDirectory() as out:
@@ -158,15 +180,14 @@ def measure(front: str, url: str, text: Path, parquet: Path) -> dict[str, float]
             command = [str(python), "-c", SATURATE_SCRIPT, url, str(parquet), out + "/saturate"]
         else:
             command = [sys.executable, __file__, "run", front, url, str(text), str(parquet), out]
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cpu = tree_cpu(process)
+        stdout, stderr = process.communicate()
         wall = time.perf_counter() - started
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        return f"failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}"
-    values = dict(line.split(" ", 1) for line in done.stdout.splitlines() if line.startswith(("JOB", "ROWS")))
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if process.returncode != 0:
+        return f"failed: {stderr.strip().splitlines()[-1] if stderr.strip() else process.returncode}"
+    values = dict(line.split(" ", 1) for line in stdout.splitlines() if line.startswith(("JOB", "ROWS")))
     return {"job": float(values["JOB"]), "wall": wall, "rows": float(values["ROWS"]), "cpu": cpu}
 
 
