@@ -309,6 +309,17 @@ def test_own_clients_are_used_and_not_pickled(server: FakeVLLM) -> None:
         assert len(client.embed("still open").vectors) == 1
 
 
+def test_the_async_methods_count_into_the_callers_client(server: FakeVLLM) -> None:
+    with vt.Client(server.url, model="minilm") as client:
+        embeddings = VLLMEmbeddings(client=client)
+        before = len(server.received())
+        vectors = asyncio.run(embeddings.aembed_documents(["first", "second"]))
+        assert vectors[0] != vectors[1]
+        usage = client.usage
+        assert usage.requests == len(server.received()) - before > 0  # every request the async call made
+        assert usage.prompt_tokens > 0
+
+
 # --------------------------------------------------------------------------------------------------
 # VLLMReranker
 # --------------------------------------------------------------------------------------------------

@@ -147,8 +147,9 @@ class ClientPool:
             return self._client
 
     async def for_running_loop(self) -> AsyncClient | ThreadedClient:
-        """The ``AsyncClient`` for the running event loop (the caller's, else one per loop), or the caller's
-        ``Client`` in worker threads when it has its own ``http_client``.
+        """The ``AsyncClient`` for the running event loop (the caller's, else one per loop: beside the
+        caller's ``Client`` where one was given, counting into its ``usage``), or the caller's ``Client`` in
+        worker threads when it has its own ``http_client``.
 
         Raises:
             RuntimeError: no event loop is running (call it from a coroutine).
@@ -163,7 +164,12 @@ class ClientPool:
             if entry is None:
                 for closed in [other for other in self._per_loop if other.is_closed()]:
                     del self._per_loop[closed]
-                entry = self._per_loop[loop] = _LoopClient(loop, AsyncClient.from_settings(self.settings))
+                client = (
+                    AsyncClient._beside(self._given_client)  # counts into the caller's usage
+                    if self._given_client is not None
+                    else AsyncClient.from_settings(self.settings)
+                )
+                entry = self._per_loop[loop] = _LoopClient(loop, client)
                 new = True
             else:
                 new = False
