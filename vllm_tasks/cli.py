@@ -94,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EMBED_FILE_OUT = (
+    "the output: .npy matrix or .parquet (its folder made if missing), or a vector store: "
+    "lancedb://PATH#TABLE, qdrant://PATH#COLLECTION (local mode), qdrant+http://HOST:PORT#COLLECTION"
+)
+
+
 def add_embed_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The ``embed`` and ``embed-file`` sub-commands' arguments."""
     embed = commands.add_parser(
@@ -107,9 +113,7 @@ def add_embed_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="embed a text, JSONL, CSV or Parquet file of any size into .npy or Parquet, resumably",
     )
     embed_file.add_argument("source", help="the input: text (one text per line), .jsonl, .csv or .parquet")
-    embed_file.add_argument(
-        "--out", required=True, help="the output: .npy matrix or .parquet (its folder made if missing)"
-    )
+    embed_file.add_argument("--out", required=True, help=EMBED_FILE_OUT)
     embed_file.add_argument("--input-format", choices=["text", "jsonl", "csv", "parquet"], default=None)
     embed_file.add_argument("--output-format", choices=["npy", "parquet"], default=None)
     embed_file.add_argument(
