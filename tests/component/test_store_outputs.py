@@ -98,6 +98,26 @@ def test_a_lancedb_table_is_embed_row_by_row_and_a_refused_row_has_a_null_vector
     assert lancedb.connect(tmp_path / "db").list_tables().tables == ["docs"]  # the job's files are not tables
     hit = table.search(expected[3]).limit(1).to_list()[0]
     assert hit["row"] == 3
+    restarted = vt.embed_file(url, jsonl(tmp_path, refused=True), out, resume=False, **JOB)
+    assert restarted.chunks_sent == 4 and lance_rows(tmp_path / "db")["row"] == list(range(len(TEXTS)))
+
+
+def test_image_rows_go_to_lancedb_as_embed_images_row_by_row(tmp_path: Path, embed_fake: FakeFixture) -> None:
+    images = [tmp_path / f"{index}.png" for index in range(3)]
+    for index, image in enumerate(images):
+        image.write_bytes(b"\x89PNG\r\n\x1a\n" + f"image number {index}".encode())
+    listing = tmp_path / "images.txt"
+    listing.write_text("0.png\nmissing.png\n1.png\n2.png\n")
+    url = embed_fake.fake.url
+    report = vt.embed_file(url, listing, f"lancedb://{tmp_path}/db#images", images=True)
+    with vt.Client(url) as client:
+        expected = client.embed(images=images).vectors
+    rows = lance_rows(tmp_path / "db", "images")
+    assert rows["row"] == [0, 1, 2, 3] and report.failed_rows == 1
+    assert [vector is None for vector in rows["embedding"]] == [False, True, False, False]
+    got = np.array([vector for vector in rows["embedding"] if vector is not None], np.float32)
+    np.testing.assert_array_equal(got, expected)
+    assert not np.allclose(got[0], got[1])
 
 
 def test_a_lancedb_table_holds_pool_matrices_row_by_row(tmp_path: Path) -> None:
