@@ -1,13 +1,17 @@
 """embed_file into vector stores against FakeVLLM and the real libraries on local folders: a LanceDB table
 (``lancedb://PATH#TABLE``) and a Qdrant collection in local mode (``qdrant://PATH#COLLECTION``). Each holds
 ``client.embed`` (``embed_sparse``, ``pool``) of the same texts row by row; a refused row is stored without
-vectors and listed in the errors file, not a failed job; a run stopped after the store took a chunk but
-before the checkpoint counted it stores every row exactly once when resumed, sending only what was missing.
+vectors and listed in the errors file, not a failed job; a job killed (``kill -9``) after the store took a
+chunk but before the checkpoint counted it stores every row exactly once when resumed, sending only what
+was missing.
 """
 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,9 +24,9 @@ from qdrant_client import QdrantClient
 
 import vllm_tasks as vt
 from vllm_tasks import cli
-from vllm_tasks.jobs import stores
 from vllm_tasks.jobs.state import PROBE_TEXT
 
+from ..clients import cli_env
 from ..fakes import FakeFixture, fake_like
 
 TEXTS = [
@@ -151,34 +155,51 @@ def test_sparse_vectors_into_lancedb_are_refused_naming_qdrant_before_any_reques
     assert embed_fake.fake.received() == [] and not (tmp_path / "db").exists()
 
 
+# The job in a child process, which SIGKILLs itself once the store has taken its second chunk, before the
+# checkpoint counts it (the patch exists only in that child).
+DIE_AFTER_TWO_CHUNKS = """
+import os, signal, sys
+
+from vllm_tasks import cli
+from vllm_tasks.jobs import stores
+
+sink = getattr(stores, sys.argv.pop(1))
+write = sink.write
+
+
+def write_then_die(self, *args):
+    write(self, *args)
+    self.written = getattr(self, "written", 0) + 1
+    if self.written == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+sink.write = write_then_die
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
 @pytest.mark.parametrize("kind", ["lancedb", "qdrant"])
-def test_a_run_stopped_after_the_store_took_a_chunk_resumes_with_every_row_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, embed_fake: FakeFixture, kind: str
+def test_kill_9_after_the_store_took_a_chunk_then_resume_stores_every_row_once(
+    tmp_path: Path, embed_fake: FakeFixture, kind: str
 ) -> None:
-    """The store took chunk 1 but the run ended before its checkpoint counted it (as a kill there does):
-    the resumed run sends that chunk and the ones after again, and the store holds each row once."""
+    """The store took chunk 1 but the checkpoint does not count it: the resumed run sends that chunk and
+    the ones after again, and the store holds each row once (a local Qdrant folder's lock died with the
+    process)."""
     url, source = embed_fake.fake.url, jsonl(tmp_path)
     out = f"{kind}://{tmp_path}/db#docs"
-    sink = stores.LanceDBSink if kind == "lancedb" else stores.QdrantSink
-    synced = sink.sync
-
-    def stop_after_the_second_chunk(self: Any) -> None:
-        if self._stored == 2:
-            raise KeyboardInterrupt
-        synced(self)
-
-    def counting(self: Any, *args: Any) -> None:
-        written(self, *args)
-        self._stored = getattr(self, "_stored", 0) + 1
-
-    written = sink.write
-    monkeypatch.setattr(sink, "write", counting)
-    monkeypatch.setattr(sink, "sync", stop_after_the_second_chunk)
-    with pytest.raises(KeyboardInterrupt):
-        vt.embed_file(url, source, out, concurrency=1, batch_size=4, **JOB)
+    sink = "LanceDBSink" if kind == "lancedb" else "QdrantSink"
+    argv = ["embed-file", str(source), "--out", out, "--text-field", "body", "--id-field", "doc"]
+    argv += ["--keep-column", "title", "--chunk-rows", "4", "--concurrency", "1", "--url", url]
+    killed = subprocess.run(
+        [sys.executable, "-c", DIE_AFTER_TWO_CHUNKS, sink, *argv],
+        env=cli_env(),
+        capture_output=True,
+        check=False,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
     saved = json.loads((tmp_path / "db" / "docs.partial" / "state.json").read_text())
     assert saved["done_below"] == 1 and not saved["done_above"]  # the store has chunks 0 and 1
-    monkeypatch.undo()
     embed_fake.fake.clear_requests()
     report = vt.embed_file(url, source, out, **JOB)
     assert (report.chunks_resumed, report.chunks_sent) == (1, 3)
