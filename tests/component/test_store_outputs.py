@@ -98,7 +98,10 @@ def test_a_lancedb_table_is_embed_row_by_row_and_a_refused_row_has_a_null_vector
     assert (report.texts, report.failed_rows, report.vectors) == (len(TEXTS), 1, "dense")
     assert refused_rows(tmp_path / "db" / "docs") == [(LONG, f"d{LONG}", 400)]
     assert again.already_complete and table.count_rows() == len(TEXTS)
-    assert json.loads(report.manifest.read_text())["output"] == out
+    assert json.loads(report.manifest.read_text())["output"] == out and report.store == again.store == out
+    assert report.summary().startswith(
+        f"{out}: 13 x 384 float32, 1 row(s) refused, see {tmp_path}/db/docs.errors"
+    )
     assert lancedb.connect(tmp_path / "db").list_tables().tables == ["docs"]  # the job's files are not tables
     hit = table.search(expected[3]).limit(1).to_list()[0]
     assert hit["row"] == 3

@@ -77,6 +77,8 @@ class EmbedFileReport:
         vectors: what the rows are: ``"dense"`` (an ``embedding`` column or a ``.npy`` matrix), ``"sparse"``
             (``sparse_indices``/``sparse_values`` columns) or ``"multi-vector"`` (a ``token_embeddings``
             column of per-token vectors).
+        store: the LanceDB table or Qdrant collection the rows went to, as ``out`` named it
+            (``"lancedb://./db#docs"``), else ``None``.
     """
 
     out: Path
@@ -91,6 +93,7 @@ class EmbedFileReport:
     seconds: float
     replicas: tuple[ReplicaReport, ...]
     vectors: str = "dense"
+    store: str | None = None
 
     @property
     def sparse(self) -> bool:
@@ -105,9 +108,10 @@ class EmbedFileReport:
             shape = f"{self.texts} sparse vectors" + (f" ({self.dimensions} ids)" if self.dimensions else "")
         elif self.vectors == MULTI_VECTOR.name:
             shape = f"{self.texts} per-token matrices x {self.dimensions} float32"
+        name = self.store or self.out
         if self.already_complete:
-            return f"{self.out}: already complete ({shape}); nothing to do"
-        parts = [f"{self.out}: {shape}"]
+            return f"{name}: already complete ({shape}); nothing to do"
+        parts = [f"{name}: {shape}"]
         if self.chunks_resumed:
             parts.append(f"{self.chunks_resumed} chunk(s) resumed")
         if self.failed_rows:
@@ -647,6 +651,7 @@ def _finished_job(paths: _Paths, fingerprint: dict[str, Any], resume: bool) -> E
         seconds=0.0,
         replicas=(),
         vectors=str(manifest.get("vectors", DENSE.name)),
+        store=paths.output if paths.store is not None else None,
     )
 
 
@@ -765,4 +770,5 @@ def _finish(
         seconds=seconds,
         replicas=reports,
         vectors=vectors.name,
+        store=paths.output if paths.store is not None else None,
     )
