@@ -271,6 +271,8 @@ def test_the_qdrant_query_finds_the_row_and_the_cli_writes_lancedb(
     local = QdrantClient(path=str(tmp_path / "qd"))
     try:
         hits = local.query_points("docs", query=query.tolist(), using="embedding", limit=1).points
+        with pytest.raises(vt.jobs.JobError, match=r"qd#more: .* is open in another Qdrant client"):
+            vt.embed_file(url, jsonl(tmp_path), f"qdrant://{tmp_path}/qd#more", **JOB)  # the folder is held
     finally:
         local.close()
     assert hits[0].payload["doc"] == "d5"

@@ -59,6 +59,7 @@ def test_anything_else_is_not_a_store(out: object) -> None:
     [
         ("lancedb://./db", "names no LanceDB table"),
         ("lancedb://#docs", "names no LanceDB folder"),
+        ("qdrant://a\x00b#docs", "names no Qdrant folder"),
         ("lancedb://./db#a/b", "is not a table name"),
         ("qdrant://./q#", "is not a table name"),
         ("qdrant+http://#c", "is not HOST"),

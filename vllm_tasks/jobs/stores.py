@@ -22,6 +22,7 @@ cosine), ``sparse``, or ``token_embeddings`` (multi-vector, ``MAX_SIM``).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import urllib.parse
@@ -36,6 +37,7 @@ import orjson
 
 from ..dependencies import require
 from ..errors import InvalidInputError, JobError, VLLMTasksError
+from .files import disk_errors
 from .inputs import Chunk, InputSpec, parquet_types
 from .vectors import SPARSE, DenseRows, MatrixRows, Rows, SparseRows, Vectors
 
@@ -171,7 +173,7 @@ def store_target(out: object) -> StoreTarget | None:
         return StoreTarget(
             kind, out, name, server=_server(out, scheme.lower().removeprefix("qdrant+"), location)
         )
-    if not location:
+    if not location or "\x00" in location:
         raise InvalidInputError(
             "out", out, f"names no {label} folder", f"Name it before the #, e.g. {scheme}://./db#{name}."
         )
@@ -315,6 +317,28 @@ def _not_done(done: frozenset[int], chunk_rows: int) -> str:
     return f"NOT ({ranges})"
 
 
+def _check_not_held(target: StoreTarget) -> None:
+    """Refuse a local Qdrant folder that another client holds (qdrant-client would raise and leave its own
+    lock file open); the lock is ``flock`` on ``FOLDER/.lock``, as qdrant-client takes it.
+
+    Raises:
+        JobError: naming the folder and the fix.
+    """
+    assert target.folder is not None
+    lock = target.folder / ".lock"
+    if not lock.is_file():
+        return
+    with disk_errors(lock), open(lock, "rb") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise JobError(
+                f"{target.url}: {target.folder} is open in another Qdrant client (QdrantClient(path=...) in "
+                "another process or notebook); local mode allows one. Close it, or write to a Qdrant server."
+            ) from None
+        fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 class QdrantSink:
     """A Qdrant collection (local mode or a server) with one named vector (:data:`QDRANT_VECTORS`): a
     point per row, its id the row number, its payload ``row``, the id and the kept columns; a refused row
@@ -365,6 +389,7 @@ class QdrantSink:
         """The open client, opened when the sink is closed."""
         if self._client is None:
             if self._target.folder is not None:
+                _check_not_held(self._target)
                 # one thread at a time: the job's writes run in a worker thread, in turn
                 self._client = self._qdrant.QdrantClient(
                     path=str(self._target.folder), force_disable_check_same_thread=True
