@@ -213,7 +213,7 @@ async def aembed_file(
         input_format: ``text``, ``jsonl``, ``csv`` or ``parquet`` (default: from the suffix; else text).
         text_field: the column or JSON key holding the text (default ``text``).
         id_field: the column holding each row's id (default: the row number).
-        keep_columns: other input columns copied to a Parquet output.
+        keep_columns: other input columns copied to a Parquet output (a LanceDB table, a Qdrant payload).
         output_format: ``npy`` or ``parquet`` (default: ``parquet`` for a ``.parquet`` suffix; a store
             URL's own for one).
         sparse: sparse vectors (``embed_sparse``: SPLADE, BGE-M3's lexical weights) into two Parquet
