@@ -94,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EMBED_FILE_OUT = (
+    "the output: .npy matrix or .parquet (its folder made if missing; a path or an fsspec URL), or a vector "
+    "store: lancedb://PATH#TABLE, qdrant://PATH#COLLECTION (local mode), qdrant+http://HOST:PORT#COLLECTION"
+)
+
+
 def add_embed_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The ``embed`` and ``embed-file`` sub-commands' arguments."""
     embed = commands.add_parser(
@@ -183,7 +189,7 @@ def add_embed_file_ends(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
         required=True,
-        help="the output: .npy matrix or .parquet (its folder made if missing); a path or an fsspec URL",
+        help=EMBED_FILE_OUT,
     )
     parser.add_argument(
         "--work-dir",

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from vllm_tasks.integrations import daft, langchain, llama_index, ray, spark
+from vllm_tasks.integrations import daft, lancedb, langchain, llama_index, ray, spark
 
 from .inputs import HOSTILE_PATHS, refused
 from .registry import ASYNC_CASES, TEXTS, Call, Env, png, register, wav
@@ -149,6 +149,45 @@ adapter(
     ),
     ADAPTER_CASES,
 )
+
+
+LDB = "integrations.lancedb."
+
+
+def _lancedb_function(env: Env) -> Any:
+    return lancedb.VLLMEmbeddingFunction(base_url=env.url, **CONNECTION)
+
+
+def _listed(vectors: list[Any]) -> list[Any]:
+    return [None if v is None else v.tolist() for v in vectors]
+
+
+adapter(
+    LDB + "VLLMEmbeddingFunction.compute_source_embeddings",
+    lambda env: _listed(_lancedb_function(env).compute_source_embeddings(TEXTS)),
+    ADAPTER_CASES,
+)
+adapter(
+    LDB + "VLLMEmbeddingFunction.compute_query_embeddings",
+    lambda env: _listed(_lancedb_function(env).compute_query_embeddings("hello")),
+    ("transient", "nan", "truncated", "html-200"),
+)
+adapter(
+    LDB + "VLLMEmbeddingFunction.ndims",
+    lambda env: _lancedb_function(env).ndims(),
+    ("transient", "nan", "truncated", "html-200"),
+)
+# The same calls under LanceDB's names (its retry wrappers, its list entry point), and what reaches no server.
+for _name in (
+    "compute_source_embeddings_with_retry",
+    "compute_query_embeddings_with_retry",
+    "generate_embeddings",
+    "safe_model_dump",
+    "sensitive_keys",
+    "close",
+    "aclose",
+):
+    register(f"{LDB}VLLMEmbeddingFunction.{_name}")
 
 
 def _postprocessed(env: Env) -> Any:

@@ -40,7 +40,7 @@ from vllm_tasks.testing import EMBEDDING_TASKS, LISTWISE_TASKS, OCR_TASKS, FakeV
 from .answers import BODY_CASES, ROW_CASES, TRANSIENT_CASES, VECTOR_CASES, WS_CASES
 from .run import afinished, finished
 
-INTEGRATIONS = ("langchain", "llama_index", "ray", "daft", "spark")
+INTEGRATIONS = ("langchain", "lancedb", "llama_index", "ray", "daft", "spark")
 
 SERVERS: dict[str, dict[str, Any]] = {
     "all": {},

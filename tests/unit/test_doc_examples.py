@@ -27,6 +27,7 @@ PUBLIC_MODULES = {
     "vllm_tasks.testing",
     "vllm_tasks.types",
     "vllm_tasks.integrations.langchain",
+    "vllm_tasks.integrations.lancedb",
     "vllm_tasks.integrations.llama_index",
     "vllm_tasks.integrations.ray",
     "vllm_tasks.integrations.daft",
@@ -68,7 +69,7 @@ def internal_examples() -> Iterator[doctest.DocTest]:
     finder = doctest.DocTestFinder(exclude_empty=True)
     for info in pkgutil.walk_packages(vllm_tasks.__path__, "vllm_tasks."):
         if info.name.startswith("vllm_tasks._sync") or info.name.endswith(
-            ("langchain", "llama_index", "ray", "daft", "spark")
+            ("langchain", "lancedb", "llama_index", "ray", "daft", "spark")
         ):
             continue  # generated twins; the framework adapters import their frameworks (component tier)
         module = importlib.import_module(info.name)

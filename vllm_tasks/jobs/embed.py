@@ -50,9 +50,10 @@ from .scaffold import (
     served_section,
 )
 from .state import Checkpoint, job_lock, write_json
+from .stores import STORE_KINDS, StoreTarget, store_target
 from .vectors import DENSE, MULTI_VECTOR, SPARSE, Vectors
 
-OutputFormat = Literal["npy", "parquet"]
+OutputFormat = Literal["npy", "parquet", "lancedb", "qdrant"]
 TooLong = Literal["report", "truncate"]
 
 TRANSPORT_FIELDS = frozenset({"encoding_format"})
@@ -64,7 +65,8 @@ class EmbedFileReport:
     """What :func:`embed_file` did.
 
     Attributes:
-        out: the output written (``.npy`` or Parquet).
+        out: the output written (``.npy`` or Parquet); for a LanceDB or Qdrant output, the name its job
+            files are made from (``PATH/TABLE``: ``PATH/TABLE.manifest.json``, ...).
         texts: rows in it.
         dimensions: the embedding width (sparse: the vocabulary's when the server states it, else 0).
         chunks_sent: chunks embedded by this run.
@@ -81,6 +83,8 @@ class EmbedFileReport:
         url: where the output was uploaded when ``out`` is an fsspec URL (shown without credentials;
             ``out``, ``errors_file`` and ``manifest`` are then their copies in the work folder), else
             ``None``.
+        store: the LanceDB table or Qdrant collection the rows went to, as ``out`` named it
+            (``"lancedb://./db#docs"``), else ``None``.
     """
 
     out: Path
@@ -96,6 +100,7 @@ class EmbedFileReport:
     replicas: tuple[ReplicaReport, ...]
     vectors: str = "dense"
     url: str | None = None
+    store: str | None = None
 
     @property
     def sparse(self) -> bool:
@@ -110,7 +115,7 @@ class EmbedFileReport:
             shape = f"{self.texts} sparse vectors" + (f" ({self.dimensions} ids)" if self.dimensions else "")
         elif self.vectors == MULTI_VECTOR.name:
             shape = f"{self.texts} per-token matrices x {self.dimensions} float32"
-        where = self.url or self.out
+        where = self.store or self.url or self.out
         if self.already_complete:
             return f"{where}: already complete ({shape}); nothing to do"
         parts = [f"{where}: {shape}"]
@@ -130,9 +135,11 @@ class _Paths:
     errors: Path
     ids: Path
     lock: Path
+    store: StoreTarget | None = None
+    """The table the rows go to (the other paths are the job's own files beside it), else ``None``."""
 
     @classmethod
-    def of(cls, out: Path) -> _Paths:
+    def of(cls, out: Path, store: StoreTarget | None = None) -> _Paths:
         return cls(
             out,
             out.with_name(out.name + ".partial"),
@@ -140,7 +147,13 @@ class _Paths:
             out.with_name(out.name + ".errors.jsonl"),
             out.with_name(out.name + ".ids.jsonl"),
             out.with_name(out.name + ".lock"),
+            store,
         )
+
+    @property
+    def output(self) -> str:
+        """The output as the user named it (a file path, or a store URL)."""
+        return self.store.url if self.store is not None else str(self.out)
 
     def check_apart_from(self, source: Path | RemoteFile) -> None:
         """Refuse an output that would overwrite the input, or that exists and is not a regular file.
@@ -208,18 +221,25 @@ async def aembed_file(
             protocol's package), read as a stream.
         out: the output: ``.npy`` (a float32 matrix, row ``i`` = input row ``i``) or ``.parquet``; its
             folder is made when missing. An fsspec URL is made in ``work_dir`` and uploaded when the job
-            is complete, with its errors, ids and manifest (last).
+            is complete, with its errors, ids and manifest (last). Or a vector store
+            (:mod:`vllm_tasks.jobs.stores`): a LanceDB table, ``"lancedb://PATH#TABLE"``, or a Qdrant
+            collection, ``"qdrant://PATH#COLLECTION"`` (local mode) or
+            ``"qdrant+http://HOST:PORT#COLLECTION"``: one row (point) per input row, keyed by its ``row``
+            number, written as chunks finish; a resumed run never stores a row twice, and a run that
+            starts over replaces the table.
         input_format: ``text``, ``jsonl``, ``csv`` or ``parquet`` (default: from the suffix; else text).
         text_field: the column or JSON key holding the text (default ``text``).
         id_field: the column holding each row's id (default: the row number).
-        keep_columns: other input columns copied to a Parquet output.
-        output_format: ``npy`` or ``parquet`` (default: ``parquet`` for a ``.parquet`` suffix).
+        keep_columns: other input columns copied to a Parquet output (a LanceDB table, a Qdrant payload).
+        output_format: ``npy`` or ``parquet`` (default: ``parquet`` for a ``.parquet`` suffix; a store
+            URL's own for one).
         sparse: sparse vectors (``embed_sparse``: SPLADE, BGE-M3's lexical weights) into two Parquet
             columns, ``sparse_indices: list<int64>`` (token ids) and ``sparse_values: list<float32>``
-            (their weights), instead of dense ones; Parquet output only.
+            (their weights), instead of dense ones; Parquet or Qdrant output only (LanceDB has no sparse
+            vectors: refused before anything is sent).
         multi_vector: one vector per token (``pool`` on a ``token_embed`` model: ColBERT, BGE-M3's
             multi-vector head, Jina v4 as vllm-retrieval) into a ``token_embeddings`` Parquet column,
-            ``list<fixed_size_list<float32>[width]>``; Parquet output only.
+            ``list<fixed_size_list<float32>[width]>``; Parquet, LanceDB or Qdrant (MAX_SIM) output only.
         images: each row names an image instead of holding a text: a file path (a relative one is read
             from the input file's folder) or an ``http(s)``/``data:`` URL. The images are embedded with
             ``embed(images=...)`` (CLIP, SigLIP: one vector each) or, with ``multi_vector``,
@@ -260,7 +280,8 @@ async def aembed_file(
 
     Raises:
         InvalidInputError: an empty or unreadable input, a bad option; ``sparse`` or ``multi_vector`` with a
-            ``.npy`` output, or both; ``images`` with ``sparse`` or with a text prompt.
+            ``.npy`` output, or both; ``sparse`` into LanceDB; ``images`` with ``sparse`` or with a text
+            prompt; a store URL without its ``#TABLE``.
         UnsupportedByServer: ``multi_vector`` with a model that answers one vector per text.
         JobMismatch: an earlier run (unfinished, or finished) of this output had another input, model
             or vector option, or dense where this run asks for sparse vectors (or the reverse); names what
@@ -294,13 +315,11 @@ async def aembed_file(
     spec = InputSpec.create(
         source, format=input_format, text_field=text_field, id_field=id_field, keep_columns=keep_columns
     )
-    target = Target.of(out, work_dir)
-    paths = _Paths.of(target.local)
-    check_regular(spec.path)
-    paths.check_apart_from(spec.path)
-    target.check_apart_from(spec.path)
-    chosen_output = _output_format(output_format, paths.out)
+    paths, target = _output_paths(out, work_dir, spec)
+    chosen_output = _output_format(output_format, paths)
     vectors = _vectors(sparse, multi_vector, chosen_output, output_format, paths.out)
+    if paths.store is not None:
+        paths.store.check(spec, vectors)
     _check_output_columns(spec, chosen_output, vectors)
     chosen_params = _job_params(params, too_long, vectors)
     _check_images(images, vectors, chosen_params)
@@ -318,7 +337,7 @@ async def aembed_file(
     rows, digest = await asyncio.to_thread(scan, spec)
     if rows == 0:
         raise InvalidInputError("source", str(spec.path), "has no rows", "Pass a file with one text per row.")
-    async with job_servers(client, settings, _describe(plan), out=str(paths.out)) as servers:
+    async with job_servers(client, settings, _describe(plan), out=paths.output) as servers:
         fingerprint = {
             "input": {"sha256": digest, "rows": rows, "format": spec.format, **_fields(spec, images)},
             "model": servers.served,
@@ -337,8 +356,37 @@ async def aembed_file(
             pool=servers.pool,
             settings=settings,
         )
-    url = await asyncio.to_thread(target.publish)
+    url = None if target is None else await asyncio.to_thread(target.publish)
     return report if url is None else dataclasses.replace(report, url=url)
+
+
+def _output_paths(
+    out: str | os.PathLike[str], work_dir: str | os.PathLike[str] | None, spec: InputSpec
+) -> tuple[_Paths, Target | None]:
+    """The job's files for ``out`` (a path, a vector store or an fsspec URL) and, for a URL, its upload
+    target; checked not to be the input.
+
+    Raises:
+        InvalidInputError: ``out`` is the input or not a regular file; ``work_dir`` with an output that is
+            not an fsspec URL; what :func:`store_target` and :meth:`Target.of` raise.
+    """
+    store = store_target(out)
+    target: Target | None = None
+    if store is None:
+        target = Target.of(out, work_dir)
+        local = target.local
+    elif work_dir is not None:
+        raise InvalidInputError(
+            "work_dir", str(work_dir), "is for an fsspec URL output, not a vector store", "Drop work_dir."
+        )
+    else:
+        local = store.job_path
+    paths = _Paths.of(local, store)
+    check_regular(spec.path)
+    paths.check_apart_from(spec.path)
+    if target is not None:
+        target.check_apart_from(spec.path)
+    return paths, target
 
 
 def _image_folder(spec: InputSpec) -> Path:
@@ -372,7 +420,7 @@ async def _locked_run(
     """Holding the job's lock (its folder made when missing): the finished report, or the checkpoint
     resumed (or started) and run."""
     make_folder(paths.out.parent)
-    with job_lock(paths.lock, str(paths.out)):
+    with job_lock(paths.lock, paths.output):
         finished = _finished_job(paths, fingerprint, resume)
         if finished is not None:
             return finished
@@ -424,7 +472,7 @@ async def _run(
                 pool=pool,
                 plan=plan,
                 progress=progress,
-                out=str(paths.out),
+                out=paths.output,
             )
             chunks_sent = (await engine.run()).chunks_sent
     finally:
@@ -482,11 +530,22 @@ def _check_output_columns(spec: InputSpec, output: OutputFormat, vectors: Vector
         seen.add(name)
 
 
-def _output_format(chosen: str | None, out: Path) -> OutputFormat:
+def _output_format(chosen: str | None, paths: _Paths) -> OutputFormat:
+    if paths.store is not None:
+        if chosen not in (None, paths.store.kind):
+            raise InvalidInputError(
+                "output_format", chosen, f"is not where out names ({paths.store.url})", "Leave it unset."
+            )
+        return paths.store.kind
     if chosen is None:
-        return "parquet" if out.suffix.lower() in (".parquet", ".pq") else "npy"
-    if chosen not in get_args(OutputFormat):
-        raise InvalidInputError("output_format", chosen, "is not npy or parquet", "Pass npy or parquet.")
+        return "parquet" if paths.out.suffix.lower() in (".parquet", ".pq") else "npy"
+    if chosen not in ("npy", "parquet"):
+        raise InvalidInputError(
+            "output_format",
+            chosen,
+            "is not npy or parquet",
+            "Pass npy or parquet (a LanceDB or Qdrant output is named by out: lancedb://PATH#TABLE).",
+        )
     return "parquet" if chosen == "parquet" else "npy"
 
 
@@ -630,10 +689,10 @@ def _finished_job(paths: _Paths, fingerprint: dict[str, Any], resume: bool) -> E
     Raises:
         JobMismatch: the finished output was made from another input, model or options.
     """
-    if not (resume and paths.out.exists() and paths.manifest.exists()):
+    if not (resume and (paths.out.exists() or paths.store is not None) and paths.manifest.exists()):
         return None
     manifest = orjson.loads(read_no_follow(paths.manifest))
-    check_same_job(str(paths.out), manifest.get("fingerprint", {}), fingerprint)
+    check_same_job(paths.output, manifest.get("fingerprint", {}), fingerprint)
     shutil.rmtree(paths.work, ignore_errors=True)  # left by a run stopped after writing the manifest
     return EmbedFileReport(
         out=paths.out,
@@ -648,6 +707,7 @@ def _finished_job(paths: _Paths, fingerprint: dict[str, Any], resume: bool) -> E
         seconds=0.0,
         replicas=(),
         vectors=str(manifest.get("vectors", DENSE.name)),
+        store=paths.output if paths.store is not None else None,
     )
 
 
@@ -661,7 +721,7 @@ def _checkpoint(
     """
     saved = Checkpoint.load(paths.work / "state.json") if resume else None
     if saved is not None:
-        check_same_job(str(paths.out), saved.fingerprint, fingerprint)
+        check_same_job(paths.output, saved.fingerprint, fingerprint)
         return saved
     shutil.rmtree(paths.work, ignore_errors=True)
     paths.manifest.unlink(missing_ok=True)  # an older finished output is no longer this job's
@@ -676,6 +736,9 @@ def _sink(
 ) -> Sink:
     if output == "npy":
         return NpySink(paths.work / "data.npy", checkpoint.rows, checkpoint.width, resume=True)
+    if output in STORE_KINDS:
+        assert paths.store is not None
+        return paths.store.sink(spec, vectors, checkpoint.width, checkpoint.done, checkpoint.chunk_rows)
     id_name = spec.id_field or "row"
     total = checkpoint.rows * vectors.row_bytes(checkpoint.width)
     types = parquet_types(spec)
@@ -709,14 +772,18 @@ def _finish(
         )
     if sink is not None:
         if file_digest(spec.path) != checkpoint.fingerprint["input"]["sha256"]:
-            raise JobMismatch(str(paths.out), [f"input content changed during the run ({spec.path})"])
+            raise JobMismatch(paths.output, [f"input content changed during the run ({spec.path})"])
         sink.finish(paths.out, checkpoint.rows)
     refused = error_rows(paths.work / "errors.jsonl")
     if refused:
         write_atomically(paths.errors, b"".join(orjson.dumps(row) + b"\n" for row in refused))
     else:
         paths.errors.unlink(missing_ok=True)
-    if spec.id_field is not None and paths.out.suffix.lower() not in (".parquet", ".pq"):
+    if (
+        spec.id_field is not None
+        and paths.store is None
+        and paths.out.suffix.lower() not in (".parquet", ".pq")
+    ):
         ids = (
             b"".join(orjson.dumps(row_id) + b"\n" for row_id in chunk.ids)
             for chunk in read_chunks(spec, checkpoint.chunk_rows)
@@ -729,7 +796,7 @@ def _finish(
             "kind": "embed",
             "complete": True,
             "source": str(spec.path),
-            "output": str(paths.out),
+            "output": paths.output,
             "rows": checkpoint.rows,
             "chunks": checkpoint.chunks,
             "chunk_rows": checkpoint.chunk_rows,
@@ -759,4 +826,5 @@ def _finish(
         seconds=seconds,
         replicas=reports,
         vectors=vectors.name,
+        store=paths.output if paths.store is not None else None,
     )
