@@ -17,6 +17,9 @@ API_KEY_ENV = "VLLM_API_KEY"
 TIMEOUT = httpx.Timeout(600.0, connect=10.0)
 """Pooling a large batch or transcribing a long file on a busy server can take minutes."""
 
+TRANSPORT: Literal["auto"] = "auto"
+"""The HTTP transport under the client's own ``httpx`` client (``ClientSettings.transport``): urllib3's
+pool for ``Client`` where installed and no proxy is set, else httpx's own."""
 MAX_RETRIES = 2
 RETRY_INITIAL_DELAY = 0.5
 RETRY_MAX_DELAY = 8.0
