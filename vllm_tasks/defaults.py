@@ -62,6 +62,11 @@ EMBED_BYTES_MAX_BATCH = 24
 """Inputs per ``encoding_format="bytes"`` request once a 502 showed a proxy in front. vLLM puts one
 ``metadata`` header entry per input (about 110 bytes) in that answer; a default nginx
 (``proxy_buffer_size`` 4 KiB) answers 502 "upstream sent too big header" past about 34 entries."""
+EMBED_BYTES_HEADER_MAX_BATCH = 512
+"""Inputs per ``encoding_format="bytes"`` request at most. vLLM writes one ``metadata`` header entry per
+input (about 110-120 bytes) into one header line: ``http.client`` (under urllib3, ``Client``'s default
+transport) reads lines of up to 64 KiB, httpx's h11 header blocks of up to 100 KiB; 512 entries stay under
+both (a bigger ``batch_size`` is sent as several requests)."""
 SCORE_BATCH_SIZE = 128
 """Documents (or pairs) per ``/rerank``, ``/score``, ``/classify`` or ``/pooling`` request."""
 SCORE_MAX_REQUEST_BYTES = 8 * 1024 * 1024

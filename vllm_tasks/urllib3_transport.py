@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ssl
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -25,10 +26,13 @@ from .dependencies import require
 
 if TYPE_CHECKING:
     import urllib3
-    import urllib3.connectionpool
 
 READ_SIZE = 1 << 20
 """The most bytes one read of a response body asks for."""
+
+MAX_HOSTS = 32
+"""Hosts whose connections are kept (the vLLM server, the hosts of fetched media URLs): the least recently
+used one's are closed past it."""
 
 MAX_CONNECTIONS = 100
 """Connections per host at most, as httpx's default ``Limits``; a request waits (its ``pool`` timeout)
@@ -57,12 +61,10 @@ class Urllib3Transport(httpx.BaseTransport):
         self, *, verify: bool | ssl.SSLContext = True, max_connections: int = MAX_CONNECTIONS
     ) -> None:
         lib = require("urllib3", "fast", "Urllib3Transport")
-        context = verify if isinstance(verify, ssl.SSLContext) else httpx.create_ssl_context(verify=verify)
-        self._exceptions, self._timeout_type = lib.exceptions, lib.Timeout
-        self._manager = lib.PoolManager(
-            num_pools=32, maxsize=max_connections, block=True, ssl_context=context, retries=False
-        )
-        self._pools: dict[tuple[str, str, int, str | None], urllib3.connectionpool.HTTPConnectionPool] = {}
+        self._lib, self._exceptions, self._timeout_type = lib, lib.exceptions, lib.Timeout
+        self._ssl = verify if isinstance(verify, ssl.SSLContext) else httpx.create_ssl_context(verify=verify)
+        self._max_connections = max_connections
+        self._pools: OrderedDict[tuple[str, str, int, str | None], urllib3.HTTPConnectionPool] = OrderedDict()
         self._lock = threading.Lock()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
@@ -102,22 +104,41 @@ class Urllib3Transport(httpx.BaseTransport):
 
     def close(self) -> None:
         """Close every connection (httpx.Client.close() calls it)."""
-        self._manager.clear()
+        with self._lock:
+            pools = list(self._pools.values())
+            self._pools.clear()
+        for pool in pools:
+            pool.close()
 
-    def _pool(self, request: httpx.Request) -> urllib3.connectionpool.HTTPConnectionPool:
+    def _pool(self, request: httpx.Request) -> urllib3.HTTPConnectionPool:
+        """The pool of the request's host (made on first use; the least recently used one past
+        :data:`MAX_HOSTS` is closed)."""
         url = request.url
         if url.scheme not in ("http", "https"):
             raise httpx.UnsupportedProtocol(f"Urllib3Transport sends http:// and https://, not {url}")
         # A request sent to a checked address of a host (a third-party fetch) names the host for TLS.
         sni = request.extensions.get("sni_hostname")
         key = (url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80), sni)
-        pool = self._pools.get(key)
-        if pool is None:
-            options: dict[str, Any] = {"server_hostname": sni, "assert_hostname": sni} if sni else {}
-            with self._lock:
-                pool = self._manager.connection_from_host(key[1], key[2], key[0], pool_kwargs=options)
-                self._pools[key] = pool
+        evicted = None
+        with self._lock:
+            pool = self._pools.get(key)
+            if pool is None:
+                pool = self._pools[key] = self._new_pool(*key)
+                if len(self._pools) > MAX_HOSTS:
+                    evicted = self._pools.popitem(last=False)[1]
+            else:
+                self._pools.move_to_end(key)
+        if evicted is not None:
+            evicted.close()  # its connections in use are closed as they come back
         return pool
+
+    def _new_pool(self, scheme: str, host: str, port: int, sni: str | None) -> urllib3.HTTPConnectionPool:
+        options: dict[str, Any] = {"maxsize": self._max_connections, "block": True, "retries": False}
+        if scheme == "http":
+            return self._lib.HTTPConnectionPool(host, port, **options)  # type: ignore[no-any-return]
+        if sni:
+            options.update(server_hostname=sni, assert_hostname=sni)
+        return self._lib.HTTPSConnectionPool(host, port, ssl_context=self._ssl, **options)  # type: ignore[no-any-return]
 
 
 def _mapped(exceptions: Any, error: Exception, *, sending: bool) -> Exception:

@@ -64,6 +64,23 @@ def test_embeddings_are_the_same_over_every_transport(
     assert got.usage == want.usage and got.model == want.model
 
 
+def test_a_bytes_batch_over_the_header_limits_is_sent_in_parts(
+    fake_vllm: FakeVLLM, http: httpx.Client
+) -> None:
+    """1,200 metadata entries (~130 kB in one header line) are over http.client's line limit and h11's
+    header limit: the batch goes as several requests, and the vectors are the same as in batches of 64."""
+    texts = [f"text number {i}" for i in range(1200)]
+    with vt.Client(fake_vllm.url, http_client=http) as client:
+        whole = client.embed(texts, batch_size=1200, encoding_format="bytes", concurrency=1)
+        parts = client.embed(texts, batch_size=64, encoding_format="bytes")
+    np.testing.assert_array_equal(whole.vectors, parts.vectors)
+    assert max(len(r.json["input"]) for r in fake_vllm.received("/v1/embeddings")) == 512
+    with vt.Client(fake_vllm.url, http_client=http) as client:
+        pooled = client.pool(texts, batch_size=1200, encoding_format="bytes", concurrency=1)
+    assert len(pooled.data) == 1200
+    assert max(len(r.json["input"]) for r in fake_vllm.received("/pooling")) == 512
+
+
 def test_a_streamed_transcription_arrives_in_pieces(http: httpx.Client) -> None:
     """FakeVLLM streams server-sent events with chunked transfer encoding."""
     with fake_like("stt") as server, vt.Client(server.base_url, http_client=http) as client:
