@@ -92,8 +92,9 @@ class ClientSettings:
             256 MiB, 300 s, private addresses allowed).
         transport: what sends the requests of the client's own ``httpx`` client (an ``http_client`` you
             pass keeps its own). ``"auto"`` (default): :class:`~vllm_tasks.Urllib3Transport` under
-            ``Client`` (urllib3 reads answers in C, httpx's transport parses them in Python: about half
-            the CPU per answer) where urllib3 is installed and the environment names no proxy
+            ``Client`` (more vectors per second than httpx's transport at less CPU per vector, most at
+            concurrency 4 and 16: benchmarks/embed_throughput.py) where urllib3 is installed and the
+            environment names no proxy
             (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``), else httpx's own; httpx's own under
             ``AsyncClient``. ``"httpx"``: httpx's own transport always. httpx above it is the same
             either way (headers, auth, timeouts, redirects refused, decompression, ``SSL_CERT_FILE``);

@@ -1,10 +1,11 @@
 """``Urllib3Transport``: an ``httpx`` transport over urllib3 v2's connection pool.
 
 httpx's default transport parses HTTP in pure Python (httpcore over h11, which checks every header value
-with a regular expression): most of a client's CPU when the server answers in milliseconds. urllib3 reads
-answers through the standard library's ``http.client`` (C-accelerated buffered reads) and is the most
-widely installed HTTP library there is (``requests`` and ``botocore`` stand on it); over it the SDK spends
-about half the CPU per ``/v1/embeddings`` answer (benchmarks/embed_throughput.py). Everything above the
+with a regular expression), and its pool costs threads more the more of them share it. urllib3 reads
+answers through the standard library's ``http.client`` and is the most widely installed HTTP library
+there is (``requests`` and ``botocore`` stand on it). Over it the sync client embeds more vectors per
+second at less CPU per vector than over httpx's transport, most at concurrency 4 and 16; one request at a
+time it costs about as much CPU as httpx's (benchmarks/embed_throughput.py). Everything above the
 transport (auth, headers, cookies, redirects, event hooks, decompression) is still httpx's.
 
 ``Client``'s default where urllib3 is installed (``transport="auto"``, see

@@ -105,6 +105,7 @@ class RawServer:
         self.answer, self.keep, self.tls = answer, keep, tls
         self.connections = 0
         self.requests = 0
+        self.hung_up = threading.Semaphore(0)  # released as each connection is closed
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._stop = threading.Event()
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self._listener.getsockname()[1]}"
@@ -133,6 +134,8 @@ class RawServer:
                         return
         except (OSError, ssl.SSLError):
             return
+        finally:
+            self.hung_up.release()
 
     def close(self) -> None:
         self._stop.set()
@@ -174,7 +177,9 @@ def test_a_connection_the_server_closed_is_not_reused(
     http: httpx.Client, raw_server: Callable[..., RawServer]
 ) -> None:
     server = raw_server(OK, keep=False)
-    assert [http.post(server.url, content=b"x").text for _ in range(3)] == ["ok"] * 3
+    for _ in range(3):
+        assert http.post(server.url, content=b"x").text == "ok"
+        assert server.hung_up.acquire(timeout=10)  # the kept connection is stale before the next request
     assert server.connections == 3
 
 
