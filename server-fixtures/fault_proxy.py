@@ -125,10 +125,12 @@ class FaultProxy:
             self._call(self._drop_connections(server))
 
     def close(self) -> None:
-        """Stop and end the proxy's thread."""
+        """Stop and end the proxy's thread and its event loop."""
         self.stop()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._loop.close()
 
     def plan(self, prefix: str, *modes: str) -> None:
         """Queue ``modes`` for the next requests whose path starts with ``prefix`` (replacing its plan)."""

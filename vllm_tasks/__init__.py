@@ -54,8 +54,8 @@ from .ocr import OCRParams
 from .pooling import ClassifyParams, PoolParams, maxsim
 from .scoring import RerankParams
 from .sparse import SparseEmbedParams
-from .stdlib_transport import StdlibHTTPTransport
 from .transcription import ChunkingOptions, TranscribeParams
+from .urllib3_transport import Urllib3Transport
 from .version import __version__
 
 __all__ = [
@@ -92,13 +92,13 @@ __all__ = [
     "ServerNotReady",
     "ServiceUnavailableError",
     "SparseEmbedParams",
-    "StdlibHTTPTransport",
     "StreamError",
     "TranscribeParams",
     "TranscriptionStream",
     "UnexpectedResponse",
     "UnprocessableEntityError",
     "UnsupportedByServer",
+    "Urllib3Transport",
     "VLLMTasksError",
     "__version__",
     "aembed_file",

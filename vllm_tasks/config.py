@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
 import httpx
@@ -27,6 +27,9 @@ from .validation import header_values, int_at_least, is_number, timeout_value
 from .version import __version__
 
 TimeoutArg = float | httpx.Timeout | None
+TransportName = Literal["auto", "httpx"]
+"""``ClientSettings.transport``: ``"auto"`` (urllib3's pool under ``Client`` where installed) or
+``"httpx"`` (httpx's own transport)."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,15 @@ class ClientSettings:
         headers: extra headers sent with every request.
         fetch_limits: bounds on downloading user-given image/audio URLs (:class:`FetchLimits`; default:
             256 MiB, 300 s, private addresses allowed).
+        transport: what sends the requests of the client's own ``httpx`` client (an ``http_client`` you
+            pass keeps its own). ``"auto"`` (default): :class:`~vllm_tasks.Urllib3Transport` under
+            ``Client`` (more vectors per second than httpx's transport at less CPU per vector, most at
+            concurrency 4 and 16: benchmarks/embed_throughput.py) where urllib3 is installed and the
+            environment names no proxy
+            (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``), else httpx's own; httpx's own under
+            ``AsyncClient``. ``"httpx"``: httpx's own transport always. httpx above it is the same
+            either way (headers, auth, timeouts, redirects refused, decompression, ``SSL_CERT_FILE``);
+            see docs/embeddings.md "Transport".
 
     Raises:
         InvalidInputError: an invalid value, naming the setting, the value and the fix.
@@ -107,6 +119,7 @@ class ClientSettings:
     max_retries: int
     headers: Mapping[str, str] = field(hash=False)
     fetch_limits: FetchLimits
+    transport: TransportName
 
     def __init__(
         self,
@@ -118,6 +131,7 @@ class ClientSettings:
         max_retries: int = defaults.MAX_RETRIES,
         headers: Mapping[str, str] | None = None,
         fetch_limits: FetchLimits | None = None,
+        transport: TransportName = defaults.TRANSPORT,
     ) -> None:
         url = _base_url(base_url)
         key = _api_key(api_key)
@@ -142,6 +156,9 @@ class ClientSettings:
         if fetch_limits is not None and not isinstance(fetch_limits, FetchLimits):
             fix = "e.g. FetchLimits(refuse_private=True)."
             raise InvalidInputError("fetch_limits", fetch_limits, "must be a FetchLimits", fix)
+        if transport not in get_args(TransportName):
+            fix = 'Use "auto" (urllib3 under Client where installed) or "httpx" (httpx\'s own transport).'
+            raise InvalidInputError("transport", transport, "is not a transport name", fix)
         self.__setstate__(
             {
                 "base_url": url,
@@ -151,6 +168,7 @@ class ClientSettings:
                 "max_retries": max_retries,
                 "headers": dict(headers or {}),
                 "fetch_limits": fetch_limits or FetchLimits(),
+                "transport": transport,
             }
         )
 
@@ -159,7 +177,7 @@ class ClientSettings:
             f"ClientSettings(base_url={self.display_url!r}, model={self.model!r}, "
             f"api_key={'set' if self.api_key else 'none'}, timeout={self.timeout!r}, "
             f"max_retries={self.max_retries}, headers={sorted(self.headers)!r}, "
-            f"fetch_limits={self.fetch_limits!r})"
+            f"fetch_limits={self.fetch_limits!r}, transport={self.transport!r})"
         )
 
     # A frozen value holds its headers read-only; pickling carries them as a plain dict (the key too).
@@ -195,7 +213,7 @@ class ClientSettings:
 
         Args:
             **changes: new values by setting name (``base_url``, ``api_key``, ``model``, ``timeout``,
-                ``max_retries``, ``headers``, ``fetch_limits``).
+                ``max_retries``, ``headers``, ``fetch_limits``, ``transport``).
 
         Returns:
             ClientSettings: the new value (this one is unchanged).

@@ -17,6 +17,9 @@ API_KEY_ENV = "VLLM_API_KEY"
 TIMEOUT = httpx.Timeout(600.0, connect=10.0)
 """Pooling a large batch or transcribing a long file on a busy server can take minutes."""
 
+TRANSPORT: Literal["auto"] = "auto"
+"""The HTTP transport under the client's own ``httpx`` client (``ClientSettings.transport``): urllib3's
+pool for ``Client`` where installed and no proxy is set, else httpx's own."""
 MAX_RETRIES = 2
 RETRY_INITIAL_DELAY = 0.5
 RETRY_MAX_DELAY = 8.0
@@ -59,6 +62,11 @@ EMBED_BYTES_MAX_BATCH = 24
 """Inputs per ``encoding_format="bytes"`` request once a 502 showed a proxy in front. vLLM puts one
 ``metadata`` header entry per input (about 110 bytes) in that answer; a default nginx
 (``proxy_buffer_size`` 4 KiB) answers 502 "upstream sent too big header" past about 34 entries."""
+EMBED_BYTES_HEADER_MAX_BATCH = 512
+"""Inputs per ``encoding_format="bytes"`` request at most. vLLM writes one ``metadata`` header entry per
+input (about 110-120 bytes) into one header line: ``http.client`` (under urllib3, ``Client``'s default
+transport) reads lines of up to 64 KiB, httpx's h11 header blocks of up to 100 KiB; 512 entries stay under
+both (a bigger ``batch_size`` is sent as several requests)."""
 SCORE_BATCH_SIZE = 128
 """Documents (or pairs) per ``/rerank``, ``/score``, ``/classify`` or ``/pooling`` request."""
 SCORE_MAX_REQUEST_BYTES = 8 * 1024 * 1024

@@ -500,8 +500,9 @@ def plan_embed(
 ) -> EmbedPlan:
     """Check ``params`` against the server's version and build the batched ``/v1/embeddings`` requests.
 
-    ``bytes_batch_cap`` bounds the inputs per request when the transport is ``bytes`` (see
-    :func:`header_may_overflow`).
+    A ``bytes`` request carries at most :data:`defaults.EMBED_BYTES_HEADER_MAX_BATCH` inputs (its answer's
+    ``metadata`` header grows with them), and at most ``bytes_batch_cap`` once a proxy refused larger ones
+    (see :func:`header_may_overflow`).
 
     Raises:
         UnsupportedByServer: a transport, dtype or field the server's vLLM version lacks.
@@ -528,8 +529,8 @@ def plan_embed(
     }
     body = {key: value for key, value in body.items() if value is not None}
     body.update(call.extra_body or {})
-    if fmt == "bytes" and bytes_batch_cap is not None:
-        batch_size = min(batch_size, bytes_batch_cap)
+    if fmt == "bytes":
+        batch_size = min(batch_size, bytes_batch_cap or defaults.EMBED_BYTES_HEADER_MAX_BATCH)
     sizes = list(map(len, prompts))
     batches = plan_batches(sizes, batch_size, max_chars)
     requests = []

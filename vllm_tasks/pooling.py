@@ -270,7 +270,9 @@ def plan_pooling_requests(
 
     Batches hold at most ``batch_size`` prompts (texts or token-id lists, see :func:`pool_inputs`) and
     ``max_bytes`` of JSON (a token id counted as
-    :data:`~vllm_tasks.scoring.TOKEN_ID_JSON_BYTES`); ``fields`` (``None`` values left out) and
+    :data:`~vllm_tasks.scoring.TOKEN_ID_JSON_BYTES`), and a ``bytes`` request at most
+    :data:`defaults.EMBED_BYTES_HEADER_MAX_BATCH` (its answer's ``metadata`` header grows with them);
+    ``fields`` (``None`` values left out) and
     ``call.extra_body`` go into every body. ``conversations`` go one per request as ``messages``
     (``/pooling`` takes a single conversation, vLLM 0.32).
 
@@ -284,6 +286,8 @@ def plan_pooling_requests(
     if conversations:
         batches = [range(i, i + 1) for i in range(len(prompts))]
     else:
+        if fields.get("encoding_format") == "bytes":
+            batch_size = min(batch_size, defaults.EMBED_BYTES_HEADER_MAX_BATCH)
         batches = plan_batches(json_sizes(prompts), batch_size, max_bytes)
     requests = [
         Request(

@@ -12,18 +12,20 @@ import json
 import logging
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
+import httpcore
 import httpx
 import orjson
 from tenacity import RetryCallState
 
 from .adaptive import OVERLOAD_STATUSES, AdaptiveLimit
 from .calls import CLIENT_DEFAULT, TimeoutLike
-from .config import ClientSettings
-from .errors import APIConnectionError, APITimeoutError, UnexpectedResponse
+from .config import ClientSettings, TransportName
+from .errors import APIConnectionError, APITimeoutError, MissingDependency, UnexpectedResponse
 from .redaction import route_url
 from .responses import check_status
 from .retries import RETRYABLE_STATUSES, TRANSIENT_STATUSES, Backoff, is_retryable, retry_after_seconds
@@ -325,3 +327,54 @@ def merge_headers(*layers: Mapping[str, str] | None) -> dict[str, str]:
         if layer:
             merged.update(layer)
     return dict(merged)
+
+
+@overload
+def own_http_client(kind: type[httpx.Client], transport: TransportName) -> httpx.Client: ...
+@overload
+def own_http_client(kind: type[httpx.AsyncClient], transport: TransportName) -> httpx.AsyncClient: ...
+def own_http_client(
+    kind: type[httpx.Client] | type[httpx.AsyncClient], transport: TransportName
+) -> httpx.Client | httpx.AsyncClient:
+    """The ``httpx`` client a client makes for itself (no ``http_client`` given), over the transport
+    ``transport`` names (``ClientSettings.transport``).
+
+    ``"auto"``: :class:`~vllm_tasks.Urllib3Transport` under an ``httpx.Client``; httpx's own transport
+    where urllib3 is missing, where the environment names a proxy (httpx then reads it, ``NO_PROXY``
+    included, as it always does), where httpx's transport is mocked (pytest-httpx, respx: the mocks
+    see requests only through it), and under an ``httpx.AsyncClient`` (aiohttp, the fast async
+    choice, drops the bytes that came before a connection broke: ``AiohttpTransport`` is opt-in).
+    ``"httpx"``: httpx's own.
+
+    Examples:
+        >>> type(own_http_client(httpx.Client, "httpx")._transport).__name__
+        'HTTPTransport'
+    """
+    if kind is httpx.Client and transport == "auto" and not _proxied() and not _mocked():
+        from .urllib3_transport import Urllib3Transport
+
+        try:
+            return httpx.Client(transport=Urllib3Transport())
+        except MissingDependency:
+            pass
+    return kind()
+
+
+def _proxied() -> bool:
+    """Whether the environment names a proxy, as httpx reads it (``HTTP_PROXY``, ``HTTPS_PROXY``,
+    ``ALL_PROXY``, any case)."""
+    found = urllib.request.getproxies()
+    return any(found.get(scheme) for scheme in ("http", "https", "all"))
+
+
+def _mocked() -> bool:
+    """Whether httpx's transport or httpcore's pool is patched by a test (pytest-httpx, respx)."""
+    sending = [
+        httpx.HTTPTransport.handle_request,
+        httpx.AsyncHTTPTransport.handle_async_request,
+        httpcore.ConnectionPool.handle_request,
+        httpcore.AsyncConnectionPool.handle_async_request,
+    ]
+    return not all(
+        getattr(method, "__module__", "").startswith(("httpx.", "httpcore.")) for method in sending
+    )

@@ -52,6 +52,18 @@ def test_each_planned_batch_is_one_request_above_the_clients_batch_cap(tmp_path:
     assert [text for batch in sent for text in batch] == lines
 
 
+def test_a_batch_over_the_bytes_header_cap_is_one_base64_request(tmp_path: Path) -> None:
+    # a bytes answer's metadata header grows with its inputs: past the cap the one request goes as base64
+    source = tmp_path / "many.txt"
+    lines = [f"text {i}" for i in range(600)]
+    source.write_text("\n".join(lines) + "\n")
+    with fake_server() as server:
+        report = vt.embed_file(server.url, source, tmp_path / "o.npy", batch_size=600, concurrency=1)
+        sent = [r.json for r in server.received(EMBED) if r.json["input"] != [PROBE_TEXT]]
+    assert [len(body["input"]) for body in sent] == [600]
+    assert sent[0]["encoding_format"] == "base64" and report.failed_rows == 0
+
+
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_the_callers_client_counts_the_jobs_requests_and_keeps_the_server_info(
     kind: str, tmp_path: Path

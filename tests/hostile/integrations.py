@@ -456,27 +456,27 @@ for _name in ("Embedder", "Scorer", "OCR", "Transcriber"):
     register(f"{RAY}{_name}.close")
 
 # Reached through other entries: a transcription stream is what Client.transcribe_stream returns (its
-# registered call runs it to until_done); the stdlib transport is attacked as a client's transport below.
+# registered call runs it to until_done); the transports are attacked as a client's transport below.
 for _name in (
     "TranscriptionStream.until_done",
     "TranscriptionStream.close",
     "AsyncTranscriptionStream.until_done",
     "AsyncTranscriptionStream.close",
-    "StdlibHTTPTransport.close",
+    "Urllib3Transport.close",
 ):
     register(_name)
 
 
-def _stdlib_transport(env: Env) -> Any:
+def _urllib3_transport(env: Env) -> Any:
     import httpx
 
     import vllm_tasks as vt
 
     with (
-        httpx.Client(transport=vt.StdlibHTTPTransport()) as http,
+        httpx.Client(transport=vt.Urllib3Transport()) as http,
         vt.Client.from_settings(env.settings(), http_client=http) as client,
     ):
         return client.embed(TEXTS)
 
 
-register("StdlibHTTPTransport.handle_request", Call(_stdlib_transport, "all", ADAPTER_CASES))
+register("Urllib3Transport.handle_request", Call(_urllib3_transport, "all", ADAPTER_CASES))

@@ -236,8 +236,9 @@ class AsyncEmbeddingMethods(AsyncClientBase):
         bytes_batch_cap = state.get(embeddings.BYTES_BATCH_CAP, None)
         batch_size, max_chars = batching.caps(len(prompts), defaults.EMBED_MAX_BATCH_CHARS)
         while True:
-            if batching.one_request and bytes_batch_cap is not None and params.encoding_format == "auto":
-                # base64 answers carry no per-input header for a proxy to refuse: still one request
+            header_cap = bytes_batch_cap or defaults.EMBED_BYTES_HEADER_MAX_BATCH
+            if batching.one_request and len(prompts) > header_cap and params.encoding_format == "auto":
+                # base64 answers carry no per-input header for a proxy or a parser to refuse: one request
                 params = dataclasses.replace(params, encoding_format="base64")
             # Planning 50,000 inputs takes ~20 ms: too long for the event loop.
             plan = await async_offload(

@@ -16,13 +16,13 @@ import httpx
 from .. import defaults
 from .._backends import SETTLE_SECONDS
 from ..adaptive import Concurrency
-from ..config import ClientSettings, FetchLimits, TimeoutArg
+from ..config import ClientSettings, FetchLimits, TimeoutArg, TransportName
 from ..discovery import NGRAM_PROCESSOR
 from ..errors import InvalidInputError
 from ..progress import Progress
 from ..server_state import Fact, ServerState
 from ..telemetry import UsageCounter
-from ..transport import Request
+from ..transport import Request, own_http_client
 from ..types.common import ClientUsage
 from ..types.server import ProbeReport, ServerInfo
 from ..validation import positive_number
@@ -48,6 +48,9 @@ class ClientBase:
         http_client: your own ``httpx.Client`` (proxies, mTLS, event hooks); you close it.
         fetch_limits: bounds on downloading user-given image/audio URLs: ``FetchLimits(max_bytes=,
             deadline=, refuse_private=)``. Default: 256 MiB, 300 s, private addresses allowed.
+        transport: what sends the requests when no ``http_client`` is given: ``"auto"`` (urllib3's
+            pool for the sync client where installed and no proxy is set, httpx's own for the async
+            one) or ``"httpx"`` (see :class:`~vllm_tasks.ClientSettings`).
 
     Raises:
         InvalidInputError: for an invalid argument, at construction.
@@ -68,6 +71,7 @@ class ClientBase:
         headers: Mapping[str, str] | None = None,
         http_client: httpx.Client | None = None,
         fetch_limits: FetchLimits | None = None,
+        transport: TransportName = defaults.TRANSPORT,
     ) -> None:
         settings = ClientSettings(
             base_url,
@@ -77,6 +81,7 @@ class ClientBase:
             max_retries=max_retries,
             headers=headers,
             fetch_limits=fetch_limits,
+            transport=transport,
         )
         self._start(settings, http_client)
 
@@ -97,7 +102,7 @@ class ClientBase:
             )
         self._settings = settings
         self._owns_http = http_client is None
-        self._http = http_client or httpx.Client()
+        self._http = http_client or own_http_client(httpx.Client, settings.transport)
         self._usage = usage or UsageCounter()
         self._transport = SyncTransport(self._http, settings, usage=self._usage)
         self._server_state = ServerState()
@@ -161,7 +166,8 @@ class ClientBase:
 
         Args:
             **changes: new values by setting name: ``base_url``, ``api_key``, ``model``, ``timeout``,
-                ``max_retries``, ``headers``, ``fetch_limits`` (see :class:`~vllm_tasks.ClientSettings`).
+                ``max_retries``, ``headers``, ``fetch_limits``, ``transport`` (see
+                :class:`~vllm_tasks.ClientSettings`).
 
         Returns:
             A client of the same class; this one is unchanged (its server info is not shared).
