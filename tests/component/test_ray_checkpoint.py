@@ -41,13 +41,17 @@ def committed(checkpoint: Path) -> list[Path]:
 
 @pytest.fixture
 def checkpointing(tmp_path: Path) -> Iterator[Path]:
-    """Ray's row-id checkpoints in ``tmp_path/checkpoint`` for the test (the driver's DataContext)."""
+    """Ray's row-id checkpoints in ``tmp_path/checkpoint`` for the test (the driver's DataContext); a run
+    that stops making progress fails with Ray's diagnosis after a minute instead of its default 30."""
     context = ray.data.DataContext.get_current()
+    stall = context.execution_no_progress_timeout_s
     context.checkpoint_config = CheckpointConfig(id_column="id", checkpoint_path=str(tmp_path / "checkpoint"))
+    context.execution_no_progress_timeout_s = 60
     try:
         yield tmp_path / "checkpoint"
     finally:
         context.checkpoint_config = None
+        context.execution_no_progress_timeout_s = stall
 
 
 def test_a_killed_pipeline_resumes_from_its_checkpoint_without_sending_finished_rows_again(
@@ -63,8 +67,9 @@ def test_a_killed_pipeline_resumes_from_its_checkpoint_without_sending_finished_
     out = tmp_path / "out"
 
     def run() -> None:
-        # A resumed run adds Ray's CheckpointFilter actor (1 CPU): on the runtime's 2 CPUs, the read, the
-        # actor and the writes take a quarter each, or the read waits for a CPU that never frees up.
+        # A resumed run adds Ray's CheckpointFilter actor (1 CPU), and the killed run's actor may hold
+        # its CPU a while: on the runtime's 2 CPUs, the reads, the actor and the writes take a quarter
+        # each, or the read waits for a CPU that does not free up.
         ray.data.read_json(str(source), override_num_blocks=FILES, num_cpus=0.25).map_batches(
             Embedder,
             fn_constructor_kwargs={

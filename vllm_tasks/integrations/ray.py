@@ -22,13 +22,13 @@ other row gets its result. Errors that are not about a row (server down after th
 key, a model that does not serve the task) fail the task either way.
 
 A killed pipeline resumes without sending its finished rows again with Ray's row-id checkpoints
-(``ray.data.checkpoint.CheckpointConfig``, Ray 2.5x): the source is a ``ray.data.read_*`` with a column
-of unique ids (``read_parquet(..., include_row_hash=True)`` adds ``row_hash``, one stable per file and
-position), the sink a ``write_*``, and the callables get ``id_column=`` that column: they keep every
-input column, refuse a batch without the ids, and keep their outputs off its name. Ray records the ids of
-each block it writes; a run with the same ``checkpoint_path`` skips them (a block that was not written is
-sent again). A row that failed with ``on_error="column"`` is written, so it counts as done: filter the
-output on its error column to send such rows again.
+(``ray.data.checkpoint.CheckpointConfig``, tested with Ray 2.60): the source is a ``ray.data.read_*``
+with a column of unique ids (Ray's ``read_parquet(..., include_row_hash=True)`` adds ``row_hash``,
+stable per file and position), the sink a ``write_*``, and the callables get ``id_column=`` that column:
+they keep every input column, refuse a batch without the ids, and keep their outputs off its name. Ray
+records the ids of each block it writes; a run with the same ``checkpoint_path`` skips them (a block
+that was not written is sent again). A row that failed with ``on_error="column"`` is written, so it
+counts as done: filter the output on its error column to send such rows again.
 
 The classes import nothing from Ray: ``pip install "vllm-tasks[ray]"`` installs ``ray[data]`` for your
 pipeline.
