@@ -9,8 +9,9 @@ In a real local Ray runtime (``ray.init(num_cpus=2)``, the last section), agains
 `embed`, `rerank`, `stt` and `ocr` fixtures (tests/fakes.py), all up at once: 2,000 texts through
 ``map_batches(Embedder)`` equal ``client.embed`` of the same texts, in order; a poisoned row and a null
 isolated in the error column; ``Scorer``, ``Transcriber`` and ``OCR`` equal the SDK's calls on a handful of
-rows, each row its own answer. The runtime starts once for the module (``ray_runtime``) and its teardown
-checks that no Ray process is left.
+rows, each row its own answer. The runtime starts once for the session (``ray_runtime``, in
+tests/component/conftest.py, shared with test_ray_checkpoint.py) and its teardown checks that no Ray
+process is left.
 
 Ray's cost on the 2-core machine (measured 2026-12-04, three runs): 7-11 s to start and 1.5 s to stop,
 once per session now (against the real servers it started once per server group, four times a run); about
@@ -27,7 +28,6 @@ import json
 import os
 import pickle
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -236,6 +236,31 @@ def test_other_batch_formats_are_refused_and_pandas_is_read(server: FakeVLLM) ->
     assert isinstance(out, dict) and out["id"].tolist() == [7, 8, 9] and out["embedding"].shape == (3, 384)
 
 
+def test_an_id_column_is_required_in_each_batch_kept_as_it_is_and_off_the_outputs(server: FakeVLLM) -> None:
+    ids = np.array([f"doc-{i}" for i in range(3)], dtype=object)
+    for cls, batch in [
+        (Embedder, {"text": np.array(TEXTS[:3]), "doc": ids}),
+        (Scorer, {"query": np.array(["q"] * 3), "document": np.array(TEXTS[:3]), "doc": ids}),
+    ]:
+        out = cls(settings=vt.ClientSettings(server.url), id_column="doc")(batch)
+        assert out["doc"] is ids
+        missing = {name: column for name, column in batch.items() if name != "doc"}
+        with pytest.raises(vt.InvalidInputError) as refused:
+            cls(settings=vt.ClientSettings(server.url), id_column="doc", on_error="column")(missing)
+        assert refused.value.field == "id_column" and "is not a column of the batch" in str(refused.value)
+    server.clear_requests()
+    with pytest.raises(vt.InvalidInputError):
+        Transcriber(settings=vt.ClientSettings(server.url), id_column="id")({"audio": texts([str(FOX)])})
+    with pytest.raises(vt.InvalidInputError):
+        OCR(settings=vt.ClientSettings(server.url), id_column="id")({"image": texts([png("white")])})
+    assert server.requests == []  # refused before any request
+    for cls, output in [(Embedder, "output_column"), (Scorer, "output_column"), (OCR, "error_column")]:
+        with pytest.raises(vt.InvalidInputError, match=f"id_column='id': is also {output}"):
+            cls(settings=vt.ClientSettings(server.url), id_column="id", **{output: "id"})
+    with pytest.raises(vt.InvalidInputError, match="id_column='bytes': is also audio_column"):
+        Transcriber(settings=vt.ClientSettings(server.url), audio_column="bytes", id_column="bytes")
+
+
 def test_bad_settings_are_refused_at_construction(server: FakeVLLM) -> None:
     server.clear_requests()
     with pytest.raises(vt.InvalidInputError, match="output_column='text': is also text_column"):
@@ -419,59 +444,8 @@ def test_ocr_of_images_pdfs_and_arrays_with_blocks(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# In a real local Ray runtime
+# In a real local Ray runtime (``ray_runtime``: tests/component/conftest.py)
 # --------------------------------------------------------------------------------------------------
-
-RAY_PROCESSES = ("raylet", "gcs_server", "ray::", "default_worker.py", "dashboard", "log_monitor.py")
-
-
-def ray_processes() -> list[str]:
-    """Ray's live processes on this machine (by command line): what a runtime leaves when it is not shut
-    down. Zombies (state Z: exited, not yet reaped by the init process they were handed to) do not count."""
-    listing = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True, check=True)
-    rows = [line.split(None, 2) for line in listing.stdout.splitlines()[1:]]
-    return [
-        " ".join(row)
-        for row in rows
-        if len(row) == 3 and not row[1].startswith("Z") and any(name in row[2] for name in RAY_PROCESSES)
-    ]
-
-
-def wait_for_ray_processes_to_exit(before: list[str], seconds: float = 15.0) -> list[str]:
-    """The Ray processes not there ``before``, once they are gone or ``seconds`` have passed."""
-    deadline = time.monotonic() + seconds
-    while (left := [p for p in ray_processes() if p not in before]) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    return left
-
-
-@pytest.fixture(scope="module")
-def ray_runtime() -> Iterator[None]:
-    """A local Ray runtime, once for the module: 2 CPUs, a 128 MiB object store, no dashboard, no usage
-    stats; shut down after, with no process left."""
-    before = ray_processes()
-    started = time.perf_counter()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("RAY_USAGE_STATS_ENABLED", "0")
-        ray.init(
-            num_cpus=2,
-            include_dashboard=False,
-            object_store_memory=128 * 1024**2,
-            log_to_driver=False,
-            configure_logging=False,
-        )
-        context = ray.data.DataContext.get_current()
-        context.execution_options.preserve_order = True  # rows come back in dataset order
-        context.enable_progress_bars = False
-        print(f"Ray runtime started in {time.perf_counter() - started:.1f} s")  # shown with -rA
-        try:
-            yield
-        finally:
-            stopping = time.perf_counter()
-            ray.shutdown()
-            left = wait_for_ray_processes_to_exit(before)
-            print(f"Ray runtime stopped in {time.perf_counter() - stopping:.1f} s")
-    assert left == []
 
 
 def mapped(dataset: ray.data.Dataset, cls: type, batch_size: int, **kwargs: Any) -> list[dict[str, Any]]:

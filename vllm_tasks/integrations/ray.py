@@ -21,6 +21,15 @@ task; the failing rows of an embedding or scoring batch are found by splitting i
 other row gets its result. Errors that are not about a row (server down after the retries, a wrong API
 key, a model that does not serve the task) fail the task either way.
 
+A killed pipeline resumes without sending its finished rows again with Ray's row-id checkpoints
+(``ray.data.checkpoint.CheckpointConfig``, tested with Ray 2.60): the source is a ``ray.data.read_*``
+with a column of unique ids (Ray's ``read_parquet(..., include_row_hash=True)`` adds ``row_hash``,
+stable per file and position), the sink a ``write_*``, and the callables get ``id_column=`` that column:
+they keep every input column, refuse a batch without the ids, and keep their outputs off its name. Ray
+records the ids of each block it writes; a run with the same ``checkpoint_path`` skips them (a block
+that was not written is sent again). A row that failed with ``on_error="column"`` is written, so it
+counts as done: filter the output on its error column to send such rows again.
+
 The classes import nothing from Ray: ``pip install "vllm-tasks[ray]"`` installs ``ray[data]`` for your
 pipeline.
 
@@ -248,6 +257,7 @@ class _BatchCallable:
     client: Client | None = dataclasses.field(default=None, repr=False)
     on_error: OnError = "raise"
     error_column: str = "error"
+    id_column: str | None = None
     _rows_limit: AdaptiveLimit | None = dataclasses.field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -339,6 +349,14 @@ class _BatchCallable:
         self._row_backend.close(0.0)
         if self._close_client is not None:
             self._close_client()
+
+    def _columns(self, batch: Any) -> dict[str, Any]:
+        """The batch's columns; with ``id_column``, refused without it (the checkpoint needs every row's id
+        in the output, where Ray would find it missing only when writing)."""
+        columns = _batch_columns(batch)
+        if self.id_column is not None:
+            _column(columns, self.id_column, "id_column", "the rows' ids")
+        return columns
 
     def _finish(
         self, columns: dict[str, Any], outputs: Mapping[str, npt.NDArray[Any]], errors: list[str | None]
@@ -463,6 +481,10 @@ class Embedder(_BatchCallable):
             ``error_column``, its vector is NaN; the rest of the batch is embedded).
         error_column: the error column's name: the SDK's exception type and message, ``""`` where the
             row succeeded (never null: Ray's blocks must agree on the column's type).
+        id_column: the column of the rows' ids (unique across the dataset), for Ray's row-id
+            checkpoints (``CheckpointConfig(id_column=...)``, see the module's docstring): a batch without
+            it is refused (``InvalidInputError``, before any request) and no output column may take its
+            name. Every input column passes through unchanged, ids included; ``None`` (default): not checked.
 
     Raises:
         InvalidInputError: bad settings at construction; on a batch, a missing column or one that does not
@@ -487,7 +509,10 @@ class Embedder(_BatchCallable):
 
     def __post_init__(self) -> None:
         _check_names(
-            text_column=self.text_column, output_column=self.output_column, error_column=self.error_column
+            text_column=self.text_column,
+            output_column=self.output_column,
+            error_column=self.error_column,
+            id_column=self.id_column,
         )
         self.options = {
             **EmbedParams.of(self.params).keywords(),
@@ -509,7 +534,7 @@ class Embedder(_BatchCallable):
         Raises:
             InvalidInputError: a missing or non-text ``text_column`` (see the class).
         """
-        columns = _batch_columns(batch)
+        columns = self._columns(batch)
         texts, errors = _text_cells(columns, self.text_column, "text_column", None, self.on_error)
         valid = [row for row, error in enumerate(errors) if error is None]
         done = self._isolating(lambda rows: self._vectors([texts[row] for row in rows]), valid, errors)
@@ -542,6 +567,7 @@ class Scorer(_BatchCallable):
         extra_body: extra JSON fields for every request.
         on_error: as for :class:`Embedder` (a failing row's score is NaN).
         error_column: as for :class:`Embedder`.
+        id_column: as for :class:`Embedder`.
 
     Raises:
         InvalidInputError: bad settings; a missing or non-text column (naming it and the batch's columns).
@@ -570,6 +596,7 @@ class Scorer(_BatchCallable):
             document_column=self.document_column,
             output_column=self.output_column,
             error_column=self.error_column,
+            id_column=self.id_column,
         )
         self.options = {
             **RerankParams.of(self.params).keywords(),
@@ -589,7 +616,7 @@ class Scorer(_BatchCallable):
         Raises:
             InvalidInputError: a missing or non-text ``query_column`` / ``document_column``.
         """
-        columns = _batch_columns(batch)
+        columns = self._columns(batch)
         queries, errors = _text_cells(columns, self.query_column, "query_column", None, self.on_error)
         documents, errors = _text_cells(
             columns, self.document_column, "document_column", errors, self.on_error
@@ -636,6 +663,7 @@ class Transcriber(_BatchCallable):
         extra_body: extra form fields for every request.
         on_error: as for :class:`Embedder` (a failing row's transcript is ``""``).
         error_column: as for :class:`Embedder`.
+        id_column: as for :class:`Embedder`.
 
     Raises:
         InvalidInputError: bad settings (``concurrency`` neither a whole number >= 1 nor ``"auto"``); a
@@ -669,6 +697,7 @@ class Transcriber(_BatchCallable):
             output_column=self.output_column,
             segments_column=self.segments_column,
             error_column=self.error_column,
+            id_column=self.id_column,
         )
         concurrency_setting("concurrency", self.concurrency)
         params = TranscribeParams.of(self.params)
@@ -683,7 +712,7 @@ class Transcriber(_BatchCallable):
         Raises:
             InvalidInputError: a missing ``audio_column`` or one of other values (see the class).
         """
-        columns = _batch_columns(batch)
+        columns = self._columns(batch)
         cells = _cells(columns, self.audio_column, "audio_column", "audio bytes, paths or URLs", _AUDIO_CELLS)
         errors = _cell_errors(
             cells, self.audio_column, "audio bytes, a path or a URL", _AUDIO_CELLS, on_error=self.on_error
@@ -736,6 +765,7 @@ class OCR(_BatchCallable):
         extra_body: extra JSON fields for every request.
         on_error: as for :class:`Embedder` (a failing row's markdown is ``""``).
         error_column: as for :class:`Embedder`.
+        id_column: as for :class:`Embedder`.
 
     Raises:
         InvalidInputError: bad settings (``concurrency`` neither a whole number >= 1 nor ``"auto"``); a
@@ -775,6 +805,7 @@ class OCR(_BatchCallable):
             output_column=self.output_column,
             blocks_column=self.blocks_column,
             error_column=self.error_column,
+            id_column=self.id_column,
         )
         concurrency_setting("concurrency", self.concurrency)
         positive_int("pdf_concurrency", self.pdf_concurrency)
@@ -799,7 +830,7 @@ class OCR(_BatchCallable):
         Raises:
             InvalidInputError: a missing ``image_column`` or one of other values (see the class).
         """
-        columns = _batch_columns(batch)
+        columns = self._columns(batch)
         array = _column(columns, self.image_column, "image_column", "images")
         if array.ndim >= 3 and array.dtype.kind in "uif":  # a batch of same-sized images: one per row
             cells: list[Any] = list(array)
