@@ -51,13 +51,13 @@ def test_an_input_edited_during_the_run_stops_the_job_before_anything_is_moved_i
 ) -> None:
     # After the first chunk is written, a row is edited in place (same row count): the rows embedded
     # before and after the edit would mix two inputs in one output.
-    source, real_commit = corpus(tmp_path), engine.EmbedRun.commit
+    source, real_committed = corpus(tmp_path), engine.EmbedRun.committed
 
-    def commit_then_edit(self: engine.EmbedRun, work: Any) -> None:
-        real_commit(self, work)
+    def committed_then_edit(self: engine.EmbedRun, work: Any) -> None:
+        real_committed(self, work)
         source.write_text(source.read_text().replace("row 9\n", "row nine\n"))
 
-    monkeypatch.setattr(engine.EmbedRun, "commit", commit_then_edit)
+    monkeypatch.setattr(engine.EmbedRun, "committed", committed_then_edit)
     out = tmp_path / "out.npy"
     with pytest.raises(vt.jobs.JobMismatch, match=r"input content changed during the run"):
         vt.embed_file(fake_embed.fake.url, source, out, chunk_rows=5, concurrency=1)

@@ -8,6 +8,11 @@ vllm_tasks/jobs/engine.py's ``Engine``: its window of work in flight, its reques
 touches tasks or slots. A second engine -- a module with its own task group, semaphore or
 ``asyncio.wait`` loop, its own ``pool.acquire``/``pool.race`` calls, its own ``isolate_rows``, or calling
 a commit itself -- fails here.
+
+The jobs keep their state in one checkpoint store, take one lock and check one fingerprint: state.py's
+``Progress`` (the work folder's ``state.json`` and ``records/``), ``job_lock`` (the only ``flock`` held)
+and ``check_same_job`` (the only comparison of fingerprints, ``changes``). A second store (a module that
+names those files), a second lock, or a second fingerprint check fails here.
 """
 
 from __future__ import annotations
@@ -57,3 +62,40 @@ def names_used(path: Path) -> set[str]:
     """Every bare name ``path`` uses (a function passed or called)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+
+
+STATE = "state.py"
+CHECKPOINT_FILES = {"state.json", "records"}
+"""The checkpoint store's files, named by the store alone."""
+LOCKING = {"flock", "lockf"}
+FINGERPRINT_CHECK = {"changes"}
+OTHER_PROGRAMS_LOCKS = {"stores.py": {"flock"}}
+"""stores.py tests (and lets go at once) the lock a local Qdrant client holds on its folder."""
+
+
+def strings(path: Path) -> set[str]:
+    """Every string constant of ``path`` (docstrings are sentences, not file names)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
+
+
+def test_one_checkpoint_store_one_lock_one_fingerprint_check() -> None:
+    offenders = {
+        path.name: sorted(
+            (strings(path) & CHECKPOINT_FILES)
+            | (called(path) & (LOCKING | FINGERPRINT_CHECK)) - OTHER_PROGRAMS_LOCKS.get(path.name, set())
+        )
+        for path in sorted(JOBS.glob("*.py"))
+        if path.name != STATE
+    }
+    assert {name: found for name, found in offenders.items() if found} == {}
+
+
+def test_every_job_kind_keeps_its_state_in_the_store() -> None:
+    # (a kind that saved nothing would pass the test above too)
+    assert "Progress" in names_used(JOBS / "folders.py") and "Progress" in names_used(JOBS / "embed.py")
+    assert "job_lock" in names_used(JOBS / "folders.py") and "job_lock" in names_used(JOBS / "embed.py")

@@ -33,23 +33,15 @@ from ..pooling import PoolParams
 from ..sparse import SparseEmbedParams
 from ..types.server import ServerInfo
 from ..validation import positive_int
-from .engine import EmbedRun, Plan, error_rows
-from .files import make_folder, read_no_follow, write_atomically
+from .engine import EmbedRun, Plan
+from .files import read_no_follow, write_atomically
 from .inputs import InputSpec, check_regular, file_digest, parquet_types, read_chunks, scan
 from .locations import RemoteFile, Target
 from .outputs import NpySink, ParquetSink, Sink
 from .progress import JobProgress
 from .replicas import Replica, ReplicaPool, Servers, run_in_own_loop
-from .scaffold import (
-    Describe,
-    JobSettings,
-    ReplicaReport,
-    check_same_job,
-    job_servers,
-    replica_reports,
-    served_section,
-)
-from .state import Checkpoint, job_lock, write_json
+from .scaffold import Describe, JobSettings, ReplicaReport, job_servers, replica_reports, served_section
+from .state import Checkpoint, Progress, check_same_job, job_lock, write_json
 from .stores import STORE_KINDS, StoreTarget, store_target
 from .vectors import DENSE, MULTI_VECTOR, SPARSE, Vectors
 
@@ -419,43 +411,46 @@ async def _locked_run(
 ) -> EmbedFileReport:
     """Holding the job's lock (its folder made when missing): the finished report, or the checkpoint
     resumed (or started) and run."""
-    make_folder(paths.out.parent)
     with job_lock(paths.lock, paths.output):
         finished = _finished_job(paths, fingerprint, resume)
         if finished is not None:
             return finished
         rows = fingerprint["input"]["rows"]
-        checkpoint = _checkpoint(
-            paths,
-            fingerprint=fingerprint,
+        progress = Progress.open(
+            paths.work,
+            fingerprint,
+            out=paths.output,
+            resume=resume,
             rows=rows,
             width=fingerprint["model"]["width"],
             chunk_rows=chunk_rows,
-            resume=resume,
         )
+        if not progress.resumed:
+            paths.manifest.unlink(missing_ok=True)  # an older finished output is no longer this job's
         bar = JobProgress(
             rows,
-            checkpoint.done_rows(),
+            progress.state.done_rows(),
             pool.replicas,
             enabled=settings.show_progress,
             interval=settings.progress_interval,
             description="embed",
         )
-        return await _run(paths, spec, checkpoint, output=output, pool=pool, plan=plan, progress=bar)
+        return await _run(paths, spec, progress, output=output, pool=pool, plan=plan, bar=bar)
 
 
 async def _run(
     paths: _Paths,
     spec: InputSpec,
-    checkpoint: Checkpoint,
+    progress: Progress,
     *,
     output: OutputFormat,
     pool: ReplicaPool,
     plan: Plan,
-    progress: JobProgress,
+    bar: JobProgress,
 ) -> EmbedFileReport:
     """Run the engine over what is left, then move the result into place."""
     started = time.monotonic()
+    checkpoint = progress.state
     resumed = len(checkpoint.done)
     work_data = paths.work / ("data.npy" if output == "npy" else "parts")
     sink: Sink | None = None
@@ -465,27 +460,20 @@ async def _run(
             sink = _sink(output, paths, spec, checkpoint, plan.vectors)
             checkpoint.runs += 1
             engine = EmbedRun(
-                spec,
-                sink=sink,
-                checkpoint=checkpoint,
-                work=paths.work,
-                pool=pool,
-                plan=plan,
-                progress=progress,
-                out=paths.output,
+                spec, sink=sink, progress=progress, pool=pool, plan=plan, bar=bar, out=paths.output
             )
             chunks_sent = (await engine.run()).chunks_sent
     finally:
         if sink is not None:
             sink.close()
-        progress.close()
+        bar.close()
     # else: an earlier run was stopped after moving the finished result into place: only the rest is left
     return await asyncio.to_thread(
         _finish,
         paths,
         spec=spec,
         sink=sink,
-        checkpoint=checkpoint,
+        progress=progress,
         pool=pool,
         seconds=time.monotonic() - started,
         chunks_sent=chunks_sent,
@@ -711,26 +699,6 @@ def _finished_job(paths: _Paths, fingerprint: dict[str, Any], resume: bool) -> E
     )
 
 
-def _checkpoint(
-    paths: _Paths, *, fingerprint: dict[str, Any], rows: int, width: int, chunk_rows: int, resume: bool
-) -> Checkpoint:
-    """The unfinished run's checkpoint to resume, or a fresh one (the work folder emptied).
-
-    Raises:
-        JobMismatch: the unfinished run was of another job.
-    """
-    saved = Checkpoint.load(paths.work / "state.json") if resume else None
-    if saved is not None:
-        check_same_job(paths.output, saved.fingerprint, fingerprint)
-        return saved
-    shutil.rmtree(paths.work, ignore_errors=True)
-    paths.manifest.unlink(missing_ok=True)  # an older finished output is no longer this job's
-    paths.work.mkdir(parents=True)
-    checkpoint = Checkpoint(fingerprint, rows, width, chunk_rows)
-    checkpoint.save(paths.work / "state.json")
-    return checkpoint
-
-
 def _sink(
     output: OutputFormat, paths: _Paths, spec: InputSpec, checkpoint: Checkpoint, vectors: Vectors
 ) -> Sink:
@@ -750,7 +718,7 @@ def _finish(
     *,
     spec: InputSpec,
     sink: Sink | None,
-    checkpoint: Checkpoint,
+    progress: Progress,
     pool: ReplicaPool,
     seconds: float,
     chunks_sent: int,
@@ -764,6 +732,7 @@ def _finish(
         JobError: a chunk was not embedded (the input gave fewer rows than counted), or the input
             changed during the run; nothing is moved into place.
     """
+    checkpoint = progress.state
     missing = checkpoint.chunks - len(checkpoint.done)
     if missing:
         raise JobError(
@@ -774,7 +743,7 @@ def _finish(
         if file_digest(spec.path) != checkpoint.fingerprint["input"]["sha256"]:
             raise JobMismatch(paths.output, [f"input content changed during the run ({spec.path})"])
         sink.finish(paths.out, checkpoint.rows)
-    refused = error_rows(paths.work / "errors.jsonl")
+    refused = progress.refused_rows()
     if refused:
         write_atomically(paths.errors, b"".join(orjson.dumps(row) + b"\n" for row in refused))
     else:

@@ -10,8 +10,9 @@ a failing replica set aside: :class:`~vllm_tasks.jobs.replicas.ReplicaPool`). A 
 sake is split in halves until the refused rows are alone
 (:func:`~vllm_tasks._async.isolation.isolate_rows`); the kind records them (or stops the job). A
 finished group is checked (the kind's check: ``embed_file`` probes each server that embedded it) and then
-committed: written to its sink, made durable, and only then recorded in the checkpoint, so a crash
-(``kill -9``, Ctrl-C, a full disk) at any point leaves a state the next run resumes from.
+committed: written to its sink by the kind, made durable, and only then recorded by the engine in the
+job's one checkpoint store (:class:`~vllm_tasks.jobs.state.Progress`), so a crash (``kill -9``, Ctrl-C, a
+full disk) at any point leaves a state the next run resumes from.
 
 :class:`EmbedRun` is ``embed_file``'s kind; the folder jobs' is in :mod:`vllm_tasks.jobs.folders`.
 """
@@ -21,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import os
 import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +30,6 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
-import orjson
 
 from .._async.isolation import isolate_rows
 from ..batching import plan_batches
@@ -48,12 +47,12 @@ from ..errors import (
 )
 from ..pooling import PoolParams
 from ..sparse import SparseEmbedParams
-from .files import append_no_follow, disk_errors, open_no_follow, read_no_follow, write_in_thread
+from .files import disk_errors, write_in_thread
 from .inputs import Chunk, InputSpec, read_chunks
 from .outputs import Sink
 from .progress import JobProgress
 from .replicas import JobClient, Replica, ReplicaPool
-from .state import PROBE_IMAGE, PROBE_MIN_COSINE, PROBE_TEXT, Checkpoint, cosine
+from .state import PROBE_IMAGE, PROBE_MIN_COSINE, PROBE_TEXT, Finished, Progress, cosine
 from .vectors import Result, Rows, Vectors
 
 logger = logging.getLogger("vllm_tasks.jobs")
@@ -149,8 +148,8 @@ class Outcome:
 
 class JobKind(Protocol[G, W]):
     """What a kind of job gives the :class:`Engine`: how a group of rows (a chunk of texts, a page, an
-    audio file) is held while it is worked on, planned into batches, sent, answered, refused, checked and
-    committed (written to its sink and recorded in its checkpoint)."""
+    audio file) is held while it is worked on, planned into batches, sent, answered, refused, checked,
+    written to its sink and, once recorded in the checkpoint by the engine, followed up."""
 
     def start(self, group: G) -> W:
         """The work of a group: where its answers go until it is committed."""
@@ -177,8 +176,12 @@ class JobKind(Protocol[G, W]):
     async def check(self, work: W, engine: Engine[G, W]) -> None:
         """Check a group's answers before it is committed (``engine.send`` sends rows again)."""
 
-    def commit(self, work: W) -> None:
-        """Write a finished group to its sink and record it in the checkpoint (in a worker thread)."""
+    def write(self, work: W) -> Finished:
+        """Write a finished group to its sink, durably (in a worker thread); what the checkpoint records
+        of it."""
+
+    def committed(self, work: W) -> None:
+        """After a group is recorded in the checkpoint (in a worker thread)."""
 
 
 class Engine(Generic[G, W]):
@@ -190,10 +193,11 @@ class Engine(Generic[G, W]):
         kind: what the job does with its groups.
         pool: the replicas.
         window: groups in flight at once.
+        progress: the job's checkpoint store, where each group is recorded once written.
     """
 
-    def __init__(self, kind: JobKind[G, W], pool: ReplicaPool, *, window: int) -> None:
-        self._kind, self._pool, self._window = kind, pool, window
+    def __init__(self, kind: JobKind[G, W], pool: ReplicaPool, *, window: int, progress: Progress) -> None:
+        self._kind, self._pool, self._window, self._progress = kind, pool, window, progress
 
     async def run(self, groups: Iterator[G]) -> None:
         """Work and commit every group of ``groups``.
@@ -201,7 +205,19 @@ class Engine(Generic[G, W]):
         Raises:
             Exception: the first fatal error (of a request, a check, a commit or the reader).
         """
-        await drain(groups, self._group, self._kind.commit, window=self._window)
+        await drain(groups, self._group, self._commit, window=self._window)
+
+    def _commit(self, work: W) -> None:
+        """Write a finished group, then record it in the checkpoint, then the kind's follow-up.
+
+        Raises:
+            InsufficientDiskSpace: the disk filled up (the group is not recorded: redone on resume).
+            JobError: the work folder cannot be written any more.
+        """
+        finished = self._kind.write(work)
+        with disk_errors(self._progress.work):
+            self._progress.commit(finished)
+        self._kind.committed(work)
 
     async def _group(self, group: G) -> W:
         work = self._kind.start(group)
@@ -239,11 +255,10 @@ class EmbedRun:
     Args:
         spec: the input.
         sink: where finished chunks go.
-        checkpoint: the job's saved state (updated and saved as chunks finish).
-        work: the work folder (``state.json``, ``errors.jsonl``).
+        progress: the job's checkpoint store (updated and saved as chunks finish).
         pool: the replicas.
         plan: batching and call options.
-        progress: the progress display.
+        bar: the progress display.
         out: the output, named in errors.
     """
 
@@ -252,20 +267,18 @@ class EmbedRun:
         spec: InputSpec,
         *,
         sink: Sink,
-        checkpoint: Checkpoint,
-        work: Path,
+        progress: Progress,
         pool: ReplicaPool,
         plan: Plan,
-        progress: JobProgress,
+        bar: JobProgress,
         out: str,
     ) -> None:
-        self._spec, self._sink, self._checkpoint = spec, sink, checkpoint
-        self._state_path, self._errors_path = work / "state.json", work / "errors.jsonl"
-        self._pool, self._plan, self._progress = pool, plan, progress
+        self._spec, self._sink, self._store, self._checkpoint = spec, sink, progress, progress.state
+        self._pool, self._plan, self._progress = pool, plan, bar
         self._out = out
         self.outcome = Outcome()
         capacity = len(pool.replicas) * pool.most_in_flight * plan.batch_size
-        self._window = 2 + -(-capacity // checkpoint.chunk_rows)
+        self._window = 2 + -(-capacity // progress.state.chunk_rows)
 
     async def run(self) -> Outcome:
         """Embed every chunk not done yet; returns what this run did.
@@ -277,24 +290,15 @@ class EmbedRun:
             InvalidInputError: an unreadable input row.
             InsufficientDiskSpace: the disk filled up while writing.
         """
-        self._trim_errors()
+        self._store.trim_errors()
         started = time.monotonic()
         chunks = read_chunks(self._spec, self._checkpoint.chunk_rows, self._checkpoint.done)
         try:
-            await Engine(self, self._pool, window=self._window).run(chunks)
+            await Engine(self, self._pool, window=self._window, progress=self._store).run(chunks)
         finally:
             self._checkpoint.seconds += time.monotonic() - started
-            self._checkpoint.save(self._state_path)
+            self._store.save()
         return self.outcome
-
-    def _trim_errors(self) -> None:
-        """Cut the errors file back to what the checkpoint covers (rows of unfinished chunks go)."""
-        if self._errors_path.exists():
-            handle = open_no_follow(self._errors_path, os.O_WRONLY)
-            try:
-                os.ftruncate(handle, self._checkpoint.errors_bytes)
-            finally:
-                os.close(handle)
 
     def start(self, group: Chunk) -> ChunkWork:
         """A chunk's work: NaN (or empty) rows, none refused."""
@@ -411,25 +415,21 @@ class EmbedRun:
         work.errors.append({"row": index, "id": row_id, "status": status, "error": message})
         self._progress.advance(1, 0)
 
-    def commit(self, work: ChunkWork) -> None:
-        """Write a finished chunk, make it durable, then record it (in that order).
+    def write(self, work: ChunkWork) -> Finished:
+        """Write a finished chunk to the sink and make it durable; the checkpoint records its index and
+        its refused rows.
 
         Raises:
             InsufficientDiskSpace: the disk filled up (the chunk is not recorded: redone on resume).
             JobError: the work folder cannot be written any more.
         """
-        with disk_errors(self._state_path.parent, work.rows.nbytes):
-            self._write(work)
+        with disk_errors(self._store.work, work.rows.nbytes):
+            self._sink.write(work.chunk, work.rows, work.failed)
+            self._sink.sync()
+        return Finished(index=work.chunk.index, refused=work.errors)
 
-    def _write(self, work: ChunkWork) -> None:
-        self._sink.write(work.chunk, work.rows, work.failed)
-        if work.errors:
-            lines = b"".join(orjson.dumps(error) + b"\n" for error in work.errors)
-            self._checkpoint.errors_bytes = append_no_follow(self._errors_path, lines)
-        self._sink.sync()
-        self._checkpoint.failed_rows += len(work.errors)
-        self._checkpoint.mark_done(work.chunk.index)
-        self._checkpoint.save(self._state_path)
+    def committed(self, work: ChunkWork) -> None:
+        """Count the chunk as this run's."""
         self.outcome.chunks_sent += 1
         self.outcome.failed_rows += len(work.errors)
 
@@ -522,11 +522,3 @@ def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     while isinstance(error, BaseExceptionGroup):
         error = error.exceptions[0]
     return error
-
-
-def error_rows(path: Path) -> list[dict[str, Any]]:
-    """The rows of an errors file, in row order."""
-    if not path.exists():
-        return []
-    rows = [orjson.loads(line) for line in read_no_follow(path).splitlines() if line.strip()]
-    return sorted(rows, key=lambda row: int(row["row"]))

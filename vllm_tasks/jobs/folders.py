@@ -7,6 +7,7 @@ skips every unit whose record is there for the file's current content, so nothin
 after ``kill -9`` or Ctrl-C, and an edited file is redone. A file's outputs are written (atomically)
 once all its units are done. A unit that fails (a refused request, an unreadable file) is recorded in
 ``OUT/errors.jsonl`` and tried again by the next run; the job goes on with the others.
+The work folder is the job's checkpoint store (:class:`~vllm_tasks.jobs.state.Progress`, as every job's):
 ``OUT/.vllm-tasks/state.json`` holds the job's fingerprint (the served model and the options that change
 the output): a run with another one refuses to resume.
 
@@ -18,7 +19,8 @@ an output edited by hand, a folder) is refused with :class:`InvalidInputError` b
 an input whose output would be one of the job's own files (``manifest.wav`` -> ``manifest.json``), and an
 ``out`` that is the input folder or not a folder.
 
-One run per output folder at a time: a run holds ``OUT/.vllm-tasks/lock`` (see :func:`job_lock`) from
+One run per output folder at a time: a run holds ``OUT/.vllm-tasks/lock`` (see
+:func:`~vllm_tasks.jobs.state.job_lock`) from
 before it reads the folder to its end; a second one is refused with :class:`JobError` naming the first
 one's pid, before it changes anything. A file the job cannot take fails alone, listed in ``errors.jsonl``
 like a refused page, before any request for it: a path that is not UTF-8 (the job's JSON files cannot
@@ -36,7 +38,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -51,7 +52,6 @@ import orjson
 from ..errors import (
     APIStatusError,
     InvalidInputError,
-    JobError,
 )
 from ..types.server import ServerInfo
 from .engine import Engine
@@ -59,8 +59,8 @@ from .files import append_no_follow, make_folder, read_no_follow, write_atomical
 from .locations import source_folder
 from .progress import JobProgress
 from .replicas import JobClient, Replica, ReplicaPool, Servers
-from .scaffold import JobSettings, ReplicaReport, check_same_job, job_servers, replica_reports, served_section
-from .state import job_lock, write_json
+from .scaffold import JobSettings, ReplicaReport, job_servers, replica_reports, served_section
+from .state import Finished, Progress, job_lock
 
 logger = logging.getLogger("vllm_tasks.jobs")
 
@@ -436,27 +436,6 @@ def name_max(folder: Path) -> int:
     return 255
 
 
-@contextlib.contextmanager
-def locked(out: Path) -> Iterator[None]:
-    """Hold the output folder's lock, ``OUT/.vllm-tasks/lock`` (:func:`job_lock`), while the block runs;
-    the folders made for it are removed again if nothing else was put in them (a refused run leaves no
-    trace).
-
-    Raises:
-        JobError: another run holds it (naming its pid).
-    """
-    work = out / WORK
-    made = [folder for folder in (work, *work.parents) if not folder.exists()]
-    make_folder(work)
-    try:
-        with job_lock(work / LOCK, str(out)):
-            yield
-    finally:
-        for folder in made:
-            with contextlib.suppress(OSError):  # not empty: the run wrote there
-                folder.rmdir()
-
-
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
@@ -524,7 +503,7 @@ class OutputFolder:
             InvalidInputError: naming the file and the fix.
         """
         written = self._written()
-        adopt = not self._ledger.exists() and (self.root / WORK / "state.json").is_file()
+        adopt = not self._ledger.exists() and Progress.held_in(self.root / WORK)
         adopted = set(legacy) if adopt else set()
         kept: dict[str, str] = {}
         for name in dict.fromkeys(names):
@@ -590,33 +569,6 @@ class OutputFolder:
         return path
 
 
-class _Records:
-    """The units' records in the work folder: ``records/<file>/<page or 'file'>.json``."""
-
-    def __init__(self, work: Path) -> None:
-        self._root = work / "records"
-
-    def _path(self, document: Document, unit: Unit) -> Path:
-        return self._root / document.relative / ("file.json" if unit is None else f"{unit:06d}.json")
-
-    def load(self, document: Document, unit: Unit) -> dict[str, Any] | None:
-        """The unit's record for the file's current content, else ``None``."""
-        try:
-            saved = orjson.loads(read_no_follow(self._path(document, unit)))
-        except (OSError, orjson.JSONDecodeError, JobError):
-            return None
-        record: dict[str, Any] | None = (
-            saved.get("record") if saved.get("sha256") == document.sha256 else None
-        )
-        return record
-
-    def save(self, document: Document, unit: Unit, record: dict[str, Any]) -> None:
-        """Save a finished unit's record (atomically)."""
-        path = self._path(document, unit)
-        make_folder(path.parent)
-        write_atomically(path, orjson.dumps({"sha256": document.sha256, "record": record}))
-
-
 async def run_folder_job(
     job: FolderJob,
     servers: Servers,
@@ -638,19 +590,22 @@ async def run_folder_job(
     started = time.monotonic()
     folder, target = await asyncio.to_thread(source_folder, source, job.suffixes), Path(out)
     await asyncio.to_thread(check_folders, folder, target)
-    with locked(target):
+    with job_lock(target / WORK / LOCK, str(target)):
         documents, refused, written = await asyncio.to_thread(_prepare, job, folder, target)
         # not hedged: a unit's request may take many times the job's median (a dense page, a long file)
         async with job_servers(servers, settings, _describe, out=str(target), hedge=False) as running:
             fingerprint = {"model": running.served, "options": job.fingerprint}
-            _check_state(target / WORK, target, fingerprint, resume)
+            # all but the list of the files written (they are still there), the lock
+            progress = Progress.open(
+                target / WORK, fingerprint, out=str(target), resume=resume, keep=(WRITTEN, LOCK)
+            )
             return await _FolderRun(
                 job,
                 out=written,
                 documents=documents,
                 refused=refused,
                 pool=running.pool,
-                fingerprint=fingerprint,
+                progress=progress,
             ).run(
                 show_progress=settings.show_progress,
                 progress_interval=settings.progress_interval,
@@ -678,7 +633,7 @@ def _prepare(
         *(
             name
             for document in taken
-            if (out / WORK / "records" / document.relative).is_dir()
+            if Progress.records_of(out / WORK, document.relative)
             for name in job.outputs(document)
         ),
     ]
@@ -690,26 +645,6 @@ async def _describe(replica: Replica, info: ServerInfo) -> dict[str, Any]:
     """What a folder job records of a server's model: its name and weights."""
     name = replica.client.model or info.default_model
     return {"model": name, "root": next((card.root for card in info.models if card.id == name), None)}
-
-
-def _check_state(work: Path, out: Path, fingerprint: dict[str, Any], resume: bool) -> None:
-    """Keep an earlier run's records when its fingerprint is this one's; start over without ``resume``.
-
-    Raises:
-        JobMismatch: the earlier run served another model or had other options.
-    """
-    state = work / "state.json"
-    if resume and state.exists():
-        check_same_job(str(out), orjson.loads(read_no_follow(state)).get("fingerprint", {}), fingerprint)
-        return
-    work.mkdir(parents=True, exist_ok=True)
-    for entry in work.iterdir():  # all but the list of the files written (they are still there), the lock
-        if entry.name not in (WRITTEN, LOCK):
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                entry.unlink(missing_ok=True)
-    write_json(state, {"fingerprint": fingerprint})
 
 
 @dataclass
@@ -724,8 +659,8 @@ class _UnitWork:
 class _FolderRun:
     """One run of a folder job on the :class:`~vllm_tasks.jobs.engine.Engine` (its
     :class:`~vllm_tasks.jobs.engine.JobKind`): each unit left one group of one row, one request, its
-    record saved (the checkpoint) as it is answered, a file's outputs (the sink) once all its units are
-    saved."""
+    record saved in the checkpoint as it is answered (named ``FILE/PAGE``, with the file's SHA-256), a
+    file's outputs (the sink) once all its units are saved."""
 
     def __init__(
         self,
@@ -735,11 +670,10 @@ class _FolderRun:
         documents: list[Document],
         refused: dict[str, InvalidInputError],
         pool: ReplicaPool,
-        fingerprint: dict[str, Any],
+        progress: Progress,
     ) -> None:
         self._job, self._out, self._documents, self._refused = job, out, documents, refused
-        self._pool, self._fingerprint = pool, fingerprint
-        self._records = _Records(out.root / WORK)
+        self._pool, self._store, self._fingerprint = pool, progress, progress.state.fingerprint
         self._units: dict[str, list[Unit]] = {}
         self._left: dict[str, int] = {}
         self._failed: list[tuple[str, int | None, str]] = []
@@ -778,7 +712,7 @@ class _FolderRun:
         self._progress = progress
         window = len(self._pool.replicas) * self._pool.most_in_flight  # every replica's slots busy
         try:
-            await Engine(self, self._pool, window=window).run(iter(todo))
+            await Engine(self, self._pool, window=window, progress=self._store).run(iter(todo))
         finally:
             progress.close()
         return await asyncio.to_thread(self._finish, total, total - len(todo), time.monotonic() - started)
@@ -826,12 +760,17 @@ class _FolderRun:
     async def check(self, work: _UnitWork, engine: Engine[tuple[Document, Unit], _UnitWork]) -> None:
         """Nothing to check: a record is kept as answered."""
 
-    def commit(self, work: _UnitWork) -> None:
-        """Save an answered unit's record; write its file's outputs once all its units are saved."""
+    def write(self, work: _UnitWork) -> Finished:
+        """An answered unit's record, for the checkpoint (a refused one: nothing)."""
+        if work.record is None:
+            return Finished()
+        return Finished(record=(_name(work.document, work.unit), work.document.sha256, work.record))
+
+    def committed(self, work: _UnitWork) -> None:
+        """Write a file's outputs once all its units are saved."""
         document, unit, record = work.document, work.unit, work.record
         if record is None:
             return
-        self._records.save(document, unit, record)
         if not self._job.done(record):  # saved for the file's outputs, and done again by the next run
             self._fail(document, unit, f"failed every try: {record.get('failure') or 'truncated'}")
         self._sent += 1
@@ -846,11 +785,12 @@ class _FolderRun:
         self._failed.append((document.relative, unit, message))
 
     def _done(self, document: Document, unit: Unit) -> bool:
-        record = self._records.load(document, unit)
+        record = self._store.record(_name(document, unit), document.sha256)
         return record is not None and self._job.done(record)
 
     def _loaded(self, document: Document) -> list[dict[str, Any]] | None:
-        records = [self._records.load(document, unit) for unit in self._units[document.relative]]
+        units = self._units[document.relative]
+        records = [self._store.record(_name(document, unit), document.sha256) for unit in units]
         return None if any(record is None for record in records) else [r for r in records if r is not None]
 
     def _write_outputs(self, document: Document) -> None:
@@ -909,6 +849,18 @@ class _FolderRun:
             seconds=seconds,
             replicas=reports,
         )
+
+
+def _name(document: Document, unit: Unit) -> str:
+    """A unit's name in the checkpoint: ``FILE/PAGE`` (``000003``), or ``FILE/file`` for a whole file.
+
+    Examples:
+        >>> _name(Document(Path("scans/a.pdf"), "a.pdf", ""), 3)
+        'a.pdf/000003'
+        >>> _name(Document(Path("b.wav"), "b.wav", ""), None)
+        'b.wav/file'
+    """
+    return f"{document.relative}/{'file' if unit is None else f'{unit:06d}'}"
 
 
 def validate_formats(formats: Sequence[str], allowed: Sequence[str]) -> tuple[str, ...]:

@@ -1,6 +1,6 @@
 """What every batch job shares (``embed_file``, ``ocr_dir``, ``transcribe_dir``): its settings, its
-servers for the run's lifetime, the model they serve, the check of an earlier run's fingerprint, and the
-report of each server in the manifest.
+servers for the run's lifetime, the model they serve, and the report of each server in the manifest (its
+lock, fingerprint check and checkpoint: :mod:`vllm_tasks.jobs.state`).
 
 A job starts on the servers that answer: one that cannot be reached is set aside with a warning and gets
 work once it is back (:class:`~vllm_tasks.jobs.replicas.ReplicaPool`). A server that was set aside is
@@ -22,7 +22,7 @@ from ..errors import JobMismatch, ReplicaMismatch, is_about
 from ..types.server import ServerInfo
 from ..validation import concurrency_setting, positive_number
 from .replicas import Replica, ReplicaPool, Servers, close_made, logger, make_replicas
-from .state import PROBE_MIN_COSINE, changes, cosine
+from .state import PROBE_MIN_COSINE, cosine
 
 Describe = Callable[[Replica, ServerInfo], Awaitable[dict[str, Any]]]
 """What a job records of the model a replica serves: at least ``model`` (its name) and ``root`` (its
@@ -104,17 +104,6 @@ def served_section(
         "fingerprint": fingerprint,
         "replicas": [asdict(report) for report in reports],
     }
-
-
-def check_same_job(out: str, earlier: dict[str, Any], fingerprint: dict[str, Any]) -> None:
-    """Refuse to resume (or reuse) an earlier run's work made with another fingerprint.
-
-    Raises:
-        JobMismatch: naming each difference (input, model, option).
-    """
-    differences = changes(earlier, fingerprint)
-    if differences:
-        raise JobMismatch(out, differences)
 
 
 def model_difference(first: dict[str, Any], other: dict[str, Any]) -> str | None:

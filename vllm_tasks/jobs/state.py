@@ -1,4 +1,5 @@
-"""A job's identity (its fingerprint) and its checkpoint, saved atomically.
+"""A job's identity (its fingerprint), its lock, and its checkpoint store (:class:`Progress`), saved
+atomically: every job kind keeps its state here.
 
 The fingerprint holds what decides the output's bytes: the input's content (a SHA-256 of its bytes, not
 its mtime), how rows are read from it, the served model (name, weights path, width, and its vector for a
@@ -13,16 +14,25 @@ import contextlib
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+import shutil
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
-from ..errors import JobError
+from ..errors import JobError, JobMismatch
 from ..images import png_from_scanlines
-from .files import disk_errors, open_no_follow, read_no_follow, write_atomically
+from .files import (
+    append_no_follow,
+    disk_errors,
+    make_folder,
+    open_no_follow,
+    read_no_follow,
+    write_atomically,
+)
 
 PROBE_TEXT = "vllm-tasks probe: the quick brown fox jumps over the lazy dog."
 """Embedded on every server at the start of a job: same model, same vector."""
@@ -104,13 +114,25 @@ def changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return lines
 
 
+def check_same_job(out: str, earlier: dict[str, Any], fingerprint: dict[str, Any]) -> None:
+    """Refuse to resume (or reuse) an earlier run's work made with another fingerprint.
+
+    Raises:
+        JobMismatch: naming each difference (input, model, option).
+    """
+    differences = changes(earlier, fingerprint)
+    if differences:
+        raise JobMismatch(out, differences)
+
+
 @dataclass
 class Checkpoint:
-    """What a job has finished, saved after every chunk.
+    """A job's ``state.json``: its fingerprint and its numbered groups (chunks) done, saved as they
+    finish (a job of named groups, a folder job, keeps their records beside it: see :class:`Progress`).
 
     Attributes:
         fingerprint: the job's identity (see the module doc).
-        rows, width, chunk_rows: the output's shape and how the input is cut.
+        rows, width, chunk_rows: the output's shape and how the input is cut (numbered groups only).
         done_below: every chunk below this one is done.
         done_above: chunks at or above ``done_below`` that are done too (they finish out of order).
         errors_bytes: the valid length of the work folder's errors file (a longer one is cut back).
@@ -120,9 +142,9 @@ class Checkpoint:
     """
 
     fingerprint: dict[str, Any]
-    rows: int
-    width: int
-    chunk_rows: int
+    rows: int = 0
+    width: int = 0
+    chunk_rows: int = 1
     done_below: int = 0
     done_above: list[int] = field(default_factory=list)
     errors_bytes: int = 0
@@ -165,6 +187,141 @@ class Checkpoint:
             return None
 
 
+@dataclass(frozen=True)
+class Finished:
+    """What the checkpoint records of a committed group (see :meth:`Progress.commit`).
+
+    Attributes:
+        index: a numbered group (a chunk) now done, else ``None``.
+        record: a named group's record, ``(name, digest of the content it came from, record)``: done for
+            that content (a page of a file: redone once the file changes).
+        refused: the group's refused rows (JSON objects), kept in the errors file.
+    """
+
+    index: int | None = None
+    record: tuple[str, str, dict[str, Any]] | None = None
+    refused: Sequence[dict[str, Any]] = ()
+
+
+class Progress:
+    """A job's checkpoint store, its work folder: ``state.json`` (its :class:`Checkpoint`: fingerprint,
+    numbered groups done), ``records/NAME.json`` (a named group's record with the SHA-256 of the content
+    it came from), ``errors.jsonl`` (the refused rows of committed groups). Every job kind resumes from it;
+    only the engine commits to it.
+
+    Attributes:
+        work: the work folder.
+        state: the job's checkpoint.
+        resumed: it was an earlier run's (else the work folder was started afresh).
+    """
+
+    STATE = "state.json"
+    RECORDS = "records"
+    ERRORS = "errors.jsonl"
+
+    def __init__(self, work: Path, state: Checkpoint, *, resumed: bool) -> None:
+        self.work, self.state, self.resumed = work, state, resumed
+
+    @classmethod
+    def open(
+        cls,
+        work: Path,
+        fingerprint: dict[str, Any],
+        *,
+        out: str,
+        resume: bool,
+        keep: Collection[str] = (),
+        rows: int = 0,
+        width: int = 0,
+        chunk_rows: int = 1,
+    ) -> Progress:
+        """The earlier run's store in ``work`` when ``resume`` and its fingerprint is this one's; else a
+        fresh one (everything in ``work`` removed but ``keep``, names of its entries).
+
+        Raises:
+            JobMismatch: the earlier run was of another job (input, model, options).
+        """
+        saved = Checkpoint.load(work / cls.STATE) if resume else None
+        if saved is not None:
+            check_same_job(out, saved.fingerprint, fingerprint)
+            return cls(work, saved, resumed=True)
+        make_folder(work)
+        for entry in work.iterdir():
+            if entry.name not in keep:
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
+        progress = cls(work, Checkpoint(fingerprint, rows, width, chunk_rows), resumed=False)
+        progress.save()
+        return progress
+
+    @classmethod
+    def held_in(cls, work: Path) -> bool:
+        """Whether ``work`` holds a job's state."""
+        return (work / cls.STATE).is_file()
+
+    @classmethod
+    def records_of(cls, work: Path, prefix: str) -> bool:
+        """Whether ``work`` holds records named under ``prefix`` (a file's pages)."""
+        return (work / cls.RECORDS / prefix).is_dir()
+
+    def save(self) -> None:
+        """Save the checkpoint (atomically)."""
+        self.state.save(self.work / self.STATE)
+
+    def _record_path(self, name: str) -> Path:
+        return self.work / self.RECORDS / f"{name}.json"
+
+    def record(self, name: str, digest: str) -> dict[str, Any] | None:
+        """The record of named group ``name`` made from content ``digest``, else ``None``."""
+        try:
+            saved = orjson.loads(read_no_follow(self._record_path(name)))
+        except (OSError, orjson.JSONDecodeError, JobError):
+            return None
+        record: dict[str, Any] | None = saved.get("record") if saved.get("sha256") == digest else None
+        return record
+
+    def commit(self, finished: Finished) -> None:
+        """Record a committed group (its outputs already durable): its record, its refused rows, its
+        index, each saved atomically.
+
+        Raises:
+            InsufficientDiskSpace, JobError: the work folder cannot be written.
+        """
+        if finished.record is not None:
+            name, digest, record = finished.record
+            path = self._record_path(name)
+            make_folder(path.parent)
+            write_atomically(path, orjson.dumps({"sha256": digest, "record": record}))
+        if finished.refused:
+            lines = b"".join(orjson.dumps(row) + b"\n" for row in finished.refused)
+            self.state.errors_bytes = append_no_follow(self.work / self.ERRORS, lines)
+            self.state.failed_rows += len(finished.refused)
+        if finished.index is not None:
+            self.state.mark_done(finished.index)
+        if finished.index is not None or finished.refused:
+            self.save()
+
+    def trim_errors(self) -> None:
+        """Cut the errors file back to what the checkpoint covers (rows of unfinished groups go)."""
+        path = self.work / self.ERRORS
+        if path.exists():
+            handle = open_no_follow(path, os.O_WRONLY)
+            try:
+                os.ftruncate(handle, self.state.errors_bytes)
+            finally:
+                os.close(handle)
+
+    def refused_rows(self) -> list[dict[str, Any]]:
+        """The refused rows of committed groups, in row order."""
+        path = self.work / self.ERRORS
+        if not path.exists():
+            return []
+        rows = [orjson.loads(line) for line in read_no_follow(path).splitlines() if line.strip()]
+        return sorted(rows, key=lambda row: int(row["row"]))
+
+
 def write_json(path: Path, payload: Any) -> None:
     """Write JSON to ``path`` atomically (:func:`~vllm_tasks.jobs.files.write_atomically`).
 
@@ -180,7 +337,8 @@ def write_json(path: Path, payload: Any) -> None:
 @contextlib.contextmanager
 def job_lock(path: Path, out: str) -> Iterator[None]:
     """Hold ``path`` as the exclusive lock of the job writing ``out`` (an ``flock`` with this process's
-    pid in it) while the block runs; the file is removed when the block ends.
+    pid in it) while the block runs, the one lock of every job; the file is removed when the block ends,
+    and the folders made for it too when nothing else was put in them (a refused run leaves no trace).
 
     Raises:
         JobError: another run of the job holds it (naming its pid): two runs would write the same
@@ -188,6 +346,19 @@ def job_lock(path: Path, out: str) -> Iterator[None]:
             symlink (never followed), or its folder cannot be written.
         InsufficientDiskSpace: the disk is full.
     """
+    made = [folder for folder in (path.parent, *path.parent.parents) if not folder.exists()]
+    make_folder(path.parent)
+    try:
+        with _flocked(path, out):
+            yield
+    finally:
+        for folder in made:
+            with contextlib.suppress(OSError):  # not empty: the run wrote there
+                folder.rmdir()
+
+
+@contextlib.contextmanager
+def _flocked(path: Path, out: str) -> Iterator[None]:
     while True:
         handle = open_no_follow(path, os.O_RDWR | os.O_CREAT)
         try:
