@@ -25,8 +25,29 @@ Every :data:`PROBE_ROUNDS` round trips the limit is halved for one round trip (a
 in flight drained) and the baseline is measured again from those answers (their median), as BBR probes
 for its round-trip time: a server that got slower for good (another tenant, a longer input mix) is
 learned again rather than read as a queue forever, and a queue that never drains cannot pass for the
-baseline. No clock is read here: the caller gives each answer's seconds, so the behaviour is the same
-in a test as on a GPU.
+baseline.
+
+**From the engine's own signals** (:meth:`AdaptiveLimit.sampled`): where the server serves ``/metrics``
+(:mod:`vllm_tasks.engine_metrics`), each sample says how many requests the engine runs and how many
+wait, and the latencies steer nothing. With ``R`` running, ``W`` waiting and a waiting target ``T``
+(:meth:`AdaptiveLimit.target`: a quarter of the running batch for a job's throughput, at least
+:data:`JOB_WAITING`; a sixteenth for an interactive call's latency, at least :data:`CALL_WAITING`):
+
+- while ``W < T`` the limit grows to ``min(limit, R + W) + (T - W) + 1``: what the server holds of
+  ours, plus the room left in the queue, plus one. Capped by what the server holds, a sample that
+  missed requests on their way (or answered, not yet read) never makes it grow past them: with ``S``
+  places in the running batch and no other client, the server never holds more than ``S + T + 1``;
+- while ``W > 2 T + 1`` it shrinks by ``W - T`` (at once: the engine says how many are too many);
+- a KV cache at :data:`KV_FULL` or more shrinks it by a tenth and stops the growth (a full cache
+  preempts running requests); from :data:`KV_HIGH` it does not grow;
+- 429/503 and ``Retry-After`` back off as above.
+
+The queue is held small and never overfilled: a job keeps a few requests ready for the engine's next
+step (throughput), a call keeps one (latency) and still grows while no request waits (its throughput
+floor). The cap's price: where many of the requests in flight are not in the server when a sample is
+read (a network gap as long as the service, a batch that just ended), it settles under the slots. No
+clock is read here: the caller gives each answer's seconds and each sample, so the behaviour is the
+same in a test as on a GPU.
 """
 
 from __future__ import annotations
@@ -34,6 +55,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 from typing import Literal
+
+from .engine_metrics import EngineLoad
 
 Concurrency = int | Literal["auto"]
 """Requests in flight (per server): a number, or ``"auto"``: an :class:`AdaptiveLimit` tuned from the
@@ -63,6 +86,22 @@ SMOOTHING = 0.3
 """The weight of the newest answer in the smoothed latency."""
 PROBE_ROUNDS = 30
 """Round trips (of ``limit`` answers each) between two measurements of the baseline at half the limit."""
+JOB_WAITING = 2
+"""A job's least waiting target (requests waiting in the engine's queue, from ``/metrics``)."""
+JOB_WAITING_SHARE = 0.25
+"""A job's waiting target as a share of the running batch: enough ready for the engine's next step."""
+CALL_WAITING = 1
+"""An interactive call's least waiting target."""
+CALL_WAITING_SHARE = 1 / 16
+"""An interactive call's waiting target as a share of the running batch."""
+KV_HIGH = 0.9
+"""From this KV-cache usage on, the limit does not grow."""
+KV_FULL = 0.97
+"""From this KV-cache usage on, the limit shrinks by a tenth per sample."""
+
+Goal = Literal["throughput", "latency"]
+"""What an ``auto`` limit fed by ``/metrics`` aims at: a job's rows per second (a few requests waiting),
+or an interactive call's latency (one waiting)."""
 
 
 @dataclass
@@ -74,6 +113,9 @@ class AdaptiveLimit:
         floor, ceiling: its bounds.
         starting: still in the start phase (growing by one per answer).
         answers, overloads: answers and overload answers seen.
+        goal: what the limit aims at when fed by ``/metrics`` (see :meth:`sampled`).
+        engine: fed by the engine's ``/metrics`` (after the first :meth:`sampled`); the latencies steer
+            nothing then.
 
     Examples:
         >>> limit = AdaptiveLimit()
@@ -92,6 +134,8 @@ class AdaptiveLimit:
     starting: bool = True
     answers: int = 0
     overloads: int = 0
+    goal: Goal = "latency"
+    engine: bool = False
     _baseline: float | None = None
     _smoothed: float | None = None
     _since_probe: int = 0
@@ -127,6 +171,8 @@ class AdaptiveLimit:
     def answered(self, seconds: float) -> None:
         """Learn from one answer that took ``seconds`` (from sending to the last byte)."""
         self.answers += 1
+        if self.engine:
+            return
         seconds = max(seconds, 1e-6)
         if self._probe is not None:
             self._probing(seconds)
@@ -148,6 +194,37 @@ class AdaptiveLimit:
         self._since_probe += 1
         if not self.starting and self._since_probe >= PROBE_ROUNDS * self.value:
             self._probe, self._probe_drain = [], int(self.value)  # the requests in flight answer first
+
+    def target(self, running: float) -> float:
+        """The requests to keep waiting in the engine's queue while ``running`` run (see the module doc)."""
+        if self.goal == "throughput":
+            return max(JOB_WAITING, JOB_WAITING_SHARE * running)
+        return max(CALL_WAITING, CALL_WAITING_SHARE * running)
+
+    def sampled(self, load: EngineLoad) -> None:
+        """Learn from one sample of the engine's ``/metrics`` (see the module doc); from the first one on,
+        the latencies steer nothing.
+
+        Examples:
+            >>> limit = AdaptiveLimit(goal="throughput")
+            >>> limit.sampled(EngineLoad(running=1, waiting=0))  # 1 held + 2 of room + 1
+            >>> limit.allowed
+            4
+            >>> limit.sampled(EngineLoad(running=4, waiting=8))  # 8 waiting: 6 too many
+            >>> limit.allowed
+            1
+        """
+        if not self.engine:
+            self.engine, self.starting, self._probe = True, False, None
+        running, waiting, usage = load.running, load.waiting, load.kv_cache_usage
+        target = self.target(running)
+        if usage is not None and usage >= KV_FULL:
+            self.value -= max(1.0, 0.1 * self.value)
+        elif waiting > 2 * target + 1:
+            self.value -= waiting - target
+        elif waiting < target and (usage is None or usage < KV_HIGH):
+            self.value = max(self.value, min(self.value, running + waiting) + (target - waiting) + 1)
+        self.value = float(max(self.floor, min(self.ceiling, self.value)))
 
     def _probing(self, seconds: float) -> None:
         """One answer while the limit is halved: the first ``limit`` ones were sent before (queued with

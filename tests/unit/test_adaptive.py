@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from vllm_tasks.adaptive import CEILING, AdaptiveLimit
+from vllm_tasks.adaptive import CEILING, KV_FULL, KV_HIGH, AdaptiveLimit, Goal
+from vllm_tasks.engine_metrics import EngineLoad
 
 
 @dataclass
@@ -35,12 +36,17 @@ def simulate(
     queue_cap: int = 64,
     gap: float = 0.0,
     jitter: float = 0.0,
+    metrics: float | None = None,
+    goal: Goal = "latency",
 ) -> Outcome:
     """A closed-loop client keeping ``fixed`` (else the adaptive limit's) requests in flight against a
     server of ``slots`` slots, ``cost`` seconds per request, at most ``queue_cap`` waiting (503 beyond),
     ``gap`` seconds of network each way; ``jitter``: each cost and gap times a log-normal factor of that
-    sigma (a loaded machine), from a seeded generator."""
-    limit = AdaptiveLimit()
+    sigma (a loaded machine), from a seeded generator. ``metrics``: the limit (aiming at ``goal``) is fed
+    the server's running and waiting requests after an answer, at most every ``metrics`` seconds, as
+    they are when the answer arrives (the requests still on their way to the server are not in them)."""
+    limit = AdaptiveLimit(goal=goal)
+    sampled_at = -1.0
     rng = random.Random(1)
 
     def jittered(seconds: float) -> float:
@@ -87,6 +93,9 @@ def simulate(
                 continue
             done += 1
             limit.answered(now - sent)
+            if metrics is not None and now - sampled_at >= metrics:
+                limit.sampled(EngineLoad(busy, len(waiting), busy / slots / 2))
+                sampled_at = now
             if done == answers // 3:  # measured after the start-up
                 first_counted = now
             if done > answers // 3:
@@ -156,3 +165,70 @@ def test_the_limit_stays_within_its_bounds() -> None:
     for _ in range(5000):
         limit.answered(0.01)
     assert limit.allowed == CEILING
+
+
+# --------------------------------------------------------------------------------------------------
+# fed by the engine's /metrics (every 50 ms of virtual time): the queue is read, not guessed
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("goal", ["throughput", "latency"])
+@pytest.mark.parametrize(
+    ("slots", "cost", "gap", "jitter"),
+    CAPACITIES,
+    ids=[f"{c[0]}-slots" + (f"-jitter-{c[3]}" if c[3] else "") for c in CAPACITIES],
+)
+def test_auto_from_the_metrics_never_holds_more_than_the_slots_and_its_target(
+    slots: int, cost: float, gap: float, jitter: float, goal: Goal
+) -> None:
+    # What the engine-fed limit guarantees whatever the timings: no 503, and never more in the server
+    # than the slots plus its waiting target plus one. (Its throughput against the best fixed setting is
+    # what benchmarks/concurrency_sweep.py prints: it settles under the slots where many requests are
+    # not in the server when a sample is read.)
+    auto = simulate(slots, cost, fixed=None, gap=gap, jitter=jitter, metrics=0.05, goal=goal)
+    target = AdaptiveLimit(goal=goal).target(slots)
+    assert auto.rejected == 0
+    assert 2 <= auto.limit <= slots + target + 1
+
+
+@pytest.mark.parametrize("goal", ["throughput", "latency"])
+def test_auto_from_the_metrics_never_fills_a_short_queue(goal: Goal) -> None:
+    # 2 slots, and room for the target's queue plus one: not one 503, even from the start (latency-only
+    # meets some at the start: test_a_full_queue_makes_it_back_off)
+    target = int(AdaptiveLimit(goal=goal).target(2))
+    auto = simulate(
+        2, 0.01, fixed=None, queue_cap=target + 1, gap=0.001, jitter=0.05, metrics=0.05, goal=goal
+    )
+    assert auto.rejected == 0 and 2 <= auto.limit <= 2 + target + 1
+
+
+def test_a_sample_steers_the_limit_and_latencies_no_longer_do() -> None:
+    limit = AdaptiveLimit(goal="throughput")
+    limit.sampled(EngineLoad(running=0, waiting=0))
+    assert limit.engine and limit.allowed == 0 + 2 + 1  # what the server holds, the room, one more
+    for _ in range(500):
+        limit.answered(0.01 * (1 + _ % 7))  # latencies that latency-only would read as a queue
+    assert limit.allowed == 3
+    limit.sampled(EngineLoad(running=3, waiting=0))
+    assert limit.allowed == 3 + 2 + 1
+    limit.sampled(EngineLoad(running=6, waiting=6))  # over 2 x 2 + 1 waiting: the excess goes at once
+    assert limit.allowed == 6 - (6 - 2)
+    limit.overloaded()  # a 503 still backs off
+    assert limit.allowed == 1 and limit.overloads == 1
+
+
+def test_a_full_kv_cache_shrinks_the_limit_and_a_nearly_full_one_stops_its_growth() -> None:
+    limit = AdaptiveLimit(value=20.0, goal="throughput")
+    limit.sampled(EngineLoad(running=20, waiting=0, kv_cache_usage=KV_HIGH))
+    assert limit.allowed == 20  # room in the queue, but the cache is nearly full
+    limit.sampled(EngineLoad(running=20, waiting=0, kv_cache_usage=KV_FULL))
+    assert limit.allowed == 18
+    limit.sampled(EngineLoad(running=18, waiting=0, kv_cache_usage=0.5))
+    assert limit.allowed == int(18 + 18 / 4 + 1)  # a quarter of 18 running as the target
+
+
+def test_a_sample_that_sees_fewer_of_its_requests_grows_it_no_further_than_those() -> None:
+    # 10 allowed, the server saw 2 of them (the rest on their way): the limit does not grow past 2 + 1 + 1
+    limit = AdaptiveLimit(value=10.0)
+    limit.sampled(EngineLoad(running=2, waiting=0))
+    assert limit.allowed == 10

@@ -319,6 +319,7 @@ class Engine:
         work.served_by.setdefault(id(replica), (replica, []))[1].append(range(start, stop))
         work.rows.put(start, result)
         self._progress.advance(len(texts), tokens)
+        await self._pool.sample(replica)
 
     def _check_batch(self, work: ChunkWork, start: int, stop: int, result: Result) -> None:
         """Refuse a batch's answer of another shape than the job's (its width as the model check found

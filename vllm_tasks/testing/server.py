@@ -121,6 +121,7 @@ class _Capacity:
     def __init__(
         self, slots: int, queue_limit: int | None, cost_per_input: float, retry_after: float | None
     ) -> None:
+        self.slots = slots
         self._slots = threading.Semaphore(slots)
         self._queue_limit = queue_limit
         self.cost_per_input = cost_per_input
@@ -160,6 +161,11 @@ class _Capacity:
         finally:
             with self._lock:
                 self.in_server -= 1
+
+    def engine(self) -> tuple[int, int, int]:
+        """``(running, waiting, slots)``: the requests in slots, those waiting for one, the slots."""
+        with self._lock:
+            return self.in_server - self.waiting, self.waiting, self.slots
 
     def refusal(self) -> Reply:
         """vLLM's 503 when its queue is full (with ``Retry-After`` when set)."""
@@ -254,6 +260,9 @@ class FakeVLLM:
         ngram_processor: whether DeepSeek-OCR's n-gram processor is loaded.
         api_key: require ``Authorization: Bearer <key>`` on ``/v1`` and ``/v2`` routes.
         openapi: serve ``/openapi.json`` (False: 404, as with ``--disable-fastapi-docs``).
+        metrics: serve ``GET /metrics`` as vLLM 0.32 does (Prometheus text; the request gauges from the
+            capacity model: ``slots`` taken are running, the queue is waiting, the KV cache holds twice
+            the slots' requests; zeros without ``slots``); False: 404, a server (or proxy) without them.
         latency: seconds added to every answer.
         slots: serve at most this many requests at once, each for ``latency`` seconds plus
             ``cost_per_input`` per input row (a server at its capacity: the others wait in a queue, their
@@ -303,6 +312,7 @@ class FakeVLLM:
         score_template: bool = True,
         api_key: str | None = None,
         openapi: bool = True,
+        metrics: bool = True,
         latency: float = 0.0,
         slots: int | None = None,
         queue_limit: int | None = None,
@@ -330,6 +340,7 @@ class FakeVLLM:
                 raise InvalidInputError(
                     "cost_per_input", cost_per_input, "is negative", "Pass seconds per input row, 0 or more."
                 )
+        self.metrics = metrics
         self._address = (host, port)
         self._lock = threading.Lock()
         self._requests: list[ReceivedRequest] = []
@@ -684,6 +695,9 @@ class FakeVLLM:
         latency = self.settings.latency
         if fault is not None and (fault.reset or fault.status is not None):
             return _Outcome(fault.reply(), latency + fault.delay, fault.reset)
+        if request.path == "/metrics" and request.method == "GET" and self.metrics:
+            reply = self._metrics()  # the API server answers it at once, without the engine
+            return _Outcome(fault.mutation(reply) if fault is not None and fault.mutation else reply)
         if self._capacity is not None and request.method == "POST":
             cost = latency + self._capacity.cost_per_input * _inputs(request)
             if not self._capacity.serve(cost, self._stopping):
@@ -699,6 +713,29 @@ class FakeVLLM:
             with self._lock:
                 self._sessions.append(reply.upgrade)
         return _Outcome(reply, latency + (fault.delay if fault else 0.0))
+
+    def _metrics(self) -> Reply:
+        """``GET /metrics``: vLLM 0.32's Prometheus text (its process metrics left out), the gauges from
+        the capacity model."""
+        running, waiting, slots = (0, 0, 1) if self._capacity is None else self._capacity.engine()
+        labels = f'{{engine="0",model_name="{self.settings.model}"}}'
+        lines = [
+            "# HELP python_gc_objects_collected_total Objects collected during gc",
+            "# TYPE python_gc_objects_collected_total counter",
+            'python_gc_objects_collected_total{generation="0"} 1234.0',
+        ]
+        for name, help_text, value in (
+            ("vllm:num_requests_running", "Number of requests in model execution batches.", running),
+            ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", waiting),
+            ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", running / slots / 2),
+        ):
+            lines += [
+                f"# HELP {name} {help_text}",
+                f"# TYPE {name} gauge",
+                f"{name}{labels} {float(value)!r}",
+            ]
+        body = ("\n".join(lines) + "\n").encode()
+        return Reply(200, body, {"content-type": "text/plain; version=0.0.4; charset=utf-8"})
 
     @property
     def rejected(self) -> int:
