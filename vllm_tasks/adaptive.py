@@ -28,26 +28,33 @@ learned again rather than read as a queue forever, and a queue that never drains
 baseline.
 
 **From the engine's own signals** (:meth:`AdaptiveLimit.sampled`): where the server serves ``/metrics``
-(:mod:`vllm_tasks.engine_metrics`), each sample says how many requests the engine runs and how many
-wait, and the latencies steer nothing. With ``R`` running, ``W`` waiting and a waiting target ``T``
-(:meth:`AdaptiveLimit.target`: a quarter of the running batch for a job's throughput, at least
-:data:`JOB_WAITING`; a sixteenth for an interactive call's latency, at least :data:`CALL_WAITING`):
+(:mod:`vllm_tasks.engine_metrics`), the latencies steer nothing; the samples say how many of the
+server's requests wait and run. Between two samples at least a round trip apart (``limit`` answers),
+vLLM's histograms give the average number waiting ``W`` and running ``R`` over that time, counted in our
+requests (the engine counts one per prompt: divided by the prompts it finished per answer of ours), and
+the answers give ``H``, the average of ours in flight (Little's law: their seconds over the window's).
+Without the histograms, the gauges at the sample's instant (``H``: the limit; the caps below, in what
+the server holds, apply only to the averages). With the
+waiting target ``T`` (:meth:`AdaptiveLimit.target`: a quarter of the running requests for a job's
+throughput, at least :data:`JOB_WAITING`; a sixteenth for an interactive call's latency, at least
+:data:`CALL_WAITING`):
 
-- while ``W < T`` the limit grows to ``min(limit, R + W) + (T - W) + 1``: what the server holds of
-  ours, plus the room left in the queue, plus one. Capped by what the server holds, a sample that
-  missed requests on their way (or answered, not yet read) never makes it grow past them: with ``S``
-  places in the running batch and no other client, the server never holds more than ``S + T + 1``;
+- **Start**: while ``W < T`` the limit doubles what it kept in flight (``2 min(limit, H)``, at least one
+  more); the first time ``W >= T`` (or it shrinks), the start ends;
+- **Steady**: while ``W < T`` it grows to ``min(limit, H) + max(1, T - W)``: what it kept in flight,
+  plus the room left in the queue (at least one). A limit the caller does not fill does not grow, and a
+  step is taken only after a round trip at the limit before it showed room;
 - while ``W > 2 T + 1`` it shrinks by ``W - T`` (at once: the engine says how many are too many);
-- a KV cache at :data:`KV_FULL` or more shrinks it by a tenth and stops the growth (a full cache
-  preempts running requests); from :data:`KV_HIGH` it does not grow;
-- 429/503 and ``Retry-After`` back off as above.
+- a KV cache at :data:`KV_FULL` or more shrinks it by a tenth (a full cache preempts running
+  requests); from :data:`KV_HIGH` it does not grow;
+- 429/503 and ``Retry-After`` back off as above, and for :data:`PROBE_ROUNDS` round trips the limit
+  grows to no more than one under where the first came.
 
-The queue is held small and never overfilled: a job keeps a few requests ready for the engine's next
-step (throughput), a call keeps one (latency) and still grows while no request waits (its throughput
-floor). The cap's price: where many of the requests in flight are not in the server when a sample is
-read (a network gap as long as the service, a batch that just ended), it settles under the slots. No
-clock is read here: the caller gives each answer's seconds and each sample, so the behaviour is the
-same in a test as on a GPU.
+Read as averages over a round trip, the engine's queue is the same whenever the sample is taken (its
+gauges are not: right after a batch ended they read an empty engine). A job keeps a few requests ready
+for the engine's next step (throughput), a call keeps one (latency) and still grows while none waits
+(its throughput floor). No clock is read here: the caller gives each answer's seconds and each sample
+with its time, so the behaviour is the same in a test as on a GPU.
 """
 
 from __future__ import annotations
@@ -86,7 +93,7 @@ SMOOTHING = 0.3
 """The weight of the newest answer in the smoothed latency."""
 PROBE_ROUNDS = 30
 """Round trips (of ``limit`` answers each) between two measurements of the baseline at half the limit."""
-JOB_WAITING = 2
+JOB_WAITING = 1
 """A job's least waiting target (requests waiting in the engine's queue, from ``/metrics``)."""
 JOB_WAITING_SHARE = 0.25
 """A job's waiting target as a share of the running batch: enough ready for the engine's next step."""
@@ -94,6 +101,11 @@ CALL_WAITING = 1
 """An interactive call's least waiting target."""
 CALL_WAITING_SHARE = 1 / 16
 """An interactive call's waiting target as a share of the running batch."""
+ON_THE_WAY = 0.25
+"""Fed by ``/metrics``, the limit grows to at most the running requests, this share more (requests on
+their way to the server and back: a network gap of up to an eighth of the service time each way), and
+the waiting target plus one; past it, a client that reads its answers late (a loaded machine) would
+fill the queue once it caught up."""
 KV_HIGH = 0.9
 """From this KV-cache usage on, the limit does not grow."""
 KV_FULL = 0.97
@@ -142,6 +154,11 @@ class AdaptiveLimit:
     _probe: list[float] | None = None
     _probe_drain: int = 0
     _probed: bool = False
+    _window: tuple[float, EngineLoad, int, float] | None = None
+    _origin: tuple[float, int] = (0.0, 0)
+    _answered_seconds: float = 0.0
+    _overload_cap: float = float(CEILING)
+    _cap_until: int = 0
 
     @property
     def allowed(self) -> int:
@@ -171,6 +188,7 @@ class AdaptiveLimit:
     def answered(self, seconds: float) -> None:
         """Learn from one answer that took ``seconds`` (from sending to the last byte)."""
         self.answers += 1
+        self._answered_seconds += seconds
         if self.engine:
             return
         seconds = max(seconds, 1e-6)
@@ -201,30 +219,83 @@ class AdaptiveLimit:
             return max(JOB_WAITING, JOB_WAITING_SHARE * running)
         return max(CALL_WAITING, CALL_WAITING_SHARE * running)
 
-    def sampled(self, load: EngineLoad) -> None:
-        """Learn from one sample of the engine's ``/metrics`` (see the module doc); from the first one on,
-        the latencies steer nothing.
+    def sampled(self, load: EngineLoad, now: float) -> None:
+        """Learn from one sample of the engine's ``/metrics`` taken at ``now`` (seconds on the caller's
+        monotonic clock; see the module doc); from the first one on, the latencies steer nothing.
 
         Examples:
-            >>> limit = AdaptiveLimit(goal="throughput")
-            >>> limit.sampled(EngineLoad(running=1, waiting=0))  # 1 held + 2 of room + 1
+            >>> limit = AdaptiveLimit(goal="throughput")  # a server without the histograms
+            >>> limit.sampled(EngineLoad(running=1, waiting=0), now=0.0)  # no queue: doubled
             >>> limit.allowed
-            4
-            >>> limit.sampled(EngineLoad(running=4, waiting=8))  # 8 waiting: 6 too many
+            2
+            >>> limit.answered(0.1), limit.answered(0.1)  # a round trip at 2
+            (None, None)
+            >>> limit.sampled(EngineLoad(running=2, waiting=8), now=0.1)  # 8 waiting: 7 too many
             >>> limit.allowed
             1
         """
         if not self.engine:
-            self.engine, self.starting, self._probe = True, False, None
-        running, waiting, usage = load.running, load.waiting, load.kv_cache_usage
+            self.engine, self.starting, self._probe = True, True, None
+        seen = self._averages(load, now)
+        if seen is None:
+            return
+        held, waiting, running, averaged = seen
+        before, usage = self.value, load.kv_cache_usage
         target = self.target(running)
         if usage is not None and usage >= KV_FULL:
             self.value -= max(1.0, 0.1 * self.value)
         elif waiting > 2 * target + 1:
             self.value -= waiting - target
         elif waiting < target and (usage is None or usage < KV_HIGH):
-            self.value = max(self.value, min(self.value, running + waiting) + (target - waiting) + 1)
+            kept = min(self.value, held)
+            if self.starting:
+                grown = max(2 * kept, kept + 1)
+                cap = 2 * (running + waiting) + 1
+            else:
+                grown = kept + max(1.0, target - waiting)
+                cap = running * (1 + ON_THE_WAY) + target + 1
+            grown = max(grown, int(self.value) + 1)  # room shown: one more at least, as capped
+            if averaged:  # the gauges at an instant are no measure of what the server holds
+                grown = min(grown, cap)
+            if self.answers < self._cap_until:
+                grown = min(grown, self._overload_cap)
+            else:
+                self._overload_cap = float(CEILING)
+            self.value = max(self.value, grown)
+        if waiting >= target or self.value < before:
+            self.starting = False
         self.value = float(max(self.floor, min(self.ceiling, self.value)))
+
+    def _averages(self, load: EngineLoad, now: float) -> tuple[float, float, float, bool] | None:
+        """``(held, waiting, running, averaged)`` in our requests, once a round trip was answered since
+        the last decision (``None`` before: none yet). With the histograms, averages since then
+        (``averaged``): ``held`` is ours in flight (the answers' seconds over the window's), the others
+        the engine's, divided by the prompts it finished per answer of ours; the first sample (or one
+        from a restarted server) only starts the window. Without them, the gauges now, and ``held`` the
+        limit."""
+        window, mark = self._window, (now, load, self.answers, self._answered_seconds)
+        round_trip = max(1, int(self.value))
+        if load.finished is None or load.queue_seconds is None or load.inference_seconds is None:
+            if window is not None and self.answers - window[2] < round_trip:
+                return None
+            self._window = mark
+            return self.value, load.waiting, load.running, False
+        if window is None or window[1].finished is None or load.finished < window[1].finished:
+            self._window, self._origin = mark, (load.finished, self.answers)
+            return None
+        began, first, answers, answered_seconds = window
+        answered, finished = self.answers - answers, load.finished - (first.finished or 0.0)
+        if answered < round_trip or finished <= 0 or now <= began:
+            return None
+        self._window = mark
+        seconds = now - began
+        # prompts per answer since the first sample: one window's count is off by the requests that
+        # finished on one side of its edges and were answered on the other
+        prompts = (load.finished - self._origin[0]) / max(1, self.answers - self._origin[1])
+        per_answer = max(1.0, prompts) * seconds
+        waiting = (load.queue_seconds - (first.queue_seconds or 0.0)) / per_answer
+        running = (load.inference_seconds - (first.inference_seconds or 0.0)) / per_answer
+        return (self._answered_seconds - answered_seconds) / seconds, waiting, running, True
 
     def _probing(self, seconds: float) -> None:
         """One answer while the limit is halved: the first ``limit`` ones were sent before (queued with
@@ -239,7 +310,12 @@ class AdaptiveLimit:
             self._probe, self._since_probe, self._probed = None, 0, True
 
     def overloaded(self) -> None:
-        """Back off after an answer saying the server is overloaded (429, 503, ``Retry-After``)."""
+        """Back off after an answer saying the server is overloaded (429, 503, ``Retry-After``); fed by
+        ``/metrics``, the limit then grows to no more than one under where it was for
+        :data:`PROBE_ROUNDS` round trips (a proxy's or the server's own cap on requests that its metrics
+        do not show)."""
         self.overloads += 1
         self.starting = False
+        self._overload_cap = max(float(self.floor), min(self._overload_cap, self.value - 1))
+        self._cap_until = self.answers + int(PROBE_ROUNDS * self.value)
         self.value = float(max(self.floor, self.value * OVERLOAD_FACTOR))

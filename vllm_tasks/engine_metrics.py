@@ -26,6 +26,11 @@ KV_CACHE_USAGE_NAMES: tuple[tuple[str, str], ...] = (
 """The KV-cache usage gauge (1.0: full) by its names across vLLM versions, the newest first, with the
 evidence. The first one a server reports is read."""
 
+QUEUE_TIME = "vllm:request_queue_time_seconds"
+"""The histogram of the seconds each finished request waited (``_sum`` and ``_count`` are read)."""
+INFERENCE_TIME = "vllm:request_inference_time_seconds"
+"""The histogram of the seconds each finished request ran (its ``_sum`` is read)."""
+
 SAMPLE_INTERVAL = 0.05
 """The least seconds between two samples of one server's ``/metrics`` (on a busy engine a request takes
 tens of milliseconds or more: a sample every 50 ms sees each wave of answers, and costs the server one
@@ -40,15 +45,28 @@ that takes longer is a failed sample."""
 class EngineLoad:
     """One sample of a server's engine state.
 
+    The counts are the engine's requests: one per prompt (vLLM runs a batch of 8 texts as 8), of every
+    client. Between two samples, the growth of ``queue_seconds`` (and ``inference_seconds``) over the
+    seconds between them is the average number of requests waiting (and running) in that time, for the
+    requests that finished in it (Little's law): unlike the gauges, read at any instant, it does not
+    depend on when the sample is taken (right after a batch ended, the gauges read an empty engine).
+
     Attributes:
-        running: requests in the running batch (all engines, every client's).
-        waiting: requests waiting for a place in it.
+        running: requests in the running batch now (all engines).
+        waiting: requests waiting for a place in it now.
         kv_cache_usage: the KV cache's usage, 0 to 1 (the fullest engine's); ``None`` when not reported.
+        finished: requests finished so far (a counter); ``None`` when not reported (then so are the
+            next two).
+        queue_seconds: the seconds they waited, summed.
+        inference_seconds: the seconds they ran, summed.
     """
 
     running: float
     waiting: float
     kv_cache_usage: float | None = None
+    finished: float | None = None
+    queue_seconds: float | None = None
+    inference_seconds: float | None = None
 
 
 def parse_metrics(text: str) -> EngineLoad | None:
@@ -58,24 +76,27 @@ def parse_metrics(text: str) -> EngineLoad | None:
         text: the body.
 
     Returns:
-        The sums of :data:`RUNNING` and :data:`WAITING` over their samples (one per engine) and the
-        largest KV-cache usage, or ``None`` when either request gauge is absent or a value of theirs is
+        The sums of :data:`RUNNING` and :data:`WAITING` over their samples (one per engine), the largest
+        KV-cache usage, and the sums of :data:`QUEUE_TIME`'s and :data:`INFERENCE_TIME`'s ``_count`` and
+        ``_sum`` (all three or none), or ``None`` when either request gauge is absent or a value of theirs is
         not a finite number of 0 or more (not vLLM's metrics: the caller goes on without them). Lines
         that are not samples of these gauges are ignored.
 
     Examples:
-        >>> parse_metrics('vllm:num_requests_running{engine="0"} 4.0\\nvllm:num_requests_waiting 1.0\\n')
-        EngineLoad(running=4.0, waiting=1.0, kv_cache_usage=None)
+        >>> load = parse_metrics('vllm:num_requests_running{engine="0"} 4\\nvllm:num_requests_waiting 1\\n')
+        >>> load.running, load.waiting, load.finished
+        (4.0, 1.0, None)
         >>> parse_metrics("<html>Not Found</html>") is None
         True
     """
     kv_names = [name for name, _ in KV_CACHE_USAGE_NAMES]
+    summed = (RUNNING, WAITING, f"{QUEUE_TIME}_count", f"{QUEUE_TIME}_sum", f"{INFERENCE_TIME}_sum")
     sums: dict[str, float] = {}
     for line in text.splitlines():
         name, value = _sample(line)
         if name is None:
             continue
-        if name in (RUNNING, WAITING):
+        if name in summed:
             if value is None or value < 0:
                 return None
             sums[name] = sums.get(name, 0.0) + value
@@ -84,7 +105,9 @@ def parse_metrics(text: str) -> EngineLoad | None:
     if RUNNING not in sums or WAITING not in sums:
         return None
     usage = next((sums[name] for name in kv_names if name in sums), None)
-    return EngineLoad(sums[RUNNING], sums[WAITING], usage)
+    times = [sums.get(name) for name in summed[2:]]
+    finished, queued, ran = times if None not in times else (None, None, None)
+    return EngineLoad(sums[RUNNING], sums[WAITING], usage, finished, queued, ran)
 
 
 def _sample(line: str) -> tuple[str | None, float | None]:

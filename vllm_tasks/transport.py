@@ -132,13 +132,13 @@ class RouteLimit:
             return self.limit.settled
 
     def sampled(self, load: EngineLoad | None) -> int:
-        """Feed the limit one sample of the server's ``/metrics`` (``None``: none can be read, the limit
-        is steered by latencies again). Returns the settled limit."""
+        """Feed the limit one sample of the server's ``/metrics``, taken now (``None``: none can be read,
+        the limit is steered by latencies again). Returns the settled limit."""
         with self._lock:
             if load is None:
                 self.limit.engine = False
             else:
-                self.limit.sampled(load)
+                self.limit.sampled(load, time.monotonic())
             return self.limit.settled
 
 

@@ -209,7 +209,7 @@ class ReplicaPool:
         if load is None:
             limit.engine = False
         else:
-            limit.sampled(load)
+            limit.sampled(load, time.monotonic())
 
     def set_aside(self, replica: Replica, error: BaseException, *, held: bool = True) -> None:
         """Give back a slot after a server failure (``held=False``: the failed request had none, such as
