@@ -50,7 +50,7 @@ def test_a_jobs_auto_fills_the_slots_from_the_metrics_without_a_503(tmp_path: Pa
         fixed = vt.embed_file(client, corpus, tmp_path / "fixed.npy", batch_size=8, concurrency=4)
     assert load.rejected == 0 and load.most_in_server <= 15
     (server,) = auto.replicas
-    assert 2 <= server.concurrency <= 15
+    assert 2 <= server.concurrency <= 15 and len(fake.received("/metrics")) >= 2
     np.testing.assert_array_equal(np.load(auto.out), np.load(fixed.out))
     manifest = json.loads(auto.manifest.read_text())
     assert manifest["replicas"][0]["concurrency"] == server.concurrency
@@ -110,6 +110,7 @@ def test_embed_auto_fills_the_slots_from_the_metrics_and_never_queues_more_than_
         reference = client.embed(BATCHES, batch_size=8, concurrency=1)
         load = fake.load
     np.testing.assert_array_equal(result.vectors, reference.vectors)
+    assert client._transport.route_limit("/v1/embeddings").limit.engine  # steered by the metrics
     assert load.rejected == 0 and load.most_in_server <= 12
     assert 2 <= client.usage.concurrency_limit <= 12
 
@@ -129,6 +130,8 @@ def test_rerank_and_score_take_auto_from_the_metrics_without_a_503(make_client: 
                 scores = [item.score for item in sorted(ranking.results, key=lambda r: r.index)]
             else:
                 scores = list(client.score("query", documents, batch_size=4, concurrency=concurrency).scores)
+            if concurrency == "auto":
+                assert client._transport.route_limit(f"/{call}").limit.engine  # steered by the metrics
             return scores, fake.load
 
     best, _ = run(2)
