@@ -1,11 +1,12 @@
-"""``concurrency="auto"``: a limit on requests in flight that tunes itself from the answers' latencies.
+"""``concurrency="auto"``: a limit on requests in flight that tunes itself from the server's ``/metrics``
+(where it serves them: see "From the engine's own signals" below) or from the answers' latencies.
 
 The right number of requests in flight depends on the server (model size, GPU, ``--max-num-seqs``, other
-tenants): too few leaves the GPU idle, too many only fills vLLM's queue and raises latency. The limit
-reads the queue from latencies, as TCP Vegas does: ``smoothed`` is the answers' latency smoothed over the
-last few, ``baseline`` its lowest value (no queueing; smoothed too, so that one lucky answer is none);
-``limit * (1 - baseline / smoothed)`` estimates the requests waiting in the server's queue rather than
-being served.
+tenants): too few leaves the GPU idle, too many only fills vLLM's queue and raises latency. Without
+``/metrics``, the limit reads the queue from latencies, as TCP Vegas does: ``smoothed`` is the answers'
+latency smoothed over the last few, ``baseline`` its lowest value (no queueing; smoothed too, so that one
+lucky answer is none); ``limit * (1 - baseline / smoothed)`` estimates the requests waiting in the
+server's queue rather than being served.
 
 The baseline comes from the start (the lowest smoothed latency after the first :data:`START` answers)
 until the first probe, then from the probes alone (their median): between two probes a lucky streak of
@@ -67,7 +68,7 @@ from .engine_metrics import EngineLoad
 
 Concurrency = int | Literal["auto"]
 """Requests in flight (per server): a number, or ``"auto"``: an :class:`AdaptiveLimit` tuned from the
-answers' latencies."""
+server's ``/metrics`` where it serves them, else from the answers' latencies."""
 
 OVERLOAD_STATUSES = frozenset({429, 503})
 """Answers that make an ``auto`` limit back off (the server says it is overloaded)."""
