@@ -3,6 +3,9 @@ load or ``None``, never an exception) and when samples are taken (in virtual tim
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -73,3 +76,13 @@ def test_samples_are_taken_one_at_a_time_at_most_every_interval() -> None:
     assert not sampler.due(SAMPLE_INTERVAL / 2) and sampler.due(SAMPLE_INTERVAL)
     sampler.read(None)  # not vLLM's metrics: never asked again
     assert sampler.served is False and not sampler.due(100.0) and sampler.samples == 1
+
+
+def test_a_body_recorded_from_vllm_0_32_is_read() -> None:
+    # GET /metrics of the `embed` CPU fixture (MiniLM) after 8 requests of 8 texts: 64 engine requests
+    body = (Path(__file__).parents[1] / "data/vllm-0.32-metrics.txt").read_text()
+    load = parse_metrics(body)
+    assert load is not None
+    assert (load.running, load.waiting, load.kv_cache_usage, load.finished) == (0.0, 0.0, 0.0, 64.0)
+    assert load.queue_seconds == pytest.approx(0.004107441956875846)
+    assert load.inference_seconds == pytest.approx(32.02054651995422)
