@@ -40,6 +40,10 @@ METRICS_TIMEOUT = 5.0
 """Seconds a sample may take (vLLM's API server answers ``/metrics`` itself, without the engine); one
 that takes longer is a failed sample."""
 
+METRICS_MAX_BYTES = 4 * 1024 * 1024
+"""The largest ``/metrics`` body read (vLLM 0.32's is about 50 KB; a larger one is not read, and the
+limit goes on from the latencies)."""
+
 
 @dataclass(frozen=True)
 class EngineLoad:

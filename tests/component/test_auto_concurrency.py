@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import vllm_tasks as vt
 from vllm_tasks import cli, telemetry
 from vllm_tasks.adaptive import AdaptiveLimit, Concurrency
+from vllm_tasks.engine_metrics import METRICS_MAX_BYTES
 from vllm_tasks.jobs.replicas import JobClient, Replica, ReplicaPool
 from vllm_tasks.testing import OCR_TASKS, RERANKER_TASKS, CapacityLoad, FakeVLLM, Reply
 from vllm_tasks.threaded import ThreadedClient
@@ -140,7 +141,7 @@ def test_rerank_and_score_take_auto_from_the_metrics_without_a_503(make_client: 
     assert load.rejected == 0 and load.most_in_server <= 7
 
 
-@pytest.mark.parametrize("answer", ["404", "500", "garbage"])
+@pytest.mark.parametrize("answer", ["404", "500", "garbage", "oversized"])
 def test_auto_without_metrics_reads_them_once_and_goes_on_from_latencies(
     make_client: Any, answer: str
 ) -> None:
@@ -154,6 +155,9 @@ def test_auto_without_metrics_reads_them_once_and_goes_on_from_latencies(
             fake.fail(500, path="/metrics", times=1)
         elif answer == "garbage":
             fake.mutate(lambda reply: Reply(200, b"<html>a proxy's page</html>"), path="/metrics", times=1)
+        elif answer == "oversized":  # vLLM's gauges, then more than a body of metrics can be
+            oversized = b"#" * METRICS_MAX_BYTES
+            fake.mutate(lambda reply: Reply(200, reply.body + oversized), path="/metrics", times=1)
         client = make_client(fake.url, max_retries=8)
         result = client.embed(BATCHES[:160], batch_size=8, concurrency="auto")
         client.embed(BATCHES[:160], batch_size=8, concurrency="auto")

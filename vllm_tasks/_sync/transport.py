@@ -19,7 +19,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt
 from .._backends import SyncBackend
 from ..adaptive import Concurrency
 from ..config import ClientSettings
-from ..engine_metrics import METRICS_TIMEOUT, EngineLoad, parse_metrics
+from ..engine_metrics import METRICS_MAX_BYTES, METRICS_TIMEOUT, EngineLoad, parse_metrics
 from ..errors import APIError
 from ..fetching import third_party_request
 from ..retries import Backoff
@@ -110,12 +110,22 @@ class SyncTransport(TransportBase):
     def engine_load(self) -> EngineLoad | None:
         """One sample of the server's ``GET /metrics``: ``None`` when it is not served, fails, or answers
         anything but vLLM's metrics (never raises: the caller goes on without them)."""
+        body = bytearray()
         try:
             built = self._build(self.http, Request("GET", "/metrics", timeout=METRICS_TIMEOUT))
-            response = self.http.send(built)
+            response = self.http.send(built, stream=True)
+            try:
+                if response.status_code != 200:
+                    return None
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > METRICS_MAX_BYTES:  # not vLLM's metrics (a proxy's page, a stream)
+                        return None
+            finally:
+                response.close()
         except httpx.HTTPError:
             return None
-        return parse_metrics(response.text) if response.status_code == 200 else None
+        return parse_metrics(body.decode("utf-8", "replace"))
 
     def _exchange(
         self, request: Request, attempt: int, route: RouteLimit | None = None, *, stream: bool = False
