@@ -1,11 +1,13 @@
 """Sweep fixed concurrency 1..64 and ``concurrency="auto"`` against a server at its capacity (issue 25).
 
 Against FakeVLLM's capacity model (``python -m vllm_tasks.testing --slots N --cost-per-input S
---queue-limit Q``, in its own process) at three capacities, or, with ``--url``, against a real server:
-one ``Client.embed`` call per setting (batches of 8, a fresh client each, so that ``auto`` starts from
-nothing), printing rows/s, the p95 latency of its requests, the 503s it got and, for ``auto``, the
-limit it settled on and its ratios to the best fixed setting (the highest throughput; of those within 2%
-of it, the lowest p95). Targets: auto >= 0.95x the best's throughput, p95 <= 1.5x its p95, no more 503s.
+--queue-limit Q``, in its own process) at three capacities, each with its ``/metrics`` served (auto reads
+the engine's queue) and without (auto reads latencies), or, with ``--url``, against a real server: one
+job (``embed_file``; ``--what call``: one ``Client.embed`` call) per setting (batches of 8, a fresh
+client each, so that ``auto`` starts from nothing), printing rows/s, the p95 latency of its requests,
+the 503s it got and, for ``auto``, the limit it settled on and its ratios to the best fixed setting (the
+highest throughput; of those within 2% of it, the lowest p95). Targets: auto >= 0.95x the best's
+throughput, p95 <= 1.5x its p95, no more 503s.
 Each figure twice: over the whole call (``auto``'s start-up from one request included), and over its
 steady part (the answers after the first third, as ``tests/unit/test_adaptive.py`` measures).
 
@@ -18,12 +20,15 @@ The capacity model sleeps rather than computes, so the sweep is light (about 2 m
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import vllm_tasks as vt
@@ -77,7 +82,8 @@ def p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20)[-1] if len(values) >= 2 else values[0]
 
 
-def run(url: str, setting: Concurrency, rows: int) -> Row:
+def run(url: str, setting: Concurrency, rows: int, what: str) -> Row:
+    """One setting: a job (``what="job"``: ``embed_file``) or one ``Client.embed`` call."""
     texts = [f"text number {index} of the sweep" for index in range(rows)]
     requests = Requests()
     logger = logging.getLogger("vllm_tasks")
@@ -85,13 +91,21 @@ def run(url: str, setting: Concurrency, rows: int) -> Row:
     logger.setLevel(logging.DEBUG)
     logger.propagate = False
     try:
-        with vt.Client(url, max_retries=20) as client:
+        with vt.Client(url, max_retries=20) as client, tempfile.TemporaryDirectory() as folder:
             client.embed(texts[:1])  # discovery, outside the measure
+            corpus = Path(folder) / "corpus.txt"
+            corpus.write_text("\n".join(texts) + "\n")
             requests.seen.clear()
             started = time.perf_counter()
-            client.embed(texts, batch_size=BATCH, concurrency=setting)
+            if what == "call":
+                client.embed(texts, batch_size=BATCH, concurrency=setting)
+                limit = client.usage.concurrency_limit
+            else:
+                report = vt.embed_file(
+                    client, corpus, Path(folder) / "out.npy", batch_size=BATCH, concurrency=setting
+                )
+                limit = report.replicas[0].concurrency if setting == "auto" else None
             seconds = time.perf_counter() - started
-            limit = client.usage.concurrency_limit
     finally:
         logger.removeHandler(requests)
     answered = [ms for status, ms, _ in requests.seen if status == 200]
@@ -99,10 +113,10 @@ def run(url: str, setting: Concurrency, rows: int) -> Row:
     return Row(setting, Measure(rows / seconds, p95(answered)), requests.steady(), refused, limit)
 
 
-def sweep(url: str, rows_for: Any) -> list[Row]:
+def sweep(url: str, rows_for: Any, what: str) -> list[Row]:
     results = []
     for setting in SETTINGS:
-        row = run(url, setting, rows_for(setting))
+        row = run(url, setting, rows_for(setting), what)
         results.append(row)
         limit = f"  (settled on {row.limit})" if row.limit is not None else ""
         measured = (
@@ -127,10 +141,11 @@ def sweep(url: str, rows_for: Any) -> list[Row]:
     return results
 
 
-def start_fake(slots: int, latency: float, cost: float) -> tuple[subprocess.Popen[str], str]:
+def start_fake(slots: int, latency: float, cost: float, metrics: bool) -> tuple[subprocess.Popen[str], str]:
     command = [sys.executable, "-m", "vllm_tasks.testing", "--port", "0", "--tasks", "embed"]
     command += ["--slots", str(slots), "--latency", str(latency), "--cost-per-input", str(cost)]
     command += ["--queue-limit", str(2 * slots), "--retry-after", "1"]
+    command += [] if metrics else ["--no-metrics"]
     server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     assert server.stdout is not None
     return server, server.stdout.readline().strip()
@@ -141,22 +156,25 @@ def main() -> None:
     parser.add_argument("--url", default=None, help="sweep a real server instead of the capacity model")
     parser.add_argument("--seconds", type=float, default=3.0, help="about how long each setting runs")
     parser.add_argument("--rows", type=int, default=4000, help="with --url: rows per setting")
+    parser.add_argument("--what", choices=["job", "call"], default="job", help="embed_file or Client.embed")
     args = parser.parse_args()
     if args.url:
         print(f"{args.url}: {args.rows} rows, batches of {BATCH}")
-        sweep(args.url, lambda setting: args.rows)
+        sweep(args.url, lambda setting: args.rows, args.what)
         return
-    for slots, latency, cost in CAPACITIES:
+    for (slots, latency, cost), metrics in itertools.product(CAPACITIES, (True, False)):
         service = latency + BATCH * cost
-        print(f"{slots} slots, {service * 1000:.0f} ms a batch of {BATCH}, 503 past {2 * slots} waiting:")
+        served = "/metrics served" if metrics else "no /metrics"
+        batch = f"{service * 1000:.0f} ms a batch of {BATCH}"
+        print(f"{slots} slots, {batch}, 503 past {2 * slots} waiting, {served}:")
 
         def rows_for(setting: Concurrency, slots: int = slots, service: float = service) -> int:
             in_flight = slots if setting == "auto" else min(setting, slots)
             return BATCH * max(24, int(in_flight / service * args.seconds))
 
-        server, url = start_fake(slots, latency, cost)
+        server, url = start_fake(slots, latency, cost, metrics)
         try:
-            sweep(url, rows_for)
+            sweep(url, rows_for, args.what)
         finally:
             server.terminate()
             server.wait()

@@ -100,3 +100,4 @@ class ThreadedClient:
     ocr = _in_thread(Client.ocr)
     ocr_pdf = _in_thread(Client.ocr_pdf)
     _ocr_page = _in_thread(Client._ocr_page)
+    _engine_load = _in_thread(Client._engine_load)

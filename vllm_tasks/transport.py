@@ -25,6 +25,7 @@ from tenacity import RetryCallState
 from .adaptive import OVERLOAD_STATUSES, AdaptiveLimit
 from .calls import CLIENT_DEFAULT, TimeoutLike
 from .config import ClientSettings, TransportName
+from .engine_metrics import EngineLoad, EngineSampler
 from .errors import APIConnectionError, APITimeoutError, MissingDependency, UnexpectedResponse
 from .redaction import route_url
 from .responses import check_status
@@ -132,6 +133,16 @@ class RouteLimit:
                 self.limit.answered(seconds)
             return self.limit.settled
 
+    def sampled(self, load: EngineLoad | None) -> int:
+        """Feed the limit one sample of the server's ``/metrics``, taken now (``None``: none can be read,
+        the limit is steered by latencies again). Returns the settled limit."""
+        with self._lock:
+            if load is None:
+                self.limit.engine = False
+            else:
+                self.limit.sampled(load, time.monotonic())
+            return self.limit.settled
+
 
 class TransportBase:
     """The parts of a transport that do not wait: settings, URLs, headers, building and checking."""
@@ -146,6 +157,8 @@ class TransportBase:
         self._urls: dict[str, httpx.URL] = {}
         self._routes: dict[str, RouteLimit] = {}
         self._routes_lock = threading.Lock()
+        self.engine = EngineSampler()
+        """When ``auto`` samples the server's ``/metrics``, and whether it serves them."""
         self._headers = merge_headers(settings.request_headers)
         self._json_headers = merge_headers(self._headers, {"Content-Type": "application/json"})
 

@@ -74,8 +74,8 @@ def test_retries_after_a_retry_after_wait_for_a_slot_under_the_lowered_limit(
     # learns nothing from answers here (it would grow back past the 2 slots and be refused again, by
     # design): under the limit, the refusals stop once three have brought it to 2 (6 x 0.7^3); a busy
     # machine may send the first 6 slowly enough to refuse fewer. Requests sent above the limit would be
-    # refused on and on.
-    with FakeVLLM(slots=2, queue_limit=0, retry_after=1, latency=0.1) as fake:
+    # refused on and on. Without /metrics: their samples would teach it too.
+    with FakeVLLM(slots=2, queue_limit=0, retry_after=1, latency=0.1, metrics=False) as fake:
         client = make_client(fake.url, max_retries=2)
         client.server_info()
         limit = route_limit(client, 6)

@@ -18,6 +18,7 @@ from .._backends import SETTLE_SECONDS
 from ..adaptive import Concurrency
 from ..config import ClientSettings, FetchLimits, TimeoutArg, TransportName
 from ..discovery import NGRAM_PROCESSOR
+from ..engine_metrics import EngineLoad
 from ..errors import InvalidInputError
 from ..progress import Progress
 from ..server_state import Fact, ServerState
@@ -337,6 +338,11 @@ class ClientBase:
             model = self.model or report.server.default_model or ""
             self._learn(seen, NGRAM_PROCESSOR, model, report.ngram_processor)
         return report
+
+    def _engine_load(self) -> EngineLoad | None:
+        """One sample of the server's ``/metrics`` (for a job's ``concurrency="auto"``): ``None`` when it
+        cannot be read. Never raises."""
+        return self._transport.engine_load()
 
     def _send_batches(
         self,

@@ -19,6 +19,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt
 from .._backends import SyncBackend
 from ..adaptive import Concurrency
 from ..config import ClientSettings
+from ..engine_metrics import METRICS_MAX_BYTES, METRICS_TIMEOUT, EngineLoad, parse_metrics
 from ..errors import APIError
 from ..fetching import third_party_request
 from ..retries import Backoff
@@ -91,9 +92,40 @@ class SyncTransport(TransportBase):
             self.backend.sleep(route.paused())
         self.backend.take_slot(route)
         try:
-            return self._exchange(request, next(attempts), route, stream=stream)
+            response = self._exchange(request, next(attempts), route, stream=stream)
         finally:
             route.release()
+        self._sample_engine(route)
+        return response
+
+    def _sample_engine(self, route: RouteLimit) -> None:
+        """Feed ``route`` a sample of the server's ``/metrics`` when one is due (see
+        :mod:`vllm_tasks.engine_metrics`); one that fails leaves the limit to the latencies."""
+        if not self.engine.due(time.monotonic()):
+            return
+        load = self.engine_load()
+        self.engine.read(load)
+        self.usage.limit_now(route.sampled(load))
+
+    def engine_load(self) -> EngineLoad | None:
+        """One sample of the server's ``GET /metrics``: ``None`` when it is not served, fails, or answers
+        anything but vLLM's metrics (never raises: the caller goes on without them)."""
+        body = bytearray()
+        try:
+            built = self._build(self.http, Request("GET", "/metrics", timeout=METRICS_TIMEOUT))
+            response = self.http.send(built, stream=True)
+            try:
+                if response.status_code != 200:
+                    return None
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > METRICS_MAX_BYTES:  # not vLLM's metrics (a proxy's page, a stream)
+                        return None
+            finally:
+                response.close()
+        except httpx.HTTPError:
+            return None
+        return parse_metrics(body.decode("utf-8", "replace"))
 
     def _exchange(
         self, request: Request, attempt: int, route: RouteLimit | None = None, *, stream: bool = False

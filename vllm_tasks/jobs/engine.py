@@ -480,7 +480,7 @@ async def send_request(
 ) -> tuple[Replica, T]:
     """One request of a job (``call``): on ``first`` (its slot taken), else the next free replica,
     hedged and moved on from failing replicas (:meth:`ReplicaPool.race`); the slot given back with the
-    ``rows`` and ``tokens`` it did.
+    ``rows`` and ``tokens`` it did, then the replica's ``/metrics`` sampled when due (``auto``).
 
     Returns:
         The replica that answered, and its answer.
@@ -500,6 +500,7 @@ async def send_request(
             pool.cancelled(replica)
         raise
     pool.release(replica, rows=rows, tokens=tokens(result), seconds=seconds)
+    await pool.sample(replica)
     return replica, result
 
 

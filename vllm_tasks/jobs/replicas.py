@@ -26,12 +26,13 @@ import statistics
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
 from .._async.client import AsyncClient
 from .._sync.client import Client
 from ..adaptive import CEILING, OVERLOAD_STATUSES, AdaptiveLimit, Concurrency
+from ..engine_metrics import EngineSampler
 from ..errors import (
     APITimeoutError,
     InvalidInputError,
@@ -79,7 +80,9 @@ class Replica:
         rows, tokens, batches, failures: totals of this run.
         busy: seconds of its answered requests, summed.
         checked: its model was checked since it was last set aside (see ``ReplicaPool``'s ``admit``).
-        limit: with ``concurrency="auto"``, its requests-in-flight limit (tuned from its answers).
+        limit: with ``concurrency="auto"``, its requests-in-flight limit (tuned from its ``/metrics``
+            where it serves them, else from its answers' latencies).
+        engine: when its ``/metrics`` are sampled, and whether it serves them.
     """
 
     client: JobClient
@@ -95,6 +98,7 @@ class Replica:
     busy: float = 0.0
     checked: bool = True
     limit: AdaptiveLimit | None = None
+    engine: EngineSampler = field(default_factory=EngineSampler)
 
 
 class ReplicaPool:
@@ -102,8 +106,9 @@ class ReplicaPool:
 
     Args:
         replicas: the job's servers.
-        concurrency: requests in flight per replica, or ``"auto"``: each replica's own limit, tuned from
-            its answers' latencies (:class:`~vllm_tasks.adaptive.AdaptiveLimit`).
+        concurrency: requests in flight per replica, or ``"auto"``: each replica's own limit, tuned for
+            throughput from its ``/metrics`` (:meth:`sample`), else from its answers' latencies
+            (:class:`~vllm_tasks.adaptive.AdaptiveLimit`).
         retry_after: seconds a failing replica is first set aside.
         give_up_after: seconds without any answer, every replica set aside, before the job stops.
         admit: awaited before a replica that was set aside gets its next request (it checks the model
@@ -128,7 +133,7 @@ class ReplicaPool:
         self.most_in_flight = CEILING if concurrency == "auto" else concurrency
         """The most requests in flight per replica (``auto``: the ceiling of its limit)."""
         for replica in replicas:
-            replica.limit = AdaptiveLimit() if concurrency == "auto" else None
+            replica.limit = AdaptiveLimit(goal="throughput") if concurrency == "auto" else None
         self._retry_after = retry_after
         self._give_up_after = give_up_after
         self._changed = asyncio.Event()  # set when a slot is given back (one event loop: no lock)
@@ -194,6 +199,20 @@ class ReplicaPool:
                 replica.limit.answered(seconds)
         self._last_answer = time.monotonic()
         self._changed.set()
+
+    async def sample(self, replica: Replica) -> None:
+        """Feed ``replica``'s ``auto`` limit a sample of its ``/metrics`` when one is due (at most every
+        :data:`~vllm_tasks.engine_metrics.SAMPLE_INTERVAL`, in the batch's own task, after its answer);
+        one that cannot be read leaves the limit to the latencies, and the replica is not asked again."""
+        limit = replica.limit
+        if limit is None or not replica.engine.due(time.monotonic()):
+            return
+        load = await replica.client._engine_load()
+        replica.engine.read(load)
+        if load is None:
+            limit.engine = False
+        else:
+            limit.sampled(load, time.monotonic())
 
     def set_aside(self, replica: Replica, error: BaseException, *, held: bool = True) -> None:
         """Give back a slot after a server failure (``held=False``: the failed request had none, such as

@@ -39,6 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--slots", type=int, default=None, help="requests served at once (a capacity)")
     parser.add_argument("--queue-limit", type=int, default=None, help="503 past this many waiting")
     parser.add_argument("--cost-per-input", type=float, default=0.0, help="seconds per input row")
+    parser.add_argument("--no-metrics", action="store_true", help="answer 404 to GET /metrics")
     parser.add_argument("--retry-after", type=float, default=None, help="Retry-After seconds of those 503s")
     args = parser.parse_args(argv)
     done = threading.Event()
@@ -49,6 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_model_len=args.max_model_len, api_key=args.api_key, host=args.host, port=args.port,
         latency=args.latency, slots=args.slots, queue_limit=args.queue_limit,
         cost_per_input=args.cost_per_input, retry_after=args.retry_after,
+        metrics=not args.no_metrics,
     ) as fake:  # fmt: skip
         print(fake.url, flush=True)
         with contextlib.suppress(KeyboardInterrupt):

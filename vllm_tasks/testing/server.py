@@ -127,15 +127,20 @@ class _Capacity:
         self.retry_after = retry_after
         self._lock = threading.Lock()
         self.waiting = self.rejected = self.served = self.in_server = self.most_in_server = 0
+        self.running_prompts = self.waiting_prompts = self.finished_prompts = 0
+        self.queue_seconds = self.inference_seconds = 0.0
 
-    def serve(self, seconds: float, stopping: threading.Event) -> bool:
-        """Wait for a slot and hold it ``seconds``; False (no wait) when the queue is full."""
+    def serve(self, seconds: float, stopping: threading.Event, prompts: int = 1) -> bool:
+        """Wait for a slot and hold it ``seconds``; False (no wait) when the queue is full. ``prompts``:
+        the engine requests it counts as in vLLM's metrics (one per input row)."""
+        arrived = time.monotonic()
         with self._lock:
             if not self._slots.acquire(blocking=False):
                 if self._queue_limit is not None and self.waiting >= self._queue_limit:
                     self.rejected += 1
                     return False
                 self.waiting += 1
+                self.waiting_prompts += prompts
                 queued = True
             else:
                 queued = False
@@ -147,19 +152,37 @@ class _Capacity:
                     if stopping.is_set():  # stop() wakes every delayed answer
                         with self._lock:
                             self.waiting -= 1
+                            self.waiting_prompts -= prompts
                         return True
                 with self._lock:
                     self.waiting -= 1
+                    self.waiting_prompts -= prompts
+            started = time.monotonic()
+            with self._lock:
+                self.running_prompts += prompts
             try:
                 stopping.wait(seconds)
             finally:
                 self._slots.release()
             with self._lock:
                 self.served += 1
+                self.running_prompts -= prompts
+                self.finished_prompts += prompts
+                self.queue_seconds += prompts * (started - arrived)
+                self.inference_seconds += prompts * (time.monotonic() - started)
             return True
         finally:
             with self._lock:
                 self.in_server -= 1
+
+    def engine(self) -> tuple[int, int, int, float, float]:
+        """vLLM's view, in engine requests (prompts): running, waiting, finished, and the seconds the
+        finished ones waited and ran (summed)."""
+        with self._lock:
+            return (
+                self.running_prompts, self.waiting_prompts, self.finished_prompts,
+                self.queue_seconds, self.inference_seconds,
+            )  # fmt: skip
 
     def refusal(self) -> Reply:
         """vLLM's 503 when its queue is full (with ``Retry-After`` when set)."""
@@ -254,6 +277,10 @@ class FakeVLLM:
         ngram_processor: whether DeepSeek-OCR's n-gram processor is loaded.
         api_key: require ``Authorization: Bearer <key>`` on ``/v1`` and ``/v2`` routes.
         openapi: serve ``/openapi.json`` (False: 404, as with ``--disable-fastapi-docs``).
+        metrics: serve ``GET /metrics`` as vLLM 0.32 does (Prometheus text, from the capacity model: the
+            prompts in slots are running, those queued waiting, and the seconds the finished ones waited
+            and ran summed as vLLM's histograms sum them; zeros without ``slots``); False: 404, a server
+            (or proxy) without them.
         latency: seconds added to every answer.
         slots: serve at most this many requests at once, each for ``latency`` seconds plus
             ``cost_per_input`` per input row (a server at its capacity: the others wait in a queue, their
@@ -303,6 +330,7 @@ class FakeVLLM:
         score_template: bool = True,
         api_key: str | None = None,
         openapi: bool = True,
+        metrics: bool = True,
         latency: float = 0.0,
         slots: int | None = None,
         queue_limit: int | None = None,
@@ -330,6 +358,7 @@ class FakeVLLM:
                 raise InvalidInputError(
                     "cost_per_input", cost_per_input, "is negative", "Pass seconds per input row, 0 or more."
                 )
+        self.metrics = metrics
         self._address = (host, port)
         self._lock = threading.Lock()
         self._requests: list[ReceivedRequest] = []
@@ -684,9 +713,12 @@ class FakeVLLM:
         latency = self.settings.latency
         if fault is not None and (fault.reset or fault.status is not None):
             return _Outcome(fault.reply(), latency + fault.delay, fault.reset)
+        if request.path == "/metrics" and request.method == "GET" and self.metrics:
+            reply = self._metrics()  # the API server answers it at once, without the engine
+            return _Outcome(fault.mutation(reply) if fault is not None and fault.mutation else reply)
         if self._capacity is not None and request.method == "POST":
             cost = latency + self._capacity.cost_per_input * _inputs(request)
-            if not self._capacity.serve(cost, self._stopping):
+            if not self._capacity.serve(cost, self._stopping, _inputs(request)):
                 return _Outcome(self._capacity.refusal())
             latency = 0.0  # spent in a slot
         try:
@@ -699,6 +731,46 @@ class FakeVLLM:
             with self._lock:
                 self._sessions.append(reply.upgrade)
         return _Outcome(reply, latency + (fault.delay if fault else 0.0))
+
+    def _metrics(self) -> Reply:
+        """``GET /metrics``: vLLM 0.32's Prometheus text (its process metrics left out), from the capacity
+        model. As vLLM counts them, the engine requests are prompts (a batch of 8 texts is 8)."""
+        capacity = self._capacity
+        running, waiting, finished, queued, ran = (
+            (0, 0, 0, 0.0, 0.0) if capacity is None else capacity.engine()
+        )
+        labels = f'engine="0",model_name="{self.settings.model}"'
+        lines = [
+            "# HELP python_gc_objects_collected_total Objects collected during gc",
+            "# TYPE python_gc_objects_collected_total counter",
+            'python_gc_objects_collected_total{generation="0"} 1234.0',
+        ]
+        for name, kind, help_text, value in (
+            ("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", running),
+            ("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", waiting),
+            ("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", 0.0),
+            (
+                "vllm:request_queue_time_seconds",
+                "histogram",
+                "Histogram of time spent in WAITING phase.",
+                queued,
+            ),
+            (
+                "vllm:request_inference_time_seconds",
+                "histogram",
+                "Histogram of time spent in RUNNING phase.",
+                ran,
+            ),
+        ):
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+            if kind == "gauge":
+                lines.append(f"{name}{{{labels}}} {float(value)!r}")
+            else:
+                lines.append(f'{name}_bucket{{{labels},le="+Inf"}} {float(finished)!r}')
+                lines.append(f"{name}_count{{{labels}}} {float(finished)!r}")
+                lines.append(f"{name}_sum{{{labels}}} {float(value)!r}")
+        body = ("\n".join(lines) + "\n").encode()
+        return Reply(200, body, {"content-type": "text/plain; version=0.0.4; charset=utf-8"})
 
     @property
     def rejected(self) -> int:
