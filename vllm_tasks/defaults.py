@@ -51,7 +51,8 @@ CONCURRENCY = 4
 """Requests in flight at once when a call is split into several."""
 JOB_CONCURRENCY: Literal["auto"] = "auto"
 """Requests in flight per server in the jobs (``embed_file``, ``ocr_dir``, ``transcribe_dir``): ``"auto"``,
-a limit tuned per server from its answers' latencies (``vllm_tasks.adaptive``)."""
+a limit tuned per server from vLLM's ``/metrics`` where served, else from its answers' latencies
+(``vllm_tasks.adaptive``)."""
 EMBED_BATCH_SIZE = 64
 """Inputs per ``/v1/embeddings`` or ``/v2/embed`` request."""
 SPARSE_BATCH_SIZE = 16
