@@ -221,7 +221,7 @@ def _cell_errors(
             f"{name}[{row}]",
             cell,
             f"is a {type(cell).__name__}, not {holds}",
-            "Drop or fill such rows first (ds.filter)."
+            "Drop or fill such rows first."
             + (' Or pass on_error="column" to get a per-row error.' if on_error == "raise" else ""),
         )
         if on_error == "raise":
