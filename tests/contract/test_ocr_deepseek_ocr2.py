@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import vllm_tasks as vt
-from tests.contract.ocr_fx_c_checks import IMAGES, ocr_with_ids, text_ids
+from tests.contract.ocr_prompt_reference import IMAGES, ocr_with_ids, text_ids
 
 pytestmark = [
     pytest.mark.contract,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import vllm_tasks as vt
-from tests.contract.ocr_fx_c_checks import equals_reference
+from tests.contract.ocr_prompt_reference import equals_reference
 from vllm_tasks.ocr.presets import DOTS_IMAGE_PLACEHOLDER, DOTS_OCR, DOTS_OCR_TEXT
 
 pytestmark = [

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fixture_table import HUNYUAN_OCR_MAX_NEW_TOKENS
+from fixture_table import OCR_REFERENCE_MAX_NEW_TOKENS
 
 import vllm_tasks as vt
-from tests.contract.ocr_fx_b_checks import ocr_equals_transformers
+from tests.contract.ocr_chat_reference import ocr_equals_transformers
 
 pytestmark = [
     pytest.mark.contract,
@@ -31,5 +31,5 @@ def client(vllm_hunyuan_ocr: Any) -> Iterator[vt.Client]:
 
 def test_hunyuan_ocr_is_recognised_and_equals_transformers(client: vt.Client) -> None:
     ocr_equals_transformers(
-        client, "hunyuan-ocr", "hunyuan_vl", "hunyuan-ocr", HUNYUAN_OCR_MAX_NEW_TOKENS, by_name=False
+        client, "hunyuan-ocr", "hunyuan_vl", "hunyuan-ocr", OCR_REFERENCE_MAX_NEW_TOKENS, by_name=False
     )

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fixture_table import QWEN2_5_VL_MAX_NEW_TOKENS
+from fixture_table import OCR_REFERENCE_MAX_NEW_TOKENS
 
 import vllm_tasks as vt
-from tests.contract.ocr_fx_b_checks import PAGES, ocr_equals_transformers
+from tests.contract.ocr_chat_reference import PAGES, ocr_equals_transformers
 
 pytestmark = [
     pytest.mark.contract,
@@ -30,9 +30,11 @@ def client(vllm_qwen2_5_vl: Any) -> Iterator[vt.Client]:
 
 
 def test_olmocr_and_nanonets_equal_transformers_on_one_server(client: vt.Client) -> None:
-    olmocr = ocr_equals_transformers(client, "olmocr", "qwen2_5_vl", "qwen2-5-vl", QWEN2_5_VL_MAX_NEW_TOKENS)
+    olmocr = ocr_equals_transformers(
+        client, "olmocr", "qwen2_5_vl", "qwen2-5-vl", OCR_REFERENCE_MAX_NEW_TOKENS
+    )
     nanonets = ocr_equals_transformers(
-        client, "nanonets-ocr2", "qwen2_5_vl", "qwen2-5-vl", QWEN2_5_VL_MAX_NEW_TOKENS
+        client, "nanonets-ocr2", "qwen2_5_vl", "qwen2-5-vl", OCR_REFERENCE_MAX_NEW_TOKENS
     )
     assert olmocr[0] != nanonets[0]  # each preset's own prompt (olmOCR's before the page)
 
