@@ -180,7 +180,7 @@ ERROR_TYPES = {
     404: "NotFoundError",
     422: "UnprocessableEntityError",
     500: "InternalServerError",
-    501: "NotImplementedError",  # a mounted route whose task is not active (vllm-api.md, error table)
+    501: "NotImplementedError",  # a mounted route whose task is not active (tests/recorded/late-interaction)
     503: "ServiceUnavailableError",
 }
 """vLLM's ``error.type`` per status; other statuses get their HTTP phrase (e.g. ``TooManyRequests``)."""
