@@ -15,6 +15,7 @@ from PIL import Image
 
 import vllm_tasks as vt
 from vllm_tasks import cli
+from vllm_tasks.ocr import PageQuality
 from vllm_tasks.ocr.presets import GENERIC
 from vllm_tasks.testing import OCR_TASKS, FakeVLLM, grounding_output
 
@@ -141,3 +142,42 @@ def test_every_preset_s_fake_answers_in_a_form_its_format_accepts(name: str, out
     assert "Invoice 7" in result.markdown or "Plain words" in result.markdown
     output_format = vt.ocr.formats.FORMATS[vt.ocr.presets.PRESETS[name].output]
     assert output_format.check(result.text) is None
+
+
+def test_ocr_dir_reads_and_checks_each_page_in_its_task_s_format(tmp_path: Path) -> None:
+    """HunyuanOCR's spotting task: a grounded page comes back as lines with corners, recorded in
+    pages.jsonl with the preset; text without corners fails the spotting format's check, so the ladder
+    tries again and the page fails, where the markdown task keeps the same text."""
+    scans = tmp_path / "scans"
+    scans.mkdir()
+    (scans / "a.png").write_bytes(png(size=(200, 100)))
+    spotting = vt.OCRParams(task="spotting")
+    with FakeVLLM(
+        model="tencent/HunyuanOCR", tasks=OCR_TASKS, ocr_preset="hunyuan-ocr", ocr_output=PAGE
+    ) as fake:
+        assert vt.ocr_dir(fake.url, scans, tmp_path / "spots", params=spotting).complete
+    (record,) = [json.loads(line) for line in (tmp_path / "spots" / "pages.jsonl").read_text().splitlines()]
+    assert record["preset"] == "hunyuan-ocr" and record["metadata"] == {} and record["tries"] == 1
+    assert [(block["text"], block["boxes"]) for block in record["blocks"]] == [
+        ("# Invoice 7", [[0, 0, 199, 20]]),  # 999 of the 0-1000 grid
+        ("Due now.", [[0, 30, 199, 60]]),
+    ]
+    with FakeVLLM(
+        model="tencent/HunyuanOCR", tasks=OCR_TASKS, ocr_preset="hunyuan-ocr", ocr_output="Due."
+    ) as fake:
+        failed = vt.ocr_dir(fake.url, scans, tmp_path / "failed", params=spotting)
+        tries = len(fake.received("/v1/chat/completions"))
+        kept = vt.ocr_dir(fake.url, scans, tmp_path / "kept")
+    assert not failed.complete and kept.complete and tries == 1 + len(PageQuality().retry_temperatures)
+    assert any("page 1: invalid" in message for _, _, message in failed.failed), failed.failed
+
+
+def test_pages_jsonl_keeps_what_the_model_said_of_the_page(tmp_path: Path) -> None:
+    scans = tmp_path / "scans"
+    scans.mkdir()
+    (scans / "a.png").write_bytes(png())
+    with FakeVLLM(model="olmOCR-2", tasks=OCR_TASKS, ocr_preset="olmocr", ocr_output="Hello.") as fake:
+        assert vt.ocr_dir(fake.url, scans, tmp_path / "md").complete
+    (record,) = [json.loads(line) for line in (tmp_path / "md" / "pages.jsonl").read_text().splitlines()]
+    assert record["preset"] == "olmocr" and record["markdown"] == "Hello."
+    assert record["metadata"]["primary_language"] == "en" and record["metadata"]["rotation_correction"] == 0

@@ -328,3 +328,27 @@ def test_token_ids_of_the_wrong_type_are_an_unexpected_response(
     for _ in range(2):
         with pytest.raises(UnexpectedResponse, match="token_ids is not a list of token ids"):
             client.ocr(png((8, 8)), preset="generic")
+
+
+def test_a_task_answers_in_its_own_format(make_client: Any, httpx_mock: HTTPXMock) -> None:
+    """HunyuanOCR's spotting task is read as lines with corners on the 0-1000 grid, its other tasks as
+    markdown; the ladder's validity check follows the task's format too."""
+    serve(httpx_mock, "tencent/HunyuanOCR")
+    spotting = "Invoice(100,50),(500,150)\nTotal 9.50(100,800),(400,900)"
+    httpx_mock.add_response(url=CHAT, json=answer(spotting), is_reusable=True)
+    client = make_client()
+    spotted = client.ocr(png((200, 100)), task="spotting")
+    markdown = client.ocr(png((200, 100)))
+    assert sent(httpx_mock)[0]["messages"][1]["content"][1]["text"].startswith("Detect and recognize text")
+    assert [block.text for block in spotted.blocks] == ["Invoice", "Total 9.50"]
+    assert spotted.blocks[0].boxes == [(20, 5, 100, 15)]  # 0-1000 of a 200x100 page
+    assert spotted.markdown == "Invoice\nTotal 9.50" and spotted.preset == "hunyuan-ocr"
+    assert markdown.blocks == [] and markdown.markdown == spotting
+    hunyuan = PRESETS["hunyuan-ocr"]
+    assert ocr_ops.plan_request(hunyuan, ocr_ops.OCRParams(task="spotting")).output == "hunyuan-spotting"
+    assert ocr_ops.plan_request(hunyuan, ocr_ops.OCRParams(prompt="spotting")).output == "hunyuan-spotting"
+    assert ocr_ops.plan_request(hunyuan, ocr_ops.OCRParams(prompt="Read it.")).output == "markdown-html"
+    with pytest.raises(InvalidInputError, match=r"preset\.task_outputs"):
+        replace(hunyuan, task_outputs={"nope": "markdown"})
+    with pytest.raises(InvalidInputError, match=r"preset\.output"):
+        replace(hunyuan, task_outputs={"spotting": "nope"})

@@ -158,7 +158,7 @@ class AsyncOCRMethods(AsyncClientBase):
         url = prepared.data_url if isinstance(prepared, PreparedImage) else prepared
         response = await self._transport.send(ocr_parts.page_request(url, request, model, call))
         result = ocr_parts.parse_response(
-            response, prepared, request.prompt, preset=request.preset, warn=False
+            response, prepared, request.prompt, preset=request.preset, output=request.output, warn=False
         )
         if result.truncated:  # stacklevel: _ocr < ocr < the caller
             warnings.warn(ocr_parts.truncated_message(result), ocr_parts.OCRTruncatedWarning, stacklevel=3)
@@ -369,7 +369,7 @@ class AsyncOCRMethods(AsyncClientBase):
         try of every page still on it at once; a failed page of the PDF ``source`` falls back to its text.
         ``progress`` advances as each page is kept or fails.
         """
-        check = FORMATS[request.preset.output].check
+        check = FORMATS[request.output].check
         states = [ladder.PageLadder() for _ in batch]
         last: list[OCRResult | None] = [None] * len(batch)
         spent = [Usage() for _ in batch]
@@ -398,7 +398,12 @@ class AsyncOCRMethods(AsyncClientBase):
                 result = None
                 if answer is None:
                     result = ocr_parts.parse_response(
-                        response, image, request.prompt, preset=request.preset, warn=False
+                        response,
+                        image,
+                        request.prompt,
+                        preset=request.preset,
+                        output=request.output,
+                        warn=False,
                     )
                     answer = ladder.answer_of(result, check)
                     spent[index] = spent[index] + result.usage

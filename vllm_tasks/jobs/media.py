@@ -114,6 +114,8 @@ class _OCRJob(FolderJob):
             "truncated": result.truncated,
             "finish_reason": result.finish_reason,
             "model": result.model,
+            "preset": result.preset,
+            "metadata": result.metadata,
             "usage": (page.tries_usage or result.usage).model_dump(),
             "tries": page.tries,
             "rotation": page.rotation,
@@ -225,8 +227,10 @@ async def aocr_dir(
     (any case) in ``source`` and its subfolders (hidden ones skipped). Writes, under ``out``:
     ``<relative path>.md`` per document (its pages joined with ``---``, once every page is done),
     ``pages.jsonl`` (one line per page: ``document``, ``page``, ``markdown``, ``blocks`` with labels and
-    pixel boxes, ``image_size``, ``truncated``, ``finish_reason``, ``model``, ``usage`` (of every try), and
-    the page-quality ladder's ``tries``, ``rotation``, ``failure``, ``fallback``), ``errors.jsonl``
+    pixel boxes, ``image_size``, ``truncated``, ``finish_reason``, ``model``, ``preset``, ``metadata``
+    (what the model said of the page besides its text, e.g. olmOCR's rotation and language), ``usage``
+    (of every try), and the page-quality ladder's ``tries``, ``rotation``, ``failure``, ``fallback``),
+    ``errors.jsonl``
     (``document``, ``page``, ``error``: pages that failed in this run, and documents with too many failed
     pages, ``page`` null) and ``manifest.json``. Every page is saved as it finishes: a run after
     ``kill -9`` or Ctrl-C redoes no finished page; failed pages are tried again. A document the job

@@ -175,6 +175,7 @@ class OCRRequest:
         max_side: the longest side sent (``None``: no limit).
         side_multiple: sides rounded to a multiple of this (``None``: as they are).
         require_processor: refuse a server without the preset's n-gram processor.
+        output: the format its answers are read by (:meth:`OCRPreset.output_of` the call's task).
     """
 
     preset: OCRPreset
@@ -183,6 +184,7 @@ class OCRRequest:
     max_side: int | None
     side_multiple: int | None
     require_processor: bool = False
+    output: str = "markdown"
 
     @property
     def checks_processor(self) -> bool:
@@ -321,6 +323,7 @@ def plan_request(preset: OCRPreset, options: OCRParams) -> OCRRequest:
         max_side=preset.max_side if options.max_side is PRESET_DEFAULT else options.max_side,
         side_multiple=preset.side_multiple,
         require_processor=options.require_ngram_processor,
+        output=preset.output_of(task),
     )
 
 
@@ -477,6 +480,7 @@ def parse_response(
     prompt: str,
     *,
     preset: OCRPreset = DEEPSEEK_OCR,
+    output: str | None = None,
     warn: bool = True,
 ) -> OCRResult:
     """Turn a chat-completions response into an :class:`OCRResult`, read by the preset's output format
@@ -486,7 +490,9 @@ def parse_response(
         response: the server's answer.
         image: the prepared image that was sent (its sizes convert the boxes), or the URL sent as is.
         prompt: the prompt text sent, recorded in the result.
-        preset: the model's preset (its ``output`` names the format).
+        preset: the model's preset.
+        output: the name of the answer's format (:attr:`OCRRequest.output`; ``None``: the preset's
+            ``output``).
         warn: warn (pointing at the caller of this function) when the output hit ``max_tokens``.
 
     Raises:
@@ -513,7 +519,9 @@ def parse_response(
     model = text_or_none(payload.get("model")) or ""
     prepared = image if isinstance(image, PreparedImage) else None
     size = prepared.original_size if prepared else None
-    parsed = FORMATS[preset.output].parse(text, PageSizes(prepared.size if prepared else None, size))
+    parsed = FORMATS[output or preset.output].parse(
+        text, PageSizes(prepared.size if prepared else None, size)
+    )
     result = OCRResult(
         text=text,
         markdown=parsed.markdown,

@@ -71,6 +71,8 @@ class OCRPreset:
         max_side: the longest side sent, in pixels (``None``: no limit); ``max_side=`` overrides it.
         side_multiple: sides are rounded to a multiple of this before upload (``None``: as they are).
         output: the name of the answer's format in :data:`vllm_tasks.ocr.formats.FORMATS`.
+        task_outputs: task name -> the format of that task's answer where it is not ``output`` (e.g.
+            ``{"spotting": "hunyuan-spotting"}``).
         server_check: the ``--logits-processors`` flag of an n-gram processor the client checks once per
             model (a server without it ignores ``vllm_xargs``), or ``None``.
         serve_flags: the ``vllm serve`` flags of the recipe (shown in docs and errors).
@@ -98,6 +100,7 @@ class OCRPreset:
     max_tokens: int | None = defaults.OCR_MAX_TOKENS
     system: str | None = None
     task_fields: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    task_outputs: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -112,17 +115,29 @@ class OCRPreset:
             raise InvalidInputError("preset.tasks", self.tasks, "must map task names to prompts", "")
         if self.content not in CONTENTS:
             raise InvalidInputError("preset.content", self.content, "unknown", f"Use one of {CONTENTS}.")
-        if self.output not in FORMATS:
-            raise InvalidInputError(
-                "preset.output", self.output, "is not a format", f"Use one of {', '.join(FORMATS)}."
-            )
-        unknown = sorted(set(self.task_fields) - set(self.tasks))
-        if unknown:
-            raise InvalidInputError("preset.task_fields", unknown, "are not tasks of the preset", "")
+        for name in ("task_fields", "task_outputs"):
+            unknown = sorted(set(getattr(self, name)) - set(self.tasks))
+            if unknown:
+                raise InvalidInputError(f"preset.{name}", unknown, "are not tasks of the preset", "")
+        for output in (self.output, *self.task_outputs.values()):
+            if output not in FORMATS:
+                raise InvalidInputError(
+                    "preset.output", output, "is not a format", f"Use one of {', '.join(FORMATS)}."
+                )
         for name in ("max_side", "side_multiple", "max_tokens"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise InvalidInputError(f"preset.{name}", value, "must be a positive int or None", "")
+
+    def output_of(self, task: str | None) -> str:
+        """The format of the answer to ``task`` (``None``: a prompt of the caller's own): its entry in
+        :attr:`task_outputs`, else :attr:`output`.
+
+        Examples:
+            >>> HUNYUAN_OCR.output_of("spotting"), HUNYUAN_OCR.output_of(None)
+            ('hunyuan-spotting', 'markdown-html')
+        """
+        return self.task_outputs.get(task or "", self.output)
 
     @property
     def default_task(self) -> str:
@@ -317,16 +332,20 @@ HUNYUAN_OCR = OCRPreset(
         "formula": "Identify the formula in the image and represent it using LaTeX format.",
         "chart": "Parse the chart in the image; use Mermaid format for flowcharts and Markdown for other "
         "charts.",
+        "spotting": "Detect and recognize text in the image, and output the text coordinates in a "
+        "formatted manner.",
     },
     sampling={"temperature": 0.0, "top_k": 1, "repetition_penalty": 1.0},
     system="",
     output="markdown-html",
+    task_outputs={"spotting": "hunyuan-spotting"},
     serve_flags="--no-enable-prefix-caching --mm-processor-cache-gb 0",
 )
 """HunyuanOCR (``tencent/HunyuanOCR``; vLLM's recipe ``models/tencent/HunyuanOCR.yaml``): an empty system
 turn, then the page and the document-parsing prompt of its README (other tasks: the README's application
 prompts), greedy with ``top_k=1`` and ``repetition_penalty=1.0``. The answer is markdown with HTML tables
-and LaTeX."""
+and LaTeX; ``task="spotting"``'s is each line of text with its corners (the ``hunyuan-spotting`` format:
+blocks with boxes)."""
 
 QIANFAN_OCR = OCRPreset(
     name="qianfan-ocr",

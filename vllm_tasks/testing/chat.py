@@ -79,14 +79,32 @@ DOTS_CATEGORIES = {
 
 def _answer(preset: OCRPreset, output: str, prompt: str) -> str:
     """The model's answer: DeepSeek-OCR's per prompt; another format's: grounded output written as its
-    markdown (any other text as is), in the preset's format: olmOCR's front matter first, dots.ocr's
-    layout as its JSON list of cells."""
-    if preset.output == "deepseek-grounding":
+    markdown (any other text as is), in the format of the prompt's task: olmOCR's front matter first,
+    dots.ocr's layout as its JSON list of cells, HunyuanOCR's spotting as lines with their corners."""
+    task = next((name for name, text in preset.tasks.items() if text and text in prompt), None)
+    answer_format = preset.output_of(task)
+    if answer_format == "deepseek-grounding":
         return content.ocr_answer(output, prompt)
-    if preset.output == "dots-ocr-layout":
+    if answer_format == "dots-ocr-layout":
         return _dots_layout(output)
+    if answer_format == "hunyuan-spotting":
+        return _spotting(output)
     markdown = to_markdown(parse_grounding(output)) if "<|ref|>" in output else output
-    return OLMOCR_FRONT_MATTER + markdown if preset.output == "olmocr" else markdown
+    return OLMOCR_FRONT_MATTER + markdown if answer_format == "olmocr" else markdown
+
+
+def _spotting(output: str) -> str:
+    """HunyuanOCR's spotting answer: each grounded block's text then its box's corners
+    ``(x1,y1),(x2,y2)`` (its 0-999 box taken as the 0-1000 grid); text without boxes as it is."""
+    if "<|ref|>" not in output:
+        return output
+    lines = [
+        f"{' '.join(block.text.split())}({x1},{y1}),({x2},{y2})"
+        for block in parse_grounding(output)
+        for x1, y1, x2, y2 in block.boxes[:1]
+        if block.text.strip()
+    ]
+    return "\n".join(lines)
 
 
 def _dots_layout(output: str) -> str:
