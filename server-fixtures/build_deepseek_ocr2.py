@@ -17,6 +17,9 @@ from pathlib import Path
 
 #: The width of vLLM's Qwen2 decoder-as-encoder, which the projector reads.
 ENCODER_WIDTH = 896
+#: The rotary base of vLLM's Qwen2 decoder-as-encoder (``CustomQwen2Decoder(rope_theta=1000000.0)`` in
+#: ``deepencoder2.py``, as DeepSeek's ``qwen2_d2e.py``); transformers' encoder config defaults to 10000.
+ENCODER_ROPE_THETA = 1000000.0
 
 
 def build(out: Path) -> None:
@@ -46,8 +49,9 @@ LM_SCALE = 5.0
 
 def transformers_config() -> object:
     """transformers' ``DeepseekOcr2Config`` for the weights vLLM's ``DeepseekOCR2ForCausalLM`` reads: the real
-    SAM ViT-B and the Qwen2 decoder-as-encoder of vLLM's ``build_qwen2_decoder_as_encoder()``, and the
-    ``ocr`` fixture's tiny DeepSeek-V2 language model (MoE from its second layer, plain attention)."""
+    SAM ViT-B and the Qwen2 decoder-as-encoder of vLLM's ``build_qwen2_decoder_as_encoder()`` (its size and
+    its rotary base), and the ``ocr`` fixture's tiny DeepSeek-V2 language model (MoE from its second layer,
+    plain attention)."""
     from build_ocr import config as ocr_config
     from transformers import DeepseekOcr2Config
 
@@ -60,6 +64,7 @@ def transformers_config() -> object:
                 "num_attention_heads": 14,
                 "num_key_value_heads": 2,
                 "intermediate_size": 4864,
+                "rope_parameters": {"rope_type": "default", "rope_theta": ENCODER_ROPE_THETA},
             }
         },
         text_config={

@@ -11,9 +11,19 @@ parameters, 0.9 GB), computes transformers' greedy answer for the two small page
 flags (real weights instead of dummy ones), sends each page through ``client.ocr`` (the ``deepseek-ocr2``
 preset, token ids returned) and compares prompt ids and the 16 generated ids. It prints each step's seconds
 and the server's RSS; exit status 0 when both pages are equal and their answers differ, 1 otherwise.
-Costs on the 2-core machine with other vLLM servers running (load 8-12): build 75 s, transformers'
-reference 330 s for both pages, vLLM start 205 s and 5.1 GB RSS, 45-57 s a page: far over the contract
-tier's budget, which is why the suite's ``deepseek-ocr2`` fixture runs on dummy weights.
+
+Both pages are equal (small-hello: 27049 sixteen times; small-invoice: 114660 sixteen times), and vLLM's
+log-probabilities (``logprobs``, its top 20 at each of the 16 steps) are within 2e-6 of transformers'. That
+needs the builder's transformers config to name the encoder's rotary base: vLLM's decoder-as-encoder fixes
+``rope_theta=1000000.0`` (``CustomQwen2Decoder`` in ``deepencoder2.py``), transformers' encoder config
+falls back to 10000 when none is named. With 10000 the SAM features agree (1.3e-5) but the encoder's
+output differs by up to 1.1 and small-hello's answer diverges at its second token (transformers 47866,
+vLLM 27049: two candidates 0.03 apart). A model directory built before ``ENCODER_ROPE_THETA`` must be
+deleted so that it is rebuilt.
+
+Costs on the 2-core machine: build 20 s (75 s at load 8-12), transformers' reference 71 s for both pages
+(330 s), vLLM start 44 s (205 s) and 5.2 GB RSS, 13 s a page (45-57 s): far over the contract tier's
+budget, which is why the suite's ``deepseek-ocr2`` fixture runs on dummy weights.
 """
 
 from __future__ import annotations
