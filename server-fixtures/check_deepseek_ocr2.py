@@ -18,8 +18,8 @@ needs the builder's transformers config to name the encoder's rotary base: vLLM'
 ``rope_theta=1000000.0`` (``CustomQwen2Decoder`` in ``deepencoder2.py``), transformers' encoder config
 falls back to 10000 when none is named. With 10000 the SAM features agree (1.3e-5) but the encoder's
 output differs by up to 1.1 and small-hello's answer diverges at its second token (transformers 47866,
-vLLM 27049: two candidates 0.03 apart). A model directory built before ``ENCODER_ROPE_THETA`` must be
-deleted so that it is rebuilt.
+vLLM 27049: two candidates 0.03 apart). A model directory whose transformers config names no encoder
+rotary base is rebuilt.
 
 Costs on the 2-core machine: build 20 s (75 s at load 8-12), transformers' reference 71 s for both pages
 (330 s), vLLM start 44 s (205 s) and 5.2 GB RSS, 13 s a page (45-57 s): far over the contract tier's
@@ -70,6 +70,16 @@ def _served_args() -> list[str]:
     return args
 
 
+def _built(out: Path) -> bool:
+    """Whether ``out`` holds both configs, the transformers one naming the encoder's rotary base (a
+    directory built without it gives transformers another encoder than vLLM's: rebuilt)."""
+    config = out / "transformers" / "config.json"
+    if not ((out / "vllm" / "config.json").exists() and config.exists()):
+        return False
+    encoder = json.loads(config.read_text())["vision_config"]["encoder_config"]
+    return "rope_theta" in (encoder.get("rope_parameters") or {})
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -77,7 +87,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=cache_dir() / "models" / "deepseek-ocr2-random")
     out = parser.parse_args().out
     started = time.monotonic()
-    if not (out / "vllm" / "config.json").exists():
+    if not _built(out):
         build = f"import sys; sys.path.insert(0, {str(HERE)!r}); from pathlib import Path; "
         build += f"from build_deepseek_ocr2 import build_random; build_random(Path({str(out)!r}))"
         subprocess.run([str(venv_python()), "-c", build], check=True)
