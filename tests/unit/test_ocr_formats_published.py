@@ -3,6 +3,7 @@ sources in its SOURCE.md). The expected markdown, blocks and metadata are read o
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
@@ -338,3 +339,15 @@ def test_a_preset_naming_the_olmocr_format_gives_its_metadata_in_the_result() ->
     assert result.metadata["is_table"] is True and result.metadata["rotation_correction"] == 0
     assert result.markdown.startswith("Annex I: Annual mid-year population")
     assert [block.label for block in result.blocks] == ["table"]
+
+
+def test_hunyuan_spotting_reads_tencents_own_cases_of_the_format() -> None:
+    """Each answer of Tencent's spotting-parser tests gives exactly the items Tencent's parser must read
+    (text with its parentheses, a second pair of corners bound to no new item, text over two lines)."""
+    cases = json.loads(published("hunyuan-ocr/spotting-format3-cases.json"))
+    assert len(cases) == 6
+    for case in cases:
+        answer = layouts.parse_hunyuan_spotting(case["answer"])
+        items = [[block.text, *(int(value) for value in block.box or ())] for block in answer.blocks]
+        assert items == case["items"], case["answer"]
+        assert answer.valid and answer.markdown == "\n".join(item[0] for item in case["items"])

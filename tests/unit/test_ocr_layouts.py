@@ -475,9 +475,9 @@ def test_lenient_json_reads_valid_json_as_the_json_module_does(items: list[objec
     assert layouts.lenient_json_list(text) == (json.loads(text), set(), None)
 
 
-def test_hunyuan_spotting_pairs_corners_as_tencents_regex_does() -> None:
-    """Tencent's ([^()]+)(corners): corners right after a parenthesis have no text; the comma between
-    two corner pairs is text for the next pair."""
+def test_hunyuan_spotting_corners_after_punctuation_alone_make_no_item() -> None:
+    """Tencent's format3: an item's text runs from the previous corners to its own; corners after nothing
+    but parentheses and commas (a stray ")", the second pair of a doubled item) are no item."""
     answer = layouts.parse_hunyuan_spotting(")(0,0),(1000,1000),(5,6),(7,8)")
 
-    assert [(block.text, block.box) for block in answer.blocks] == [(",", (1000.0, 1000.0, 5.0, 6.0))]
+    assert answer.blocks == () and not answer.valid

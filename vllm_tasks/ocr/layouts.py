@@ -441,35 +441,31 @@ def parse_markdown_html(text: str) -> ParsedLayout:
 # --- HunyuanOCR spotting: text followed by two corner points ------------------------------------------
 
 _HUNYUAN_CORNERS_RE = re.compile(r"\((\d+),(\d+)\),\((\d+),(\d+)\)")
+_HUNYUAN_TEXT_RE = re.compile(r"[^\s(),]")
 
 
 def parse_hunyuan_spotting(text: str) -> ParsedLayout:
     """Read a HunyuanOCR spotting answer (``Detect and recognize text in the image, and output the text
-    coordinates in a formatted manner.``): each line of text followed by ``(x1,y1),(x2,y2)``, its top-left
-    and bottom-right corners on the 0-1000 grid, as Tencent's ``process_spotting_response`` reads it
-    (``Hunyuan-OCR-master/utils.py``). One ``text`` block per line; the markdown is the lines, one per
-    line. Invalid when no line has coordinates.
+    coordinates in a formatted manner.``): items of text each followed by ``(x1,y1),(x2,y2)``, its top-left
+    and bottom-right corners on the 0-1000 grid, back to back or one per line, as Tencent's spotting
+    scorer reads them (``train_verl/reward/task_scorers/spotting.py``, ``_parse_format3``): an item's text
+    is everything after the previous item's corners, parentheses included (``ATLANTA (AP)``); corners
+    after nothing but punctuation (a second pair) belong to no new item. One ``text`` block per item; the
+    markdown is the items, one per line. Invalid when no item has corners.
 
     Examples:
         >>> answer = parse_hunyuan_spotting("Total(10,20),(300,40)")
         >>> answer.markdown, answer.blocks[0].box
         ('Total', (10.0, 20.0, 300.0, 40.0))
     """
-    # Tencent's regex, ([^()]+)(\(\d+,\d+\),\(\d+,\d+\)), read in one pass: at each "(" where corners
-    # start right after a character other than a parenthesis, the text is that run of such characters.
     found: list[LayoutBlock] = []
     at = 0
-    opening = text.find("(")
-    while opening != -1:
-        corners = _HUNYUAN_CORNERS_RE.match(text, opening)
-        if corners is None or opening == at or text[opening - 1] in "()":
-            opening = text.find("(", opening + 1)
-            continue
-        start = max(at, text.rfind("(", at, opening) + 1, text.rfind(")", at, opening) + 1)
-        x1, y1, x2, y2 = (float(value) for value in corners.groups())
-        found.append(LayoutBlock("text", text[start:opening].strip(), (x1, y1, x2, y2)))
+    for corners in _HUNYUAN_CORNERS_RE.finditer(text):
+        item = text[at : corners.start()].strip()
         at = corners.end()
-        opening = text.find("(", at)
+        if _HUNYUAN_TEXT_RE.search(item):
+            x1, y1, x2, y2 = (float(value) for value in corners.groups())
+            found.append(LayoutBlock("text", item, (x1, y1, x2, y2)))
     blocks = tuple(found)
     problem = None if blocks else "no text with (x1,y1),(x2,y2) coordinates in a spotting answer"
     return ParsedLayout("\n".join(block.text for block in blocks), blocks, {}, problem)
