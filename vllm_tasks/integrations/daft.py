@@ -177,7 +177,7 @@ class _EmbedRows(batches._BatchCallable):
         """The vectors of a batch of cells, in order; ``None`` where the row was refused (logged)."""
         cells = list(column)
         errors = batches._cell_errors(cells, name, holds, accepted, on_error="column")
-        vectors: list[Vector | None] = self._run(self._send(cells, errors, self._vectors, self._batches))
+        vectors: list[Vector | None] = self._on_loop(self._send(cells, errors, self._vectors, self._batches))
         _log_refused(f"embed_{name}", errors)
         return vectors
 
@@ -477,7 +477,7 @@ class _RerankRows(batches._BatchCallable):
             documents, "documents", "a list of documents", (list,), on_error="column", errors=errors
         )
         rows = list(zip(queries, documents, strict=True))
-        results = self._run(self._send(rows, errors, self._ranking))
+        results = self._on_loop(self._send(rows, errors, self._ranking))
         return [
             {
                 "ranking": None

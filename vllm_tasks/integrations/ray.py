@@ -26,8 +26,9 @@ a wrong API key, a model that does not serve the task) fail the task either way.
 The sync classes run each batch's requests on an event loop in a thread of the instance's own, kept
 between batches (ended by ``close()`` or with the instance). :class:`AsyncEmbedder`, :class:`AsyncScorer`,
 :class:`AsyncTranscriber` and :class:`AsyncOCR` take the same arguments with ``async def __call__`` on a
-``vllm_tasks.AsyncClient``: Ray Data (2.60) runs an actor's async batches side by side on its own event
-loop (``max_concurrency`` of ``map_batches`` bounds how many).
+``vllm_tasks.AsyncClient``: Ray Data (2.60) awaits an actor's async batches side by side on its own event
+loop (up to 4 by default: ``RAY_DATA_DEFAULT_ASYNC_BATCH_UDF_MAX_CONCURRENCY``), ``concurrency`` requests
+in flight across them.
 
 A killed pipeline resumes without sending its finished rows again with Ray's row-id checkpoints
 (``ray.data.checkpoint.CheckpointConfig``, tested with Ray 2.60): the source is a ``ray.data.read_*``
@@ -497,7 +498,7 @@ class _BatchCallable(_Callable):
         replicas, self._loop.made = make_replicas(self._client)
         return replicas
 
-    def _run(self, work: Coroutine[Any, Any, T]) -> T:
+    def _on_loop(self, work: Coroutine[Any, Any, T]) -> T:
         """``work`` (the instance's requests) run on the instance's event loop."""
         return self._loop.run(work)
 
@@ -519,7 +520,7 @@ class _Batches(_BatchCallable):
         Raises:
             InvalidInputError: a missing input column or one of other values (see the class).
         """
-        return self._run(self._answer(batch))
+        return self._on_loop(self._answer(batch))
 
 
 @dataclasses.dataclass(kw_only=True, eq=False)

@@ -213,7 +213,7 @@ class _SparseEmbedder(_BatchCallable):
 
     def __call__(self, texts: npt.NDArray[np.object_]) -> tuple[list[SparseVector | None], Errors]:
         cells, errors = _text_cells({"text": texts}, "text", "text", None, self.on_error)
-        vectors: list[SparseVector | None] = self._run(
+        vectors: list[SparseVector | None] = self._on_loop(
             self._send(cells, errors, self._vectors, self._plan.batches)
         )
         return vectors, errors
@@ -255,7 +255,7 @@ class _Reranker(_BatchCallable):
                 )
 
         rows = list(zip(cells, documents, strict=True))
-        results: list[RerankResult | None] = self._run(self._send(rows, errors, self._ranking))
+        results: list[RerankResult | None] = self._on_loop(self._send(rows, errors, self._ranking))
         return results, errors
 
     async def _ranking(self, client: JobClient, rows: list[tuple[str, Any]]) -> list[RerankResult]:
