@@ -57,6 +57,7 @@ Examples:
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import dataclasses
@@ -292,7 +293,7 @@ class _BatchKind:
 
 
 @dataclasses.dataclass(kw_only=True, eq=False)
-class _Callable:
+class _Callable(abc.ABC):
     """What every class shares: the client settings, the error column, and its batches' rows sent on the
     job engine (:meth:`_send`) over a pool of one replica, its client, kept between batches.
 
@@ -348,9 +349,9 @@ class _Callable:
         """Build the instance's client and what runs its batches (here, or in the copy Ray unpickles)."""
         self._pool: ReplicaPool | None = None
 
+    @abc.abstractmethod
     def _replicas(self) -> list[Replica]:
         """The pool's one replica: the instance's client, as the job engine calls it."""
-        raise NotImplementedError
 
     def __getstate__(self) -> dict[str, Any]:
         if isinstance(self.client, Client | AsyncClient) and self.client.http_client is not None:
@@ -383,10 +384,6 @@ class _Callable:
             3
         """
         return None if self._limit is None else self._limit.settled
-
-    async def _answer(self, batch: Any) -> dict[str, Any]:
-        """One batch's columns with the task's outputs added."""
-        raise NotImplementedError
 
     async def _send(
         self, cells: Sequence[Any], errors: list[str | None], request: Request, plan: Planner | None = None
@@ -513,6 +510,10 @@ class _BatchCallable(_Callable):
 class _Batches(_BatchCallable):
     """A sync callable's ``__call__``: one batch in, its columns and outputs out."""
 
+    @abc.abstractmethod
+    async def _answer(self, batch: Any) -> dict[str, Any]:
+        """One batch's columns with the task's outputs added."""
+
     def __call__(self, batch: Any) -> dict[str, Any]:
         """Work one batch (a dict of numpy arrays, or a pandas DataFrame): every input column, the output
         columns, and with ``on_error="column"`` the error column (see the class).
@@ -540,6 +541,10 @@ class _AsyncCallable(_Callable):
 
     def _replicas(self) -> list[Replica]:
         return make_replicas(self._client)[0]
+
+    @abc.abstractmethod
+    async def _answer(self, batch: Any) -> dict[str, Any]:
+        """One batch's columns with the task's outputs added."""
 
     async def __call__(self, batch: Any) -> dict[str, Any]:
         """Work one batch (a dict of numpy arrays, or a pandas DataFrame): every input column, the output
