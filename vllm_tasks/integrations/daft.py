@@ -2,7 +2,8 @@
 classes that score, transcribe and OCR a DataFrame's columns. See ``docs/integrations.md``.
 
 - :class:`VLLMProvider` -- a Daft ``Provider``: ``embed_text(col, provider=VLLMProvider(settings))``
-  sends the column through ``Client.embed`` (``embed_image`` through ``Client.embed(images=...)``). The
+  sends the column through the SDK's embeddings (``embed_image``: its images), each Daft batch one group
+  on the job engine (``vllm_tasks.jobs.engine``, as ``embed_file``'s chunks). The
   vector width is the server's (one probe request when the expression is built), ``dimensions`` is sent
   only when you give it (the SDK checks the model takes it), and batching, retries and token limits are
   the client's: no OpenAI model table, no ``dimensions`` forced on a model that refuses it.
@@ -266,8 +267,9 @@ class VLLMProvider(Provider):
             ``VLLM_API_KEY``) here, and pickled with the expression to each worker.
         params: the vector options of every expression (``vllm_tasks.EmbedParams``, or a dict of its
             fields); an expression's ``options`` override them field by field.
-        batch_size: inputs per request (a Daft batch is split into requests of this size, bounded in
-            characters, halved on a 413).
+        batch_size: inputs per request (a Daft batch is one group on the SDK's job engine, planned into
+            requests of this size and, for texts, of the engine's token budget; a 413 splits a request
+            in halves).
         concurrency: requests in flight per worker, or ``"auto"``.
         extra_body: extra JSON fields for every request.
         name: the provider's name in Daft's metrics and plans.

@@ -15,8 +15,9 @@ through the SDK's client, from the DataFrame API or from SQL. See ``docs/integra
 Each factory returns a ``pandas_udf`` of the iterator form: Spark pickles it with its options (the
 ``ClientSettings`` travel, with the API key) and each Python worker builds one ``vllm_tasks.Client`` from
 them the first time it runs the UDF, then keeps it for every later partition (Spark reuses its Python
-workers: ``spark.python.worker.reuse``). Inside a partition the rows go as the client sends them: requests
-of ``batch_size`` texts (halved on a 413), ``concurrency`` in flight, retries with backoff. A row the
+workers: ``spark.python.worker.reuse``). Each pandas batch of a partition is one group on the SDK's job
+engine (``vllm_tasks.jobs.engine``, through the Ray callables): requests of ``batch_size`` texts (a 413
+splits one in halves), ``concurrency`` in flight, each retried with backoff by the client. A row the
 server (or the client's own checks) refuses -- an over-long text, an undecodable file, a null -- gets a
 null result and its message in the struct's ``error`` field; the other rows of its batch get their
 results (the failing rows of an embedding or scoring batch are found by splitting it in halves). Errors
