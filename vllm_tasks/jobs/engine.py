@@ -1,5 +1,6 @@
 """The job engine: every job kind (``embed_file``, ``ocr_dir``, ``transcribe_dir``) runs on
-:class:`Engine`.
+:class:`Engine`, and so does each batch of the dataframe fronts (the Ray, Daft and Spark callables of
+:mod:`vllm_tasks.integrations`), one group worked in memory by :meth:`Engine.answer`, with no checkpoint.
 
 A job is groups of rows read by its reader (a chunk of texts, a page, an audio file) and a
 :class:`JobKind` that says what to do with them. The engine keeps a window of groups in flight
