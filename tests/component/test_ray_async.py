@@ -119,3 +119,26 @@ def test_the_async_embedder_raises_a_refused_row_and_refuses_a_sync_client(fake_
         AsyncEmbedder(client=client)
     with pytest.raises(vt.InvalidInputError, match=r"vllm_tasks\.Client"):
         Embedder(client=vt.AsyncClient(fake_embed.base_url))
+
+
+def test_auto_tunes_from_the_servers_metrics_for_the_sync_and_the_async_class() -> None:
+    batch = {"text": texts([f"text {index}" for index in range(8)])}
+    with FakeVLLM(slots=2) as fake:
+        embedder = Embedder(settings=vt.ClientSettings(fake.url), batch_size=2, concurrency="auto")
+        embedder(batch)
+        embedder.close()
+        sampled = len(fake.received("/metrics"))
+
+        async def run() -> int | None:
+            callable_ = AsyncEmbedder(settings=vt.ClientSettings(fake.url), batch_size=2, concurrency="auto")
+            await callable_(batch)
+            await callable_.aclose()
+            return callable_.concurrency_limit
+
+        limit = asyncio.run(run())
+        both_sampled = len(fake.received("/metrics"))
+        fixed = Embedder(settings=vt.ClientSettings(fake.url), batch_size=2, concurrency=2)
+        fixed(batch)
+        fixed.close()
+        assert len(fake.received("/metrics")) == both_sampled > sampled >= 1  # the auto instances only
+    assert embedder.concurrency_limit is not None and limit is not None
