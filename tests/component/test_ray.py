@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -345,6 +346,17 @@ def test_scorer_options_reach_the_server(reranker: FakeVLLM) -> None:
     assert sent["truncate_prompt_tokens"] == -1 and sent["priority"] == 1
     with pytest.raises(vt.InvalidInputError, match=r"params=\['top_k'\]: are not fields of RerankParams"):
         Scorer(settings=vt.ClientSettings(reranker.url), params={"top_k": 1})
+
+
+def test_a_client_with_its_own_http_client_sends_every_request(reranker: FakeVLLM) -> None:
+    sent: list[str] = []
+    with httpx.Client(event_hooks={"request": [lambda request: sent.append(request.url.path)]}) as http:
+        client = vt.Client(reranker.url, http_client=http)
+        scorer = Scorer(client=client, batch_size=2)
+        scores = scorer({"query": np.array(["q"] * 3), "document": np.array(["a", "b", "c"])})["score"]
+        scorer.close()
+    assert len(set(scores.tolist())) == 3 and sent.count("/score") == 2  # 2 + 1 pairs, through `http`
+    assert client.usage.requests >= 2  # counted in the caller's client
 
 
 # --------------------------------------------------------------------------------------------------
