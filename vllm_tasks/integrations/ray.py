@@ -603,17 +603,11 @@ class _Embed(_Callable):
             error_column=self.error_column,
             id_column=self.id_column,
         )
-        call = CallOptions(extra_body=self.extra_body)
-        self.options = {
-            **EmbedParams.of(self.params).keywords(),
-            "batch_size": positive_int("batch_size", self.batch_size),
-            "extra_body": call.extra_body,
-        }
         self._plan = Plan(
-            batch_size=self.batch_size,
+            batch_size=positive_int("batch_size", self.batch_size),
             max_batch_tokens=defaults.JOB_MAX_BATCH_TOKENS,
             params=EmbedParams.of(self.params),
-            call=call,
+            call=CallOptions(extra_body=self.extra_body),
             fail_fast=self.on_error == "raise",
             vectors=DENSE,
         )
