@@ -1,9 +1,10 @@
 """Every front of the batch jobs on one corpus against the same fake server: rows/s and client CPU.
 
-    python benchmarks/job_fronts.py [--texts 100000] [--fronts embed_file,ray,daft,spark,saturate]
+    python benchmarks/job_fronts.py [--texts 100000] [--fronts embed_file,ray,ray_async,daft,spark,saturate]
 
 The fronts: ``vt.embed_file`` (text file in, ``.npy`` out), Ray Data (``map_batches`` with
-``vllm_tasks.integrations.ray.Embedder``), Daft (``embed_text`` with ``VLLMProvider``), Spark
+``vllm_tasks.integrations.ray.Embedder``; ``ray_async``: ``AsyncEmbedder``), Daft (``embed_text``
+with ``VLLMProvider``), Spark
 (``embed_udf`` over a local session) and, where it installs, ``saturate`` (PyPI; its own venv under
 ``~/.cache/vllm-tasks-bench/saturate``: it depends on ``httpx2``), each reading the same corpus (Parquet
 for the dataframe engines) and writing its vectors to disk. The server is benchmarks/fake_vllm.py in its
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import subprocess
 import sys
@@ -37,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 BATCH = 64
 CONCURRENCY = 4
 SATURATE_VENV = Path.home() / ".cache" / "vllm-tasks-bench" / "saturate"
-FRONTS = ("embed_file", "ray", "daft", "spark", "saturate")
+FRONTS = ("embed_file", "ray", "ray_async", "daft", "spark", "saturate")
 
 
 def run_embed_file(url: str, text: Path, parquet: Path, out: Path) -> int:
@@ -49,16 +51,16 @@ def run_embed_file(url: str, text: Path, parquet: Path, out: Path) -> int:
     return report.texts
 
 
-def run_ray(url: str, text: Path, parquet: Path, out: Path) -> int:
+def run_ray(url: str, text: Path, parquet: Path, out: Path, *, asynchronous: bool = False) -> int:
     import ray
 
     import vllm_tasks as vt
-    from vllm_tasks.integrations.ray import Embedder
+    from vllm_tasks.integrations.ray import AsyncEmbedder, Embedder
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     started = time.perf_counter()
     dataset = ray.data.read_parquet(str(parquet)).map_batches(
-        Embedder,
+        AsyncEmbedder if asynchronous else Embedder,
         fn_constructor_kwargs={
             "settings": vt.ClientSettings(url),
             "batch_size": BATCH,
@@ -148,7 +150,13 @@ def _report_job(started: float) -> None:
     print("JOB", time.perf_counter() - started, flush=True)
 
 
-RUNNERS = {"embed_file": run_embed_file, "ray": run_ray, "daft": run_daft, "spark": run_spark}
+RUNNERS = {
+    "embed_file": run_embed_file,
+    "ray": run_ray,
+    "ray_async": functools.partial(run_ray, asynchronous=True),
+    "daft": run_daft,
+    "spark": run_spark,
+}
 
 
 def tree_cpu(process: subprocess.Popen[str]) -> float:

@@ -95,6 +95,7 @@ class ThreadedClient:
     pool = _in_thread(Client.pool)
     _pool_request = _in_thread(Client._pool_request)
     rerank = _in_thread(Client.rerank)
+    score = _in_thread(Client.score)
     transcribe = _in_thread(Client.transcribe)
     translate = _in_thread(Client.translate)
     ocr = _in_thread(Client.ocr)

@@ -21,6 +21,7 @@ runtime tests take about 7 s (2,000 texts), 9 s, 3 s, 3 s and 2.5 s: about 35 s 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import io
@@ -28,11 +29,12 @@ import json
 import os
 import pickle
 import re
-import time
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -43,9 +45,9 @@ from PIL import Image, ImageDraw
 from ray import cloudpickle
 
 import vllm_tasks as vt
-from vllm_tasks._backends import SyncBackend
+from vllm_tasks._backends import AsyncBackend
 from vllm_tasks.adaptive import Concurrency
-from vllm_tasks.integrations.ray import OCR, Embedder, Scorer, Transcriber, isolate_failures
+from vllm_tasks.integrations.ray import OCR, Embedder, Scorer, Transcriber
 from vllm_tasks.testing import (
     EMBEDDING_TASKS,
     OCR_TASKS,
@@ -179,25 +181,6 @@ def test_errors_that_are_not_a_rows_fail_the_batch_without_bisecting(server: Fak
         assert len(plain.received("/v1/embeddings")) == 1  # a setting, not a row: no halves sent
 
 
-def test_isolate_failures_bisects_down_to_the_failing_rows() -> None:
-    calls: list[list[int]] = []
-
-    def run(rows: list[int]) -> list[int]:
-        calls.append(rows)
-        if 5 in rows or 6 in rows:
-            raise vt.BadRequestError("refused", status_code=400)
-        return [row * 10 for row in rows]
-
-    errors: list[str | None] = [None] * 8
-    done = isolate_failures(run, list(range(8)), errors)
-    assert done == [([0, 1, 2, 3], [0, 10, 20, 30]), ([4], [40]), ([7], [70])]
-    assert errors[5] == errors[6] == "BadRequestError: 400: refused"
-    assert [e for i, e in enumerate(errors) if i not in (5, 6)] == [None] * 6
-    assert calls[0] == list(range(8)) and len(calls) == 9  # 8 rows, 2 bad: whole, halves, quarters, singles
-    with pytest.raises(vt.APIConnectionError):
-        isolate_failures(lambda rows: (_ for _ in ()).throw(vt.APIConnectionError("down")), [0, 1], errors)
-
-
 # --------------------------------------------------------------------------------------------------
 # Columns and settings
 # --------------------------------------------------------------------------------------------------
@@ -297,7 +280,12 @@ def test_instances_pickle_and_the_class_cloudpickles_as_ray_sends_it(server: Fak
         on_error="column",
     )
     copy = pickle.loads(pickle.dumps(embedder))
-    assert copy._client is not embedder._client and copy.options == embedder.options
+    assert copy._client is not embedder._client
+    assert (copy._plan.params, copy._plan.call, copy._plan.batch_size) == (
+        embedder._plan.params,
+        embedder._plan.call,
+        3,
+    )
     assert "secret" not in repr(copy)
     np.testing.assert_array_equal(
         copy({"text": np.array(TEXTS)})["embedding"], embedder({"text": np.array(TEXTS)})["embedding"]
@@ -363,6 +351,17 @@ def test_scorer_options_reach_the_server(reranker: FakeVLLM) -> None:
     assert sent["truncate_prompt_tokens"] == -1 and sent["priority"] == 1
     with pytest.raises(vt.InvalidInputError, match=r"params=\['top_k'\]: are not fields of RerankParams"):
         Scorer(settings=vt.ClientSettings(reranker.url), params={"top_k": 1})
+
+
+def test_a_client_with_its_own_http_client_sends_every_request(reranker: FakeVLLM) -> None:
+    sent: list[str] = []
+    with httpx.Client(event_hooks={"request": [lambda request: sent.append(request.url.path)]}) as http:
+        client = vt.Client(reranker.url, http_client=http)
+        scorer = Scorer(client=client, batch_size=2)
+        scores = scorer({"query": np.array(["q"] * 3), "document": np.array(["a", "b", "c"])})["score"]
+        scorer.close()
+    assert len(set(scores.tolist())) == 3 and sent.count("/score") == 2  # 2 + 1 pairs, through `http`
+    assert client.usage.requests >= 2  # counted in the caller's client
 
 
 # --------------------------------------------------------------------------------------------------
@@ -660,7 +659,10 @@ def test_auto_answers_as_a_fixed_concurrency_in_row_order(kind: str) -> None:
 def test_auto_backs_off_on_a_full_queue_and_every_row_succeeds(monkeypatch: pytest.MonkeyPatch) -> None:
     # Retries wait (a tenth of their backoff) as against a server: retried at once, as with the tier's
     # no_sleep, a refused row runs out of retries at a fixed 8 before a place in the queue frees up.
-    monkeypatch.setattr(SyncBackend, "sleep", lambda _backend, seconds: time.sleep(seconds / 10))
+    async def shorter(_backend: AsyncBackend, seconds: float) -> None:
+        await asyncio.sleep(seconds / 10)
+
+    monkeypatch.setattr(AsyncBackend, "sleep", shorter)
     batch = scan_rows(48)[:-1]
 
     def run(concurrency: Concurrency) -> tuple[list[str], int, int | None]:
@@ -686,9 +688,9 @@ def test_the_auto_limit_is_kept_across_batches_and_backs_off_on_each_503() -> No
     with FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS, latency=0.02) as fake:
         ocr = OCR(settings=vt.ClientSettings(fake.url, max_retries=2), concurrency="auto")
         ocr({"image": scan_rows(8)[:-1]})
-        limit = ocr._rows_limit
+        limit = ocr._limit
         ocr({"image": scan_rows(8)[:-1]})
-        assert ocr._rows_limit is limit and limit is not None and limit.answers == 16  # one limit, fed twice
+        assert ocr._limit is limit and limit is not None and limit.answers == 16  # one limit, fed twice
         learned = ocr.concurrency_limit
         assert learned is not None and learned >= 2
         copy = pickle.loads(pickle.dumps(ocr))  # what it learned travels with a pickled copy
@@ -713,14 +715,13 @@ def test_transcriber_and_ocr_take_auto_and_refuse_other_concurrencies(cls: type,
     assert "auto" in str(refused.value)
 
 
-def test_the_rows_threads_are_kept_between_batches_and_end_at_close() -> None:
+def test_the_batches_thread_is_kept_between_batches_and_ends_at_close() -> None:
     with FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS, latency=0.01) as fake:
         ocr = OCR(settings=vt.ClientSettings(fake.url), concurrency=4)
+        before = set(threading.enumerate())
         ocr({"image": scan_rows(8)[:-1]})
-        first = set(ocr._row_backend.workers.threads())
+        (thread,) = [t for t in set(threading.enumerate()) - before if t.name == "vllm-tasks-batches"]
         ocr({"image": scan_rows(8)[:-1]})
-        assert len(first) >= 2 and set(ocr._row_backend.workers.threads()) == first  # none started again
+        assert [t for t in threading.enumerate() if t.name == "vllm-tasks-batches"].count(thread) == 1
         ocr.close()
-    for thread in first:
-        thread.join(5.0)
-        assert not thread.is_alive()
+    assert not thread.is_alive()

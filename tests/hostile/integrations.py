@@ -238,6 +238,52 @@ register(
     Call(_ray(ray.Transcriber, lambda env: {"audio": np.array([wav()], dtype=object)}), "all", PLAIN_CASES),
 )
 
+
+def _ray_async(cls: Any, batch: Callable[[Env], dict[str, Any]]) -> Callable[[Env], Any]:
+    """An async callable's ``__call__`` on one batch, awaited as Ray Data's actor loop awaits it."""
+
+    def run(env: Env) -> Any:
+        async def call() -> Any:
+            callable_ = cls(settings=env.settings())
+            try:
+                return await callable_(batch(env))
+            finally:
+                await callable_.aclose()
+
+        return asyncio.run(call())
+
+    return run
+
+
+# The async callables share their sync twins' batches (cells, planning, isolation): what a server answers
+# reaches them through the AsyncClient instead.
+register(
+    RAY + "AsyncEmbedder.__call__",
+    Call(_ray_async(ray.AsyncEmbedder, lambda env: {"text": np.array(TEXTS)}), "all", ADAPTER_CASES),
+)
+register(
+    RAY + "AsyncScorer.__call__",
+    Call(
+        _ray_async(ray.AsyncScorer, lambda env: {"query": np.array(["q"] * 3), "document": np.array(TEXTS)}),
+        "all",
+        RANK_CASES,
+    ),
+)
+register(
+    RAY + "AsyncOCR.__call__",
+    Call(
+        _ray_async(ray.AsyncOCR, lambda env: {"image": np.array([png()], dtype=object)}), "ocr", PLAIN_CASES
+    ),
+)
+register(
+    RAY + "AsyncTranscriber.__call__",
+    Call(
+        _ray_async(ray.AsyncTranscriber, lambda env: {"audio": np.array([wav()], dtype=object)}),
+        "all",
+        PLAIN_CASES,
+    ),
+)
+
 SPARK = "integrations.spark."
 
 
@@ -454,6 +500,7 @@ for _name in (
     register(LI + _name)
 for _name in ("Embedder", "Scorer", "OCR", "Transcriber"):
     register(f"{RAY}{_name}.close")
+    register(f"{RAY}Async{_name}.aclose")
 
 # Reached through other entries: a transcription stream is what Client.transcribe_stream returns (its
 # registered call runs it to until_done); the transports are attacked as a client's transport below.

@@ -9,6 +9,10 @@ touches tasks or slots. A second engine -- a module with its own task group, sem
 ``asyncio.wait`` loop, its own ``pool.acquire``/``pool.race`` calls, its own ``isolate_rows``, or calling
 a commit itself -- fails here.
 
+The dataframe fronts (vllm_tasks/integrations/ray.py, daft.py, spark.py) are fronts over that engine too:
+each batch is one group worked by ``Engine.answer``; none of them schedules requests (a task group, a
+thread map, an executor), isolates refused rows, or takes a replica's slot on its own.
+
 The jobs keep their state in one checkpoint store, take one lock and check one fingerprint: state.py's
 ``Progress`` (the work folder's ``state.json`` and ``records/``), ``job_lock`` (the only ``flock`` held)
 and ``check_same_job`` (the only comparison of fingerprints, ``changes``). A second store (a module that
@@ -56,6 +60,24 @@ def test_the_folder_jobs_run_on_the_engine() -> None:
     # (a folder run that sent nothing would pass the test above too); embed_file's EmbedRun is in engine.py
     assert "Engine" in names_used(JOBS / "folders.py")
     assert "EmbedRun" in names_used(JOBS / "embed.py")
+
+
+INTEGRATIONS = JOBS.parent / "integrations"
+DATAFRAME_FRONTS = ("ray.py", "daft.py", "spark.py")
+OWN_ROWS = {"isolate_failures", "map_bounded", "ThreadPoolExecutor", "to_thread", "overload_listener"}
+"""A front's own engine besides the job engine's words: its own row isolation, a bounded thread map of
+rows, an executor, the overload signal an own adaptive limit listens to."""
+
+
+def test_the_dataframe_fronts_work_their_batches_on_the_engine() -> None:
+    offenders = {
+        name: sorted(called(INTEGRATIONS / name) & (SCHEDULING | SENDING | OWN_ROWS))
+        for name in DATAFRAME_FRONTS
+    }
+    assert {name: found for name, found in offenders.items() if found} == {}
+    assert {"Engine", "ReplicaPool"} <= names_used(INTEGRATIONS / "ray.py")
+    for name in ("daft.py", "spark.py"):  # their own rows go through ray.py's engine front
+        assert "_send" in called(INTEGRATIONS / name)
 
 
 def names_used(path: Path) -> set[str]:

@@ -2,7 +2,8 @@
 classes that score, transcribe and OCR a DataFrame's columns. See ``docs/integrations.md``.
 
 - :class:`VLLMProvider` -- a Daft ``Provider``: ``embed_text(col, provider=VLLMProvider(settings))``
-  sends the column through ``Client.embed`` (``embed_image`` through ``Client.embed(images=...)``). The
+  sends the column through the SDK's embeddings (``embed_image``: its images), each Daft batch one group
+  on the job engine (``vllm_tasks.jobs.engine``, as ``embed_file``'s chunks). The
   vector width is the server's (one probe request when the expression is built), ``dimensions`` is sent
   only when you give it (the SDK checks the model takes it), and batching, retries and token limits are
   the client's: no OpenAI model table, no ``dimensions`` forced on a model that refuses it.
@@ -39,8 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeVar, cast
 
 import numpy as np
@@ -63,11 +63,15 @@ from ..calls import CallOptions
 from ..config import ClientSettings
 from ..embeddings import EmbedParams
 from ..errors import InvalidInputError
+from ..jobs.engine import Plan
+from ..jobs.replicas import JobClient
+from ..jobs.vectors import DENSE
 from ..ocr import OCRParams
 from ..ocr.ladder import DEFAULT_QUALITY, PageQuality
 from ..ocr.presets import OCRPreset
 from ..scoring import RerankParams
 from ..transcription import TranscribeParams
+from ..types.embeddings import EmbeddingResult
 from ..validation import concurrency_setting, int_at_least, positive_int
 from . import ray as batches
 
@@ -128,49 +132,79 @@ class _Embedding:
     probe: Literal["text", "image"]
 
 
+@dataclasses.dataclass(kw_only=True, eq=False)
+class _EmbedRows(batches._BatchCallable):
+    """Daft's ``TextEmbedder`` and ``ImageEmbedder`` rows: texts (or images) in requests of
+    ``batch_size`` on the job engine, a refused row ``None`` (logged); one client, built where Daft
+    instantiates it."""
+
+    params: EmbedParams = dataclasses.field(default_factory=EmbedParams)
+    batch_size: int = defaults.EMBED_BATCH_SIZE
+    extra_body: Mapping[str, Any] | None = None
+    images: bool = False
+
+    def __post_init__(self) -> None:
+        self._plan = Plan(
+            batch_size=self.batch_size,
+            max_batch_tokens=defaults.JOB_MAX_BATCH_TOKENS,
+            params=self.params,
+            call=CallOptions(extra_body=self.extra_body),
+            fail_fast=False,
+            vectors=DENSE,
+        )
+        super().__post_init__()
+
+    async def _vectors(self, client: JobClient, cells: list[Any]) -> Vector:
+        plan = self._plan
+        if self.images:
+            result = await plan.vectors.embed(client, None, cells, plan.params, plan.call)
+        else:
+            result = await plan.embed(client, cells)
+        assert isinstance(result, EmbeddingResult)  # the plan's vectors are dense
+        return result.vectors
+
+    def _batches(self, cells: list[Any]) -> list[range]:
+        """Texts as the job engine plans them; images ``batch_size`` at a time."""
+        if self.images:
+            return [
+                range(start, min(start + self.batch_size, len(cells)))
+                for start in range(0, len(cells), self.batch_size)
+            ]
+        return self._plan.batches(cells)
+
+    def embed(
+        self, column: list[Any], name: str, holds: str, accepted: tuple[type, ...]
+    ) -> list[Vector | None]:
+        """The vectors of a batch of cells, in order; ``None`` where the row was refused (logged)."""
+        cells = list(column)
+        errors = batches._cell_errors(cells, name, holds, accepted, on_error="column")
+        vectors: list[Vector | None] = self._on_loop(self._send(cells, errors, self._vectors, self._batches))
+        _log_refused(f"embed_{name}", errors)
+        return vectors
+
+
 class _Embedder:
-    """Daft's ``TextEmbedder`` and ``ImageEmbedder``: one client, built where Daft instantiates it."""
+    """Daft's ``TextEmbedder`` and ``ImageEmbedder``."""
 
     def __init__(self, embedding: _Embedding) -> None:
-        self._options = dict(embedding.options)
-        self._client = Client.from_settings(embedding.settings)
-        weakref.finalize(self, self._client.close)  # Daft drops its instances unclosed
+        options = dict(embedding.options)
+        self._rows = _EmbedRows(
+            settings=embedding.settings,
+            params=EmbedParams.of({key: options[key] for key in _EMBED_FIELDS & options.keys()}),
+            batch_size=options["batch_size"],
+            concurrency=options["concurrency"],
+            extra_body=options["extra_body"],
+            images=embedding.probe == "image",
+            on_error="column",
+        )
 
     def embed_text(self, text: list[str]) -> list[Vector | None]:
         """The vectors of a batch of texts, in order; ``None`` where the row was refused (logged)."""
-        return self._embed(
-            text, "text", "text", (str,), lambda rows: self._client.embed(rows, **self._options).vectors
-        )
+        return self._rows.embed(text, "text", "text", (str,))
 
     def embed_image(self, images: list[Any]) -> list[Vector | None]:
         """The vectors of a batch of images (arrays, bytes), in order; ``None`` where refused (logged)."""
-        return self._embed(
-            images,
-            "image",
-            "an image",
-            batches._IMAGE_CELLS,
-            lambda rows: self._client.embed(images=rows, **self._options).vectors,
-        )
-
-    def _embed(
-        self,
-        column: list[Any],
-        name: str,
-        holds: str,
-        accepted: tuple[type, ...],
-        send: Callable[[list[Any]], Vector],
-    ) -> list[Vector | None]:
-        cells = list(column)
-        errors = batches._cell_errors(cells, name, holds, accepted, on_error="column")
-        valid = [row for row, error in enumerate(errors) if error is None]
-        vectors: list[Vector | None] = [None] * len(cells)
-        for rows, values in batches.isolate_failures(
-            lambda part: send([cells[r] for r in part]), valid, errors
-        ):
-            for row, vector in zip(rows, values, strict=True):
-                vectors[row] = vector
-        _log_refused(f"embed_{name}", errors)
-        return vectors
+        return self._rows.embed(images, "image", "an image", batches._IMAGE_CELLS)
 
 
 class _Described:
@@ -233,8 +267,9 @@ class VLLMProvider(Provider):
             ``VLLM_API_KEY``) here, and pickled with the expression to each worker.
         params: the vector options of every expression (``vllm_tasks.EmbedParams``, or a dict of its
             fields); an expression's ``options`` override them field by field.
-        batch_size: inputs per request (a Daft batch is split into requests of this size, bounded in
-            characters, halved on a 413).
+        batch_size: inputs per request (a Daft batch is one group on the SDK's job engine, planned into
+            requests of this size and, for texts, of the engine's token budget; a 413 splits a request
+            in halves).
         concurrency: requests in flight per worker, or ``"auto"``.
         extra_body: extra JSON fields for every request.
         name: the provider's name in Daft's metrics and plans.
@@ -427,7 +462,6 @@ class _RerankRows(batches._BatchCallable):
     extra_body: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        concurrency_setting("concurrency", self.concurrency)
         self.options = {
             **RerankParams.of(self.params).keywords(),
             "top_n": int_at_least("top_n", self.top_n, 1, "Use None to keep every document."),
@@ -436,17 +470,16 @@ class _RerankRows(batches._BatchCallable):
         }
         super().__post_init__()
 
+    async def _ranking(self, client: JobClient, rows: list[tuple[str, list[Any]]]) -> list[Any]:
+        return [await client.rerank(query, documents, **self.options) for query, documents in rows]
+
     def __call__(self, queries: list[Any], documents: list[Any]) -> list[dict[str, Any]]:
         errors = batches._cell_errors(queries, "query", "text", (str,), on_error="column")
         errors = batches._cell_errors(
             documents, "documents", "a list of documents", (list,), on_error="column", errors=errors
         )
-        results = self._each_row(
-            lambda row: self._client.rerank(queries[row], documents[row], **self.options),
-            list(range(len(queries))),
-            errors,
-            self.concurrency,
-        )
+        rows = list(zip(queries, documents, strict=True))
+        results = self._on_loop(self._send(rows, errors, self._ranking))
         return [
             {
                 "ranking": None

@@ -12,14 +12,23 @@ travel, the copy builds its own client). A batch is a dict of numpy arrays (Ray'
 ``batch_format="numpy"``) or a pandas DataFrame (``batch_format="pandas"``); the result is always a dict
 of numpy arrays: every input column, plus the output column (and the ``error`` column, below).
 
-Inside a batch the client does the rest: requests of ``batch_size`` items (bounded in characters, halved
-on a 413), ``concurrency`` in flight, retries of connection errors, timeouts, 408/409/429/5xx with
-backoff (``max_retries``). With ``on_error="column"`` a row the server (or the client's own checks)
-refuses -- an over-long text, an undecodable audio file or image, a null -- gets its message in the
-``error`` column and an empty output (NaN vector or score, ``""`` text) instead of failing the Ray
-task; the failing rows of an embedding or scoring batch are found by splitting it in halves, and every
-other row gets its result. Errors that are not about a row (server down after the retries, a wrong API
-key, a model that does not serve the task) fail the task either way.
+A batch is one group of rows on the SDK's job engine (``vllm_tasks.jobs.engine``, as ``embed_file``'s
+chunks and ``ocr_dir``'s pages): planned into requests (:class:`Embedder`: ``batch_size`` texts and the
+engine's token budget; :class:`Transcriber` and :class:`OCR`: a row each), ``concurrency`` in flight (or
+``"auto"``: tuned from the server's ``/metrics``, else the answers' latencies), each retried by the client
+on connection errors, timeouts, 408/409/429/5xx with backoff (``max_retries``). With ``on_error="column"``
+a row the server (or the client's own checks) refuses -- an over-long text, an undecodable audio file or
+image, a null -- gets its message in the ``error`` column and an empty output (NaN vector or score, ``""``
+text) instead of failing the Ray task: a request refused for a row's sake is split in halves down to that
+row, and every other row gets its result. Errors that are not about a row (server down after the retries,
+a wrong API key, a model that does not serve the task) fail the task either way.
+
+The sync classes run each batch's requests on an event loop in a thread of the instance's own, kept
+between batches (ended by ``close()`` or with the instance). :class:`AsyncEmbedder`, :class:`AsyncScorer`,
+:class:`AsyncTranscriber` and :class:`AsyncOCR` take the same arguments with ``async def __call__`` on a
+``vllm_tasks.AsyncClient``: Ray Data (2.60) awaits an actor's async batches side by side on its own event
+loop (up to 4 by default: ``RAY_DATA_DEFAULT_ASYNC_BATCH_UDF_MAX_CONCURRENCY``), ``concurrency`` requests
+in flight across them.
 
 A killed pipeline resumes without sending its finished rows again with Ray's row-id checkpoints
 (``ray.data.checkpoint.CheckpointConfig``, tested with Ray 2.60): the source is a ``ray.data.read_*``
@@ -48,34 +57,38 @@ Examples:
 
 from __future__ import annotations
 
-import collections
+import abc
+import asyncio
+import contextlib
 import dataclasses
-import functools
 import json
 import sys
-import time
+import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from .. import defaults
-from .._backends import SyncBackend
+from .._async.client import AsyncClient
 from .._sync.client import Client
-from .._sync.isolation import isolate_rows
 from ..adaptive import AdaptiveLimit, Concurrency
+from ..batching import plan_batches
 from ..calls import CallOptions
 from ..config import ClientSettings
 from ..embeddings import EmbedParams
-from ..errors import InvalidInputError, is_about
+from ..errors import InvalidInputError
+from ..jobs.engine import Engine, Plan, estimated_tokens
+from ..jobs.replicas import JobClient, Replica, ReplicaPool, close_made, make_replicas
+from ..jobs.vectors import DENSE
 from ..ocr import OCRParams, merge_pages
 from ..ocr.ladder import DEFAULT_QUALITY, PageQuality, check_document, quality_of
 from ..ocr.presets import OCRPreset
 from ..scoring import RerankParams
 from ..transcription import TranscribeParams, segment_keywords
-from ..transport import overload_listener
+from ..types.embeddings import EmbeddingResult
 from ..types.ocr import OCRDocument, OCRResult
 from ..validation import concurrency_setting, positive_int
 from ._common import (
@@ -85,50 +98,31 @@ from ._common import (
     transcript_records,
 )
 
-__all__ = ["OCR", "Embedder", "Scorer", "Transcriber"]
+__all__ = [
+    "OCR",
+    "AsyncEmbedder",
+    "AsyncOCR",
+    "AsyncScorer",
+    "AsyncTranscriber",
+    "Embedder",
+    "Scorer",
+    "Transcriber",
+]
 
 OnError = Literal["raise", "column"]
-Output = TypeVar("Output")
+T = TypeVar("T")
+RETRY_AFTER = 1.0
+"""Seconds the instance's one replica is set aside after a failure (a batch that failed for it is
+raised; the next batch finds it available again)."""
+CLOSE_WAIT = 5.0
+"""Seconds ``close()`` waits for the connections to close and the batches' thread to end."""
+_UNPICKLED = frozenset({"_client", "_own", "_pool", "_loop", "_close"})
+"""An instance's clients, pool and thread: a pickled copy builds its own."""
 
 
 def _describe(error: BaseException) -> str:
     """What the ``error`` column says: the SDK's exception type and its message."""
     return f"{type(error).__name__}: {error}"
-
-
-def isolate_failures(
-    run: Callable[[list[int]], Output], rows: list[int], errors: list[str | None]
-) -> list[tuple[list[int], Output]]:
-    """Run ``run`` on ``rows``; when it fails for a row's sake, split the rows in halves and run each,
-    down to single rows, whose errors go to ``errors[row]`` (the loop ``embed_file`` uses too). A batch
-    with one bad row costs about ``2 * log2(len(rows))`` extra requests; the other rows all get results.
-
-    Args:
-        run: sends the rows (their indices) and returns their results, in order.
-        rows: the indices of the rows to send.
-        errors: one slot per row of the batch; a failing row's message is written there.
-
-    Returns:
-        The ``(rows, results)`` pairs that succeeded, in row order.
-
-    Raises:
-        Exception: whatever ``run`` raises that is not a row's error (connection, authentication, 5xx
-            after retries).
-
-    Examples:
-        >>> errors = [None] * 4
-        >>> embed = lambda rows: client.embed([texts[r] for r in rows]).vectors
-        >>> isolate_failures(embed, [0, 1, 2, 3], errors)
-        [([0, 1], array(...)), ([3], array(...))]      # texts[2] was refused
-        >>> errors[2]
-        'ContextLengthExceeded: 400 ...'
-    """
-
-    def refused(row: int, error: Exception) -> None:
-        errors[row] = _describe(error)
-
-    done = isolate_rows(lambda part: run(list(part)), rows, refused)
-    return [(list(part), output) for part, output in done]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -245,20 +239,78 @@ def _check_names(**names: str | None) -> None:
         seen[name] = field
 
 
+Request = Callable[[JobClient, list[Any]], Awaitable[Iterable[Any]]]
+"""One request for some rows' cells on a client of the pool: their results, in order."""
+Planner = Callable[[list[Any]], Iterable[Sequence[int]]]
+"""Cells (of the rows to send) planned into batches: their positions, one request each."""
+
+
+@dataclasses.dataclass
+class _Rows:
+    """A dataframe batch on the job engine: each row's cell, error (``None`` while it has none) and
+    result (``None`` until answered)."""
+
+    cells: Sequence[Any]
+    errors: list[str | None]
+    results: list[Any]
+
+
+class _BatchKind:
+    """A dataframe batch as the :class:`~vllm_tasks.jobs.engine.Engine`'s group (its
+    :class:`~vllm_tasks.jobs.engine.GroupKind`): the rows without an error yet, planned by ``plan`` (else
+    one request per row), each batch one ``request``; a refused row's message goes to its error slot, or
+    is raised with ``raising``."""
+
+    def __init__(self, request: Request, plan: Planner | None, *, raising: bool) -> None:
+        self._request, self._plan, self._raising = request, plan, raising
+
+    def start(self, group: _Rows) -> _Rows:
+        return group
+
+    def batches(self, work: _Rows) -> list[list[int]]:
+        rows = [row for row, error in enumerate(work.errors) if error is None]
+        if self._plan is None:
+            return [[row] for row in rows]
+        return [[rows[at] for at in batch] for batch in self._plan([work.cells[row] for row in rows])]
+
+    async def request(self, client: JobClient, work: _Rows, rows: Sequence[int]) -> Iterable[Any]:
+        return await self._request(client, [work.cells[row] for row in rows])
+
+    def tokens(self, answer: Iterable[Any]) -> int:
+        return 0
+
+    def answered(self, work: _Rows, rows: Sequence[int], answer: Iterable[Any], replica: Replica) -> None:
+        for row, result in zip(rows, answer, strict=True):
+            work.results[row] = result
+
+    def refused(self, work: _Rows, row: int, error: Exception) -> None:
+        if self._raising:
+            raise error
+        work.errors[row] = _describe(error)
+
+    async def check(self, work: _Rows, engine: Engine[_Rows, _Rows]) -> None:
+        return None
+
+
 @dataclasses.dataclass(kw_only=True, eq=False)
-class _BatchCallable:
-    """What every class shares: the client settings, the client built from them, the error column.
+class _Callable(abc.ABC):
+    """What every class shares: the client settings, the error column, and its batches' rows sent on the
+    job engine (:meth:`_send`) over a pool of one replica, its client, kept between batches.
 
     A keyword-only dataclass: each class adds its own fields, and ``__post_init__`` checks them and builds
-    the client (on the Ray worker, where Ray constructs the instance).
+    the client (on the Ray worker, where Ray constructs the instance). :class:`_BatchCallable` is the sync
+    side (a ``Client``, its batches run on an event loop of its own), :class:`_AsyncCallable` the async
+    one (an ``AsyncClient``, on the caller's loop).
     """
 
     settings: ClientSettings | None = None
-    client: Client | None = dataclasses.field(default=None, repr=False)
+    client: Client | AsyncClient | None = dataclasses.field(default=None, repr=False)
+    concurrency: Concurrency = defaults.CONCURRENCY
     on_error: OnError = "raise"
     error_column: str = "error"
     id_column: str | None = None
-    _rows_limit: AdaptiveLimit | None = dataclasses.field(default=None, init=False, repr=False)
+    _limit: AdaptiveLimit | None = dataclasses.field(default=None, init=False, repr=False)
+    _client_type: ClassVar[type[Client | AsyncClient]] = Client
 
     def __post_init__(self) -> None:
         if self.on_error not in ("raise", "column"):
@@ -268,12 +320,13 @@ class _BatchCallable:
                 "must be 'raise' or 'column'",
                 "'column' writes a per-row error column.",
             )
+        concurrency_setting("concurrency", self.concurrency)
         if self.client is not None:
-            if not isinstance(self.client, Client):
+            if not isinstance(self.client, self._client_type):
                 raise InvalidInputError(
                     "client",
                     type(self.client).__name__,
-                    "must be a vllm_tasks.Client",
+                    f"must be a vllm_tasks.{self._client_type.__name__}",
                     "Pass settings=vllm_tasks.ClientSettings(...) for each worker to build its own.",
                 )
             if self.settings is not None:
@@ -293,21 +346,15 @@ class _BatchCallable:
         self._build_client()
 
     def _build_client(self) -> None:
-        # the threads of Transcriber's and OCR's rows in flight, kept between batches (ended with the
-        # instance, or by close())
-        self._row_backend = SyncBackend()
-        self._close_client: weakref.finalize[[], _BatchCallable] | None = None
-        if self.client is not None:
-            self._client = self.client  # the caller's, left open
-            return
-        assert self.settings is not None
-        self._client = Client.from_settings(self.settings)
-        # Nothing calls close() (Ray ends the actor; a pipeline drops the instance): the connections close
-        # with the instance, not when the collector reaches the sockets and warns.
-        self._close_client = weakref.finalize(self, self._client.close)
+        """Build the instance's client and what runs its batches (here, or in the copy Ray unpickles)."""
+        self._pool: ReplicaPool | None = None
+
+    @abc.abstractmethod
+    def _replicas(self) -> list[Replica]:
+        """The pool's one replica: the instance's client, as the job engine calls it."""
 
     def __getstate__(self) -> dict[str, Any]:
-        if self.client is not None and self.client.http_client is not None:
+        if isinstance(self.client, Client | AsyncClient) and self.client.http_client is not None:
             raise InvalidInputError(
                 "client",
                 self.client,
@@ -315,9 +362,8 @@ class _BatchCallable:
                 "Pass settings= instead (each copy makes its own connections from them), or use this "
                 "instance in this process only.",
             )
-        state = self.__dict__.copy()
-        # httpx clients and threads do not pickle: the copy builds its own
-        del state["_client"], state["_close_client"], state["_row_backend"]
+        # clients, pools and threads do not pickle: the copy builds its own (the auto limit travels)
+        state = {key: value for key, value in self.__dict__.items() if key not in _UNPICKLED}
         state["client"] = None
         return state
 
@@ -327,10 +373,9 @@ class _BatchCallable:
 
     @property
     def concurrency_limit(self) -> int | None:
-        """With ``concurrency="auto"``, where this instance's limit settled (read-only): rows in flight
-        for :class:`Transcriber` and :class:`OCR` (the limit is kept for the instance's life), requests in
-        flight for :class:`Embedder` and :class:`Scorer` (their client's ``usage.concurrency_limit``).
-        ``None`` with a fixed concurrency, or before the first batch.
+        """With ``concurrency="auto"``, where this instance's limit settled (read-only): requests in flight
+        (for :class:`Transcriber` and :class:`OCR`, rows), the limit kept for the instance's life (and
+        carried by a pickled copy). ``None`` with a fixed concurrency, or before the first batch.
 
         Examples:
             >>> ocr = OCR(settings=vt.ClientSettings("http://ocr:8000"), concurrency="auto")
@@ -338,17 +383,33 @@ class _BatchCallable:
             >>> ocr.concurrency_limit
             3
         """
-        if self._rows_limit is not None:
-            return self._rows_limit.settled
-        return self._client.usage.concurrency_limit
+        return None if self._limit is None else self._limit.settled
 
-    def close(self) -> None:
-        """Close the connections of the client built here and end the rows' worker threads (done for
-        you when the instance is garbage-collected, or Ray ends the actor's process); a ``client=`` given
-        is left open."""
-        self._row_backend.close(0.0)
-        if self._close_client is not None:
-            self._close_client()
+    async def _send(
+        self, cells: Sequence[Any], errors: list[str | None], request: Request, plan: Planner | None = None
+    ) -> list[Any]:
+        """The result of every cell without an error yet (``None`` for the others), on the job engine:
+        the rows planned by ``plan`` (else one request per row), each batch one ``request`` over the
+        instance's pool, ``concurrency`` requests in flight (``"auto"``: tuned from the server's
+        ``/metrics``, else the answers' latencies, backed off on each 429 or 503 answer); a batch refused
+        for a row's sake split in halves until the row is alone, whose message goes to ``errors`` (with
+        ``on_error="column"``; raised with ``"raise"``).
+
+        Raises:
+            APIError: an error not about a row (server down after the client's retries, a wrong key, a
+                model that does not serve the task): the first request's, rows not started never sent.
+        """
+        if self._pool is None:
+            self._pool = ReplicaPool(
+                self._replicas(), self.concurrency, RETRY_AFTER, give_up_after=0.0, hedge=False
+            )
+            if self.concurrency == "auto":
+                replica = self._pool.replicas[0]
+                replica.limit = self._limit = self._limit or replica.limit
+        self._pool.restore()
+        rows = _Rows(cells, errors, [None] * len(cells))
+        kind = _BatchKind(request, plan, raising=self.on_error == "raise")
+        return (await Engine(kind, self._pool).answer(rows)).results
 
     def _columns(self, batch: Any) -> dict[str, Any]:
         """The batch's columns; with ``id_column``, refused without it (the checkpoint needs every row's id
@@ -367,69 +428,138 @@ class _BatchCallable:
             result[self.error_column] = _strings(errors)
         return result
 
-    def _each_row(
-        self,
-        send: Callable[[Any], Output],
-        cells: list[Any],
-        errors: list[str | None],
-        concurrency: Concurrency,
-    ) -> list[Output | None]:
-        """``send`` for every cell without an error yet, in row order, ``concurrency`` rows in flight; a
-        row's own error goes to ``errors`` with ``on_error="column"`` (its result is ``None``).
 
-        ``"auto"``: as many rows as the instance's :class:`~vllm_tasks.adaptive.AdaptiveLimit` allows
-        (made on the first batch, kept for the next), fed each answered row's seconds, and backed off on
-        each 429 or 503 answer (:data:`~vllm_tasks.transport.overload_listener`: those the client's
-        retries absorb too). The first error that fails the batch returns at once: rows not started are
-        never sent.
-        """
-        bound: int | Callable[[], int]
-        if isinstance(concurrency, int):
-            limit, bound = None, concurrency
-        else:
-            auto = self._rows_limit = self._rows_limit or AdaptiveLimit()
-            limit, bound = auto, lambda: auto.allowed  # asked again as each row ends
-        overloads: collections.deque[None] = collections.deque()  # heard in the rows' threads
+class _Loop:
+    """An event loop in a daemon thread of its own, started by the first batch and kept (with the
+    connections and the pool on it) until :meth:`close`: where a sync callable's batches run."""
 
-        def one(row: int) -> tuple[Output | None, float | None]:
-            if errors[row] is not None:
-                return None, None
-            sent = time.monotonic()
-            try:
-                return send(cells[row]), time.monotonic() - sent
-            except Exception as error:
-                if self.on_error == "raise" or not is_about(error, "row"):
-                    raise
-                errors[row] = _describe(error)
-                return None, None
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self.made: list[tuple[AsyncClient, Client | None]] = []
+        """The clients made on the loop for the instance's ``Client``, closed with it."""
 
-        def back_off() -> None:
-            while limit is not None and overloads:
-                overloads.popleft()
-                limit.overloaded()
-
-        def learn(_row: int, outcome: tuple[Output | None, float | None]) -> None:
-            # in the caller's thread, one row at a time: the limit needs no lock
-            back_off()
-            if limit is not None and outcome[1] is not None:
-                limit.answered(outcome[1])
-
-        token = overload_listener.set(None if limit is None else functools.partial(overloads.append, None))
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """``work`` run on the loop; its result (or error) once done. Interrupted (Ctrl-C), it is
+        cancelled."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(
+                target=self._loop.run_forever, name="vllm-tasks-batches", daemon=True
+            )
+            self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(work, self._loop)
         try:
-            done = self._row_backend.map_bounded(len(cells), bound, one, learn)
-        finally:
-            overload_listener.reset(token)
-            back_off()  # the overloads heard by a batch that failed
-        return [output for output, _ in done]
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
 
-    def _isolating(
-        self, run: Callable[[list[int]], Output], rows: list[int], errors: list[str | None]
-    ) -> list[tuple[list[int], Output]]:
-        """``run`` on the rows; with ``on_error="column"``, failing rows are isolated
-        (:func:`isolate_failures`)."""
-        if self.on_error == "raise":
-            return [(rows, run(rows))] if rows else []
-        return isolate_failures(run, rows, errors)
+    def close(self, client: Client | None) -> None:
+        """Close the clients made on the loop, end its thread, then close ``client`` (the instance's own,
+        else ``None``)."""
+        loop, thread, self._loop = self._loop, self._thread, None
+        if loop is not None and thread is not None and thread.is_alive():
+            if threading.current_thread() is not thread:
+                with contextlib.suppress(Exception):
+                    asyncio.run_coroutine_threadsafe(close_made(self.made), loop).result(CLOSE_WAIT)
+            loop.call_soon_threadsafe(loop.stop)
+            if threading.current_thread() is not thread:
+                thread.join(CLOSE_WAIT)
+                loop.close()
+        if client is not None:
+            client.close()
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class _BatchCallable(_Callable):
+    """The sync side: a ``vllm_tasks.Client`` (built from the settings, or the one given), its batches
+    run on an event loop in a thread of the instance's own (:class:`_Loop`), kept between batches."""
+
+    def _build_client(self) -> None:
+        super()._build_client()
+        self._loop = _Loop()
+        own = None
+        if isinstance(self.client, Client):
+            self._client = self.client  # the caller's, left open
+        else:
+            assert self.settings is not None
+            self._client = own = Client.from_settings(self.settings)
+        # Nothing calls close() (Ray ends the actor; a pipeline drops the instance): the connections close
+        # with the instance, not when the collector reaches the sockets and warns.
+        self._close: weakref.finalize[[Client | None], _BatchCallable] = weakref.finalize(
+            self, self._loop.close, own
+        )
+
+    def _replicas(self) -> list[Replica]:
+        replicas, self._loop.made = make_replicas(self._client)
+        return replicas
+
+    def _on_loop(self, work: Coroutine[Any, Any, T]) -> T:
+        """``work`` (the instance's requests) run on the instance's event loop."""
+        return self._loop.run(work)
+
+    def close(self) -> None:
+        """Close the connections of the client built here and end the thread its batches ran on (done for
+        you when the instance is garbage-collected, or Ray ends the actor's process); a ``client=`` given
+        is left open."""
+        self._close()
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class _Batches(_BatchCallable):
+    """A sync callable's ``__call__``: one batch in, its columns and outputs out."""
+
+    @abc.abstractmethod
+    async def _answer(self, batch: Any) -> dict[str, Any]:
+        """One batch's columns with the task's outputs added."""
+
+    def __call__(self, batch: Any) -> dict[str, Any]:
+        """Work one batch (a dict of numpy arrays, or a pandas DataFrame): every input column, the output
+        columns, and with ``on_error="column"`` the error column (see the class).
+
+        Raises:
+            InvalidInputError: a missing input column or one of other values (see the class).
+        """
+        return self._on_loop(self._answer(batch))
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class _AsyncCallable(_Callable):
+    """The async side: a ``vllm_tasks.AsyncClient`` (built from the settings, or the one given),
+    ``async def __call__``, its requests on the caller's event loop (Ray Data's actor loop)."""
+
+    _client_type: ClassVar[type[Client | AsyncClient]] = AsyncClient
+
+    def _build_client(self) -> None:
+        super()._build_client()
+        if isinstance(self.client, AsyncClient):
+            self._client, self._own = self.client, False  # the caller's, left open
+        else:
+            assert self.settings is not None
+            self._client, self._own = AsyncClient.from_settings(self.settings), True
+
+    def _replicas(self) -> list[Replica]:
+        return make_replicas(self._client)[0]
+
+    @abc.abstractmethod
+    async def _answer(self, batch: Any) -> dict[str, Any]:
+        """One batch's columns with the task's outputs added."""
+
+    async def __call__(self, batch: Any) -> dict[str, Any]:
+        """Work one batch (a dict of numpy arrays, or a pandas DataFrame): every input column, the output
+        columns, and with ``on_error="column"`` the error column (see the class).
+
+        Raises:
+            InvalidInputError: a missing input column or one of other values (see the class).
+        """
+        return await self._answer(batch)
+
+    async def aclose(self) -> None:
+        """Close the connections of the client built here (Ray ends the actor's process without it); a
+        ``client=`` given is left open."""
+        if self._own:
+            await self._client.close()
 
 
 def _objects(values: Sequence[Any]) -> npt.NDArray[np.object_]:
@@ -457,7 +587,56 @@ def _text_cells(
 
 
 @dataclasses.dataclass(kw_only=True, eq=False)
-class Embedder(_BatchCallable):
+class _Embed(_Callable):
+    """:class:`Embedder`'s and :class:`AsyncEmbedder`'s fields and batches."""
+
+    text_column: str = "text"
+    output_column: str = "embedding"
+    params: EmbedParams | Mapping[str, Any] | None = None
+    batch_size: int = defaults.EMBED_BATCH_SIZE
+    extra_body: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        _check_names(
+            text_column=self.text_column,
+            output_column=self.output_column,
+            error_column=self.error_column,
+            id_column=self.id_column,
+        )
+        self._plan = Plan(
+            batch_size=positive_int("batch_size", self.batch_size),
+            max_batch_tokens=defaults.JOB_MAX_BATCH_TOKENS,
+            params=EmbedParams.of(self.params),
+            call=CallOptions(extra_body=self.extra_body),
+            fail_fast=self.on_error == "raise",
+            vectors=DENSE,
+        )
+        self.width: int | None = None  # learned from the first answer: the NaN rows' width
+        super().__post_init__()
+
+    async def _vectors(self, client: JobClient, texts: list[str]) -> Iterable[Any]:
+        result = await self._plan.embed(client, texts)
+        assert isinstance(result, EmbeddingResult)  # the plan's vectors are dense
+        vectors = result.vectors
+        self.width = int(vectors.shape[1])
+        return vectors
+
+    async def _answer(self, batch: Any) -> dict[str, Any]:
+        columns = self._columns(batch)
+        texts, errors = _text_cells(columns, self.text_column, "text_column", None, self.on_error)
+        results = await self._send(texts, errors, self._vectors, self._plan.batches)
+        if self.width is None:  # every row failed before any answer: learn the width for the NaNs
+            await self._send(["width"], [None], self._vectors)
+        assert self.width is not None
+        vectors = np.full((len(texts), self.width), np.nan, dtype=np.float32)
+        for row, vector in enumerate(results):
+            if vector is not None:
+                vectors[row] = vector
+        return self._finish(columns, {self.output_column: vectors}, errors)
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class Embedder(_Embed, _Batches):
     """Embed a text column with ``/v1/embeddings``: one float32 vector per row, in row order.
 
     Args:
@@ -474,8 +653,8 @@ class Embedder(_BatchCallable):
         params: the vector options (``vllm_tasks.EmbedParams(dimensions=256, truncate_prompt_tokens=-1)``,
             or a dict of its fields), checked at construction.
         batch_size: texts per request (the Ray batch is split into requests of this size).
-        concurrency: requests in flight per actor, or ``"auto"`` (tuned from the answers' latencies; the
-            actor's client keeps what it learned between batches: :attr:`concurrency_limit`).
+        concurrency: requests in flight per actor, or ``"auto"`` (tuned from the server's ``/metrics``,
+            else the answers' latencies; kept between batches: :attr:`concurrency_limit`).
         extra_body: extra JSON fields for every request.
         on_error: ``"raise"`` (a refused row fails the Ray task) or ``"column"`` (its message goes to
             ``error_column``, its vector is NaN; the rest of the batch is embedded).
@@ -500,55 +679,76 @@ class Embedder(_BatchCallable):
         ((2, 384), dtype('float32'))
     """
 
-    text_column: str = "text"
-    output_column: str = "embedding"
-    params: EmbedParams | Mapping[str, Any] | None = None
-    batch_size: int = defaults.EMBED_BATCH_SIZE
-    concurrency: Concurrency = defaults.CONCURRENCY
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class AsyncEmbedder(_Embed, _AsyncCallable):
+    """:class:`Embedder` with ``async def __call__`` on an ``AsyncClient``: Ray Data runs an actor's
+    batches side by side on its event loop (``map_batches(AsyncEmbedder, ...)``; its arguments and outputs
+    are :class:`Embedder`'s; ``client=`` takes a ``vllm_tasks.AsyncClient``).
+
+    Examples:
+        >>> ds = ds.map_batches(
+        ...     AsyncEmbedder,
+        ...     fn_constructor_kwargs={"settings": vt.ClientSettings("http://vllm:8000")},
+        ...     batch_size=256,
+        ...     compute=ray.data.ActorPoolStrategy(size=2),
+        ... )
+        >>> out = await AsyncEmbedder(settings=settings)({"text": np.array(["a text"])})  # called directly
+    """
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class _Score(_Callable):
+    """:class:`Scorer`'s and :class:`AsyncScorer`'s fields and batches."""
+
+    query_column: str = "query"
+    document_column: str = "document"
+    output_column: str = "score"
+    params: RerankParams | Mapping[str, Any] | None = None
+    batch_size: int = defaults.SCORE_BATCH_SIZE
     extra_body: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         _check_names(
-            text_column=self.text_column,
+            query_column=self.query_column,
+            document_column=self.document_column,
             output_column=self.output_column,
             error_column=self.error_column,
             id_column=self.id_column,
         )
+        positive_int("batch_size", self.batch_size)
         self.options = {
-            **EmbedParams.of(self.params).keywords(),
-            "batch_size": positive_int("batch_size", self.batch_size),
-            "concurrency": concurrency_setting("concurrency", self.concurrency),
+            **RerankParams.of(self.params).keywords(),
             "extra_body": CallOptions(extra_body=self.extra_body).extra_body,
         }
-        self.width: int | None = None  # learned from the first answer: the NaN rows' width
         super().__post_init__()
 
-    def _vectors(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        vectors: npt.NDArray[np.float32] = self._client.embed(list(texts), **self.options).vectors
-        self.width = int(vectors.shape[1])
-        return vectors
+    def _batches(self, pairs: list[tuple[str, str]]) -> list[range]:
+        """Pairs in requests of at most ``batch_size``, and of the job engine's estimated tokens."""
+        sizes = [estimated_tokens(query) + estimated_tokens(document) for query, document in pairs]
+        return plan_batches(sizes, self.batch_size, defaults.JOB_MAX_BATCH_TOKENS)
 
-    def __call__(self, batch: Any) -> dict[str, Any]:
-        """Embed one batch: the input columns and ``output_column`` (``ndarray[rows, width]``, float32).
+    async def _scores(self, client: JobClient, pairs: list[tuple[str, str]]) -> Iterable[Any]:
+        queries, documents = [query for query, _ in pairs], [document for _, document in pairs]
+        count = len(pairs)
+        result = await client.score(queries, documents, batch_size=count, concurrency=1, **self.options)
+        scores: npt.NDArray[np.float64] = result.scores
+        return scores
 
-        Raises:
-            InvalidInputError: a missing or non-text ``text_column`` (see the class).
-        """
+    async def _answer(self, batch: Any) -> dict[str, Any]:
         columns = self._columns(batch)
-        texts, errors = _text_cells(columns, self.text_column, "text_column", None, self.on_error)
-        valid = [row for row, error in enumerate(errors) if error is None]
-        done = self._isolating(lambda rows: self._vectors([texts[row] for row in rows]), valid, errors)
-        if self.width is None:
-            self._vectors(["width"])  # every row failed before any answer: learn the width for the NaNs
-        assert self.width is not None
-        vectors = np.full((len(texts), self.width), np.nan, dtype=np.float32)
-        for rows, values in done:
-            vectors[rows] = values
-        return self._finish(columns, {self.output_column: vectors}, errors)
+        queries, errors = _text_cells(columns, self.query_column, "query_column", None, self.on_error)
+        documents, errors = _text_cells(
+            columns, self.document_column, "document_column", errors, self.on_error
+        )
+        pairs = list(zip(queries, documents, strict=True))
+        results = await self._send(pairs, errors, self._scores, self._batches)
+        scores = np.array([np.nan if score is None else score for score in results], dtype=np.float64)
+        return self._finish(columns, {self.output_column: scores}, errors)
 
 
 @dataclasses.dataclass(kw_only=True, eq=False)
-class Scorer(_BatchCallable):
+class Scorer(_Score, _Batches):
     """Score a query column against a document column with ``/score``: one float64 score per row.
 
     The pairs are zipped (row ``i``'s query with row ``i``'s document). The score's scale is the served
@@ -582,54 +782,12 @@ class Scorer(_BatchCallable):
         array([0.97, 0.01])
     """
 
-    query_column: str = "query"
-    document_column: str = "document"
-    output_column: str = "score"
-    params: RerankParams | Mapping[str, Any] | None = None
-    batch_size: int = defaults.SCORE_BATCH_SIZE
-    concurrency: Concurrency = defaults.CONCURRENCY
-    extra_body: Mapping[str, Any] | None = None
 
-    def __post_init__(self) -> None:
-        _check_names(
-            query_column=self.query_column,
-            document_column=self.document_column,
-            output_column=self.output_column,
-            error_column=self.error_column,
-            id_column=self.id_column,
-        )
-        self.options = {
-            **RerankParams.of(self.params).keywords(),
-            "batch_size": positive_int("batch_size", self.batch_size),
-            "concurrency": concurrency_setting("concurrency", self.concurrency),
-            "extra_body": CallOptions(extra_body=self.extra_body).extra_body,
-        }
-        super().__post_init__()
-
-    def _scores(self, queries: list[str], documents: list[str]) -> npt.NDArray[np.float64]:
-        scores: npt.NDArray[np.float64] = self._client.score(queries, documents, **self.options).scores
-        return scores
-
-    def __call__(self, batch: Any) -> dict[str, Any]:
-        """Score one batch: the input columns and ``output_column`` (``ndarray[rows]``, float64).
-
-        Raises:
-            InvalidInputError: a missing or non-text ``query_column`` / ``document_column``.
-        """
-        columns = self._columns(batch)
-        queries, errors = _text_cells(columns, self.query_column, "query_column", None, self.on_error)
-        documents, errors = _text_cells(
-            columns, self.document_column, "document_column", errors, self.on_error
-        )
-        valid = [row for row, error in enumerate(errors) if error is None]
-
-        def run(rows: list[int]) -> npt.NDArray[np.float64]:
-            return self._scores([queries[row] for row in rows], [documents[row] for row in rows])
-
-        scores = np.full(len(queries), np.nan, dtype=np.float64)
-        for rows, values in self._isolating(run, valid, errors):
-            scores[rows] = values
-        return self._finish(columns, {self.output_column: scores}, errors)
+@dataclasses.dataclass(kw_only=True, eq=False)
+class AsyncScorer(_Score, _AsyncCallable):
+    """:class:`Scorer` with ``async def __call__`` on an ``AsyncClient`` (``map_batches(AsyncScorer,
+    ...)``: its arguments and outputs are :class:`Scorer`'s; ``client=`` takes a
+    ``vllm_tasks.AsyncClient``)."""
 
 
 #: What an audio cell may be: the file's bytes, or a path / URL.
@@ -639,7 +797,52 @@ _IMAGE_CELLS: tuple[type, ...] = (bytes, str, np.ndarray)
 
 
 @dataclasses.dataclass(kw_only=True, eq=False)
-class Transcriber(_BatchCallable):
+class _Transcribe(_Callable):
+    """:class:`Transcriber`'s and :class:`AsyncTranscriber`'s fields and batches."""
+
+    audio_column: str = "audio"
+    output_column: str = "transcript"
+    segments_column: str | None = None
+    params: TranscribeParams | Mapping[str, Any] | None = None
+    extra_body: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        _check_names(
+            audio_column=self.audio_column,
+            output_column=self.output_column,
+            segments_column=self.segments_column,
+            error_column=self.error_column,
+            id_column=self.id_column,
+        )
+        params = TranscribeParams.of(self.params)
+        # The segments come only with verbose_json.
+        keywords = params.keywords() if self.segments_column is None else segment_keywords(params)
+        self.options = {**keywords, "extra_body": CallOptions(extra_body=self.extra_body).extra_body}
+        super().__post_init__()
+
+    async def _transcribe(self, client: JobClient, cells: list[Any]) -> Iterable[Any]:
+        return [await client.transcribe(cell, **self.options) for cell in cells]
+
+    async def _answer(self, batch: Any) -> dict[str, Any]:
+        columns = self._columns(batch)
+        cells = _cells(columns, self.audio_column, "audio_column", "audio bytes, paths or URLs", _AUDIO_CELLS)
+        errors = _cell_errors(
+            cells, self.audio_column, "audio bytes, a path or a URL", _AUDIO_CELLS, on_error=self.on_error
+        )
+        results = await self._send(cells, errors, self._transcribe)
+        outputs = {self.output_column: _strings([None if r is None else r.text for r in results])}
+        if self.segments_column is not None:
+            outputs[self.segments_column] = _strings(
+                [
+                    None if r is None else json.dumps(transcript_records("", r, "single")[0][1]["segments"])
+                    for r in results
+                ]
+            )
+        return self._finish(columns, outputs, errors)
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class Transcriber(_Transcribe, _Batches):
     """Transcribe an audio column with ``/v1/audio/transcriptions``: one transcript per row.
 
     Each row is one request (long audio is chunked client-side, as ``Client.transcribe`` does), with
@@ -684,55 +887,77 @@ class Transcriber(_BatchCallable):
         ... )
     """
 
-    audio_column: str = "audio"
-    output_column: str = "transcript"
-    segments_column: str | None = None
-    params: TranscribeParams | Mapping[str, Any] | None = None
-    concurrency: Concurrency = defaults.CONCURRENCY
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class AsyncTranscriber(_Transcribe, _AsyncCallable):
+    """:class:`Transcriber` with ``async def __call__`` on an ``AsyncClient`` (``map_batches(AsyncTranscriber,
+    ...)``: its arguments and outputs are :class:`Transcriber`'s; ``client=`` takes a
+    ``vllm_tasks.AsyncClient``)."""
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class _OCR(_Callable):
+    """:class:`OCR`'s and :class:`AsyncOCR`'s fields and batches."""
+
+    image_column: str = "image"
+    output_column: str = "markdown"
+    blocks_column: str | None = None
+    params: OCRParams | Mapping[str, Any] | None = None
+    preset: str | OCRPreset | None = None
+    quality: PageQuality | Mapping[str, Any] | None = DEFAULT_QUALITY
+    pdf_concurrency: int = defaults.OCR_PDF_CONCURRENCY
     extra_body: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         _check_names(
-            audio_column=self.audio_column,
+            image_column=self.image_column,
             output_column=self.output_column,
-            segments_column=self.segments_column,
+            blocks_column=self.blocks_column,
             error_column=self.error_column,
             id_column=self.id_column,
         )
-        concurrency_setting("concurrency", self.concurrency)
-        params = TranscribeParams.of(self.params)
-        # The segments come only with verbose_json.
-        keywords = params.keywords() if self.segments_column is None else segment_keywords(params)
-        self.options = {**keywords, "extra_body": CallOptions(extra_body=self.extra_body).extra_body}
+        positive_int("pdf_concurrency", self.pdf_concurrency)
+        self._params, self._quality = OCRParams.of(self.params).using(self.preset), quality_of(self.quality)
+        self._call = CallOptions(extra_body=self.extra_body)
+        self.options = {**self._params.keywords(), "extra_body": self._call.extra_body}
         super().__post_init__()
 
-    def __call__(self, batch: Any) -> dict[str, Any]:
-        """Transcribe one batch: the input columns, ``output_column`` and ``segments_column`` if set.
+    async def _ocr(self, client: JobClient, cells: list[Any]) -> Iterable[Any]:
+        return [await self._document(client, cell) for cell in cells]
 
-        Raises:
-            InvalidInputError: a missing ``audio_column`` or one of other values (see the class).
-        """
+    async def _document(self, client: JobClient, cell: Any) -> OCRDocument | OCRResult:
+        pdf = cell.startswith(b"%PDF-") if isinstance(cell, bytes) else isinstance(cell, str) and is_pdf(cell)
+        if not pdf:
+            page = await client._ocr_page(cell, self._params, self._call, self._quality)
+            check_document(self._quality, merge_pages([page]))
+            return page.result
+        return await client.ocr_pdf(
+            cell, concurrency=self.pdf_concurrency, quality=self._quality, **self.options
+        )
+
+    async def _answer(self, batch: Any) -> dict[str, Any]:
         columns = self._columns(batch)
-        cells = _cells(columns, self.audio_column, "audio_column", "audio bytes, paths or URLs", _AUDIO_CELLS)
-        errors = _cell_errors(
-            cells, self.audio_column, "audio bytes, a path or a URL", _AUDIO_CELLS, on_error=self.on_error
-        )
-        results = self._each_row(
-            lambda cell: self._client.transcribe(cell, **self.options), cells, errors, self.concurrency
-        )
-        outputs = {self.output_column: _strings([None if r is None else r.text for r in results])}
-        if self.segments_column is not None:
-            outputs[self.segments_column] = _strings(
-                [
-                    None if r is None else json.dumps(transcript_records("", r, "single")[0][1]["segments"])
-                    for r in results
-                ]
+        array = _column(columns, self.image_column, "image_column", "images")
+        if array.ndim >= 3 and array.dtype.kind in "uif":  # a batch of same-sized images: one per row
+            cells: list[Any] = list(array)
+            errors: list[str | None] = [None] * len(cells)
+        else:
+            cells = _cells(columns, self.image_column, "image_column", "images", _IMAGE_CELLS)
+            errors = _cell_errors(cells, self.image_column, "an image", _IMAGE_CELLS, on_error=self.on_error)
+        results = await self._send(cells, errors, self._ocr)
+        records = [
+            None if r is None else ocr_page_records("", ocr_document_pages(r), "single")[0] for r in results
+        ]
+        outputs = {self.output_column: _strings([None if r is None else r[0] for r in records])}
+        if self.blocks_column is not None:
+            outputs[self.blocks_column] = _strings(
+                [None if r is None else json.dumps(r[1]["blocks"]) for r in records]
             )
         return self._finish(columns, outputs, errors)
 
 
 @dataclasses.dataclass(kw_only=True, eq=False)
-class OCR(_BatchCallable):
+class OCR(_OCR, _Batches):
     """OCR an image or PDF column with an OCR model (``/v1/chat/completions``): one markdown text per row.
 
     An image row is one request; a PDF row (bytes starting with ``%PDF-``, or a path to one) is rendered
@@ -789,62 +1014,9 @@ class OCR(_BatchCallable):
         ... )
     """
 
-    image_column: str = "image"
-    output_column: str = "markdown"
-    blocks_column: str | None = None
-    params: OCRParams | Mapping[str, Any] | None = None
-    preset: str | OCRPreset | None = None
-    quality: PageQuality | Mapping[str, Any] | None = DEFAULT_QUALITY
-    concurrency: Concurrency = defaults.CONCURRENCY
-    pdf_concurrency: int = defaults.OCR_PDF_CONCURRENCY
-    extra_body: Mapping[str, Any] | None = None
 
-    def __post_init__(self) -> None:
-        _check_names(
-            image_column=self.image_column,
-            output_column=self.output_column,
-            blocks_column=self.blocks_column,
-            error_column=self.error_column,
-            id_column=self.id_column,
-        )
-        concurrency_setting("concurrency", self.concurrency)
-        positive_int("pdf_concurrency", self.pdf_concurrency)
-        self._params, self._quality = OCRParams.of(self.params).using(self.preset), quality_of(self.quality)
-        self._call = CallOptions(extra_body=self.extra_body)
-        self.options = {**self._params.keywords(), "extra_body": self._call.extra_body}
-        super().__post_init__()
-
-    def _ocr(self, cell: Any) -> OCRDocument | OCRResult:
-        pdf = cell.startswith(b"%PDF-") if isinstance(cell, bytes) else isinstance(cell, str) and is_pdf(cell)
-        if not pdf:
-            page = self._client._ocr_page(cell, self._params, self._call, self._quality)
-            check_document(self._quality, merge_pages([page]))
-            return page.result
-        return self._client.ocr_pdf(
-            cell, concurrency=self.pdf_concurrency, quality=self._quality, **self.options
-        )
-
-    def __call__(self, batch: Any) -> dict[str, Any]:
-        """OCR one batch: the input columns, ``output_column`` and ``blocks_column`` if set.
-
-        Raises:
-            InvalidInputError: a missing ``image_column`` or one of other values (see the class).
-        """
-        columns = self._columns(batch)
-        array = _column(columns, self.image_column, "image_column", "images")
-        if array.ndim >= 3 and array.dtype.kind in "uif":  # a batch of same-sized images: one per row
-            cells: list[Any] = list(array)
-            errors: list[str | None] = [None] * len(cells)
-        else:
-            cells = _cells(columns, self.image_column, "image_column", "images", _IMAGE_CELLS)
-            errors = _cell_errors(cells, self.image_column, "an image", _IMAGE_CELLS, on_error=self.on_error)
-        results = self._each_row(self._ocr, cells, errors, self.concurrency)
-        records = [
-            None if r is None else ocr_page_records("", ocr_document_pages(r), "single")[0] for r in results
-        ]
-        outputs = {self.output_column: _strings([None if r is None else r[0] for r in records])}
-        if self.blocks_column is not None:
-            outputs[self.blocks_column] = _strings(
-                [None if r is None else json.dumps(r[1]["blocks"]) for r in records]
-            )
-        return self._finish(columns, outputs, errors)
+@dataclasses.dataclass(kw_only=True, eq=False)
+class AsyncOCR(_OCR, _AsyncCallable):
+    """:class:`OCR` with ``async def __call__`` on an ``AsyncClient`` (``map_batches(AsyncOCR,
+    ...)``: its arguments and outputs are :class:`OCR`'s; ``client=`` takes a
+    ``vllm_tasks.AsyncClient``)."""

@@ -15,8 +15,9 @@ through the SDK's client, from the DataFrame API or from SQL. See ``docs/integra
 Each factory returns a ``pandas_udf`` of the iterator form: Spark pickles it with its options (the
 ``ClientSettings`` travel, with the API key) and each Python worker builds one ``vllm_tasks.Client`` from
 them the first time it runs the UDF, then keeps it for every later partition (Spark reuses its Python
-workers: ``spark.python.worker.reuse``). Inside a partition the rows go as the client sends them: requests
-of ``batch_size`` texts (halved on a 413), ``concurrency`` in flight, retries with backoff. A row the
+workers: ``spark.python.worker.reuse``). Each pandas batch of a partition is one group on the SDK's job
+engine (``vllm_tasks.jobs.engine``, through the Ray callables): requests of ``batch_size`` texts (a 413
+splits one in halves), ``concurrency`` in flight, each retried with backoff by the client. A row the
 server (or the client's own checks) refuses -- an over-long text, an undecodable file, a null -- gets a
 null result and its message in the struct's ``error`` field; the other rows of its batch get their
 results (the failing rows of an embedding or scoring batch are found by splitting it in halves). Errors
@@ -75,6 +76,9 @@ from ..calls import CallOptions  # noqa: E402
 from ..config import ClientSettings  # noqa: E402
 from ..embeddings import EmbedParams  # noqa: E402
 from ..errors import InvalidInputError  # noqa: E402
+from ..jobs.engine import Plan  # noqa: E402
+from ..jobs.replicas import JobClient  # noqa: E402
+from ..jobs.vectors import SPARSE  # noqa: E402
 from ..ocr import OCRParams  # noqa: E402
 from ..ocr.ladder import DEFAULT_QUALITY, PageQuality  # noqa: E402
 from ..ocr.presets import OCRPreset  # noqa: E402
@@ -82,8 +86,8 @@ from ..scoring import RerankParams  # noqa: E402
 from ..sparse import SparseEmbedParams  # noqa: E402
 from ..transcription import TranscribeParams  # noqa: E402
 from ..types.scoring import RerankResult  # noqa: E402
-from ..types.sparse import SparseVector  # noqa: E402
-from ..validation import concurrency_setting, int_at_least, positive_int  # noqa: E402
+from ..types.sparse import SparseEmbeddingResult, SparseVector  # noqa: E402
+from ..validation import int_at_least, positive_int  # noqa: E402
 from .ray import (  # noqa: E402
     OCR,
     Embedder,
@@ -193,26 +197,26 @@ class _SparseEmbedder(_BatchCallable):
     extra_body: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        self.options = {
-            **SparseEmbedParams.of(self.params).keywords(),
-            "batch_size": positive_int("batch_size", self.batch_size),
-            "concurrency": concurrency_setting("concurrency", self.concurrency),
-            "extra_body": CallOptions(extra_body=self.extra_body).extra_body,
-        }
+        self._plan = Plan(
+            batch_size=positive_int("batch_size", self.batch_size),
+            max_batch_tokens=defaults.JOB_MAX_BATCH_TOKENS,
+            params=SparseEmbedParams.of(self.params),
+            call=CallOptions(extra_body=self.extra_body),
+            fail_fast=self.on_error == "raise",
+            vectors=SPARSE,
+        )
         super().__post_init__()
+
+    async def _vectors(self, client: JobClient, texts: list[str]) -> list[SparseVector]:
+        result = await self._plan.embed(client, texts)
+        assert isinstance(result, SparseEmbeddingResult)  # the plan's vectors are sparse
+        return result.vectors
 
     def __call__(self, texts: npt.NDArray[np.object_]) -> tuple[list[SparseVector | None], Errors]:
         cells, errors = _text_cells({"text": texts}, "text", "text", None, self.on_error)
-        vectors: list[SparseVector | None] = [None] * len(cells)
-
-        def run(rows: list[int]) -> list[SparseVector]:
-            return self._client.embed_sparse([cells[row] for row in rows], **self.options).vectors
-
-        for rows, done in self._isolating(
-            run, [row for row, error in enumerate(errors) if error is None], errors
-        ):
-            for row, vector in zip(rows, done, strict=True):
-                vectors[row] = vector
+        vectors: list[SparseVector | None] = self._on_loop(
+            self._send(cells, errors, self._vectors, self._plan.batches)
+        )
         return vectors, errors
 
 
@@ -228,7 +232,6 @@ class _Reranker(_BatchCallable):
 
     def __post_init__(self) -> None:
         int_at_least("top_n", self.top_n, 1, "Use None to keep every document.")
-        concurrency_setting("concurrency", self.concurrency)
         self.options = {
             **RerankParams.of(self.params).keywords(),
             "top_n": self.top_n,
@@ -252,11 +255,12 @@ class _Reranker(_BatchCallable):
                     )
                 )
 
-        def rerank(row: int) -> RerankResult:
-            return self._client.rerank(cells[row], list(documents[row]), **self.options)
-
-        results = self._each_row(rerank, list(range(len(cells))), errors, self.concurrency)
+        rows = list(zip(cells, documents, strict=True))
+        results: list[RerankResult | None] = self._on_loop(self._send(rows, errors, self._ranking))
         return results, errors
+
+    async def _ranking(self, client: JobClient, rows: list[tuple[str, Any]]) -> list[RerankResult]:
+        return [await client.rerank(query, list(documents), **self.options) for query, documents in rows]
 
 
 def _text_list(value: object) -> bool:

@@ -1,5 +1,6 @@
 """The job engine: every job kind (``embed_file``, ``ocr_dir``, ``transcribe_dir``) runs on
-:class:`Engine`.
+:class:`Engine`, and so does each batch of the dataframe fronts (the Ray, Daft and Spark callables of
+:mod:`vllm_tasks.integrations`), one group worked in memory by :meth:`Engine.answer`, with no checkpoint.
 
 A job is groups of rows read by its reader (a chunk of texts, a page, an audio file) and a
 :class:`JobKind` that says what to do with them. The engine keeps a window of groups in flight
@@ -26,7 +27,7 @@ import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -96,6 +97,13 @@ class Plan:
     vectors: Vectors
     images: Path | None = None
 
+    def batches(self, texts: Sequence[str]) -> list[range]:
+        """``texts`` (positions) in batches of at most :attr:`batch_size` rows and
+        :attr:`max_batch_tokens` estimated tokens, in order."""
+        return plan_batches(
+            [estimated_tokens(text) for text in texts], self.batch_size, self.max_batch_tokens
+        )
+
     async def embed(self, client: JobClient, rows: Sequence[str]) -> Result:
         """The vectors of a batch of rows (texts, or the images they name) from ``client`` in one request,
         with the job's options."""
@@ -146,10 +154,10 @@ class Outcome:
     failed_rows: int = 0
 
 
-class JobKind(Protocol[G, W]):
-    """What a kind of job gives the :class:`Engine`: how a group of rows (a chunk of texts, a page, an
-    audio file) is held while it is worked on, planned into batches, sent, answered, refused, checked,
-    written to its sink and, once recorded in the checkpoint by the engine, followed up."""
+class GroupKind(Protocol[G, W]):
+    """What the :class:`Engine` needs to work a group of rows (a chunk of texts, a page, an audio file, a
+    dataframe's batch): how it is held while it is worked on, planned into batches, sent, answered,
+    refused and checked. :meth:`Engine.answer` works one group with no more than this."""
 
     def start(self, group: G) -> W:
         """The work of a group: where its answers go until it is committed."""
@@ -176,6 +184,12 @@ class JobKind(Protocol[G, W]):
     async def check(self, work: W, engine: Engine[G, W]) -> None:
         """Check a group's answers before it is committed (``engine.send`` sends rows again)."""
 
+
+@runtime_checkable
+class JobKind(GroupKind[G, W], Protocol[G, W]):
+    """What a kind of job gives the :class:`Engine` beyond a :class:`GroupKind`: a finished group written
+    to its sink and, once recorded in the checkpoint by the engine, followed up."""
+
     def write(self, work: W) -> Finished:
         """Write a finished group to its sink, durably (in a worker thread); what the checkpoint records
         of it."""
@@ -190,13 +204,17 @@ class Engine(Generic[G, W]):
     committed as it finishes (see the module doc).
 
     Args:
-        kind: what the job does with its groups.
+        kind: what the job does with its groups: a :class:`JobKind` for :meth:`run`; a
+            :class:`GroupKind` is enough for :meth:`answer`.
         pool: the replicas.
-        window: groups in flight at once.
-        progress: the job's checkpoint store, where each group is recorded once written.
+        window: groups in flight at once (:meth:`run`).
+        progress: the job's checkpoint store, where each group is recorded once written (:meth:`run`);
+            ``None`` for groups worked in memory with :meth:`answer` (a dataframe's batches).
     """
 
-    def __init__(self, kind: JobKind[G, W], pool: ReplicaPool, *, window: int, progress: Progress) -> None:
+    def __init__(
+        self, kind: GroupKind[G, W], pool: ReplicaPool, *, window: int = 1, progress: Progress | None = None
+    ) -> None:
         self._kind, self._pool, self._window, self._progress = kind, pool, window, progress
 
     async def run(self, groups: Iterator[G]) -> None:
@@ -205,7 +223,7 @@ class Engine(Generic[G, W]):
         Raises:
             Exception: the first fatal error (of a request, a check, a commit or the reader).
         """
-        await drain(groups, self._group, self._commit, window=self._window)
+        await drain(groups, self.answer, self._commit, window=self._window)
 
     def _commit(self, work: W) -> None:
         """Write a finished group, then record it in the checkpoint, then the kind's follow-up.
@@ -214,10 +232,27 @@ class Engine(Generic[G, W]):
             InsufficientDiskSpace: the disk filled up (the group is not recorded: redone on resume).
             JobError: the work folder cannot be written any more.
         """
-        finished = self._kind.write(work)
-        with disk_errors(self._progress.work):
-            self._progress.commit(finished)
-        self._kind.committed(work)
+        kind, progress = self._kind, self._progress
+        assert isinstance(kind, JobKind) and progress is not None, "a job's engine commits its groups"
+        finished = kind.write(work)
+        with disk_errors(progress.work):
+            progress.commit(finished)
+        kind.committed(work)
+
+    async def answer(self, group: G) -> W:
+        """Work one group to its end, in memory: planned into batches, each sent as one request over the
+        replicas (refused rows isolated and handed to the kind), then checked; nothing is committed.
+
+        Returns:
+            The group's work, every answer and refusal in it.
+
+        Raises:
+            Exception: the first fatal error of its requests or its check (its own type).
+        """
+        try:
+            return await self._group(group)
+        except BaseExceptionGroup as errors:
+            raise first_error(errors) from None
 
     async def _group(self, group: G) -> W:
         work = self._kind.start(group)
@@ -309,8 +344,7 @@ class EmbedRun:
     def batches(self, work: ChunkWork) -> list[range]:
         """The chunk's rows in batches of at most ``batch_size`` rows and ``max_batch_tokens`` estimated
         tokens."""
-        sizes = [estimated_tokens(text) for text in work.chunk.texts]
-        return plan_batches(sizes, self._plan.batch_size, self._plan.max_batch_tokens)
+        return self._plan.batches(work.chunk.texts)
 
     async def request(self, client: JobClient, work: ChunkWork, rows: Sequence[int]) -> Result:
         """The vectors of ``rows`` (consecutive) in one request, checked against the job's shape."""

@@ -233,6 +233,13 @@ class ReplicaPool:
         logger.warning("%s failed (%s); set aside for %.1f s", replica.url, error, pause)
         self._changed.set()
 
+    def restore(self) -> None:
+        """Every replica available again at once, its failures forgotten: a dataframe's next batch (a
+        batch whose replicas failed has failed its task, which the dataframe engine retries)."""
+        for replica in self.replicas:
+            replica.set_aside_until, replica.strikes = 0.0, 0
+        self._last_answer = time.monotonic()
+
     def cancelled(self, replica: Replica) -> None:
         """Give back a slot whose request was cancelled (Ctrl-C, another batch's fatal error, a copy sent
         elsewhere answered first)."""
