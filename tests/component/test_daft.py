@@ -20,6 +20,7 @@ import daft
 import numpy as np
 import pytest
 from daft import DataType, col
+from daft.exceptions import DaftCoreException
 from daft.functions import embed_image, embed_text
 from PIL import Image, ImageDraw
 
@@ -44,6 +45,17 @@ def read_page(request: ReceivedRequest) -> str:
     """DeepSeek-OCR output that names the image it answers."""
     digest = hashlib.sha256(repr(request.json.get("messages")).encode()).hexdigest()[:12]
     return grounding_output([("title", (40, 30, 960, 120), f"# Scan {digest}")])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def native_runner() -> None:
+    """Daft's local native runner, whatever ran before: with a Ray runtime up in this process (the Ray
+    tests' session fixture), Daft would otherwise pick its Ray runner, whose workers' logs and warnings
+    these tests do not see."""
+    try:
+        daft.set_runner_native()
+    except DaftCoreException:  # set once per process: by an earlier test, which must have set this one
+        assert daft.get_or_infer_runner_type() == "native", "Daft's runner is Ray; these tests need native"
 
 
 @pytest.fixture(scope="module")
