@@ -27,6 +27,11 @@ PY="$ROOT/.venv/bin/python"
 # The contract tier launches the next vLLM server while the current one's tests run (two at most):
 # server-fixtures/pytest_plugin.py. VLLM_TASKS_FIXTURES_AHEAD=0 starts one at a time.
 export VLLM_TASKS_FIXTURES_AHEAD="${VLLM_TASKS_FIXTURES_AHEAD:-1}"
+# Bytecode is cached (__pycache__, ignored by git): with PYTHONDONTWRITEBYTECODE set (as some images do),
+# every Python process recompiles vllm_tasks and the tests, and pytest rewrites the assertions of every
+# module of each installed pytest plugin's package again: each CLI run, docs block and inner pytest
+# session of the tests pays for it.
+unset PYTHONDONTWRITEBYTECODE
 step "ruff check"; "$PY" -m ruff check .
 step "ruff format --check"; "$PY" -m ruff format --check .
 step "mypy --strict vllm_tasks"; "$PY" -m mypy --strict vllm_tasks

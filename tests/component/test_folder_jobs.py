@@ -35,7 +35,7 @@ from vllm_tasks import cli
 from vllm_tasks.testing import OCR_TASKS, FakeVLLM, ReceivedRequest, grounding_output
 
 from ..clients import Ticker, cli_env, kill_at_random_progress, start_cli_for_ctrl_c
-from ..fakes import fake_like
+from ..fakes import FakeFixture, fake_like
 
 DATA = Path(__file__).parents[2]
 PAGE, REPORT = DATA / "examples/data/page.png", DATA / "examples/data/report.pdf"
@@ -694,13 +694,20 @@ def records(out: Path) -> dict[str, tuple[bytes, int]]:
     }
 
 
-def resume_and_compare(kind: str, source: Path, url: str, tmp: Path, total: int, seed: str) -> None:
+def resume_and_compare(
+    kind: str, source: Path, server: FakeFixture, path: str, delay: float, tmp: Path, total: int, seed: str
+) -> None:
+    """An uninterrupted run, then a run killed twice at seeded points and resumed: the same outputs, and
+    no finished unit redone. The killed runs' answers on ``path`` come ``delay`` seconds late, so that a
+    kill lands mid-job."""
+    url = server.base_url
     reference = tmp / "reference"
     uninterrupted = job_command(kind, source, reference, url)
     done = subprocess.run(
         uninterrupted, env=cli_env(), capture_output=True, text=True, timeout=900, check=False
     )
     assert done.returncode == 0, done.stderr
+    server.fake.slow(delay, path=path, times=None)
     out = tmp / "resumed"
     argv = job_command(kind, source, out, url)
     seen: list[dict[str, tuple[bytes, int]]] = []
@@ -748,8 +755,7 @@ def test_ocr_dir_killed_and_resumed(tmp_path: Path) -> None:
         image.save(source / "sub" / f"note{index}.png")
     with fake_like("ocr", ocr_output=scan_text) as ocr:
         # A page takes longer than the 0.43 s the seeded first kill waits past its target (page 5 of 6).
-        ocr.fake.slow(0.6, path=CHAT, times=None)
-        resume_and_compare("ocr-dir", source, ocr.base_url, tmp_path, total=6, seed="ocr-dir")
+        resume_and_compare("ocr-dir", source, ocr, CHAT, 0.6, tmp_path, total=6, seed="ocr-dir")
     pages = [json.loads(line) for line in (tmp_path / "resumed" / "pages.jsonl").read_text().splitlines()]
     assert [(p["document"], p["page"]) for p in pages] == [
         ("page.png", 1),
@@ -778,8 +784,9 @@ def test_transcribe_dir_killed_and_resumed(tmp_path: Path) -> None:
         shutil.copy(DATA / "tests/data/audio" / name, source / "day2" / f"again-{name}")
     shutil.copy(DATA / "tests/data/audio/long45.wav", source / "day2" / "long45.wav")
     with fake_like("stt", transcript=heard) as stt:
-        stt.fake.slow(0.3, path=AUDIO, times=None)
-        resume_and_compare("transcribe-dir", source, stt.base_url, tmp_path, total=7, seed="transcribe-dir")
+        resume_and_compare(
+            "transcribe-dir", source, stt, AUDIO, 0.3, tmp_path, total=7, seed="transcribe-dir"
+        )
         chunks = sorted(
             {r.files["file"].filename or "" for r in stt.fake.received(AUDIO)}
             - {path.name for path in source.rglob("*.wav")}

@@ -296,7 +296,6 @@ def test_ocr_dir_with_the_ladder_resumes_after_kill_9(tmp_path: Path) -> None:
     (source / "doc.pdf").write_bytes(document(4))
     script = Script(dict.fromkeys(range(1, 5), 0.1))
     with FakeVLLM(model="deepseek-ocr", tasks=OCR_TASKS, ocr_output=script) as fake:
-        fake.slow(0.25, path=CHAT, times=None)
 
         def argv(out: Path) -> list[str]:
             options = ["--concurrency", "1", "--max-tokens", "64", "--dpi", "72"]
@@ -307,6 +306,7 @@ def test_ocr_dir_with_the_ladder_resumes_after_kill_9(tmp_path: Path) -> None:
             argv(tmp_path / "reference"), env=cli_env(), capture_output=True, check=False
         )
         assert reference.returncode == 0, reference.stderr
+        fake.slow(0.25, path=CHAT, times=None)  # the killed runs: a kill lands mid-job
         out = tmp_path / "resumed"
         seen = []
         for _ in kill_at_random_progress(argv(out), lambda: len(saved(out)), 4, random.Random(7), 2):

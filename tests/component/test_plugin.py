@@ -133,7 +133,9 @@ def _run(
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", "-q", str(tmp_path)],
         cwd=tmp_path,
-        env={**clean, "EVENTS_FILE": str(events), **env},
+        # Only the plugin under test and this conftest: the installed plugins' imports (hypothesis,
+        # langsmith, ...) would be most of each inner run's time.
+        env={**clean, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "EVENTS_FILE": str(events), **env},
         capture_output=True,
         text=True,
         timeout=120,
