@@ -8,10 +8,11 @@ any request; a URL's credentials never reach an error, a log line, a manifest or
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from vllm_tasks import cli
 from vllm_tasks.jobs import locations
 from vllm_tasks.jobs.state import PROBE_TEXT
 from vllm_tasks.testing import EMBEDDING_TASKS, FakeVLLM
+from vllm_tasks.testing.wire import Reply, error_reply
 
 EMBED = "/v1/embeddings"
 TEXTS = [f"text {i} " + "x" * (i % 5) for i in range(21)]
@@ -128,6 +130,27 @@ def test_a_file_url_is_the_local_path(tmp_path: Path, fake: FakeVLLM) -> None:
     np.testing.assert_array_equal(np.load(report.out)[0], fake.vector(TEXTS[0]))
 
 
+def failing_from(fake: FakeVLLM, texts: list[str]) -> Callable[[Reply], Reply]:
+    """A mutation answering a 500 instead of any embeddings answer that holds the vector of one of
+    ``texts`` (a JSON answer, float or base64, or a ``bytes`` answer's raw float32 body)."""
+    vectors = [fake.vector(text).tobytes() for text in texts]
+
+    def vector(embedding: str | list[float]) -> bytes:
+        if isinstance(embedding, str):
+            return base64.b64decode(embedding)
+        return np.asarray(embedding, np.float32).tobytes()
+
+    def mutation(reply: Reply) -> Reply:
+        body = reply.body
+        if body.startswith(b"{"):
+            body = b"".join(vector(row["embedding"]) for row in json.loads(body).get("data") or [])
+        if any(wanted in body for wanted in vectors):
+            return error_reply(500, "Internal Server Error (a later chunk)")
+        return reply
+
+    return mutation
+
+
 def test_a_stopped_remote_job_resumes_only_what_was_missing(
     tmp_path: Path, fake: FakeVLLM, memory: tuple[Any, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -137,12 +160,16 @@ def test_a_stopped_remote_job_resumes_only_what_was_missing(
     args: dict[str, Any] = {"chunk_rows": 5, "batch_size": 5, "work_dir": tmp_path / "work"}
     url = f"memory://{bucket}/out.npy"
     fake.clear_requests()
-    fake.fail(500, path=EMBED, after=1 + 2 * 2, times=None)  # the probe, then two chunks and their probes
-    with vt.Client(fake.url, max_retries=0) as client, pytest.raises(vt.InternalServerError):
-        vt.embed_file(client, f"memory://{bucket}/in.txt", url, concurrency=1, **FAST, **args)
+    # Every answer holding a row of the third chunk on fails (by content: the window of chunks sends
+    # batches and model checks in an order that depends on timing), so the first two chunks are done.
+    fake.mutate(failing_from(fake, TEXTS[10:]), path=EMBED, times=None)
+    try:
+        with vt.Client(fake.url, max_retries=0) as client, pytest.raises(vt.InternalServerError):
+            vt.embed_file(client, f"memory://{bucket}/in.txt", url, concurrency=1, **FAST, **args)
+    finally:
+        fake.clear_faults()
     saved = json.loads((tmp_path / "work" / "out.npy.partial" / "state.json").read_text())
     assert saved["done_below"] == 2 and not fs.exists(f"/{bucket}/out.npy")  # nothing uploaded yet
-    fake.clear_faults()
     fake.clear_requests()
 
     uploads: list[str] = []

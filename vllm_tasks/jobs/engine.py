@@ -484,6 +484,7 @@ async def drain(
             ``commit``, or of the reader; the groups still in flight are cancelled first.
     """
     active: set[asyncio.Task[Done]] = set()
+    finished: set[asyncio.Task[Done]] = set()
     exhausted = False
     try:
         while True:
@@ -496,12 +497,15 @@ async def drain(
             if not active:
                 break
             finished, active = await asyncio.wait(active, return_when=asyncio.FIRST_COMPLETED)
-            for task in finished:
-                await write_in_thread(commit, _result(task))
+            while finished:
+                await write_in_thread(commit, _result(finished.pop()))
     finally:
         for task in active:
             task.cancel()
         await asyncio.gather(*active, return_exceptions=True)
+        for task in finished:  # finished beside the first error, never committed: their errors are seen
+            if not task.cancelled():
+                task.exception()
 
 
 async def send_request(
