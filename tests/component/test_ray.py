@@ -21,7 +21,6 @@ runtime tests take about 7 s (2,000 texts), 9 s, 3 s, 3 s and 2.5 s: about 35 s 
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import hashlib
 import io
@@ -30,6 +29,7 @@ import os
 import pickle
 import re
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,7 @@ from PIL import Image, ImageDraw
 from ray import cloudpickle
 
 import vllm_tasks as vt
-from vllm_tasks._backends import AsyncBackend
+from vllm_tasks._backends import SyncBackend
 from vllm_tasks.adaptive import Concurrency
 from vllm_tasks.integrations.ray import OCR, Embedder, Scorer, Transcriber
 from vllm_tasks.testing import (
@@ -659,10 +659,10 @@ def test_auto_answers_as_a_fixed_concurrency_in_row_order(kind: str) -> None:
 def test_auto_backs_off_on_a_full_queue_and_every_row_succeeds(monkeypatch: pytest.MonkeyPatch) -> None:
     # Retries wait (a tenth of their backoff) as against a server: retried at once, as with the tier's
     # no_sleep, a refused row runs out of retries at a fixed 8 before a place in the queue frees up.
-    async def shorter(_backend: AsyncBackend, seconds: float) -> None:
-        await asyncio.sleep(seconds / 10)
+    def shorter(_backend: SyncBackend, seconds: float) -> None:
+        time.sleep(seconds / 10)
 
-    monkeypatch.setattr(AsyncBackend, "sleep", shorter)
+    monkeypatch.setattr(SyncBackend, "sleep", shorter)
     batch = scan_rows(48)[:-1]
 
     def run(concurrency: Concurrency) -> tuple[list[str], int, int | None]:

@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import contextlib
 import dataclasses
 import json
 import sys
@@ -81,12 +80,13 @@ from ..config import ClientSettings
 from ..embeddings import EmbedParams
 from ..errors import InvalidInputError
 from ..jobs.engine import Engine, Plan, estimated_tokens
-from ..jobs.replicas import JobClient, Replica, ReplicaPool, close_made, make_replicas
+from ..jobs.replicas import JobClient, Replica, ReplicaPool, make_replicas
 from ..jobs.vectors import DENSE
 from ..ocr import OCRParams, merge_pages
 from ..ocr.ladder import DEFAULT_QUALITY, PageQuality, check_document, quality_of
 from ..ocr.presets import OCRPreset
 from ..scoring import RerankParams
+from ..threaded import ThreadedClient
 from ..transcription import TranscribeParams, segment_keywords
 from ..types.embeddings import EmbeddingResult
 from ..types.ocr import OCRDocument, OCRResult
@@ -115,7 +115,7 @@ RETRY_AFTER = 1.0
 """Seconds the instance's one replica is set aside after a failure (a batch that failed for it is
 raised; the next batch finds it available again)."""
 CLOSE_WAIT = 5.0
-"""Seconds ``close()`` waits for the connections to close and the batches' thread to end."""
+"""Seconds ``close()`` waits for the batches' thread to end."""
 _UNPICKLED = frozenset({"_client", "_own", "_pool", "_loop", "_close"})
 """An instance's clients, pool and thread: a pickled copy builds its own."""
 
@@ -436,8 +436,6 @@ class _Loop:
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self.made: list[tuple[AsyncClient, Client | None]] = []
-        """The clients made on the loop for the instance's ``Client``, closed with it."""
 
     def run(self, work: Coroutine[Any, Any, T]) -> T:
         """``work`` run on the loop; its result (or error) once done. Interrupted (Ctrl-C), it is
@@ -456,13 +454,9 @@ class _Loop:
             raise
 
     def close(self, client: Client | None) -> None:
-        """Close the clients made on the loop, end its thread, then close ``client`` (the instance's own,
-        else ``None``)."""
+        """End the loop's thread, then close ``client`` (the instance's own, else ``None``)."""
         loop, thread, self._loop = self._loop, self._thread, None
         if loop is not None and thread is not None and thread.is_alive():
-            if threading.current_thread() is not thread:
-                with contextlib.suppress(Exception):
-                    asyncio.run_coroutine_threadsafe(close_made(self.made), loop).result(CLOSE_WAIT)
             loop.call_soon_threadsafe(loop.stop)
             if threading.current_thread() is not thread:
                 thread.join(CLOSE_WAIT)
@@ -492,8 +486,10 @@ class _BatchCallable(_Callable):
         )
 
     def _replicas(self) -> list[Replica]:
-        replicas, self._loop.made = make_replicas(self._client)
-        return replicas
+        # the client itself, each request in a worker thread: its own (urllib3) transport costs the
+        # client less CPU per request than an AsyncClient's on this loop, and its usage is the caller's
+        client = ThreadedClient(self._client)
+        return [Replica(client, client.base_url)]
 
     def _on_loop(self, work: Coroutine[Any, Any, T]) -> T:
         """``work`` (the instance's requests) run on the instance's event loop."""
