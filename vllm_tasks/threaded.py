@@ -5,67 +5,28 @@ Async code (a job's event loop, an adapter's async methods) given a ``Client`` t
 does not run on an event loop) and must not drop it: it awaits that very client's methods, each run in a
 worker thread, so every request goes through the injected ``http_client``.
 
-Each call has a daemon thread to itself while it runs (:class:`_Workers`), not the loop's default executor
-(``asyncio.to_thread``): a call given up on (a hedged request that lost, a request past the job's
-deadline, Ctrl-C) cannot be stopped in its thread, and ``asyncio.run`` waits for the default executor's
-threads before it returns, so a job that had cut off a hung server would still wait for that server's
-timeout (600 s) to return. A thread whose call is done waits :data:`IDLE` seconds for the next one:
-starting a thread per request costs the client more CPU than the request itself.
+Each call has a daemon thread to itself while it runs (a :class:`~vllm_tasks._backends.WorkerGroup`,
+kept between calls), not the loop's default executor (``asyncio.to_thread``): a call given up on (a hedged
+request that lost, a request past the job's deadline, Ctrl-C) cannot be stopped in its thread, and
+``asyncio.run`` waits for the default executor's threads before it returns, so a job that had cut off a
+hung server would still wait for that server's timeout (600 s) to return. A thread whose call is done is
+kept for the next one: starting a thread per request costs the client more CPU than the request itself.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
-import queue
-import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
+from ._backends import WorkerGroup
 from ._sync.client import Client
 
 P = ParamSpec("P")
 T = TypeVar("T")
-IDLE = 30.0
-"""Seconds a worker thread whose call is done waits for another before it ends."""
-
-
-class _Workers:
-    """Daemon threads that run calls, each in a copy of its caller's context (OpenTelemetry's current span
-    among it): an idle one takes the next call, else a new one starts; one blocked in a call holds only
-    its own thread, and one idle for :data:`IDLE` seconds ends."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._calls: queue.SimpleQueue[tuple[contextvars.Context, Callable[[], None]]] = queue.SimpleQueue()
-        self._idle = 0  # threads waiting for a call, less the calls queued for them
-
-    def submit(self, run: Callable[[], None], name: str) -> None:
-        """Run ``run`` in a worker thread (named ``name`` when a new one starts)."""
-        with self._lock:  # queued under the lock: a thread ending idle sees every call counted for it
-            self._calls.put((contextvars.copy_context(), run))
-            if self._idle:
-                self._idle -= 1
-                return
-        threading.Thread(target=self._work, name=name, daemon=True).start()
-
-    def _work(self) -> None:
-        while True:
-            try:
-                context, run = self._calls.get(timeout=IDLE)
-            except queue.Empty:
-                with self._lock:
-                    if self._calls.empty():
-                        self._idle -= 1
-                        return
-                continue
-            context.run(run)
-            with self._lock:
-                self._idle += 1
-
-
-_workers = _Workers()
+_workers = WorkerGroup()
+"""The threads every ``ThreadedClient`` call runs in, kept between calls."""
 
 
 def _in_thread(
@@ -84,7 +45,7 @@ def _in_thread(
                 outcome = (None, error)
             _hand_over(loop, answer, *outcome)
 
-        _workers.submit(run, f"vllm-tasks-{method.__name__}")
+        _workers.run(run, f"vllm-tasks-{method.__name__}")
         return await answer
 
     call.__name__ = call.__qualname__ = method.__name__
