@@ -60,10 +60,10 @@ DUMMY_CHAT_TEMPLATE = (
 #: The OCR fixtures' cap on generated tokens per request (``--override-generation-config``).
 OCR_MAX_NEW_TOKENS = 48
 
-#: DeepSeek-OCR on CPU: tiny language model, real vision encoder and processor, weights from a fixed seed.
-#: The recipe's flags (--no-enable-prefix-caching, --mm-processor-cache-gb 0) plus what makes it start in
-#: about a minute on 2 cores (cpu-fixture-models.md, "DeepSeek-OCR request path").
-OCR_ARGS: tuple[str, ...] = (
+#: The DeepSeek-OCR family on CPU: dummy weights, float32, eager, no multimodal profiling, a 4096-token
+#: context, and the recipe's cache flags (--no-enable-prefix-caching, --mm-processor-cache-gb 0): what makes
+#: it start in about a minute on 2 cores (cpu-fixture-models.md, "DeepSeek-OCR request path").
+DEEPSEEK_FAMILY_ARGS: tuple[str, ...] = (
     *IN_PROCESS_ENGINE_ARGS,
     "--load-format",
     "dummy",
@@ -76,6 +76,11 @@ OCR_ARGS: tuple[str, ...] = (
     "--no-enable-prefix-caching",
     "--mm-processor-cache-gb",
     "0",
+)
+
+#: DeepSeek-OCR on CPU: tiny language model, real vision encoder and processor, weights from a fixed seed.
+OCR_ARGS: tuple[str, ...] = (
+    *DEEPSEEK_FAMILY_ARGS,
     # A server-wide cap on generated tokens (vLLM: max_new_tokens in the generation config is the upper
     # bound of every request's max_tokens): the random tiny model otherwise writes until the context is full,
     # 50-80 s a page on 2 cores. 48 covers the tests' largest max_tokens (40).
@@ -271,18 +276,7 @@ def deepseek_family_args(ngram_processor: str, *extra: str) -> tuple[str, ...]:
     no processor cache, on dummy weights, plus float32, eager, no multimodal profiling, a 4096-token context
     and the OCR reference token cap."""
     return (
-        *IN_PROCESS_ENGINE_ARGS,
-        "--load-format",
-        "dummy",
-        "--dtype",
-        "float32",
-        "--enforce-eager",
-        "--skip-mm-profiling",
-        "--max-model-len",
-        "4096",
-        "--no-enable-prefix-caching",
-        "--mm-processor-cache-gb",
-        "0",
+        *DEEPSEEK_FAMILY_ARGS,
         "--logits-processors",
         ngram_processor,
         *extra,
