@@ -180,7 +180,9 @@ ERROR_TYPES = {
     404: "NotFoundError",
     422: "UnprocessableEntityError",
     500: "InternalServerError",
-    501: "NotImplementedError",  # a mounted route whose task is not active (tests/recorded/late-interaction)
+    # a mounted route whose task is not active: vLLM 0.32's answer in
+    # tests/recorded/late-interaction/error_embeddings.json, held by tests/component/test_fake_replay.py
+    501: "NotImplementedError",
     503: "ServiceUnavailableError",
 }
 """vLLM's ``error.type`` per status; other statuses get their HTTP phrase (e.g. ``TooManyRequests``)."""
